@@ -1,0 +1,40 @@
+"""Install the ``yolo`` package (distribution name ``yolo-darknet``)."""
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+here = Path(__file__).parent
+
+setup(
+    name="yolo-darknet",
+    version="0.1.0",
+    description="Config-driven YOLOv3 in PyTorch: Darknet cfgs and weights, exact to Darknet.",
+    long_description=(here / "README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.9",
+    packages=find_packages(include=["yolo", "yolo.*"]),
+    install_requires=[
+        "torch>=2.1",
+        # torchvision >= 0.29 pulls a matching torch with compiled ops (torchvision::nms);
+        # an older pairing can leave a torch without the NMS kernel.
+        "torchvision>=0.29",
+        "numpy",
+        "opencv-python",
+        "pyyaml",
+        "tensorboard",
+        "tqdm",
+        "pycocotools",
+        "matplotlib",
+    ],
+    extras_require={
+        "dev": [
+            "pytest",
+            "hypothesis",
+            # OpenCV 5 removed the Darknet importer that the parity tests use as the reference.
+            "opencv-python<5",
+            "onnx",
+            "onnxruntime",
+            "onnxscript",
+        ],
+    },
+)

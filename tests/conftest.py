@@ -1,0 +1,48 @@
+"""Shared test fixtures: the real Darknet assets are reached through ``YOLO_ASSETS``.
+
+When ``YOLO_ASSETS`` is unset (a user's fresh clone), tests that need the assets skip
+with a clear reason; when it is set and a file is missing, the test fails.
+"""
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+torch.set_num_threads(min(2, os.cpu_count() or 1))
+
+ASSETS_ENV = "YOLO_ASSETS"
+
+
+def assets_root() -> Path:
+    """The folder named by ``YOLO_ASSETS``; skip the calling test when it is unset."""
+    root = os.environ.get(ASSETS_ENV)
+    if not root:
+        pytest.skip(f"{ASSETS_ENV} is not set: point it at the Darknet test assets to run this test")
+    path = Path(root)
+    if not path.is_dir():
+        pytest.fail(f"{ASSETS_ENV}={root} is not a folder")
+    return path
+
+
+def asset(relpath: str) -> Path:
+    """Absolute path of one asset file (``cfg/yolov3.cfg``); fails if it is missing."""
+    path = assets_root() / relpath
+    if not path.exists():
+        pytest.fail(f"asset {relpath} is missing from {path.parent}")
+    return path
+
+
+@pytest.fixture
+def assets():
+    """The ``asset`` function as a fixture: ``assets('images/dog.jpg')``."""
+    return asset
+
+
+# Every detection cfg shipped with the assets (classifier cfgs are listed separately).
+DETECTION_CFGS = [
+    "yolov2.cfg", "yolov2-tiny.cfg", "yolov2-voc.cfg", "yolov2-tiny-voc.cfg",
+    "yolov3.cfg", "yolov3-tiny.cfg", "yolov3-spp.cfg", "yolov3-voc.cfg", "yolov3-tiny-prn.cfg",
+    "yolov4.cfg", "yolov4-tiny.cfg", "yolo-fastest-1.1.cfg", "yolo-fastest-1.1-xl.cfg",
+]
+CLASSIFIER_CFGS = ["tiny.cfg"]

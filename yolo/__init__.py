@@ -1,0 +1,14 @@
+"""yolo: Darknet cfgs and weights as exact PyTorch models.
+
+Public API::
+
+    from yolo import Darknet, load_model
+    model = load_model("yolov3-tiny.cfg", "yolov3-tiny.weights")
+"""
+from .cfg import CfgError, parse_cfg, parse_cfg_text, read_names
+from .model import Darknet, load_model
+from .weights import WeightsError, load_darknet_weights, save_darknet_weights
+
+__all__ = ["CfgError", "Darknet", "WeightsError", "load_model", "load_darknet_weights",
+           "parse_cfg", "parse_cfg_text", "read_names", "save_darknet_weights"]
+__version__ = "0.1.0"

@@ -1,0 +1,63 @@
+"""Our ``.pt`` files: a dict of plain types (tensors, str, int, lists), so ``weights_only=True`` loads them.
+
+A checkpoint holds at least ``model`` (state_dict), ``cfg`` (the cfg text), ``num_classes`` and
+``darknet_header``; training checkpoints add optimizer, scheduler, EMA, epoch and RNG state.
+Files are written atomically (temp file + rename), so an interrupted save never leaves a broken file.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Dict, Optional, Sequence, Union
+
+import torch
+
+from .weights import WeightsError
+
+FORMAT = "yolo-darknet/1"
+
+
+def model_checkpoint(model, names: Optional[Sequence[str]] = None, **extra: Any) -> Dict[str, Any]:
+    """The portable part of a checkpoint for ``model`` (a :class:`yolo.model.Darknet`)."""
+    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    ckpt = {
+        "format": FORMAT,
+        "model": state,
+        "cfg": model.cfg_text,
+        "num_classes": int(model.num_classes),
+        "input_size": [int(v) for v in model.input_size],
+        "darknet_header": [int(v) for v in model.darknet_header],
+    }
+    if names is not None:
+        ckpt["names"] = list(names)
+    ckpt.update(extra)
+    return ckpt
+
+
+def save_checkpoint(ckpt: Dict[str, Any], path: Union[str, Path]) -> Path:
+    """Write ``ckpt`` to ``path`` atomically; returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        torch.save(ckpt, tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def load_checkpoint_file(path: Union[str, Path]) -> Dict[str, Any]:
+    """Read one of our ``.pt`` files safely (``weights_only=True``); clear errors for anything else."""
+    path = Path(path)
+    if not path.is_file():
+        raise WeightsError(f"{path}: checkpoint not found")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises many types here (pickle, zip, unsafe global)
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise WeightsError(f"{path}: not a readable checkpoint ({reason[:200]})") from None
+    if not isinstance(ckpt, dict) or "model" not in ckpt:
+        raise WeightsError(f"{path}: not a yolo checkpoint (expected a dict with a 'model' state_dict)")
+    return ckpt

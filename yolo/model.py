@@ -1,0 +1,399 @@
+"""``Darknet``: a Darknet cfg turned into an ``nn.Module`` whose ``module_list`` mirrors the cfg's layers.
+
+Each section is built by a builder looked up by section name in :data:`BUILDERS`. A builder gets the
+section and the shapes of every earlier layer's output, checks its options, and returns the module and
+its output shape ``(channels, height, width)`` at the cfg's [net] size. So a bad cfg fails at build
+time with the file and line, never deep inside ``forward``.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import torch
+import torch.nn as nn
+
+from .cfg import CfgError, Section, parse_cfg, parse_cfg_text, sections_to_text
+from .layers import (ACTIVATIONS, ConvBNAct, Dropout, GlobalAvgPool, HeadOptions, MaxPool, RegionLayer,
+                     Reorg, Route, Shortcut, Softmax, Upsample, YOLOLayer)
+
+logger = logging.getLogger(__name__)
+
+Shape = Tuple[int, int, int]  # (channels, height, width)
+
+
+@dataclass
+class LayerInfo:
+    """What a builder reports about one layer, for shape checks and the summary."""
+
+    module: nn.Module
+    out_shape: Shape
+    in_shape: Shape
+    inputs: Tuple[int, ...] = ()  # absolute indices of earlier layers this one reads (route, shortcut)
+
+
+Builder = Callable[[Section, List[Shape], Shape], LayerInfo]
+BUILDERS: Dict[str, Builder] = {}
+
+
+def register(*names: str):
+    """Register a builder for one or more Darknet section names."""
+    def wrap(fn: Builder) -> Builder:
+        for name in names:
+            BUILDERS[name] = fn
+        return fn
+    return wrap
+
+
+def _positive(section: Section, key: str, value: int) -> int:
+    if value <= 0:
+        raise section.error(f"'{key}' must be positive, got {value}", key)
+    return value
+
+
+def _activation(section: Section, default: str) -> str:
+    name = section.get_str("activation", default)
+    if name not in ACTIVATIONS:
+        raise section.error(f"unknown activation '{name}' (known: {', '.join(sorted(ACTIVATIONS))})", "activation")
+    return name
+
+
+def _layer_index(section: Section, key: str, value: int) -> int:
+    """Darknet's rule: negative indices are relative to this layer, others absolute; must point back."""
+    index = section.index + value if value < 0 else value
+    if not 0 <= index < section.index:
+        raise section.error(f"'{key}' refers to layer {value} -> {index}, outside layers 0..{section.index - 1}", key)
+    return index
+
+
+# ----------------------------------------------------------------------------- builders
+
+
+@register("convolutional", "conv")
+def build_convolutional(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
+    c, h, w = prev
+    filters = _positive(section, "filters", section.get_int("filters", 1))
+    size = _positive(section, "size", section.get_int("size", 1))
+    stride = _positive(section, "stride", section.get_int("stride", 1))
+    groups = _positive(section, "groups", section.get_int("groups", 1))
+    pad_flag = section.get_int("pad", 0)
+    padding = size // 2 if pad_flag else section.get_int("padding", 0)
+    bn = bool(section.get_int("batch_normalize", 0))
+    act = _activation(section, "logistic")  # Darknet's default when the key is missing
+    if c % groups or filters % groups:
+        raise section.error(f"groups={groups} must divide input channels ({c}) and filters ({filters})", "groups")
+    out_h = (h + 2 * padding - size) // stride + 1
+    out_w = (w + 2 * padding - size) // stride + 1
+    if out_h <= 0 or out_w <= 0:
+        raise section.error(f"input {h}x{w} is too small for size={size} stride={stride} padding={padding}")
+    module = ConvBNAct(c, filters, size, stride, padding, groups, bn, act)
+    return LayerInfo(module, (filters, out_h, out_w), prev)
+
+
+@register("maxpool")
+def build_maxpool(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
+    c, h, w = prev
+    stride = _positive(section, "stride", section.get_int("stride", 1))
+    size = _positive(section, "size", section.get_int("size", stride))
+    padding = section.get_int("padding", size - 1)
+    if padding < 0:
+        raise section.error(f"'padding' must not be negative, got {padding}", "padding")
+    out_h = (h + padding - size) // stride + 1
+    out_w = (w + padding - size) // stride + 1
+    if out_h <= 0 or out_w <= 0:
+        raise section.error(f"input {h}x{w} is too small for size={size} stride={stride}")
+    return LayerInfo(MaxPool(size, stride, padding), (c, out_h, out_w), prev)
+
+
+@register("upsample")
+def build_upsample(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
+    c, h, w = prev
+    stride = _positive(section, "stride", section.get_int("stride", 2))
+    scale = section.get_float("scale", 1.0)
+    return LayerInfo(Upsample(stride, scale), (c, h * stride, w * stride), prev)
+
+
+@register("route")
+def build_route(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
+    raw = section.get_ints("layers")
+    if not raw:
+        raise section.error("'layers' is empty", "layers")
+    layers = [_layer_index(section, "layers", v) for v in raw]
+    groups = _positive(section, "groups", section.get_int("groups", 1))
+    group_id = section.get_int("group_id", 0)
+    if not 0 <= group_id < groups:
+        raise section.error(f"group_id={group_id} must be in 0..{groups - 1}", "group_id")
+    in_shapes = [shapes[i] for i in layers]
+    hw = in_shapes[0][1:]
+    for i, s in zip(layers, in_shapes):
+        if s[1:] != hw:
+            raise section.error(f"layers {layers} have different sizes: layer {i} is {s[1]}x{s[2]}, "
+                                f"layer {layers[0]} is {hw[0]}x{hw[1]}", "layers")
+        if s[0] % groups:
+            raise section.error(f"groups={groups} does not divide the {s[0]} channels of layer {i}", "groups")
+    channels = sum(s[0] for s in in_shapes) // groups
+    return LayerInfo(Route(layers, groups, group_id), (channels, *hw), prev, tuple(layers))
+
+
+@register("shortcut")
+def build_shortcut(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
+    sources = section.get_ints("from")
+    if len(sources) != 1:
+        raise section.error(f"'from' must name exactly one layer, got {sources}", "from")
+    weights_type = section.get_str("weights_type", "none")
+    if weights_type != "none":
+        raise section.error(f"weighted shortcut (weights_type={weights_type}) is not supported", "weights_type")
+    source = _layer_index(section, "from", sources[0])
+    if shapes[source][1:] != prev[1:]:
+        raise section.error(f"layer {source} is {shapes[source][1]}x{shapes[source][2]} but the previous layer is "
+                            f"{prev[1]}x{prev[2]}: a shortcut needs equal sizes", "from")
+    act = _activation(section, "linear")
+    return LayerInfo(Shortcut(source, act), prev, prev, (source,))
+
+
+@register("reorg")
+def build_reorg(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
+    c, h, w = prev
+    stride = _positive(section, "stride", section.get_int("stride", 1))
+    if h % stride or w % stride or c % (stride * stride):
+        raise section.error(f"reorg stride {stride} does not divide input {c}x{h}x{w}", "stride")
+    return LayerInfo(Reorg(stride), (c * stride * stride, h // stride, w // stride), prev)
+
+
+@register("avgpool")
+def build_avgpool(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
+    return LayerInfo(GlobalAvgPool(), (prev[0], 1, 1), prev)
+
+
+@register("softmax")
+def build_softmax(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
+    groups = _positive(section, "groups", section.get_int("groups", 1))
+    if prev[0] % groups:
+        raise section.error(f"groups={groups} does not divide {prev[0]} channels", "groups")
+    return LayerInfo(Softmax(groups, section.get_float("temperature", 1.0)), prev, prev)
+
+
+@register("dropout")
+def build_dropout(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
+    p = section.get_float("probability", 0.5)
+    if not 0.0 <= p < 1.0:
+        raise section.error(f"probability={p} must be in [0, 1)", "probability")
+    return LayerInfo(Dropout(p), prev, prev)
+
+
+def _head_options(section: Section) -> HeadOptions:
+    opts = HeadOptions()
+    for key, default in vars(HeadOptions()).items():
+        getter = section.get_str if isinstance(default, str) else (
+            section.get_int if isinstance(default, int) else section.get_float)
+        setattr(opts, key, getter(key, default))
+    if opts.iou_loss not in ("mse", "iou", "giou", "diou", "ciou"):
+        raise section.error(f"unknown iou_loss '{opts.iou_loss}'", "iou_loss")
+    return opts
+
+
+def _check_head_filters(section: Section, prev: Shape, expected: int, why: str) -> None:
+    if prev[0] != expected:
+        raise section.error(f"the layer before has filters={prev[0]}, but this head needs {why} = {expected}")
+
+
+@register("yolo")
+def build_yolo(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
+    classes = section.get_int("classes", 20)
+    anchors = section.get_floats("anchors", [])
+    if not anchors or len(anchors) % 2:
+        raise section.error(f"'anchors' needs pairs of w,h, got {len(anchors)} values", "anchors")
+    num = section.get_int("num", len(anchors) // 2)
+    if num * 2 > len(anchors):
+        raise section.error(f"num={num} but only {len(anchors) // 2} anchors are given", "num")
+    mask = section.get_ints("mask", list(range(num)))
+    bad = [m for m in mask if not 0 <= m < len(anchors) // 2]
+    if bad:
+        raise section.error(f"mask {bad} refers to anchors outside 0..{len(anchors) // 2 - 1}", "mask")
+    opts = _head_options(section)
+    _check_head_filters(section, prev, (classes + 5) * len(mask), f"(classes+5)*len(mask) = ({classes}+5)*{len(mask)}")
+    module = YOLOLayer(torch.tensor(anchors[: 2 * max(num, max(mask) + 1)]), mask, classes, opts)
+    return LayerInfo(module, prev, prev)
+
+
+@register("region")
+def build_region(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
+    classes = section.get_int("classes", 20)
+    coords = section.get_int("coords", 4)
+    if coords != 4:
+        raise section.error(f"coords={coords} is not supported (only 4)", "coords")
+    num = section.get_int("num", 1)
+    anchors = section.get_floats("anchors", [0.5] * (2 * num))
+    if len(anchors) < 2 * num:
+        raise section.error(f"num={num} needs {2 * num} anchor values, got {len(anchors)}", "anchors")
+    opts = _head_options(section)
+    _check_head_filters(section, prev, (classes + 5) * num, f"(classes+5)*num = ({classes}+5)*{num}")
+    module = RegionLayer(torch.tensor(anchors[: 2 * num]), classes, bool(section.get_int("softmax", 0)), opts)
+    return LayerInfo(module, prev, prev)
+
+
+# ----------------------------------------------------------------------------- the model
+
+
+HEAD_TYPES = (YOLOLayer, RegionLayer)
+
+
+class Darknet(nn.Module):
+    """A Darknet network built from a cfg.
+
+    Args:
+        cfg: path to a ``.cfg`` file, or sections from :func:`yolo.cfg.parse_cfg`.
+        bn_eps: BatchNorm epsilon, (x - mean) / sqrt(var + eps). Darknet uses 1e-5 (AlexeyAB's CPU
+            path and cuDNN in both forks); OpenCV's Darknet importer uses 1e-6. It matters only for
+            layers with tiny running variances (depthwise convs, e.g. Yolo-Fastest).
+
+    Forward takes Float[N, C, H, W] (RGB, 0..1; H and W multiples of :attr:`stride`) and returns
+    in training mode a list of raw head maps Float[N, A, Hg, Wg, 5+C], one per head; in eval mode
+    Float[N, boxes, 5+C] rows (cx, cy, w, h in input pixels, objectness, class probabilities).
+    A network without heads (a classifier) returns its last layer's output.
+    """
+
+    def __init__(self, cfg: Union[str, Path, Sequence[Section]], bn_eps: float = 1e-5):
+        super().__init__()
+        if isinstance(cfg, (str, Path)):
+            self.cfg_path = str(cfg)
+            self.cfg_text = Path(cfg).read_text(encoding="utf-8", errors="replace") if Path(cfg).is_file() else ""
+            sections = parse_cfg(cfg)
+        else:
+            sections = list(cfg)
+            self.cfg_path = sections[0].source if sections else "<cfg>"
+            self.cfg_text = sections_to_text(sections)
+        self.sections = sections
+        self.net = sections[0]
+        self.input_channels = _positive(self.net, "channels", self.net.get_int("channels", 3))
+        height = _positive(self.net, "height", self.net.get_int("height", 416))
+        width = _positive(self.net, "width", self.net.get_int("width", 416))
+        self.input_size = (height, width)
+
+        self.module_list = nn.ModuleList()
+        self.layer_infos: List[LayerInfo] = []
+        shapes: List[Shape] = []
+        prev: Shape = (self.input_channels, height, width)
+        for section in sections[1:]:
+            builder = BUILDERS.get(section.type)
+            if builder is None:
+                raise CfgError(f"unknown section type [{section.type}] (known: "
+                               f"{', '.join(sorted(BUILDERS))})", section.source, section.line)
+            info = builder(section, shapes, prev)
+            self.module_list.append(info.module)
+            self.layer_infos.append(info)
+            shapes.append(info.out_shape)
+            prev = info.out_shape
+        self._warn_unused_options()
+        for module in self.module_list.modules():
+            if isinstance(module, nn.BatchNorm2d):
+                module.eps = bn_eps
+
+        self.yolo_layers = [m for m in self.module_list if isinstance(m, HEAD_TYPES)]
+        self.num_classes = self.yolo_layers[0].num_classes if self.yolo_layers else prev[0]
+        # Indices whose outputs a later route/shortcut reads: forward keeps only those.
+        self._saved = sorted({i for info in self.layer_infos for i in info.inputs})
+        self._is_head = [isinstance(m, HEAD_TYPES) for m in self.module_list]
+        self.stride = self._network_stride()
+        self.darknet_header = (0, 2, 0, 0)  # major, minor, revision, seen: what a loaded file had
+
+    def _network_stride(self) -> int:
+        """The largest input/output ratio over the layers (32 for YOLOv3): inputs must be multiples of it."""
+        height = self.input_size[0]
+        return max((height // info.out_shape[1] for info in self.layer_infos if info.out_shape[1] > 1), default=1)
+
+    def _warn_unused_options(self) -> None:
+        for section in self.sections[1:]:
+            unused = section.unused_options()
+            if unused:
+                logger.info("%s:%d: [%s] options not used for inference: %s", section.source, section.line,
+                            section.type, ", ".join(unused))
+
+    # ------------------------------------------------------------------ forward
+    def forward(self, x: torch.Tensor):
+        input_hw = x.shape[-2:]
+        saved: Dict[int, torch.Tensor] = {}
+        keep = set(self._saved)
+        head_outputs = []
+        for i, module in enumerate(self.module_list):
+            if isinstance(module, Route):
+                x = module([saved[j] for j in module.layers])
+            elif isinstance(module, Shortcut):
+                x = module(x, saved[module.source])
+            elif self._is_head[i]:
+                head_outputs.append(module(x, input_hw))
+            else:
+                x = module(x)
+            if i in keep:
+                saved[i] = x
+        if not head_outputs:
+            return x.flatten(1) if x.shape[-1] == 1 and x.shape[-2] == 1 else x
+        if self.training:
+            return head_outputs
+        return torch.cat(head_outputs, 1)
+
+    # ------------------------------------------------------------------ utilities
+    def fuse(self) -> "Darknet":
+        """Fold every BatchNorm into its conv (inference only); returns self."""
+        for module in self.module_list:
+            if isinstance(module, ConvBNAct):
+                module.fuse()
+        return self
+
+    def load_darknet_weights(self, path: Union[str, Path], cutoff: Optional[int] = None) -> "Darknet":
+        """Load a Darknet ``.weights`` file (see :func:`yolo.weights.load_darknet_weights`); returns self."""
+        from .weights import load_darknet_weights
+        load_darknet_weights(self, path, cutoff)
+        return self
+
+    def save_darknet_weights(self, path: Union[str, Path], cutoff: Optional[int] = None) -> None:
+        """Write a Darknet ``.weights`` file (see :func:`yolo.weights.save_darknet_weights`)."""
+        from .weights import save_darknet_weights
+        save_darknet_weights(self, path, cutoff)
+
+    def summary(self, img_size: Optional[Tuple[int, int]] = None) -> str:
+        """A Darknet-style per-layer table with shapes and BFLOPs (see :mod:`yolo.summary`)."""
+        from .summary import model_summary
+        return model_summary(self, img_size)
+
+
+def load_model(cfg: Union[str, Path, None] = None, weights: Union[str, Path, None] = None,
+               device: Union[str, torch.device, None] = None, cutoff: Optional[int] = None) -> Darknet:
+    """Build a model from a cfg and/or weights, moved to ``device``.
+
+    ``weights`` is a Darknet ``.weights`` file or a ``.pt`` checkpoint (``{"model", "cfg", ...}``, read with
+    ``weights_only=True``). ``cfg`` may be omitted for a ``.pt`` that carries its cfg text.
+    """
+    from .weights import WeightsError
+    from .checkpoint import load_checkpoint_file
+
+    model: Optional[Darknet] = None
+    if weights is not None and Path(weights).suffix in (".pt", ".pth"):
+        ckpt = load_checkpoint_file(weights)
+        if cfg is not None:
+            model = Darknet(cfg)
+        elif ckpt.get("cfg"):
+            model = Darknet(parse_cfg_text(ckpt["cfg"], source=f"{weights}:cfg"))
+            model.cfg_text = ckpt["cfg"]
+        else:
+            raise WeightsError(f"{weights}: the checkpoint carries no cfg text; pass the cfg")
+        state = ckpt["model"]
+        try:
+            model.load_state_dict(state, strict=True)
+        except RuntimeError as exc:
+            first = str(exc).strip().splitlines()
+            raise WeightsError(f"{weights}: does not match cfg {model.cfg_path}: {' '.join(first[:3])}") from None
+        header = ckpt.get("darknet_header")
+        if header:
+            model.darknet_header = tuple(int(v) for v in header)
+    else:
+        if cfg is None:
+            raise ValueError("a cfg is needed to build the model (only .pt checkpoints carry their own)")
+        model = Darknet(cfg)
+        if weights is not None:
+            model.load_darknet_weights(weights, cutoff=cutoff)
+    if device is not None:
+        model.to(device)
+    return model
