@@ -25,6 +25,7 @@ setup(
         "tqdm",
         "pycocotools",
         "matplotlib",
+        "pillow",
     ],
     extras_require={
         "dev": [

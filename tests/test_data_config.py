@@ -1,0 +1,99 @@
+"""Dataset YAML configs: env expansion, relative paths, names, errors that name the file."""
+from pathlib import Path
+
+import pytest
+
+from conftest import asset
+from yolo.data import DataError, load_data_config
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _layout(root: Path) -> None:
+    for split in ("train", "val"):
+        (root / "images" / split).mkdir(parents=True)
+        (root / "labels" / split).mkdir(parents=True)
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_env_expansion_and_relative_split_paths(tmp_path, monkeypatch):
+    _layout(tmp_path / "data" / "ds")
+    monkeypatch.setenv("MY_DATA_ROOT", str(tmp_path / "data"))
+    cfg = load_data_config(_write(tmp_path / "cfgs" / "ds.yaml",
+                                  "path: ${MY_DATA_ROOT}/ds\ntrain: images/train\nval: images/val\nnames: [a, b]\n"))
+    assert cfg.root == (tmp_path / "data" / "ds").resolve()
+    assert cfg.train == cfg.root / "images" / "train"
+    assert cfg.val == cfg.root / "images" / "val"
+    assert cfg.names == ["a", "b"] and cfg.num_classes == 2
+
+
+def test_relative_root_resolves_against_yaml_folder_not_cwd(tmp_path, monkeypatch):
+    _layout(tmp_path / "datasets" / "ds")
+    yaml_path = _write(tmp_path / "configs" / "ds.yaml",
+                       "path: ../datasets/ds\ntrain: images/train\nval: images/val\nnames: [a]\n")
+    monkeypatch.chdir(REPO)  # somewhere else entirely
+    cfg = load_data_config(yaml_path)
+    assert cfg.root == (tmp_path / "datasets" / "ds").resolve()
+
+
+def test_env_default_and_missing_variable(tmp_path, monkeypatch):
+    _layout(tmp_path / "ds")
+    monkeypatch.delenv("UNSET_DATA_VAR", raising=False)
+    text = "path: ${UNSET_DATA_VAR:-%s}\ntrain: images/train\nval: images/val\nnames: [a]\n" % (tmp_path / "ds")
+    assert load_data_config(_write(tmp_path / "ok.yaml", text)).root == (tmp_path / "ds").resolve()
+
+    bad = _write(tmp_path / "bad.yaml", "path: ${UNSET_DATA_VAR}/ds\ntrain: images/train\nval: images/val\nnames: [a]\n")
+    with pytest.raises(DataError, match="UNSET_DATA_VAR") as err:
+        load_data_config(bad)
+    assert "bad.yaml" in str(err.value)
+
+
+def test_names_from_names_file_and_mapping(tmp_path):
+    _layout(tmp_path)
+    _write(tmp_path / "my.names", "cat\n\ndog\nbird\n")
+    cfg = load_data_config(_write(tmp_path / "a.yaml", "train: images/train\nval: images/val\nnames: my.names\n"))
+    assert cfg.names == ["cat", "dog", "bird"] and cfg.root == tmp_path.resolve()
+    cfg = load_data_config(_write(tmp_path / "b.yaml", "train: images/train\nval: images/val\nnames: {1: dog, 0: cat}\n"))
+    assert cfg.names == ["cat", "dog"]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("train: images/train\nval: images/val\nnames: [a, b]\nnc: 3\n", "class count mismatch"),
+    ("train: images/train\nval: images/val\n", "names"),
+    ("val: images/val\nnames: [a]\n", "'train'"),
+    ("train: images/nowhere\nval: images/val\nnames: [a]\n", "does not exist"),
+    ("train: images/train\nval: images/val\nnames: [a, a]\n", "duplicate"),
+    ("train: images/train\nval: images/val\nnames: missing.names\n", "not found"),
+    ("train: [images/train\n", "not valid YAML"),
+])
+def test_errors_name_the_yaml_file(tmp_path, text, message):
+    _layout(tmp_path)
+    path = _write(tmp_path / "broken.yaml", text)
+    with pytest.raises(DataError, match=message) as err:
+        load_data_config(path)
+    assert str(path) in str(err.value)
+
+
+def test_coco128_yaml_points_at_assets_with_coco_names():
+    root = asset("coco128")
+    cfg = load_data_config(REPO / "configs" / "coco128.yaml")
+    assert cfg.root == root.resolve()
+    assert cfg.train == cfg.val == root.resolve() / "images" / "train2017"
+    reference = [line.strip() for line in asset("cfg/coco.names").read_text().splitlines() if line.strip()]
+    assert cfg.names == reference and cfg.num_classes == 80
+
+
+def test_shapes_yaml_without_generating(tmp_path, monkeypatch):
+    monkeypatch.setenv("YOLO_DATASETS", str(tmp_path))
+    cfg = load_data_config(REPO / "configs" / "shapes.yaml", prepare=False)
+    assert cfg.root == (tmp_path / "shapes").resolve()
+    assert cfg.generate["name"] == "shapes"
+    assert not (tmp_path / "shapes").exists()
+    monkeypatch.delenv("YOLO_DATASETS")
+    cfg = load_data_config(REPO / "configs" / "shapes.yaml", prepare=False)
+    assert cfg.root == REPO / "datasets" / "shapes"  # git-ignored folder of the repository

@@ -1,0 +1,209 @@
+"""Up-front data validation: broken images and labels are reported (file, line, reason) and skipped."""
+import os
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from conftest import asset
+from yolo.data import DataError, YoloDataset, load_data_config
+from yolo.data import dataset as dataset_module
+from yolo.data.cache import fallback_path
+
+NAMES = ["a", "b", "c"]
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("YOLO_CACHE_DIR", str(tmp_path / "user-cache"))
+
+
+def _image(path: Path, h: int = 60, w: int = 80) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cv2.imwrite(str(path), np.full((h, w, 3), 90, np.uint8))
+    return path
+
+
+def _labels(root: Path, stem: str, text: str, split: str = "train") -> Path:
+    path = root / "labels" / split / f"{stem}.txt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def _problems_by_file(report):
+    return {(Path(p.path).name, p.line): p for p in report.problems}
+
+
+def test_corrupt_images_and_broken_labels_are_reported_and_skipped(tmp_path):
+    images = tmp_path / "images" / "train"
+    _image(images / "good.jpg")
+    _labels(tmp_path, "good", "0 0.5 0.5 0.2 0.2\n1 0.25 0.25 0.1 0.1\n")
+    (images / "garbage.jpg").write_bytes(b"this is not a jpeg at all" * 10)
+    _labels(tmp_path, "garbage", "0 0.5 0.5 0.2 0.2\n")
+    full = cv2.imencode(".jpg", np.full((50, 50, 3), 200, np.uint8))[1].tobytes()
+    (images / "truncated.jpg").write_bytes(full[: len(full) // 2])
+    _labels(tmp_path, "truncated", "0 0.5 0.5 0.2 0.2\n")
+    (images / "tail_cut.jpg").write_bytes(full[:-20])  # headers intact, end-of-image marker gone
+    _image(images / "broken.png")
+    _labels(tmp_path, "broken", "\n".join([
+        "0 0.5 0.5 0.2 0.2",        # 1 ok
+        "1 0.5 0.5 0.2",            # 2 four values
+        "x 0.5 0.5 0.2 0.2",        # 3 not a number
+        "7 0.5 0.5 0.2 0.2",        # 4 unknown class
+        "2 320 240 50 40",          # 5 pixel coordinates
+        "1 0.5 0.5 0 0.3",          # 6 zero width
+        "1.5 0.5 0.5 0.1 0.1",      # 7 fractional class
+        "2 0.9 0.9 0.5 0.5",        # 8 far outside the image
+        "2 0.3 0.3 0.2 0.2",        # 9 ok
+    ]) + "\n")
+    _image(images / "background.jpg")  # no label file: kept as background
+
+    ds = YoloDataset(images, NAMES, img_size=64)
+    report = ds.report
+    problems = _problems_by_file(report)
+
+    kept = sorted(Path(r.path).name for r in ds.records)
+    assert kept == ["background.jpg", "broken.png", "good.jpg"]
+    assert problems[("garbage.jpg", None)].kind == "image"
+    assert "truncated" in problems[("truncated.jpg", None)].reason.lower()
+    assert "truncated" in problems[("tail_cut.jpg", None)].reason.lower()
+    for line in (2, 3, 4, 5, 6, 7, 8):
+        assert ("broken.txt", line) in problems, f"line {line} not reported"
+    assert ("broken.txt", 1) not in problems and ("broken.txt", 9) not in problems
+    assert "expected 5 values" in problems[("broken.txt", 2)].reason
+    assert "'x' is not a number" in problems[("broken.txt", 3)].reason
+    assert "unknown class 7" in problems[("broken.txt", 4)].reason and "3 classes" in problems[("broken.txt", 4)].reason
+    assert "must be normalized 0..1" in problems[("broken.txt", 5)].reason
+    assert "zero width" in problems[("broken.txt", 6)].reason
+    assert "not an integer" in problems[("broken.txt", 7)].reason
+    assert "outside the image" in problems[("broken.txt", 8)].reason
+    # Problems print as path:line: reason
+    assert str(problems[("broken.txt", 4)]).startswith(str(tmp_path / "labels" / "train" / "broken.txt") + ":4: ")
+
+    broken = next(r for r in ds.records if r.path.endswith("broken.png"))
+    assert broken.labels.tolist() == [0, 2]
+    # Normalized -> original pixels on the 80x60 image, computed by hand.
+    np.testing.assert_allclose(broken.boxes, [[32, 24, 48, 36], [16, 12, 32, 24]], atol=1e-4)
+    assert report.num_boxes == 4 and report.num_background == 1
+    assert report.num_dropped_images == 3 and report.num_dropped_boxes == 7
+    assert "3/6 images usable" in report.summary()
+
+
+def test_problem_lines_are_logged(tmp_path, caplog):
+    _image(tmp_path / "images" / "train" / "one.jpg")
+    _labels(tmp_path, "one", "0 0.5 0.5 0.2 0.2\n9 0.5 0.5 0.2 0.2\n")
+    with caplog.at_level("WARNING"):
+        YoloDataset(tmp_path / "images" / "train", NAMES)
+    assert "one.txt:2: unknown class 9" in caplog.text
+
+
+def test_no_usable_labels_is_an_error_that_says_why(tmp_path):
+    images = tmp_path / "images" / "train"
+    _image(images / "a.jpg")
+    _image(images / "b.jpg")
+    with pytest.raises(DataError, match="no label files found") as err:
+        YoloDataset(images, NAMES)
+    assert str(tmp_path / "labels" / "train") in str(err.value)
+
+    _labels(tmp_path, "a", "5 0.5 0.5 0.2 0.2\n")  # only an unknown class
+    _labels(tmp_path, "b", "0 100 80 20 30\n")  # only pixel coordinates
+    with pytest.raises(DataError, match="no usable labels") as err:
+        YoloDataset(images, NAMES)
+    assert "a.txt:1: unknown class 5" in str(err.value)
+    assert "b.txt:1:" in str(err.value) and "normalized" in str(err.value)
+    # ...and the likely causes, in one line each.
+    assert "hint: 1 labels use a class id outside 3 classes" in str(err.value)
+    assert "hint: 1 labels look like pixel coordinates" in str(err.value)
+
+
+def test_list_file_with_missing_image_reports_its_line(tmp_path):
+    _image(tmp_path / "images" / "x" / "one.jpg")
+    _labels(tmp_path, "one", "1 0.5 0.5 0.4 0.4\n", split="x")
+    listing = tmp_path / "train.txt"
+    listing.write_text("images/x/one.jpg\n\nimages/x/missing.jpg\n" + str(tmp_path / "images" / "x" / "one.jpg") + "\n")
+    ds = YoloDataset(listing, NAMES)
+    assert len(ds) == 2 and ds.report.num_images == 3
+    (problem,) = ds.report.problems
+    assert (problem.path, problem.line, problem.kind) == (str(listing), 3, "image")
+    assert "missing.jpg" in problem.reason
+
+
+def test_orphan_label_files_are_listed(tmp_path):
+    _image(tmp_path / "images" / "train" / "one.jpg")
+    _labels(tmp_path, "one", "0 0.5 0.5 0.4 0.4\n")
+    _labels(tmp_path, "typo_one", "0 0.5 0.5 0.4 0.4\n")
+    ds = YoloDataset(tmp_path / "images" / "train", NAMES)
+    (problem,) = ds.report.problems
+    assert problem.kind == "orphan" and problem.path.endswith("typo_one.txt")
+
+
+def test_scan_is_cached_and_invalidated_by_changes(tmp_path, monkeypatch):
+    images = tmp_path / "images" / "train"
+    _image(images / "one.jpg")
+    label = _labels(tmp_path, "one", "0 0.5 0.5 0.4 0.4\n")
+    YoloDataset(images, NAMES)
+    cache_file = tmp_path / "labels" / "train.cache.json"
+    assert cache_file.is_file()
+
+    def no_reads(path):
+        raise AssertionError(f"{path} was read again despite the cache")
+
+    monkeypatch.setattr(dataset_module, "image_size", no_reads)
+    assert YoloDataset(images, NAMES).records[0].labels.tolist() == [0]
+
+    label.write_text("1 0.5 0.5 0.4 0.4\n0 0.2 0.2 0.1 0.1\n")
+    os.utime(label, ns=(label.stat().st_atime_ns, label.stat().st_mtime_ns + 10**9))
+    monkeypatch.undo()
+    monkeypatch.setenv("YOLO_CACHE_DIR", str(tmp_path / "user-cache"))
+    assert YoloDataset(images, NAMES).records[0].labels.tolist() == [1, 0]
+
+
+def test_cache_never_written_into_read_only_or_asset_folders(tmp_path, monkeypatch):
+    root = tmp_path / "ro"
+    _image(root / "images" / "train" / "one.jpg")
+    _labels(root, "one", "0 0.5 0.5 0.4 0.4\n")
+    os.chmod(root / "labels", 0o555)  # read-only (mode bits are checked: root ignores them)
+    try:
+        YoloDataset(root / "images" / "train", NAMES)
+    finally:
+        os.chmod(root / "labels", 0o755)
+    assert not (root / "labels" / "train.cache.json").exists()
+    assert fallback_path(root / "labels" / "train.cache.json").is_file()
+
+    monkeypatch.setenv("YOLO_ASSETS", str(root))  # writable, but shared assets are never written
+    label = root / "labels" / "train" / "one.txt"
+    os.utime(label, ns=(label.stat().st_atime_ns, label.stat().st_mtime_ns + 10**9))
+    YoloDataset(root / "images" / "train", NAMES)
+    assert not (root / "labels" / "train.cache.json").exists()
+
+
+def test_coco128_counts():
+    root = asset("coco128")
+    label_dir, image_dir = root / "labels" / "train2017", root / "images" / "train2017"
+    # Independent reference: plain file listing and line counting.
+    image_stems = {p.stem for p in image_dir.glob("*.jpg")}
+    label_stems = {p.stem for p in label_dir.glob("*.txt")}
+    lines = {s: [l for l in (label_dir / f"{s}.txt").read_text().splitlines() if l.strip()] for s in label_stems}
+    assert len(image_stems) == 128 and sum(len(v) for v in lines.values()) == 941
+    orphans, unlabeled = label_stems - image_stems, image_stems - label_stems
+    assert len(orphans) == 2 and len(unlabeled) == 2
+
+    cfg = load_data_config(Path(__file__).resolve().parents[1] / "configs" / "coco128.yaml")
+    before = sorted(os.listdir(root / "labels"))
+    ds = YoloDataset(cfg.train, cfg.names)
+    assert sorted(os.listdir(root / "labels")) == before  # nothing written into the assets
+    assert len(ds) == 128
+    assert ds.num_boxes() == 941 - sum(len(lines[s]) for s in orphans)
+    assert {Path(r.path).stem for r in ds.records if len(r.labels) == 0} == unlabeled
+    assert {Path(p.path).stem for p in ds.report.problems} == orphans
+    assert all(p.kind == "orphan" for p in ds.report.problems)
+    # Ground truth in original pixels matches the label file of one image, converted by hand.
+    gt = ds.ground_truth()
+    first = next(g for g in gt if Path(g["file_name"]).stem == "000000000009")
+    c, cx, cy, w, h = (float(v) for v in lines["000000000009"][0].split())
+    x1, y1 = (cx - w / 2) * first["width"], (cy - h / 2) * first["height"]
+    assert first["labels"][0].item() == int(c)
+    np.testing.assert_allclose(first["boxes"][0, :2].numpy(), [x1, y1], atol=1e-3)
+    assert (first["height"], first["width"]) == cv2.imread(first["file_name"]).shape[:2]

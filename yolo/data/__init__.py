@@ -1,0 +1,29 @@
+"""Datasets (YOLO txt layout, COCO JSON), validation, augmentation, batching, synthetic shapes.
+
+Typical use::
+
+    from yolo.data import load_data_config, build_dataset, create_dataloader
+
+    cfg = load_data_config("configs/shapes.yaml")          # generates the shapes data on first use
+    train = build_dataset(cfg, "train", img_size=416, hyp={"mosaic": 0.5}, seed=0)
+    loader = create_dataloader(train, batch_size=16, shuffle=True, seed=0)
+    for images, targets, infos in loader:                  # Float[B,3,H,W], Float[M,6], list[dict]
+        ...
+"""
+from .collate import MultiScale, collate_fn, resize_batch
+from .config import DataConfig, DataError, expand_env, load_data_config, read_names_file
+from .dataset import (CocoDataset, DetectionDataset, ImageRecord, YoloDataset, build_dataset, label_path_for,
+                      read_image, scan_yolo)
+from .loader import EpochShuffleSampler, create_dataloader, set_epoch
+from .shapes import SHAPE_NAMES, ensure_shapes_dataset
+from .transforms import DEFAULT_AUGMENT, augment_config, augment_from_cfg
+from .validation import Problem, ValidationReport
+
+__all__ = [
+    "DataConfig", "DataError", "load_data_config", "expand_env", "read_names_file",
+    "DetectionDataset", "YoloDataset", "CocoDataset", "ImageRecord", "build_dataset", "scan_yolo",
+    "label_path_for", "read_image",
+    "collate_fn", "resize_batch", "MultiScale", "create_dataloader", "set_epoch", "EpochShuffleSampler",
+    "DEFAULT_AUGMENT", "augment_config", "augment_from_cfg", "ensure_shapes_dataset", "SHAPE_NAMES",
+    "Problem", "ValidationReport",
+]

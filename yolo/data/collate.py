@@ -1,0 +1,111 @@
+"""Batching: the collate function, batch resizing and Darknet-style multi-scale sizes.
+
+Batch format (what the loss and the trainer consume)::
+
+    images  Float[B, 3, H, W] RGB 0..1
+    targets Float[M, 6] rows (image index in batch, class, cx, cy, w, h), cx..h in pixels of H x W
+    infos   list of B dicts (see yolo.data.dataset): path, orig_shape, letterbox, ...
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+Batch = Tuple[torch.Tensor, torch.Tensor, List[Dict[str, Any]]]
+
+
+def collate_fn(batch: Sequence[Tuple[torch.Tensor, torch.Tensor, Dict[str, Any]]]) -> Batch:
+    """Stack dataset items into ``(images, targets, infos)``.
+
+    Items carry ``uint8`` images (a quarter of float32's size between worker processes); they are
+    converted to float 0..1 here. Float items are taken as already 0..1.
+    """
+    images, targets, infos = zip(*batch)
+    shapes = {tuple(im.shape) for im in images}
+    if len(shapes) != 1:
+        raise ValueError(f"images in a batch must share one size, got {sorted(shapes)}: give the dataset one img_size")
+    stacked = torch.stack(images)
+    stacked = stacked.float().div_(255.0) if stacked.dtype == torch.uint8 else stacked.float()
+    rows = []
+    for i, t in enumerate(targets):
+        t = t.clone()
+        t[:, 0] = i
+        rows.append(t)
+    return stacked, torch.cat(rows, 0) if rows else torch.zeros((0, 6)), list(infos)
+
+
+def resize_batch(images: torch.Tensor, targets: torch.Tensor, size_hw: Tuple[int, int],
+                 infos: Optional[List[Dict[str, Any]]] = None) -> Batch:
+    """Resize a collated batch to ``size_hw = (h, w)`` (multi-scale training).
+
+    Images are resized bilinearly (``Float[B, 3, h, w]``); target boxes ``(cx, cy, w, h)`` are scaled
+    per axis; infos (when given) get updated ``input_shape``, ``letterbox`` and ``transform`` copies.
+    """
+    h_old, w_old = images.shape[-2:]
+    h_new, w_new = int(size_hw[0]), int(size_hw[1])
+    if (h_new, w_new) == (h_old, w_old):
+        return images, targets, infos if infos is not None else []
+    sx, sy = w_new / w_old, h_new / h_old
+    images = F.interpolate(images, size=(h_new, w_new), mode="bilinear", align_corners=False)
+    targets = targets.clone()
+    targets[:, 2:6] *= targets.new_tensor([sx, sy, sx, sy])
+    new_infos: List[Dict[str, Any]] = []
+    for info in infos or []:
+        info = dict(info)
+        info["input_shape"] = (h_new, w_new)
+        lb = info.get("letterbox")
+        if lb is not None:
+            info["letterbox"] = dataclasses.replace(lb, scale_x=lb.scale_x * sx, scale_y=lb.scale_y * sy,
+                                                    pad_x=lb.pad_x * sx, pad_y=lb.pad_y * sy)
+        if info.get("transform") is not None:
+            info["transform"] = np.diag([sx, sy, 1.0]) @ info["transform"]
+        new_infos.append(info)
+    return images, targets, new_infos
+
+
+class MultiScale:
+    """Darknet's ``random=1``: a new input size every ``every`` batches, deterministic under ``seed``.
+
+    The size for batch ``b`` depends only on ``(seed, b // every)``: a factor is drawn uniformly from
+    ``[low, high]`` and each side of ``base_hw`` is scaled by it and rounded to a multiple of
+    ``stride`` (the aspect ratio is kept, as in Darknet).
+
+    Example::
+
+        sizes = MultiScale((416, 416), stride=model.stride, every=10, seed=0)
+        for b, (images, targets, infos) in enumerate(loader):
+            images, targets, infos = resize_batch(images, targets, sizes(b), infos)
+    """
+
+    def __init__(self, base_hw: Tuple[int, int] | int, stride: int = 32, low: float = 0.7, high: float = 1.3,
+                 every: int = 10, seed: int = 0):
+        if isinstance(base_hw, int):
+            base_hw = (base_hw, base_hw)
+        self.base_hw = (int(base_hw[0]), int(base_hw[1]))
+        if stride <= 0 or self.base_hw[0] % stride or self.base_hw[1] % stride:
+            raise ValueError(f"base size {self.base_hw} must be a multiple of the stride {stride}")
+        if not 0 < low <= 1.0 <= high:
+            raise ValueError(f"need 0 < low <= 1 <= high, got low={low}, high={high}")
+        if every < 1:
+            raise ValueError(f"every must be >= 1, got {every}")
+        self.stride, self.low, self.high, self.every, self.seed = int(stride), low, high, int(every), int(seed)
+
+    def _side(self, base: int, factor: float) -> int:
+        lo = max(self.stride, int(np.ceil(base * self.low / self.stride)) * self.stride)
+        hi = max(lo, int(np.floor(base * self.high / self.stride)) * self.stride)
+        return int(np.clip(round(base * factor / self.stride) * self.stride, lo, hi))
+
+    def __call__(self, batch_index: int) -> Tuple[int, int]:
+        """The ``(h, w)`` to use for batch ``batch_index``."""
+        period = int(batch_index) // self.every
+        factor = np.random.default_rng([self.seed & 0xFFFFFFFF, period]).uniform(self.low, self.high)
+        return self._side(self.base_hw[0], factor), self._side(self.base_hw[1], factor)
+
+    def sizes(self) -> List[Tuple[int, int]]:
+        """Every size this schedule can return (smallest to largest)."""
+        factors = np.linspace(self.low, self.high, 512)
+        return sorted({(self._side(self.base_hw[0], f), self._side(self.base_hw[1], f)) for f in factors})

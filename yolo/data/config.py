@@ -1,0 +1,249 @@
+"""YAML dataset configs -> a validated :class:`DataConfig`.
+
+A dataset YAML looks like::
+
+    path: ${YOLO_ASSETS}/coco128     # dataset root; env vars expand, relative -> the YAML's folder
+    train: images/train2017          # folder of images, a list file (Darknet train.txt) or COCO .json
+    val: images/train2017
+    names: [person, bicycle, ...]    # a list, {0: person, ...}, or a path to a .names file
+    nc: 80                           # optional; checked against len(names)
+
+``train``/``val`` resolve against ``path``. A COCO JSON split reads its images from
+``train_images``/``val_images`` (default: ``path``); for a COCO split ``names`` may be left out
+and is then taken from the JSON's categories. ``generate: shapes`` (or a mapping with
+``name: shapes`` and keyword arguments) builds the synthetic shapes dataset on first use.
+
+Every error is a :class:`DataError` that names the YAML file (and the key) that is wrong.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Union
+
+import yaml
+
+logger = logging.getLogger(__name__)
+
+PathLike = Union[str, os.PathLike]
+
+# ${VAR}, ${VAR:-default} and $VAR
+_ENV_PATTERN = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+class DataError(ValueError):
+    """A problem with a dataset or its config, located at ``source`` (file, and line when known)."""
+
+    def __init__(self, message: str, source: Optional[PathLike] = None, line: Optional[int] = None):
+        self.source = str(source) if source is not None else None
+        self.line = line
+        self.problem = message
+        if source is None:
+            text = message
+        elif line is None:
+            text = f"{source}: {message}"
+        else:
+            text = f"{source}:{line}: {message}"
+        super().__init__(text)
+
+
+def expand_env(text: str, source: Optional[PathLike] = None) -> str:
+    """Expand ``${VAR}``, ``${VAR:-default}`` and ``$VAR`` in ``text`` and a leading ``~``.
+
+    An unset variable without a default is an error (a silent empty string would turn
+    ``${YOLO_ASSETS}/coco128`` into ``/coco128``).
+    """
+
+    def replace(match: re.Match) -> str:
+        name = match.group(1) or match.group(3)
+        default = match.group(2)
+        value = os.environ.get(name)
+        if value:
+            return value
+        if default is not None:
+            return default
+        raise DataError(f"environment variable {name} is not set (used in '{text}')", source)
+
+    return os.path.expanduser(_ENV_PATTERN.sub(replace, text))
+
+
+def is_coco_json(path: PathLike) -> bool:
+    return str(path).lower().endswith(".json")
+
+
+@dataclass
+class DataConfig:
+    """A dataset: where its splits are and what its classes are called.
+
+    Attributes:
+        root: dataset root folder (absolute).
+        train, val: absolute paths of an image folder, a list file (one image path per line,
+            relative paths against the list file's folder) or a COCO ``.json``.
+        names: class names; label ``i`` is ``names[i]``.
+        num_classes: ``len(names)`` (given ``nc`` must agree).
+        train_images, val_images: image folders of COCO JSON splits (default ``root``).
+        generate: ``{"name": "shapes", ...kwargs}`` when the data is synthesized on first use.
+        source: the YAML file this config came from (for error messages).
+    """
+
+    root: Path
+    train: Path
+    val: Path
+    names: List[str]
+    num_classes: int = -1
+    train_images: Optional[Path] = None
+    val_images: Optional[Path] = None
+    generate: Optional[Dict[str, Any]] = None
+    source: Optional[Path] = None
+    check_paths: bool = field(default=True, repr=False)
+
+    def __post_init__(self):
+        src = self.source or "<data config>"
+        self.root = Path(self.root)
+        self.train, self.val = Path(self.train), Path(self.val)
+        if not isinstance(self.names, (list, tuple)) or not self.names:
+            raise DataError("'names' must be a non-empty list of class names", src)
+        self.names = [str(n) for n in self.names]
+        duplicates = sorted({n for n in self.names if self.names.count(n) > 1})
+        if duplicates:
+            raise DataError(f"'names' has duplicate class names: {duplicates}", src)
+        if self.num_classes == -1:
+            self.num_classes = len(self.names)
+        if self.num_classes != len(self.names):
+            raise DataError(
+                f"class count mismatch: nc={self.num_classes} but 'names' lists {len(self.names)} classes", src)
+        for split in ("train", "val"):
+            images_key = f"{split}_images"
+            path: Path = getattr(self, split)
+            if is_coco_json(path) and getattr(self, images_key) is None:
+                setattr(self, images_key, self.root)
+            if getattr(self, images_key) is not None:
+                setattr(self, images_key, Path(getattr(self, images_key)))
+            if not self.check_paths:
+                continue
+            if not path.exists():
+                hint = "" if self.root.is_dir() else f" (the dataset root {self.root} does not exist either)"
+                raise DataError(f"'{split}': {path} does not exist{hint}", src)
+            images_dir = getattr(self, images_key)
+            if images_dir is not None and not images_dir.is_dir():
+                raise DataError(f"'{images_key}': {images_dir} is not a folder", src)
+
+    def split(self, name: str) -> Path:
+        """The path of split ``"train"`` or ``"val"``."""
+        if name not in ("train", "val"):
+            raise ValueError(f"unknown split {name!r}: use 'train' or 'val'")
+        return getattr(self, name)
+
+    def images_dir(self, name: str) -> Optional[Path]:
+        """Image folder of a COCO JSON split, None for YOLO-layout splits."""
+        return getattr(self, f"{name}_images")
+
+
+def read_names_file(path: PathLike) -> List[str]:
+    """Class names from a Darknet ``.names`` file: one per line, blank lines ignored."""
+    with open(path, encoding="utf-8") as f:
+        return [line.strip() for line in f if line.strip()]
+
+
+def _names_from_coco(path: Path) -> List[str]:
+    with open(path, encoding="utf-8") as f:
+        categories = json.load(f).get("categories", [])
+    return [c["name"] for c in sorted(categories, key=lambda c: c["id"])]
+
+
+def _parse_names(raw: Any, yaml_path: Path, root: Path) -> List[str]:
+    if isinstance(raw, dict):
+        try:
+            keys = sorted(int(k) for k in raw)
+        except (TypeError, ValueError):
+            raise DataError("'names' as a mapping must have integer keys (0: person, 1: bicycle, ...)",
+                            yaml_path) from None
+        if keys != list(range(len(keys))):
+            raise DataError(f"'names' keys must be 0..{len(keys) - 1} without gaps, got {keys}", yaml_path)
+        return [str(raw[k] if k in raw else raw[str(k)]) for k in keys]
+    if isinstance(raw, (list, tuple)):
+        return [str(n) for n in raw]
+    if isinstance(raw, str):
+        text = expand_env(raw, yaml_path)
+        candidates = [Path(text)] if os.path.isabs(text) else [root / text, yaml_path.parent / text]
+        for candidate in candidates:
+            if candidate.is_file():
+                names = read_names_file(candidate)
+                if not names:
+                    raise DataError(f"'names' file {candidate} is empty", yaml_path)
+                return names
+        raise DataError(f"'names' file {text} not found (looked in {', '.join(str(c.parent) for c in candidates)})",
+                        yaml_path)
+    raise DataError(f"'names' must be a list, a mapping or a .names file, got {type(raw).__name__}", yaml_path)
+
+
+def _resolve(raw: Any, key: str, base: Path, yaml_path: Path) -> Path:
+    if not isinstance(raw, (str, os.PathLike)):
+        raise DataError(f"'{key}' must be a path, got {type(raw).__name__}", yaml_path)
+    path = Path(expand_env(str(raw), yaml_path))
+    return (path if path.is_absolute() else base / path).resolve()
+
+
+def load_data_config(path: PathLike, prepare: bool = True) -> DataConfig:
+    """Read a dataset YAML.
+
+    Args:
+        path: the YAML file.
+        prepare: when the YAML has ``generate:``, create the dataset if it is missing
+            (``False``: leave the disk alone; the paths are then not checked either).
+
+    Raises:
+        DataError: naming the YAML file, for any missing key, bad value or missing path.
+    """
+    yaml_path = Path(path).resolve()
+    if not yaml_path.is_file():
+        raise DataError("dataset config not found", yaml_path)
+    try:
+        with open(yaml_path, encoding="utf-8") as f:
+            raw = yaml.safe_load(f)
+    except yaml.YAMLError as e:
+        line = getattr(getattr(e, "problem_mark", None), "line", None)
+        raise DataError(f"not valid YAML: {e}", yaml_path, None if line is None else line + 1) from None
+    if not isinstance(raw, dict):
+        raise DataError("a dataset config must be a mapping with keys path, train, val, names", yaml_path)
+    known = {"path", "train", "val", "names", "nc", "train_images", "val_images", "generate", "test", "download"}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        logger.warning("%s: ignoring unknown keys %s", yaml_path, unknown)
+    for key in ("train", "val"):
+        if key not in raw:
+            raise DataError(f"missing required key '{key}'", yaml_path)
+
+    root = _resolve(raw.get("path", "."), "path", yaml_path.parent, yaml_path)
+    train = _resolve(raw["train"], "train", root, yaml_path)
+    val = _resolve(raw["val"], "val", root, yaml_path)
+    images = {k: _resolve(raw[k], k, root, yaml_path) for k in ("train_images", "val_images") if raw.get(k)}
+
+    generate = raw.get("generate")
+    if generate is not None:
+        generate = {"name": generate} if isinstance(generate, str) else dict(generate)
+        if generate.get("name") != "shapes":
+            raise DataError(f"'generate': unknown generator {generate.get('name')!r} (known: shapes)", yaml_path)
+        if prepare:
+            from .shapes import ensure_shapes_dataset
+
+            kwargs = {k: v for k, v in generate.items() if k != "name"}
+            ensure_shapes_dataset(root, **kwargs)
+
+    if "names" in raw:
+        names = _parse_names(raw["names"], yaml_path, root)
+    elif is_coco_json(train) and train.is_file():
+        names = _names_from_coco(train)
+    else:
+        raise DataError("missing required key 'names' (a list, or a .names file)", yaml_path)
+
+    nc = raw.get("nc", -1)
+    if not isinstance(nc, int):
+        raise DataError(f"'nc' must be an integer, got {nc!r}", yaml_path)
+    return DataConfig(root=root, train=train, val=val, names=names, num_classes=nc,
+                      train_images=images.get("train_images"), val_images=images.get("val_images"),
+                      generate=generate, source=yaml_path, check_paths=prepare or generate is None)

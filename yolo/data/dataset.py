@@ -1,0 +1,505 @@
+"""Detection datasets: the YOLO txt layout and COCO JSON, checked up front.
+
+Both produce the same items (see :meth:`DetectionDataset.__getitem__`)::
+
+    image   uint8 Tensor[3, H, W] RGB (the collate converts to float 0..1: 4x less data between workers)
+    targets Float[n, 6] rows (0, class, cx, cy, w, h); cx, cy, w, h in pixels of the H x W input;
+            column 0 is filled with the image's index in the batch by the collate
+    info    dict(index, image_id, path, orig_shape=(h, w), input_shape=(H, W),
+                 letterbox=LetterboxInfo | None, transform=Float64[3,3] | None)
+
+``letterbox`` maps original-image pixels to input pixels (``x * scale_x + pad_x``); it is always
+set without augmentation, and with augmentation whenever the placement is a plain per-axis scale
+and shift (no flip, rotation or mosaic). ``transform`` is the full 3x3 original -> input matrix
+(``None`` for mosaics).
+
+YOLO layout: ``.../images/<split>/name.jpg`` with ``.../labels/<split>/name.txt`` beside it (the
+last ``images`` folder of the path becomes ``labels``; Darknet's ``JPEGImages`` works too; a
+``name.txt`` next to the image is the fallback), each line ``class cx cy w h`` normalized to 0..1.
+A split is a folder of images or a list file with one image path per line (Darknet's train.txt).
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import cv2
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from ..ops import xyxy_to_xywh
+from .cache import LabelCache
+from .config import DataConfig, DataError, is_coco_json
+from .transforms import NO_AUGMENT, augment_config, item_rng, letterbox_sample, matrix_to_letterbox, train_transform
+from .validation import IMAGE_EXTENSIONS, Problem, ValidationReport, image_size, read_label_file
+
+logger = logging.getLogger(__name__)
+
+PathLike = Union[str, os.PathLike]
+SizeLike = Union[int, Sequence[int]]
+
+
+@dataclass
+class ImageRecord:
+    """One usable image and its ground truth in original-image pixels."""
+
+    path: str
+    height: int
+    width: int
+    boxes: np.ndarray  # Float32[N, 4] xyxy, original pixels
+    labels: np.ndarray  # Int64[N]
+    image_id: int
+
+
+def _as_hw(size: SizeLike) -> Tuple[int, int]:
+    if isinstance(size, int):
+        return size, size
+    h, w = size
+    return int(h), int(w)
+
+
+def read_image(path: PathLike) -> np.ndarray:
+    """RGB ``uint8`` ``H x W x 3`` (EXIF orientation applied, as ``cv2.imread`` does)."""
+    image = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    if image is None:
+        raise DataError("cannot read image (missing or corrupt)", path)
+    return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+
+
+class DetectionDataset(Dataset):
+    """Items for training or evaluation from a list of :class:`ImageRecord`.
+
+    Args:
+        records: the usable images.
+        names: class names.
+        img_size: network input ``(h, w)`` (or one int); multiples of the model stride.
+        augment: training augmentation (:func:`yolo.data.transforms.train_transform`) when True,
+            plain letterbox otherwise.
+        hyp: augmentation hyperparameters (:func:`yolo.data.transforms.augment_config`).
+        seed: base seed; item ``i`` of epoch ``e`` is augmented with ``item_rng(seed, e, i)``.
+        report: the validation report of the source.
+
+    ``category_ids`` is ``None`` here; COCO JSON datasets set it to the COCO id of each label.
+    """
+
+    category_ids: Optional[List[int]] = None
+
+    def __init__(self, records: List[ImageRecord], names: Sequence[str], img_size: SizeLike = 416,
+                 augment: bool = False, hyp: Optional[Dict[str, Any]] = None, seed: int = 0,
+                 report: Optional[ValidationReport] = None, source: str = ""):
+        self.records = records
+        self.names = list(names)
+        self.num_classes = len(self.names)
+        self.img_size = _as_hw(img_size)
+        self.augment = augment
+        self.hyp = augment_config(hyp) if augment else dict(NO_AUGMENT)
+        self.seed = int(seed)
+        self.epoch = 0
+        self.report = report
+        self.source = source
+
+    # ------------------------------------------------------------------ basics
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the augmentation of ``epoch``. Call before creating the epoch's iterator (workers
+        receive a copy of the dataset when the iterator starts; with ``persistent_workers`` they
+        would keep the old epoch)."""
+        self.epoch = int(epoch)
+
+    def load_sample(self, index: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(image RGB uint8 HxWx3, boxes Float32[N,4] xyxy original pixels, labels Int64[N])``."""
+        record = self.records[index]
+        image = read_image(record.path)
+        h, w = image.shape[:2]
+        if (h, w) != (record.height, record.width):
+            # The header said otherwise (unusual EXIF handling): keep the checked size, which the
+            # ground truth and the evaluation use.
+            logger.warning("%s: decoded size %dx%d differs from the checked %dx%d; resizing it",
+                           record.path, w, h, record.width, record.height)
+            image = cv2.resize(image, (record.width, record.height), interpolation=cv2.INTER_LINEAR)
+        return image, record.boxes.copy(), record.labels.copy()
+
+    def __getitem__(self, index: int):
+        record = self.records[index]
+        if self.augment:
+            rng = item_rng(self.seed, self.epoch, index)
+            image, boxes, labels, matrix = train_transform(self.load_sample, index, len(self), rng,
+                                                           self.img_size, self.hyp)
+            letterbox = matrix_to_letterbox(matrix) if matrix is not None else None
+        else:
+            image, boxes, labels = self.load_sample(index)
+            image, boxes, letterbox = letterbox_sample(image, boxes, self.img_size, self.hyp["fill"])
+            matrix = np.array([[letterbox.scale_x, 0, letterbox.pad_x],
+                               [0, letterbox.scale_y, letterbox.pad_y], [0, 0, 1]], np.float64)
+        targets = torch.zeros((len(labels), 6), dtype=torch.float32)
+        if len(labels):
+            targets[:, 1] = torch.from_numpy(labels.astype(np.float32))
+            targets[:, 2:] = xyxy_to_xywh(torch.from_numpy(boxes.astype(np.float32)))
+        tensor = torch.from_numpy(np.ascontiguousarray(image.transpose(2, 0, 1)))
+        info = {
+            "index": index,
+            "image_id": record.image_id,
+            "path": record.path,
+            "orig_shape": (record.height, record.width),
+            "input_shape": tuple(image.shape[:2]),
+            "letterbox": letterbox,
+            "transform": matrix,
+        }
+        return tensor, targets, info
+
+    # ------------------------------------------------------------------ evaluation
+    def ground_truth(self) -> List[Dict[str, Any]]:
+        """Ground truth in original-image pixels, one dict per image (dataset order)::
+
+            image_id int, file_name str (the image path), height, width,
+            boxes Float[K, 4] xyxy original pixels, labels Int64[K]
+        """
+        return [{
+            "image_id": r.image_id,
+            "file_name": r.path,
+            "height": r.height,
+            "width": r.width,
+            "boxes": torch.from_numpy(r.boxes.astype(np.float32).reshape(-1, 4)),
+            "labels": torch.from_numpy(r.labels.astype(np.int64).reshape(-1)),
+        } for r in self.records]
+
+    def num_boxes(self) -> int:
+        return int(sum(len(r.labels) for r in self.records))
+
+    def class_counts(self) -> np.ndarray:
+        """Int64[C]: number of boxes per class."""
+        counts = np.zeros(self.num_classes, np.int64)
+        for r in self.records:
+            np.add.at(counts, r.labels, 1)
+        return counts
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}({self.source!r}, images={len(self)}, boxes={self.num_boxes()}, "
+                f"classes={self.num_classes}, img_size={self.img_size}, augment={self.augment})")
+
+
+# ---------------------------------------------------------------------------- YOLO layout
+def label_path_for(image_path: PathLike) -> Path:
+    """Where the label file of an image is expected: the last ``images`` (or Darknet's ``JPEGImages``)
+    folder of the path becomes ``labels``, the extension ``.txt``; without such a folder, next to it."""
+    path = Path(image_path)
+    folders = list(path.parts[:-1])
+    for marker in ("images", "JPEGImages"):
+        if marker in folders:
+            i = len(folders) - 1 - folders[::-1].index(marker)
+            folders[i] = "labels"
+            return Path(*folders, path.stem + ".txt")
+    return path.with_suffix(".txt")
+
+
+def find_label_file(image_path: Path) -> Optional[Path]:
+    """The label file of an image: :func:`label_path_for`, else ``name.txt`` next to the image."""
+    for candidate in (label_path_for(image_path), image_path.with_suffix(".txt")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def list_images(source: Path, search_dirs: Sequence[Path] = ()) -> Tuple[List[Path], List[Problem], int]:
+    """Images of a split: every image under a folder (sorted), or the lines of a list file.
+
+    List-file lines that are relative are looked up in the list file's folder, then ``search_dirs``
+    (e.g. the dataset root), then the working directory.
+
+    Returns:
+        ``(images, problems, listed)``: existing image paths, list lines that point nowhere, and the
+        number of entries listed.
+    """
+    if source.is_dir():
+        images = sorted(p for p in source.rglob("*") if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file())
+        return images, [], len(images)
+    if not source.is_file():
+        raise DataError("image folder or list file not found", source)
+    images, problems, listed = [], [], 0
+    bases = [source.parent, *search_dirs, Path.cwd()]
+    with open(source, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            entry = line.strip()
+            if not entry or entry.startswith("#"):
+                continue
+            listed += 1
+            path = Path(os.path.expanduser(entry))
+            candidates = [path] if path.is_absolute() else [b / path for b in bases]
+            found = next((c for c in candidates if c.is_file()), None)
+            if found is None:
+                problems.append(Problem(str(source), f"image {candidates[0]} not found", lineno, "image",
+                                        "missing_image"))
+            elif found.suffix.lower() not in IMAGE_EXTENSIONS:
+                problems.append(Problem(str(source), f"{found} is not an image file "
+                                        f"(extensions: {' '.join(IMAGE_EXTENSIONS)})", lineno, "image", "bad_image"))
+            else:
+                images.append(found.resolve())
+    return images, problems, listed
+
+
+def _cache_file(source: Path) -> Path:
+    if source.is_dir():
+        labels_dir = label_path_for(source / "x.jpg").parent
+        return labels_dir.parent / f"{labels_dir.name}.cache.json"
+    return source.with_name(source.stem + ".cache.json")
+
+
+def _fingerprint(path: Optional[Path]) -> List[int]:
+    if path is None:
+        return [-1, -1]
+    st = path.stat()
+    return [st.st_size, st.st_mtime_ns]
+
+
+def scan_yolo(source: PathLike, num_classes: int, search_dirs: Sequence[Path] = (), cache: bool = True
+              ) -> Tuple[List[ImageRecord], ValidationReport]:
+    """Check every image and label file of a YOLO-layout split.
+
+    Returns the usable records (boxes in original pixels) and the report listing everything
+    dropped. Results are cached per file (size and mtime) so a second scan reads no images.
+    """
+    source = Path(source).resolve()
+    images, problems, listed = list_images(source, search_dirs)
+    report = ValidationReport(source=str(source), num_images=listed, num_classes=int(num_classes))
+    if images:
+        report.expected_labels_at = str(label_path_for(images[0]).parent)
+
+    label_cache = LabelCache(_cache_file(source), {"num_classes": int(num_classes), "source": str(source)})
+    old = label_cache.load() if cache else {}
+    entries: Dict[str, Any] = {}
+    changed = False
+    used_labels = set()
+    records: List[ImageRecord] = []
+
+    iterator = images
+    if len(images) >= 2000:
+        from tqdm import tqdm
+
+        iterator = tqdm(images, desc=f"checking {source.name}", unit="img")
+    for image_path in iterator:
+        key = str(image_path)
+        label_path = find_label_file(image_path)
+        try:
+            fingerprint = _fingerprint(image_path) + [str(label_path)] + _fingerprint(label_path)
+        except OSError as e:
+            problems.append(Problem(key, f"cannot stat file: {e}", None, "image", "missing_image"))
+            continue
+        entry = old.get(key)
+        if entry is None or entry["fp"] != fingerprint:
+            shape, reason = image_size(image_path)
+            labels, label_problems = (read_label_file(label_path, num_classes) if label_path is not None
+                                      else (np.zeros((0, 5), np.float32), []))
+            entry = {"fp": fingerprint, "shape": shape, "reason": reason, "labels": labels.tolist(),
+                     "problems": [p.to_json() for p in label_problems]}
+            changed = True
+        entries[key] = entry
+        if label_path is not None:
+            used_labels.add(label_path)
+            report.num_label_files += 1
+        file_problems = [Problem.from_json(p) for p in entry["problems"]]
+        problems.extend(file_problems)
+        if entry["shape"] is None:
+            problems.append(Problem(key, entry["reason"], None, "image", "bad_image"))
+            continue
+        if any(p.kind == "file" for p in file_problems):
+            continue
+        height, width = entry["shape"]
+        labels = np.asarray(entry["labels"], np.float32).reshape(-1, 5)
+        cx, cy, w, h = labels[:, 1] * width, labels[:, 2] * height, labels[:, 3] * width, labels[:, 4] * height
+        boxes = np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], 1).astype(np.float32)
+        records.append(ImageRecord(key, int(height), int(width), boxes, labels[:, 0].astype(np.int64),
+                                   image_id=len(records)))
+    if cache and (changed or set(entries) != set(old)):
+        where = label_cache.save(entries)
+        logger.debug("label cache for %s saved to %s", source, where)
+
+    if source.is_dir():
+        problems.extend(_orphan_labels(images, used_labels))
+    report.problems = problems
+    report.num_kept_images = len(records)
+    report.num_background = sum(1 for r in records if len(r.labels) == 0)
+    report.num_boxes = int(sum(len(r.labels) for r in records))
+    return records, report
+
+
+def _orphan_labels(images: Sequence[Path], used: set) -> List[Problem]:
+    """Label files in the labels folders of a split that belong to no image (often a naming mistake)."""
+    folders = {label_path_for(p).parent for p in images}
+    image_folders = {p.parent for p in images}
+    problems = []
+    for folder in sorted(folders - image_folders):  # .txt next to images may be anything
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.glob("*.txt")):
+            if path not in used and path.name != "classes.txt":
+                problems.append(Problem(str(path), "label file has no matching image (ignored)", None, "orphan",
+                                        "orphan_label"))
+    return problems
+
+
+class YoloDataset(DetectionDataset):
+    """A YOLO-layout split (image folder or list file), validated on construction.
+
+    Args:
+        source: image folder or list file.
+        names: class names (their count is checked against every label's class).
+        img_size, augment, hyp, seed: see :class:`DetectionDataset`.
+        cache: use/update the label-scan cache.
+        search_dirs: extra folders for relative paths in list files (e.g. the dataset root).
+        allow_empty: do not raise when no image has a usable box.
+
+    Raises:
+        DataError: when the split has no usable labels (the message says why, with details).
+    """
+
+    def __init__(self, source: PathLike, names: Sequence[str], img_size: SizeLike = 416, augment: bool = False,
+                 hyp: Optional[Dict[str, Any]] = None, seed: int = 0, cache: bool = True,
+                 search_dirs: Sequence[PathLike] = (), allow_empty: bool = False):
+        records, report = scan_yolo(source, len(names), [Path(d) for d in search_dirs], cache=cache)
+        report.log(logger)
+        if not allow_empty:
+            report.raise_if_unusable()
+        super().__init__(records, names, img_size, augment, hyp, seed, report, str(source))
+
+
+# ---------------------------------------------------------------------------- COCO JSON
+class CocoDataset(DetectionDataset):
+    """A COCO-format split read through pycocotools, validated on construction.
+
+    Category ids are mapped to contiguous labels in increasing id order; ``category_ids[label]``
+    gives the id back (for writing COCO results). ``image_id`` is the JSON's image id. Crowd
+    annotations are skipped (COCO evaluation ignores them). Problems are reported as
+    ``annotations.json: annotation id N (image file): reason``.
+
+    Args:
+        annotation_file: the COCO ``.json``.
+        image_dir: folder that ``file_name`` entries are relative to.
+        names: class names; default the categories' names. Their count must match the categories.
+    """
+
+    def __init__(self, annotation_file: PathLike, image_dir: PathLike, names: Optional[Sequence[str]] = None,
+                 img_size: SizeLike = 416, augment: bool = False, hyp: Optional[Dict[str, Any]] = None,
+                 seed: int = 0, allow_empty: bool = False):
+        from pycocotools.coco import COCO
+
+        annotation_file, image_dir = Path(annotation_file), Path(image_dir)
+        if not annotation_file.is_file():
+            raise DataError("COCO annotation file not found", annotation_file)
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints progress
+                coco = COCO(str(annotation_file))
+        except (ValueError, KeyError, TypeError, AssertionError) as e:
+            raise DataError(f"not a valid COCO annotation file: {type(e).__name__}: {e}", annotation_file) from None
+        categories = sorted(coco.loadCats(coco.getCatIds()), key=lambda c: c["id"])
+        if not categories:
+            raise DataError("no categories", annotation_file)
+        self.category_ids = [int(c["id"]) for c in categories]
+        category_names = [str(c["name"]) for c in categories]
+        if names is None:
+            names = category_names
+        elif len(names) != len(categories):
+            raise DataError(f"class count mismatch: {len(names)} names given but the file has "
+                            f"{len(categories)} categories", annotation_file)
+        elif list(names) != category_names:
+            logger.warning("%s: category names differ from the given names; labels follow category id order",
+                           annotation_file)
+        records, report = self._scan(coco, annotation_file, image_dir)
+        report.log(logger)
+        if not allow_empty:
+            report.raise_if_unusable()
+        super().__init__(records, names, img_size, augment, hyp, seed, report, str(annotation_file))
+
+    def _scan(self, coco, annotation_file: Path, image_dir: Path) -> Tuple[List[ImageRecord], ValidationReport]:
+        label_of = {cid: i for i, cid in enumerate(self.category_ids)}
+        source = str(annotation_file)
+        report = ValidationReport(source=source, num_images=len(coco.imgs), expected_labels_at=source,
+                                  num_classes=len(self.category_ids))
+        problems: List[Problem] = []
+        records: List[ImageRecord] = []
+        for image_id in sorted(coco.imgs):
+            info = coco.imgs[image_id]
+            path = image_dir / info.get("file_name", "")
+            shape, reason = image_size(path)
+            if shape is None:
+                problems.append(Problem(str(path), f"{reason} (image id {image_id} in {annotation_file.name})",
+                                        None, "image", "bad_image"))
+                continue
+            height, width = shape
+            declared = (info.get("height"), info.get("width"))
+            if declared != (height, width):
+                problems.append(Problem(str(path), f"size {width}x{height} differs from the JSON's "
+                                        f"{declared[1]}x{declared[0]} (image id {image_id}); image dropped",
+                                        None, "image", "size_mismatch"))
+                continue
+            boxes, labels = [], []
+            for ann in coco.imgToAnns.get(image_id, []):
+                if ann.get("iscrowd", 0):
+                    continue
+                why = self._check_annotation(ann, label_of, width, height)
+                if why:
+                    code = "unknown_class" if why.startswith("unknown category") else "bad_annotation"
+                    problems.append(Problem(source, f"annotation id {ann.get('id')} (image {info.get('file_name')}): "
+                                            f"{why}", None, "box", code))
+                    continue
+                x, y, w, h = (float(v) for v in ann["bbox"])
+                x1, y1 = max(x, 0.0), max(y, 0.0)
+                x2, y2 = min(x + w, float(width)), min(y + h, float(height))
+                boxes.append([x1, y1, x2, y2])
+                labels.append(label_of[ann["category_id"]])
+            records.append(ImageRecord(str(path), height, width, np.asarray(boxes, np.float32).reshape(-1, 4),
+                                       np.asarray(labels, np.int64), image_id=int(image_id)))
+        report.problems = problems
+        report.num_label_files = 1
+        report.num_kept_images = len(records)
+        report.num_background = sum(1 for r in records if len(r.labels) == 0)
+        report.num_boxes = int(sum(len(r.labels) for r in records))
+        return records, report
+
+    @staticmethod
+    def _check_annotation(ann: Dict[str, Any], label_of: Dict[int, int], width: int, height: int) -> Optional[str]:
+        bbox = ann.get("bbox")
+        if not isinstance(bbox, (list, tuple)) or len(bbox) != 4:
+            return f"bbox must be [x, y, width, height], got {bbox!r}"
+        try:
+            x, y, w, h = (float(v) for v in bbox)
+        except (TypeError, ValueError):
+            return f"bbox has a non-numeric value: {bbox!r}"
+        if not all(np.isfinite([x, y, w, h])):
+            return f"bbox has a non-finite value: {bbox!r}"
+        if ann.get("category_id") not in label_of:
+            return f"unknown category_id {ann.get('category_id')} (categories: {sorted(label_of)})"
+        if w <= 0 or h <= 0:
+            return f"bbox has zero or negative size: {bbox!r}"
+        tol_x, tol_y = 0.01 * width, 0.01 * height
+        if x < -tol_x or y < -tol_y or x + w > width + tol_x or y + h > height + tol_y:
+            return f"bbox {bbox!r} lies outside the {width}x{height} image"
+        if max(x + w, y + h) <= 1.0 + 1e-6 and min(width, height) > 16:
+            return f"bbox {bbox!r} looks normalized: COCO boxes are absolute pixels [x, y, width, height]"
+        x1, y1 = max(x, 0.0), max(y, 0.0)
+        if min(x + w, width) - x1 <= 0 or min(y + h, height) - y1 <= 0:
+            return "bbox has no area inside the image"
+        return None
+
+
+# ---------------------------------------------------------------------------- from a config
+def build_dataset(config: DataConfig, split: str = "train", img_size: SizeLike = 416,
+                  augment: Optional[bool] = None, hyp: Optional[Dict[str, Any]] = None, seed: int = 0,
+                  cache: bool = True) -> DetectionDataset:
+    """The dataset of ``split`` (``"train"``/``"val"``) of a :class:`DataConfig`.
+
+    ``augment`` defaults to True for train and False for val.
+    """
+    path = config.split(split)
+    if augment is None:
+        augment = split == "train"
+    if is_coco_json(path):
+        return CocoDataset(path, config.images_dir(split) or config.root, config.names, img_size, augment, hyp, seed)
+    return YoloDataset(path, config.names, img_size, augment, hyp, seed, cache=cache, search_dirs=[config.root])

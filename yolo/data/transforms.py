@@ -1,0 +1,358 @@
+"""Image + box augmentation: letterbox, Darknet crop jitter, random affine, HSV, flip, mosaic.
+
+Images are ``uint8`` ``H x W x 3`` RGB numpy arrays; boxes are ``Float32[N, 4]`` xyxy in
+continuous pixel coordinates (pixel ``i`` spans ``[i, i + 1)``); labels ``Int64[N]``.
+
+Every geometric step is one 3x3 matrix acting on continuous pixel coordinates; the steps are
+multiplied together and the image is warped once, so images and boxes move together exactly.
+Randomness comes only from the ``numpy.random.Generator`` passed in, so a sample is a pure
+function of (seed, epoch, index): see :func:`item_rng`.
+
+Hyperparameters (a dict, see :data:`DEFAULT_AUGMENT` and :func:`augment_config`) use Darknet's
+names where Darknet has the knob:
+
+=============  ==================================================================================
+``hue``        hue shift drawn from ``[-hue, hue]`` (fraction of the hue circle), Darknet ``hue``
+``saturation`` saturation factor in ``[1/s, s]`` (Darknet ``rand_scale``), Darknet ``saturation``
+``exposure``   brightness (HSV value) factor in ``[1/e, e]``, Darknet ``exposure``
+``jitter``     Darknet crop jitter: each side of the crop moves by ``U(-j, j)`` times the image side
+``scale``      extra zoom factor drawn from ``[1 - scale, 1 + scale]``
+``translate``  shift drawn from ``[-t, t]`` times the input width/height
+``degrees``    rotation drawn from ``[-degrees, degrees]``
+``flip``       probability of a horizontal flip (Darknet ``flip=1`` is 0.5)
+``mosaic``     probability of a 4-image mosaic
+``min_visible`` keep a box when at least this fraction of its (transformed) area stays in the image
+``min_side``   ... and both its sides are at least this many pixels
+``fill``       border gray level (Darknet pads with 0.5: 128)
+=============  ==================================================================================
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
+
+import cv2
+import numpy as np
+
+from ..ops import LETTERBOX_FILL, LetterboxInfo, letterbox, letterbox_params
+
+Sample = Tuple[np.ndarray, np.ndarray, np.ndarray]  # image HxWx3 uint8, boxes Float32[N,4] xyxy, labels Int64[N]
+
+DEFAULT_AUGMENT: Dict[str, float] = {
+    "hue": 0.1,
+    "saturation": 1.5,
+    "exposure": 1.5,
+    "jitter": 0.0,
+    "scale": 0.25,
+    "translate": 0.1,
+    "degrees": 0.0,
+    "flip": 0.5,
+    "mosaic": 0.0,
+    "min_visible": 0.1,
+    "min_side": 2.0,
+    "fill": float(LETTERBOX_FILL),
+}
+
+NO_AUGMENT: Dict[str, float] = {**DEFAULT_AUGMENT, "hue": 0.0, "saturation": 1.0, "exposure": 1.0,
+                                "scale": 0.0, "translate": 0.0, "flip": 0.0}
+
+
+def augment_config(overrides: Optional[Mapping[str, Any]] = None, **kwargs) -> Dict[str, float]:
+    """:data:`DEFAULT_AUGMENT` updated with ``overrides`` and ``kwargs``; unknown keys or bad values raise.
+
+    ``None`` values are ignored (so a trainer can pass ``cfg.get(...)`` results straight through).
+    """
+    hyp = dict(DEFAULT_AUGMENT)
+    for key, value in {**(overrides or {}), **kwargs}.items():
+        if key not in DEFAULT_AUGMENT:
+            raise ValueError(f"unknown augmentation key {key!r}; known: {', '.join(DEFAULT_AUGMENT)}")
+        if value is not None:
+            hyp[key] = float(value)
+    for key in ("saturation", "exposure"):
+        if hyp[key] < 1.0:
+            # Darknet's rand_scale(s) draws in [1/s, s]; a value below 1 is the same range.
+            hyp[key] = 1.0 / hyp[key] if hyp[key] > 0 else 1.0
+    for key in ("hue", "jitter", "scale", "translate", "degrees", "min_visible", "min_side"):
+        if hyp[key] < 0:
+            raise ValueError(f"augmentation {key}={hyp[key]} must be >= 0")
+    for key in ("flip", "mosaic"):
+        if not 0.0 <= hyp[key] <= 1.0:
+            raise ValueError(f"augmentation {key}={hyp[key]} is a probability and must be in [0, 1]")
+    if hyp["scale"] >= 1.0:
+        raise ValueError(f"augmentation scale={hyp['scale']} must be < 1 (zoom is drawn from [1-s, 1+s])")
+    return hyp
+
+
+def augment_from_cfg(net, heads: Sequence = (), mosaic_prob: float = 0.5,
+                     overrides: Optional[Mapping[str, Any]] = None) -> Dict[str, float]:
+    """Augmentation hyperparameters from a Darknet cfg, then ``overrides`` (e.g. a training YAML).
+
+    Args:
+        net: the ``[net]`` section (anything with ``get_float(key, default)`` / ``get_int``):
+            ``saturation``, ``exposure``, ``hue`` (Darknet defaults 1, 1, 0), ``flip`` (default 1:
+            mirror half of the images) and ``mosaic`` (0/1).
+        heads: ``[yolo]``/``[region]`` sections; the first one's ``jitter`` is used (Darknet reads it there).
+        mosaic_prob: mosaic probability used when the cfg sets ``mosaic=1``.
+        overrides: final say, same keys as :data:`DEFAULT_AUGMENT`.
+    """
+    hyp: Dict[str, Any] = {
+        "saturation": net.get_float("saturation", 1.0),
+        "exposure": net.get_float("exposure", 1.0),
+        "hue": net.get_float("hue", 0.0),
+        "flip": 0.5 if net.get_int("flip", 1) else 0.0,
+        "mosaic": mosaic_prob if net.get_int("mosaic", 0) else 0.0,
+        # Darknet's only geometric augmentation is the crop jitter: no extra zoom or shift.
+        "scale": 0.0,
+        "translate": 0.0,
+    }
+    for head in heads:
+        hyp["jitter"] = head.get_float("jitter", 0.0)
+        break
+    return augment_config({**hyp, **(overrides or {})})
+
+
+def item_rng(seed: int, epoch: int, index: int) -> np.random.Generator:
+    """The generator for one sample: the same (seed, epoch, index) gives the same augmentation,
+    whichever worker loads it."""
+    return np.random.default_rng([int(seed) & 0xFFFFFFFF, int(epoch), int(index)])
+
+
+# ------------------------------------------------------------------------------ matrices
+def _translation(tx: float, ty: float) -> np.ndarray:
+    return np.array([[1.0, 0.0, tx], [0.0, 1.0, ty], [0.0, 0.0, 1.0]])
+
+
+def _scaling(sx: float, sy: float) -> np.ndarray:
+    return np.diag([sx, sy, 1.0])
+
+
+def _rotation(degrees: float) -> np.ndarray:
+    a = math.radians(degrees)
+    c, s = math.cos(a), math.sin(a)
+    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+
+
+def letterbox_matrix(in_hw: Tuple[int, int], out_hw: Tuple[int, int]) -> np.ndarray:
+    """3x3 matrix of Darknet's letterbox placement (geometry from :func:`yolo.ops.letterbox_params`)."""
+    (rh, rw), (pad_x, pad_y) = letterbox_params(in_hw, out_hw)
+    return _translation(pad_x, pad_y) @ _scaling(rw / in_hw[1], rh / in_hw[0])
+
+
+def _rand_scale(rng: np.random.Generator, s: float) -> float:
+    """Darknet's ``rand_scale``: a factor in ``[1, s]``, inverted half of the time."""
+    if s <= 1.0:
+        return 1.0
+    factor = rng.uniform(1.0, s)
+    return factor if rng.random() < 0.5 else 1.0 / factor
+
+
+def random_affine_matrix(rng: np.random.Generator, out_hw: Tuple[int, int], hyp: Mapping[str, float],
+                         center: Optional[Tuple[float, float]] = None) -> np.ndarray:
+    """Random rotation / zoom around ``center`` (default: the output center) and a random shift.
+
+    Returns a 3x3 matrix acting on output-space pixel coordinates (apply after placement).
+    """
+    h, w = out_hw
+    cx, cy = center if center is not None else (w / 2.0, h / 2.0)
+    s = rng.uniform(1.0 - hyp["scale"], 1.0 + hyp["scale"]) if hyp["scale"] > 0 else 1.0
+    angle = rng.uniform(-hyp["degrees"], hyp["degrees"]) if hyp["degrees"] > 0 else 0.0
+    t = hyp["translate"]
+    tx, ty = (rng.uniform(-t, t) * w, rng.uniform(-t, t) * h) if t > 0 else (0.0, 0.0)
+    return _translation(w / 2.0 + tx, h / 2.0 + ty) @ _rotation(angle) @ _scaling(s, s) @ _translation(-cx, -cy)
+
+
+def jitter_crop_matrix(rng: np.random.Generator, in_hw: Tuple[int, int], out_hw: Tuple[int, int],
+                       jitter: float) -> np.ndarray:
+    """Darknet crop jitter: move each side of the crop by ``U(-jitter, jitter)`` times the image side
+    (outward moves pad with the fill color), then letterbox the crop into ``out_hw``."""
+    h, w = in_hw
+    if jitter <= 0:
+        return letterbox_matrix(in_hw, out_hw)
+    dw, dh = jitter * w, jitter * h
+    left, right = rng.uniform(-dw, dw), rng.uniform(-dw, dw)
+    top, bottom = rng.uniform(-dh, dh), rng.uniform(-dh, dh)
+    crop_w, crop_h = max(w - left - right, 1.0), max(h - top - bottom, 1.0)
+    crop_hw = (max(int(round(crop_h)), 1), max(int(round(crop_w)), 1))
+    place = letterbox_matrix(crop_hw, out_hw)
+    # Stretch the exact float crop onto the integer crop size that the letterbox geometry used.
+    fit = _scaling(crop_hw[1] / crop_w, crop_hw[0] / crop_h)
+    return place @ fit @ _translation(-left, -top)
+
+
+# ------------------------------------------------------------------------------ apply
+def warp_image(image: np.ndarray, matrix: np.ndarray, out_hw: Tuple[int, int], fill: float) -> np.ndarray:
+    """Warp with a 3x3 matrix on continuous pixel coordinates (pixel centers at ``i + 0.5``).
+
+    Strong downscales are first done with ``INTER_AREA`` so that the warp does not alias.
+    """
+    h_out, w_out = out_hw
+    zoom = math.sqrt(abs(np.linalg.det(matrix[:2, :2])))
+    if zoom < 0.5:
+        h, w = image.shape[:2]
+        new_w, new_h = max(int(round(w * zoom * 2)), 1), max(int(round(h * zoom * 2)), 1)
+        image = cv2.resize(image, (new_w, new_h), interpolation=cv2.INTER_AREA)
+        matrix = matrix @ _scaling(w / new_w, h / new_h)
+    # OpenCV addresses pixel centers by integer index: index = continuous - 0.5.
+    index_matrix = _translation(-0.5, -0.5) @ matrix @ _translation(0.5, 0.5)
+    border = (int(round(fill)),) * 3
+    return cv2.warpAffine(image, index_matrix[:2], (w_out, h_out), flags=cv2.INTER_LINEAR,
+                          borderMode=cv2.BORDER_CONSTANT, borderValue=border)
+
+
+def transform_boxes(boxes: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    """xyxy ``Float32[N, 4]`` -> the xyxy box enclosing the four transformed corners."""
+    if len(boxes) == 0:
+        return boxes.reshape(0, 4).astype(np.float32)
+    x1, y1, x2, y2 = boxes.T
+    corners = np.stack([np.stack([x1, y1], 1), np.stack([x2, y1], 1),
+                        np.stack([x1, y2], 1), np.stack([x2, y2], 1)], 1)  # N, 4, 2
+    moved = corners @ matrix[:2, :2].T + matrix[:2, 2]
+    return np.concatenate([moved.min(1), moved.max(1)], 1).astype(np.float32)
+
+
+def clip_and_filter(boxes: np.ndarray, labels: np.ndarray, reference_area: np.ndarray,
+                    region: Tuple[float, float, float, float], hyp: Mapping[str, float]
+                    ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Clip xyxy boxes to ``region = (x1, y1, x2, y2)``; drop boxes that are too small or mostly cut.
+
+    Returns ``(boxes, labels, keep)`` with ``keep`` the boolean mask used.
+    """
+    x1, y1, x2, y2 = region
+    clipped = boxes.copy()
+    clipped[:, 0::2] = clipped[:, 0::2].clip(x1, x2)
+    clipped[:, 1::2] = clipped[:, 1::2].clip(y1, y2)
+    w, h = clipped[:, 2] - clipped[:, 0], clipped[:, 3] - clipped[:, 1]
+    visible = w * h / np.maximum(reference_area, 1e-9)
+    keep = (w >= hyp["min_side"]) & (h >= hyp["min_side"]) & (visible >= hyp["min_visible"])
+    return clipped[keep], labels[keep], keep
+
+
+def box_areas(boxes: np.ndarray) -> np.ndarray:
+    return (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+
+
+def augment_hsv(image: np.ndarray, rng: np.random.Generator, hue: float, saturation: float,
+                exposure: float) -> np.ndarray:
+    """Darknet's color jitter on an RGB ``uint8`` image: hue shift, saturation and value factors."""
+    dhue = rng.uniform(-hue, hue) if hue > 0 else 0.0
+    dsat = _rand_scale(rng, saturation)
+    dexp = _rand_scale(rng, exposure)
+    if dhue == 0.0 and dsat == 1.0 and dexp == 1.0:
+        return image
+    h, s, v = cv2.split(cv2.cvtColor(image, cv2.COLOR_RGB2HSV))
+    x = np.arange(256, dtype=np.float32)
+    lut_h = np.mod(x + dhue * 180.0, 180.0).astype(np.uint8)  # OpenCV hue is 0..179
+    lut_s = np.clip(x * dsat, 0, 255).astype(np.uint8)
+    lut_v = np.clip(x * dexp, 0, 255).astype(np.uint8)
+    hsv = cv2.merge((cv2.LUT(h, lut_h), cv2.LUT(s, lut_s), cv2.LUT(v, lut_v)))
+    return cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB)
+
+
+def hflip(image: np.ndarray, boxes: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Mirror left-right: x -> width - x."""
+    w = image.shape[1]
+    flipped = boxes.copy()
+    flipped[:, 0], flipped[:, 2] = w - boxes[:, 2], w - boxes[:, 0]
+    return np.ascontiguousarray(image[:, ::-1]), flipped
+
+
+def letterbox_sample(image: np.ndarray, boxes: np.ndarray, out_hw: Tuple[int, int],
+                     fill: float = LETTERBOX_FILL) -> Tuple[np.ndarray, np.ndarray, LetterboxInfo]:
+    """Deterministic resize for evaluation: :func:`yolo.ops.letterbox`, boxes mapped along."""
+    out, info = letterbox(image, out_hw, fill=int(round(fill)))
+    scale = np.array([info.scale_x, info.scale_y, info.scale_x, info.scale_y], np.float32)
+    pad = np.array([info.pad_x, info.pad_y, info.pad_x, info.pad_y], np.float32)
+    return out, (boxes * scale + pad).astype(np.float32), info
+
+
+def matrix_to_letterbox(matrix: np.ndarray) -> Optional[LetterboxInfo]:
+    """A 3x3 placement matrix as :class:`LetterboxInfo` when it is a per-axis positive scale + shift."""
+    if abs(matrix[0, 1]) > 1e-9 or abs(matrix[1, 0]) > 1e-9 or matrix[0, 0] <= 0 or matrix[1, 1] <= 0:
+        return None
+    return LetterboxInfo(scale_x=float(matrix[0, 0]), scale_y=float(matrix[1, 1]),
+                         pad_x=float(matrix[0, 2]), pad_y=float(matrix[1, 2]))
+
+
+def _single(sample: Sample, rng: np.random.Generator, out_hw: Tuple[int, int], hyp: Mapping[str, float]
+            ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    image, boxes, labels = sample
+    place = jitter_crop_matrix(rng, image.shape[:2], out_hw, hyp["jitter"])
+    matrix = random_affine_matrix(rng, out_hw, hyp) @ place
+    out = warp_image(image, matrix, out_hw, hyp["fill"])
+    moved = transform_boxes(boxes, matrix)
+    reference = box_areas(boxes) * abs(np.linalg.det(matrix[:2, :2]))
+    h, w = out_hw
+    boxes, labels, _ = clip_and_filter(moved, labels, reference, (0.0, 0.0, float(w), float(h)), hyp)
+    return out, boxes, labels, matrix
+
+
+def _mosaic(samples: Sequence[Sample], rng: np.random.Generator, out_hw: Tuple[int, int],
+            hyp: Mapping[str, float]) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Four images around a random center of a ``2H x 2W`` canvas, then a random affine back to ``H x W``."""
+    h, w = out_hw
+    fill = int(round(hyp["fill"]))
+    canvas = np.full((2 * h, 2 * w, 3), fill, np.uint8)
+    xc, yc = int(rng.uniform(0.5 * w, 1.5 * w)), int(rng.uniform(0.5 * h, 1.5 * h))
+    all_boxes, all_labels, all_ref = [], [], []
+    for k, (image, boxes, labels) in enumerate(samples):
+        (rh, rw), _ = letterbox_params(image.shape[:2], out_hw)
+        tile = cv2.resize(image, (rw, rh), interpolation=cv2.INTER_AREA if rw < image.shape[1] else cv2.INTER_LINEAR)
+        x0 = xc - rw if k in (0, 2) else xc  # tile's top-left corner on the canvas
+        y0 = yc - rh if k in (0, 1) else yc
+        cx1, cy1 = max(x0, 0), max(y0, 0)
+        cx2, cy2 = min(x0 + rw, 2 * w), min(y0 + rh, 2 * h)
+        if cx2 <= cx1 or cy2 <= cy1:
+            continue
+        canvas[cy1:cy2, cx1:cx2] = tile[cy1 - y0:cy2 - y0, cx1 - x0:cx2 - x0]
+        if len(boxes) == 0:
+            continue
+        scale = np.array([rw / image.shape[1], rh / image.shape[0]] * 2, np.float32)
+        placed = boxes * scale + np.array([x0, y0, x0, y0], np.float32)
+        ref = box_areas(placed)
+        # Clip to the visible part of the tile; the final filter compares with the full area.
+        placed[:, 0::2] = placed[:, 0::2].clip(cx1, cx2)
+        placed[:, 1::2] = placed[:, 1::2].clip(cy1, cy2)
+        all_boxes.append(placed)
+        all_labels.append(labels)
+        all_ref.append(ref)
+    boxes = np.concatenate(all_boxes) if all_boxes else np.zeros((0, 4), np.float32)
+    labels = np.concatenate(all_labels) if all_labels else np.zeros((0,), np.int64)
+    ref = np.concatenate(all_ref) if all_ref else np.zeros((0,), np.float32)
+    matrix = random_affine_matrix(rng, out_hw, hyp, center=(float(w), float(h)))
+    out = warp_image(canvas, matrix, out_hw, hyp["fill"])
+    moved = transform_boxes(boxes, matrix)
+    ref = ref * abs(np.linalg.det(matrix[:2, :2]))
+    boxes, labels, _ = clip_and_filter(moved, labels, ref, (0.0, 0.0, float(w), float(h)), hyp)
+    return out, boxes, labels
+
+
+def train_transform(load: Callable[[int], Sample], index: int, num_items: int, rng: np.random.Generator,
+                    out_hw: Tuple[int, int], hyp: Mapping[str, float]
+                    ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, Optional[np.ndarray]]:
+    """The training pipeline for item ``index``: mosaic or single-image placement, HSV, flip.
+
+    Args:
+        load: ``load(i) -> (image RGB uint8 HxWx3, boxes Float32[N,4] xyxy pixels, labels Int64[N])``.
+        index: the item to augment; mosaic draws three more items from ``rng``.
+        num_items: number of items ``load`` accepts (mosaic partners are drawn from ``range(num_items)``).
+        rng: the item's generator (:func:`item_rng`).
+        out_hw: network input ``(h, w)``.
+        hyp: augmentation hyperparameters (:func:`augment_config`).
+
+    Returns:
+        ``(image, boxes, labels, matrix)``: ``out_hw`` RGB image, xyxy boxes in its pixels, labels,
+        and the 3x3 original -> input matrix (``None`` for mosaics).
+    """
+    matrix: Optional[np.ndarray]
+    if hyp["mosaic"] > 0 and rng.random() < hyp["mosaic"]:
+        partners = rng.integers(0, num_items, size=3)
+        image, boxes, labels = _mosaic([load(index)] + [load(int(i)) for i in partners], rng, out_hw, hyp)
+        matrix = None
+    else:
+        image, boxes, labels, matrix = _single(load(index), rng, out_hw, hyp)
+    image = augment_hsv(image, rng, hyp["hue"], hyp["saturation"], hyp["exposure"])
+    if hyp["flip"] > 0 and rng.random() < hyp["flip"]:
+        image, boxes = hflip(image, boxes)
+        if matrix is not None:
+            matrix = _translation(float(out_hw[1]), 0.0) @ _scaling(-1.0, 1.0) @ matrix
+    return image, boxes.astype(np.float32), labels.astype(np.int64), matrix

@@ -1,0 +1,283 @@
+"""Up-front dataset checks: every problem is listed with its file (and line) and the bad part dropped.
+
+The checks catch what silently gives a mAP of 0 elsewhere: labels that are not where the
+images say they are, pixel coordinates instead of normalized ones, class ids beyond the
+class count, unreadable images. Images without a label file (or with an empty one) are
+background images and are kept.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, List, Optional, Tuple
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
+MIN_IMAGE_SIDE = 2
+# Box edges may stick out of the image by this much (normalized) before the box is reported;
+# smaller overshoots (rounding in converters) are clipped silently.
+EDGE_TOLERANCE = 0.01
+# Boxes narrower or lower than this (normalized) after clipping are degenerate.
+MIN_BOX_SIDE = 1e-4
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with the data: ``path:line: reason``. ``line`` is None for whole files."""
+
+    path: str
+    reason: str
+    line: Optional[int] = None
+    # image: the image is dropped; file: a label file is unusable, its image is dropped;
+    # box: one label line / annotation is dropped; orphan: a label file without image (ignored).
+    kind: str = "box"
+    # What went wrong, for the report's hints: unknown_class, pixel_coords, malformed, ... ("" if unclassified).
+    code: str = ""
+
+    def __str__(self) -> str:
+        where = self.path if self.line is None else f"{self.path}:{self.line}"
+        return f"{where}: {self.reason}"
+
+    def to_json(self) -> list:
+        return [self.path, self.reason, self.line, self.kind, self.code]
+
+    @classmethod
+    def from_json(cls, row: list) -> "Problem":
+        return cls(*row)
+
+
+@dataclass
+class ValidationReport:
+    """The result of checking one split.
+
+    ``problems`` lists everything dropped; the counts describe what was kept.
+    """
+
+    source: str
+    problems: List[Problem] = field(default_factory=list)
+    num_images: int = 0  # images listed by the source
+    num_kept_images: int = 0  # readable images (labelled + background)
+    num_background: int = 0  # kept images with no boxes
+    num_boxes: int = 0  # boxes kept
+    num_label_files: int = 0  # label files found for the listed images
+    expected_labels_at: Optional[str] = None  # where label files are looked for (for hints)
+    num_classes: Optional[int] = None
+
+    @property
+    def num_dropped_images(self) -> int:
+        return sum(1 for p in self.problems if p.kind in ("image", "file"))
+
+    @property
+    def num_dropped_boxes(self) -> int:
+        return sum(1 for p in self.problems if p.kind == "box")
+
+    def count(self, code: str) -> int:
+        return sum(1 for p in self.problems if p.code == code)
+
+    def hints(self) -> List[str]:
+        """Likely causes behind the problems (the usual reasons for a mAP of 0)."""
+        hints = []
+        n = self.count("unknown_class")
+        if n:
+            classes = f"{self.num_classes} classes" if self.num_classes is not None else "the configured classes"
+            hints.append(f"{n} labels use a class id outside {classes}: does 'names' in the dataset config "
+                         "list every class, in the order of the ids?")
+        n = self.count("pixel_coords")
+        if n:
+            hints.append(f"{n} labels look like pixel coordinates: YOLO labels are 'class cx cy w h' "
+                         "normalized 0..1 by the image width and height")
+        n = sum(1 for p in self.problems if p.kind == "orphan")
+        if n:
+            hints.append(f"{n} label files match no image: label files must have their image's name "
+                         "with a .txt extension")
+        missing = self.num_kept_images - self.num_label_files
+        if self.num_kept_images and self.num_label_files and missing > self.num_kept_images // 2:
+            where = f" (expected at {self.expected_labels_at})" if self.expected_labels_at else ""
+            hints.append(f"{missing} of {self.num_kept_images} images have no label file{where}")
+        return hints
+
+    def summary(self) -> str:
+        text = (f"{self.source}: {self.num_kept_images}/{self.num_images} images usable "
+                f"({self.num_background} background), {self.num_boxes} boxes")
+        if self.problems:
+            text += (f"; {len(self.problems)} problems: {self.num_dropped_images} images and "
+                     f"{self.num_dropped_boxes} labels dropped")
+        for hint in self.hints():
+            text += f"\n  hint: {hint}"
+        return text
+
+    def details(self, limit: Optional[int] = None) -> str:
+        shown = self.problems if limit is None else self.problems[:limit]
+        lines = [f"  {p}" for p in shown]
+        if limit is not None and len(self.problems) > limit:
+            lines.append(f"  ... and {len(self.problems) - limit} more (see report.problems)")
+        return "\n".join(lines)
+
+    def log(self, log: logging.Logger = logger, limit: int = 50) -> None:
+        """Log the summary (INFO, or WARNING when there are problems) and up to ``limit`` details."""
+        if self.problems:
+            log.warning("%s\n%s", self.summary(), self.details(limit))
+        else:
+            log.info("%s", self.summary())
+
+    def raise_if_unusable(self) -> None:
+        """Raise :class:`DataError` when no image has a usable box; the message says why."""
+        from .config import DataError
+
+        if self.num_boxes > 0:
+            return
+        if self.num_kept_images == 0:
+            reason = f"no usable images ({self.num_images} listed)"
+        elif self.num_label_files == 0:
+            where = f" at {self.expected_labels_at}" if self.expected_labels_at else ""
+            reason = (f"no label files found{where} for {self.num_kept_images} images; labels are looked for "
+                      "by replacing the last 'images' folder of each image path with 'labels' "
+                      "and the extension with .txt")
+        else:
+            reason = f"no usable labels in {self.num_label_files} label files"
+        text = reason + "".join(f"\nhint: {hint}" for hint in self.hints())
+        details = self.details(limit=20)
+        raise DataError(text + (f"\nproblems:\n{details}" if details else ""), self.source)
+
+
+# ----------------------------------------------------------------------------- images
+def image_size(path: Path) -> Tuple[Optional[Tuple[int, int]], Optional[str]]:
+    """``((height, width), None)`` for a readable image, ``(None, reason)`` otherwise.
+
+    Reads the header only (PIL), checks that JPEG files end with their end-of-image marker
+    (a truncated download decodes as a gray block), and swaps the sides for EXIF rotations,
+    as ``cv2.imread`` applies them when loading.
+    """
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as im:
+            im.verify()  # structure check; the image object is unusable afterwards
+        with Image.open(path) as im:
+            width, height = im.size
+            fmt = im.format
+            orientation = im.getexif().get(0x0112, 1)
+    except FileNotFoundError:
+        return None, "image file not found"
+    except UnidentifiedImageError:
+        return None, "not an image (unreadable or unknown format)"
+    except Exception as e:  # PIL raises many types for broken files
+        return None, f"corrupt image ({type(e).__name__}: {e})"
+    if fmt == "JPEG":
+        with open(path, "rb") as f:
+            f.seek(-2, 2)
+            if f.read() != b"\xff\xd9":
+                return None, "corrupt JPEG: truncated (no end-of-image marker)"
+    if min(width, height) < MIN_IMAGE_SIDE:
+        return None, f"image too small ({width}x{height})"
+    if orientation in (5, 6, 7, 8):
+        width, height = height, width
+    return (int(height), int(width)), None
+
+
+# ----------------------------------------------------------------------------- labels
+def _pixel_hint(values: Iterable[float]) -> str:
+    if any(v > 1.0 + EDGE_TOLERANCE for v in values):
+        return ("; labels must be normalized 0..1 (cx, cy, w, h divided by the image width/height), "
+                "these look like pixel coordinates")
+    return ""
+
+
+def parse_label_lines(lines: List[str], path: str, num_classes: int
+                      ) -> Tuple[np.ndarray, List[Problem]]:
+    """Parse YOLO label lines ``class cx cy w h`` (normalized to 0..1).
+
+    Returns:
+        labels: Float32[N, 5] rows (class, cx, cy, w, h), normalized; boxes whose edges stick out
+            of the image are clipped to it.
+        problems: one :class:`Problem` per dropped line (1-based line numbers).
+    """
+    rows: List[List[float]] = []
+    problems: List[Problem] = []
+    seen = set()
+
+    def drop(lineno: int, reason: str, code: str = "malformed") -> None:
+        problems.append(Problem(path, reason, lineno, "box", code))
+
+    for lineno, raw in enumerate(lines, start=1):
+        text = raw.strip()
+        if not text or text.startswith("#"):
+            continue
+        fields = text.replace(",", " ").split()
+        if len(fields) != 5:
+            extra = " (polygon/segment labels are not supported)" if len(fields) > 5 else ""
+            drop(lineno, f"malformed label line '{text[:60]}': expected 5 values 'class cx cy w h', "
+                         f"got {len(fields)}{extra}")
+            continue
+        try:
+            values = [float(v) for v in fields]
+        except ValueError:
+            bad = next(v for v in fields if not _is_float(v))
+            drop(lineno, f"malformed label line '{text[:60]}': '{bad}' is not a number")
+            continue
+        if not all(math.isfinite(v) for v in values):
+            drop(lineno, f"malformed label line '{text[:60]}': non-finite value")
+            continue
+        cls, cx, cy, w, h = values
+        if cls != int(cls):
+            drop(lineno, f"malformed label line: class '{fields[0]}' is not an integer")
+            continue
+        cls = int(cls)
+        if not 0 <= cls < num_classes:
+            drop(lineno, f"unknown class {cls}: the dataset has {num_classes} classes (0..{num_classes - 1}); "
+                         "check 'names' in the dataset config", "unknown_class")
+            continue
+        coords = (cx, cy, w, h)
+        if any(v < 0.0 or v > 1.0 for v in coords):
+            hint = _pixel_hint(coords)
+            drop(lineno, f"coordinates out of range 0..1: cx={cx:g} cy={cy:g} w={w:g} h={h:g}" + hint,
+                 "pixel_coords" if hint else "out_of_range")
+            continue
+        if w <= 0.0 or h <= 0.0:
+            drop(lineno, f"box has zero width or height: w={w:g} h={h:g}", "zero_size")
+            continue
+        x1, y1, x2, y2 = cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2
+        overshoot = max(-x1, -y1, x2 - 1.0, y2 - 1.0)
+        if overshoot > EDGE_TOLERANCE:
+            drop(lineno, f"box extends outside the image by {overshoot:.3f} of its size "
+                         f"(cx={cx:g} cy={cy:g} w={w:g} h={h:g})", "outside_image")
+            continue
+        x1, y1, x2, y2 = max(x1, 0.0), max(y1, 0.0), min(x2, 1.0), min(y2, 1.0)
+        if x2 - x1 < MIN_BOX_SIDE or y2 - y1 < MIN_BOX_SIDE:
+            drop(lineno, "degenerate box (zero area after clipping to the image)", "zero_size")
+            continue
+        row = (cls, (x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1)
+        key = tuple(round(v, 6) for v in row)
+        if key in seen:
+            drop(lineno, "duplicate of an earlier label line", "duplicate")
+            continue
+        seen.add(key)
+        rows.append(list(row))
+    labels = np.asarray(rows, dtype=np.float32).reshape(-1, 5)
+    return labels, problems
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+def read_label_file(path: Path, num_classes: int) -> Tuple[np.ndarray, List[Problem]]:
+    """Parse one label file; an unreadable file is one problem (and no boxes)."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")  # tolerate a byte-order mark
+    except UnicodeDecodeError:
+        return np.zeros((0, 5), np.float32), [Problem(str(path), "label file is not UTF-8 text; its image is dropped", None, "file",
+                                                     "bad_label_file")]
+    except OSError as e:
+        return np.zeros((0, 5), np.float32), [Problem(str(path), f"cannot read label file ({e}); its image is dropped", None,
+                                                     "file", "bad_label_file")]
+    return parse_label_lines(text.splitlines(), str(path), num_classes)
