@@ -234,6 +234,37 @@ def build_region(section: Section, shapes: List[Shape], prev: Shape) -> LayerInf
     return LayerInfo(module, prev, prev)
 
 
+# ----------------------------------------------------------------------------- option tables
+
+# Options that Darknet uses only for training, data loading or post-processing: accepted silently.
+TRAINING_OPTIONS = {
+    "*": {"stopbackward", "dontload", "dontloadscales", "train_only_bn", "onlyforward", "learning_rate_scale"},
+    "net": {"batch", "subdivisions", "width", "height", "channels", "momentum", "decay", "angle", "saturation",
+            "exposure", "hue", "learning_rate", "burn_in", "max_batches", "policy", "steps", "scales", "step",
+            "gamma", "power", "mosaic", "cutmix", "mixup", "blur", "flip", "aspect", "max_crop", "min_crop",
+            "letter_box", "jitter", "adam", "b1", "b2", "eps", "inputs", "max_chart_loss", "sequential_subdivisions",
+            "resize_step", "label_smooth_eps", "track", "time_steps", "gaussian_noise", "ema_alpha", "loss_scale",
+            "dynamic_minibatch", "optimized_memory", "workspace_size_limit_MB", "random", "seed", "rank",
+            "center", "crop_width", "crop_height", "hue_shift", "contrastive", "unsupervised", "mosaic_bound"},
+    "yolo": {"jitter", "random", "resize", "ignore_thresh", "truth_thresh", "iou_thresh", "iou_normalizer",
+             "obj_normalizer", "cls_normalizer", "delta_normalizer", "iou_loss", "iou_thresh_kind", "beta_nms",
+             "nms_kind", "max_delta", "counters_per_class", "label_smooth_eps", "focal_loss", "max", "thresh",
+             "objectness_smooth", "track_history_size", "sim_thresh", "dets_for_track", "dets_for_show",
+             "track_ciou_norm", "embedding_layer", "map", "rescore", "show_details", "nms_threshold"},
+    "region": {"jitter", "random", "rescore", "thresh", "object_scale", "noobject_scale", "class_scale",
+               "coord_scale", "absolute", "bias_match", "softmax", "max", "focal_loss", "tree", "map",
+               "classfix", "log", "sqrt", "ignore_thresh", "truth_thresh", "iou_thresh", "iou_loss",
+               "iou_normalizer", "obj_normalizer", "cls_normalizer", "label_smooth_eps", "max_delta",
+               "scale_x_y", "new_coords", "resize", "nms_threshold"},
+    "softmax": {"spatial", "noloss", "tree"},
+}
+# Options that would change what a layer computes: refused unless they have their neutral value.
+UNSUPPORTED_OPTIONS = {
+    "dilation": {"1"}, "antialiasing": {"0"}, "binary": {"0"}, "xnor": {"0"}, "share_index": set(),
+    "stride_x": set(), "stride_y": set(), "reverse": {"0"}, "flatten": {"0"}, "extra": {"0"},
+    "maxpool_depth": {"0"}, "weights_type": {"none"}, "weights_normalization": {"none"}, "deform": {"0"},
+}
+
 # ----------------------------------------------------------------------------- the model
 
 
@@ -305,11 +336,19 @@ class Darknet(nn.Module):
         return max((height // info.out_shape[1] for info in self.layer_infos if info.out_shape[1] > 1), default=1)
 
     def _warn_unused_options(self) -> None:
-        for section in self.sections[1:]:
-            unused = section.unused_options()
-            if unused:
-                logger.info("%s:%d: [%s] options not used for inference: %s", section.source, section.line,
-                            section.type, ", ".join(unused))
+        """One warning listing options the cfg carries that nothing here reads (training-only keys
+        that Darknet documents are accepted silently)."""
+        unknown = []
+        for section in self.sections:
+            known = TRAINING_OPTIONS.get(section.type, set()) | TRAINING_OPTIONS["*"]
+            for key in section.unused_options():
+                if key in UNSUPPORTED_OPTIONS and section.options[key] not in UNSUPPORTED_OPTIONS[key]:
+                    raise section.error(f"option '{key}={section.options[key]}' changes the computation and "
+                                        "is not supported", key)
+                if key not in known:
+                    unknown.append(f"{section.option_lines[key]}:[{section.type}] {key}")
+        if unknown:
+            logger.warning("%s: ignoring options this framework does not use: %s", self.cfg_path, ", ".join(unknown))
 
     # ------------------------------------------------------------------ forward
     def forward(self, x: torch.Tensor):

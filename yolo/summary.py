@@ -16,6 +16,11 @@ if TYPE_CHECKING:
     from .model import Darknet
 
 
+# The short names Darknet prints in its layer table.
+SHORT_NAMES = {"convolutional": "conv", "maxpool": "max", "upsample": "upsample", "shortcut": "shortcut",
+               "route": "route", "yolo": "yolo", "region": "detection", "avgpool": "avg", "dropout": "dropout"}
+
+
 @dataclass
 class LayerRow:
     index: int
@@ -75,7 +80,8 @@ def layer_rows(model: "Darknet", img_size: Optional[Tuple[int, int]] = None) -> 
             filters = " ".join(str(v) for v in module.layers)
         elif isinstance(module, Shortcut):
             filters = str(module.source)
-        rows.append(LayerRow(i, section.type[:8], filters, size, in_shape, out_shape, bflops))
+        rows.append(LayerRow(i, SHORT_NAMES.get(section.type, section.type), filters, size, in_shape, out_shape,
+                             bflops))
     return rows
 
 

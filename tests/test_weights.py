@@ -1,0 +1,147 @@
+"""Darknet .weights I/O: byte-identical round trips, partial files, clear errors; the convert tool."""
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import asset
+from yolo import Darknet, WeightsError, load_model
+from yolo.weights import float_count, read_header
+
+REPO = Path(__file__).resolve().parents[1]
+REAL = [("yolov3-tiny.cfg", "yolov3-tiny.weights"), ("yolo-fastest-1.1.cfg", "yolo-fastest-1.1.weights"),
+        ("yolo-fastest-1.1-xl.cfg", "yolo-fastest-1.1-xl.weights"), ("tiny.cfg", "tiny.weights")]
+
+
+def header_of(path):
+    """Independent header read: 3 int32 then 8 or 4 bytes of `seen` by version."""
+    raw = Path(path).read_bytes()
+    major, minor, revision = struct.unpack("<3i", raw[:12])
+    size = 8 if major * 10 + minor >= 2 else 4
+    return major, minor, revision, int.from_bytes(raw[12:12 + size], "little"), 12 + size
+
+
+@pytest.mark.parametrize("cfg,weights", REAL)
+def test_load_then_save_is_byte_identical(cfg, weights, tmp_path):
+    cfg, weights = asset(f"cfg/{cfg}"), asset(f"weights/{weights}")
+    model = Darknet(cfg).load_darknet_weights(weights)
+    major, minor, revision, seen, nbytes = header_of(weights)
+    assert model.darknet_header == (major, minor, revision, seen)
+    assert float_count(model) * 4 + nbytes == weights.stat().st_size
+    out = tmp_path / "copy.weights"
+    model.save_darknet_weights(out)
+    assert out.read_bytes() == weights.read_bytes()
+
+
+def test_first_conv_values_come_from_the_right_offsets():
+    """Darknet order for a BN conv: beta, gamma, mean, var, then OIHW weights (checked by hand offsets)."""
+    cfg, weights = asset("cfg/yolov3-tiny.cfg"), asset("weights/yolov3-tiny.weights")
+    model = Darknet(cfg).load_darknet_weights(weights)
+    raw = torch.frombuffer(bytearray(weights.read_bytes()[20:20 + 4 * (4 * 16 + 16 * 27)]), dtype=torch.float32)
+    layer = model.module_list[0]
+    assert torch.equal(layer.bn.bias, raw[0:16]) and torch.equal(layer.bn.weight, raw[16:32])
+    assert torch.equal(layer.bn.running_mean, raw[32:48]) and torch.equal(layer.bn.running_var, raw[48:64])
+    assert torch.equal(layer.conv.weight.flatten(), raw[64:64 + 432])
+    assert layer.conv.bias is None
+
+
+def test_partial_files_and_cutoff(tmp_path):
+    cfg, weights = asset("cfg/yolov3-tiny.cfg"), asset("weights/yolov3-tiny.weights")
+    full = Darknet(cfg).load_darknet_weights(weights)
+    part = tmp_path / "tiny.conv.15"
+    full.save_darknet_weights(part, cutoff=15)
+    assert part.stat().st_size == 20 + 4 * float_count(full, 15)
+    # Without a cutoff the short file is an error that says which cutoff explains it.
+    with pytest.raises(WeightsError, match=r"holds exactly layers 0\.\.14; pass cutoff=15"):
+        Darknet(cfg).load_darknet_weights(part)
+    fresh = Darknet(cfg)
+    head_before = fresh.module_list[15].conv.weight.clone()
+    fresh.load_darknet_weights(part, cutoff=15)
+    assert torch.equal(fresh.module_list[13].conv.weight, full.module_list[13].conv.weight)
+    assert torch.equal(fresh.module_list[15].conv.weight, head_before)  # beyond the cutoff: untouched
+    # A full file read with a cutoff: the extra layers are explained by the cutoff.
+    Darknet(cfg).load_darknet_weights(weights, cutoff=15)
+
+
+def test_broken_weights_files_are_clear_errors(tmp_path):
+    cfg, weights = asset("cfg/yolov3-tiny.cfg"), asset("weights/yolov3-tiny.weights")
+    data = weights.read_bytes()
+    expected = float_count(Darknet(cfg))
+    cases = {
+        "truncated.weights": (data[:-4000], rf"needs {expected} float32 values .* has {expected - 1000}.*ends inside"),
+        "extra.weights": (data + b"\0" * 8, rf"needs {expected} .* has {expected + 2}.*2 values too many"),
+        "ragged.weights": (data[:-2], r"not a whole number of float32 values"),
+        "header.weights": (data[:10], r"too short for a Darknet weights header"),
+        "zip.pt.weights": (b"PK\x03\x04" + data[4:100], r"not a Darknet weights file.*zip"),
+        "empty.weights": (b"", r"too short"),
+    }
+    for name, (content, pattern) in cases.items():
+        path = tmp_path / name
+        path.write_bytes(content)
+        with pytest.raises(WeightsError, match=pattern):
+            Darknet(cfg).load_darknet_weights(path)
+    with pytest.raises(WeightsError, match="not found"):
+        Darknet(cfg).load_darknet_weights(tmp_path / "missing.weights")
+
+
+def test_weights_for_another_cfg_are_refused():
+    with pytest.raises(WeightsError, match=r"yolov4-tiny.cfg needs \d+ float32 values after the header"):
+        Darknet(asset("cfg/yolov4-tiny.cfg")).load_darknet_weights(asset("weights/yolov3-tiny.weights"))
+    with pytest.raises(WeightsError, match="needs"):
+        Darknet(asset("cfg/yolo-fastest-1.1.cfg")).load_darknet_weights(asset("weights/yolo-fastest-1.1-xl.weights"))
+
+
+def test_old_header_with_4_byte_seen():
+    header = read_header(asset("weights/tiny.weights"))
+    assert (header.major, header.minor, header.seen_bytes, header.nbytes) == (0, 1, 4, 16)
+    assert header.seen == header_of(asset("weights/tiny.weights"))[3]
+
+
+def test_new_model_writes_minor_2_with_8_byte_seen(tmp_path):
+    model = Darknet(asset("cfg/yolov3-tiny.cfg"))
+    out = tmp_path / "new.weights"
+    model.save_darknet_weights(out)
+    major, minor, _, _, nbytes = header_of(out)
+    assert (major, minor, nbytes) == (0, 2, 20)
+    again = Darknet(asset("cfg/yolov3-tiny.cfg")).load_darknet_weights(out)
+    for a, b in zip(model.state_dict().values(), again.state_dict().values()):
+        assert torch.equal(a, b)
+
+
+def run_convert(*args):
+    return subprocess.run([sys.executable, str(REPO / "tools/convert.py"), *map(str, args)],
+                          capture_output=True, text=True, cwd=REPO)
+
+
+def test_convert_tool_round_trip(tmp_path):
+    cfg, weights = asset("cfg/yolov3-tiny.cfg"), asset("weights/yolov3-tiny.weights")
+    pt, back = tmp_path / "tiny.pt", tmp_path / "back.weights"
+    result = run_convert("--cfg", cfg, "--weights", weights, "--output", pt, "--names", asset("cfg/coco.names"))
+    assert result.returncode == 0, result.stderr
+    assert "wrote" in result.stdout
+    ckpt = torch.load(pt, map_location="cpu", weights_only=True)
+    assert ckpt["num_classes"] == 80 and ckpt["cfg"] == cfg.read_text() and len(ckpt["names"]) == 80
+    result = run_convert("--weights", pt, "--output", back)  # the .pt carries its cfg
+    assert result.returncode == 0, result.stderr
+    assert back.read_bytes() == weights.read_bytes()
+    model = load_model(None, pt)
+    assert torch.equal(model.module_list[0].conv.weight, Darknet(cfg).load_darknet_weights(weights)
+                       .module_list[0].conv.weight)
+
+
+def test_convert_tool_errors_are_one_line(tmp_path):
+    cfg = asset("cfg/yolov4-tiny.cfg")
+    for args in (["--cfg", cfg, "--weights", asset("weights/yolov3-tiny.weights"), "--output", tmp_path / "x.pt"],
+                 ["--cfg", cfg, "--weights", tmp_path / "missing.weights", "--output", tmp_path / "x.pt"],
+                 ["--weights", asset("weights/yolov3-tiny.weights"), "--output", tmp_path / "x.pt"]):
+        result = run_convert(*args)
+        assert result.returncode != 0
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    bad_pt = tmp_path / "bad.pt"
+    bad_pt.write_bytes(b"not a zip")
+    result = run_convert("--weights", bad_pt, "--output", tmp_path / "y.weights")
+    assert result.returncode != 0 and "not a readable checkpoint" in result.stderr
