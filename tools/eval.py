@@ -1,0 +1,179 @@
+"""Evaluate a detector on a dataset's val split with COCO metrics (pycocotools).
+
+Example::
+
+    python tools/eval.py --cfg cfg/yolov3-tiny.cfg --weights yolov3-tiny.weights --data configs/coco128.yaml
+
+Prints COCO's AP/AR summary, a per-class table and the time per image; writes into the save folder
+(``runs/eval/exp``, ``exp2``, ... never overwritten): ``metrics.json``, ``predictions.json`` (COCO
+results: image_id, category_id, bbox [x, y, w, h] original pixels, score), ``pr_curves.png``,
+``pr_curves_per_class.png`` and ``confusion_matrix.png``.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+import torch
+from torch.utils.data import Dataset
+
+if __package__ in (None, ""):  # run as a script: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tools._common import fail, increment_path, setup_logging  # noqa: E402
+from yolo.cfg import CfgError  # noqa: E402
+from yolo.data import DataError, DetectionDataset, build_dataset, create_dataloader, load_data_config  # noqa: E402
+from yolo.evaluation import Evaluator, evaluate_model  # noqa: E402
+from yolo.model import load_model  # noqa: E402
+from yolo.weights import WeightsError  # noqa: E402
+from yolo.ops import resize_image  # noqa: E402
+
+logger = logging.getLogger("yolo.eval")
+
+RESIZE_MODES = ("letterbox", "stretch")
+
+
+class ResizedView(Dataset):
+    """Evaluation items of ``base`` with the network input made by ``mode`` (``letterbox``/``stretch``).
+
+    Same items as :class:`yolo.data.dataset.DetectionDataset` (uint8 image, targets in input pixels,
+    info with ``image_id``, ``orig_shape`` and the ``letterbox`` placement), no augmentation.
+    """
+
+    def __init__(self, base: DetectionDataset, img_size, mode: str):
+        if mode not in RESIZE_MODES:
+            raise ValueError(f"unknown resize mode {mode!r}: use one of {', '.join(RESIZE_MODES)}")
+        self.base, self.img_size, self.mode = base, img_size, mode
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def __getitem__(self, index: int):
+        record = self.base.records[index]
+        image, boxes, labels = self.base.load_sample(index)
+        image, placement = resize_image(image, self.img_size, self.mode)
+        boxes = placement.to_input(torch.from_numpy(boxes).float().reshape(-1, 4))
+        targets = torch.zeros((len(labels), 6))
+        if len(labels):
+            targets[:, 1] = torch.from_numpy(labels).float()
+            targets[:, 2:4] = (boxes[:, :2] + boxes[:, 2:]) / 2
+            targets[:, 4:6] = boxes[:, 2:] - boxes[:, :2]
+        info = {"index": index, "image_id": record.image_id, "path": record.path,
+                "orig_shape": (record.height, record.width), "input_shape": tuple(image.shape[:2]),
+                "letterbox": placement, "transform": None}
+        return torch.from_numpy(image.transpose(2, 0, 1).copy()), targets, info
+
+
+def _img_size(values: Optional[Sequence[int]], model) -> tuple:
+    if not values:
+        size = tuple(model.input_size)
+    elif len(values) == 1:
+        size = (values[0], values[0])
+    elif len(values) == 2:
+        size = (values[0], values[1])
+    else:
+        fail(f"--img-size takes one value or two (height width), got {values}")
+    if size[0] % model.stride or size[1] % model.stride:
+        fail(f"--img-size {size[0]}x{size[1]} must be a multiple of the network stride {model.stride}")
+    return size
+
+
+def _device(name: Optional[str]) -> torch.device:
+    if name in (None, ""):
+        return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+    if name.isdigit():
+        name = f"cuda:{name}"
+    return torch.device(name)
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--cfg", default=None, help="Darknet .cfg (optional for a .pt checkpoint that carries its cfg)")
+    p.add_argument("--weights", required=True, help="Darknet .weights or .pt checkpoint")
+    p.add_argument("--data", required=True, help="dataset YAML (its 'val' split is evaluated)")
+    p.add_argument("--split", default="val", choices=("val", "train"), help="which split to evaluate (default: val)")
+    p.add_argument("--img-size", type=int, nargs="+", default=None,
+                   help="network input: one value (square) or height width; default: the cfg's [net] size")
+    p.add_argument("--conf-thres", type=float, default=0.001,
+                   help="keep detections scoring above this (default: %(default)s)")
+    p.add_argument("--iou-thres", type=float, default=0.6, help="NMS IoU threshold (default: %(default)s)")
+    p.add_argument("--max-det", type=int, default=300, help="detections kept per image (default: %(default)s)")
+    p.add_argument("--single-label", action="store_true",
+                   help="one class per box (default: every class above --conf-thres, as Darknet evaluates)")
+    p.add_argument("--resize", default="letterbox", choices=RESIZE_MODES,
+                   help="letterbox (default) keeps the aspect ratio as Darknet's letterbox_image; "
+                        "stretch resizes to the input size")
+    p.add_argument("--batch-size", type=int, default=16, help="images per batch (default: %(default)s)")
+    p.add_argument("--workers", type=int, default=min(4, os.cpu_count() or 1),
+                   help="data loading processes (default: %(default)s)")
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 or a GPU index; default: cuda if available")
+    p.add_argument("--amp", action="store_true", help="mixed precision inference (CUDA)")
+    p.add_argument("--fast", action="store_true",
+                   help="skip pycocotools: the in-house twin (same mAP50, mAP50_95, no area breakdown)")
+    p.add_argument("--no-plots", action="store_true", help="do not draw PR curves and the confusion matrix")
+    p.add_argument("--save-dir", default=None, help="output folder (default runs/eval/NAME, never overwritten)")
+    p.add_argument("--project", default="runs/eval", help="parent of the default save folder (default: %(default)s)")
+    p.add_argument("--name", default="exp", help="save folder name under --project: exp, then exp2, ... "
+                   "(default: %(default)s)")
+    return p.parse_args(argv)
+
+
+def main(args: argparse.Namespace) -> Dict[str, Any]:
+    """Evaluate as described by ``args`` (see :func:`parse_args`); returns the metrics dict."""
+    device = _device(args.device)
+    try:
+        data = load_data_config(args.data)
+        model = load_model(args.cfg, args.weights, device=device)
+        if model.num_classes != data.num_classes:
+            fail(f"the model predicts {model.num_classes} classes but {args.data} names {data.num_classes}: "
+                 "wrong --data or --cfg?")
+        model.eval().fuse()
+        img_size = _img_size(args.img_size, model)
+        dataset = build_dataset(data, args.split, img_size=img_size, augment=False)
+        split = data.split(args.split)
+        evaluator = Evaluator(data.names, dataset.ground_truth(), category_ids=getattr(dataset, "category_ids", None),
+                              use_pycocotools=not args.fast,
+                              annotation_file=split if split.suffix.lower() == ".json" else None)
+    except (CfgError, WeightsError, DataError, FileNotFoundError) as exc:
+        fail(str(exc))
+    items = dataset if args.resize == "letterbox" else ResizedView(dataset, img_size, args.resize)
+    loader = create_dataloader(items, batch_size=args.batch_size, shuffle=False, num_workers=args.workers,
+                               pin_memory=device.type == "cuda")
+    if args.save_dir:
+        save_dir = Path(args.save_dir)
+        if save_dir.exists() and any(save_dir.iterdir()):  # never overwrite a run: take the next free name
+            save_dir = increment_path(save_dir)
+        save_dir.mkdir(parents=True, exist_ok=True)
+    else:
+        save_dir = increment_path(Path(args.project) / args.name)
+
+    logger.info("evaluating %s on %s (%d images) at %dx%d, %s, conf %g, NMS IoU %g", args.weights, args.data,
+                len(dataset), img_size[0], img_size[1], args.resize, args.conf_thres, args.iou_thres)
+    metrics = evaluate_model(model, loader, evaluator, conf_thres=args.conf_thres, iou_thres=args.iou_thres,
+                             device=device, max_det=args.max_det, multi_label=not args.single_label,
+                             amp=args.amp, desc=f"eval {args.split}")
+    speed = metrics["speed_ms"]
+    print(evaluator.summary_text(metrics))
+    print(f"Speed: {speed['preprocess']:.1f} ms pre-process, {speed['inference']:.1f} ms inference, "
+          f"{speed['nms']:.1f} ms NMS per image at {img_size[0]}x{img_size[1]} "
+          f"(batch {args.batch_size}, {device.type})")
+
+    evaluator.save_results_json(save_dir / "predictions.json")
+    settings = {"cfg": args.cfg, "weights": str(args.weights), "data": str(args.data), "split": args.split,
+                "img_size": list(img_size), "resize": args.resize, "conf_thres": args.conf_thres,
+                "iou_thres": args.iou_thres, "max_det": args.max_det, "multi_label": not args.single_label}
+    evaluator.save_metrics(save_dir / "metrics.json", {"settings": settings})
+    if not args.no_plots:
+        evaluator.save_plots(save_dir)
+    print(f"Results saved to {save_dir}")
+    metrics["save_dir"] = str(save_dir)
+    return metrics
+
+
+if __name__ == "__main__":
+    setup_logging()
+    main(parse_args())
