@@ -1,0 +1,129 @@
+"""tools/detect.py end to end: sources, outputs, run folders, and errors that are reported, not fatal."""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from conftest import asset
+from tools._common import increment_path
+from tools.detect import collect_sources, main, parse_args
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def tiny_args(source, out, *extra):
+    return parse_args(["--cfg", str(asset("cfg/yolov3-tiny.cfg")),
+                       "--weights", str(asset("weights/yolov3-tiny.weights")),
+                       "--names", str(asset("cfg/coco.names")), "--source", str(source), "--output", str(out),
+                       "--device", "cpu", "--img-size", "320", *extra])
+
+
+def test_increment_path_never_reuses(tmp_path):
+    base = tmp_path / "runs" / "exp"
+    first = increment_path(base)
+    assert first == base and first.is_dir()
+    assert increment_path(base) == tmp_path / "runs" / "exp2"
+    assert increment_path(base) == tmp_path / "runs" / "exp3"
+    shutil.rmtree(tmp_path / "runs" / "exp2")
+    assert increment_path(base) == tmp_path / "runs" / "exp4"  # numbers only go up
+    assert increment_path(tmp_path / "other", mkdir=False) == tmp_path / "other"
+
+
+def test_folder_with_bad_files_images_labels_json(tmp_path, capsys):
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(asset("images/dog.jpg"), src / "dog.jpg")
+    shutil.copy(asset("images/horses.jpg"), src / "000000000042.jpg")
+    (src / "broken.jpg").write_bytes(b"\xff\xd8\xff garbage")
+    (src / "notes.txt").write_text("ignored: not an image suffix")
+    out = main(tiny_args(src, tmp_path / "runs", "--save-txt", "--save-conf", "--save-json"))
+    assert out == tmp_path / "runs" / "exp"
+    captured = capsys.readouterr()
+    assert "broken.jpg" in captured.out + captured.err and "skipped" in captured.out + captured.err
+    assert "dog" in captured.out and "ms" in captured.out
+    assert sorted(p.name for p in out.iterdir()) == ["000000000042.jpg", "dog.jpg", "labels", "results.json"]
+    annotated = cv2.imread(str(out / "dog.jpg"))
+    assert annotated.shape == cv2.imread(str(src / "dog.jpg")).shape
+    assert not np.array_equal(annotated, cv2.imread(str(src / "dog.jpg")))  # something was drawn
+    lines = (out / "labels" / "dog.txt").read_text().splitlines()
+    assert lines and all(len(line.split()) == 6 for line in lines)
+    values = np.array([[float(v) for v in line.split()] for line in lines])
+    assert ((values[:, 1:5] >= 0) & (values[:, 1:5] <= 1)).all()
+    assert 16 in values[:, 0].astype(int)  # the dog
+    results = json.loads((out / "results.json").read_text())
+    assert {r["image_id"] for r in results} == {"dog", 42}
+    assert all(set(r) == {"image_id", "category_id", "bbox", "score"} and len(r["bbox"]) == 4 for r in results)
+    assert 18 in {r["category_id"] for r in results}  # COCO's id for dog
+    # A second run never overwrites the first.
+    assert main(tiny_args(src / "dog.jpg", tmp_path / "runs", "--nosave")) == tmp_path / "runs" / "exp2"
+    assert (out / "dog.jpg").exists()
+
+
+def test_glob_and_video(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    frame = cv2.resize(cv2.imread(str(asset("images/dog.jpg"))), (320, 240))
+    video = src / "clip.avi"
+    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 5, (320, 240))
+    for i in range(3):
+        writer.write(np.roll(frame, 10 * i, axis=1))
+    writer.release()
+    shutil.copy(asset("images/person.jpg"), src / "person.jpg")
+    items = collect_sources(str(src / "*"))
+    assert [(i.kind, i.path.name) for i in items] == [("video", "clip.avi"), ("image", "person.jpg")]
+    out = main(tiny_args(str(src / "*"), tmp_path / "runs", "--save-txt"))
+    capture = cv2.VideoCapture(str(out / "clip.mp4"))
+    assert capture.isOpened() and int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) == 3
+    capture.release()
+    assert sorted(p.name for p in (out / "labels").iterdir()) == ["clip_0.txt", "clip_1.txt", "clip_2.txt",
+                                                                  "person.txt"]
+
+
+def test_sources_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="source not found"):
+        collect_sources(str(tmp_path / "nothing.jpg"))
+    with pytest.raises(FileNotFoundError, match="no image"):
+        collect_sources(str(tmp_path / "*.png"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="no image"):
+        collect_sources(str(tmp_path / "empty"))
+    assert collect_sources("0")[0].kind == "camera"
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, str(REPO / "tools" / "detect.py"), *map(str, args)], capture_output=True,
+                          text=True, cwd=REPO, timeout=300)
+
+
+def test_cli_missing_source_is_one_line_error(tmp_path):
+    res = run_cli("--cfg", asset("cfg/yolov3-tiny.cfg"), "--weights", asset("weights/yolov3-tiny.weights"),
+                  "--source", tmp_path / "missing.jpg", "--output", tmp_path / "runs")
+    assert res.returncode != 0
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "missing.jpg" in lines[0] and "Traceback" not in res.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_cli_cfg_weights_mismatch_is_one_line_error(tmp_path):
+    res = run_cli("--cfg", asset("cfg/yolov3-tiny.cfg"), "--weights", asset("weights/yolo-fastest-1.1.weights"),
+                  "--source", asset("images/dog.jpg"), "--output", tmp_path / "runs")
+    assert res.returncode != 0
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "yolo-fastest-1.1.weights" in lines[0] and "Traceback" not in res.stderr
+
+
+def test_benchmark_smoke(capsys):
+    """tools/benchmark.py runs end to end (random weights written and read by both pipelines);
+    figures are reported, never asserted on."""
+    from tools.benchmark import main as bench_main, parse_args as bench_args
+
+    figures = bench_main(bench_args(["--cfg", str(asset("cfg/yolov3-tiny.cfg")), "--img-size", "96", "--iters", "1",
+                                     "--warmup", "0", "--batch", "2", "--no-gpu"]))
+    out = capsys.readouterr().out
+    assert "ratios ours/OpenCV" in out and "random weights" in out
+    assert figures["latency_ratio"] > 0 and figures["model_ratio"] > 0 and figures["throughput_ratio"] > 0
