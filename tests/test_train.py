@@ -1,0 +1,364 @@
+"""The trainer on tiny shapes runs: it learns, resumes exactly (in-process and after a real Ctrl-C), stops on NaN.
+
+Every run here is a few seconds: 64-128 px inputs, a few dozen images, a cfg of a few thousand weights.
+"""
+import csv
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from yolo.checkpoint import load_checkpoint_file
+from yolo.data import SHAPE_NAMES, ensure_shapes_dataset
+from yolo.engine import NonFiniteLossError, TrainOptions, Trainer
+from yolo.engine.trainer import RESULTS_COLUMNS
+
+REPO = Path(__file__).resolve().parent.parent
+
+# A small two-head YOLOv3-style cfg: same layer types as yolov3-tiny, a few thousand weights.
+TINY_CFG = """
+[net]
+batch=8
+subdivisions=2
+width=96
+height=96
+channels=3
+momentum=0.9
+decay=0.0005
+learning_rate=0.01
+burn_in=4
+policy=steps
+steps=0.7
+scales=.1
+saturation=1.3
+exposure=1.3
+hue=.05
+
+[convolutional]
+batch_normalize={bn}
+filters=8
+size=3
+stride=2
+pad=1
+activation=leaky
+
+[convolutional]
+batch_normalize={bn}
+filters=16
+size=3
+stride=1
+pad=1
+activation=leaky
+
+[maxpool]
+size=2
+stride=2
+
+[convolutional]
+batch_normalize={bn}
+filters=24
+size=3
+stride=1
+pad=1
+activation=leaky
+
+[maxpool]
+size=2
+stride=2
+
+[convolutional]
+batch_normalize={bn}
+filters=32
+size=3
+stride=1
+pad=1
+activation=leaky
+
+[maxpool]
+size=2
+stride=2
+
+[convolutional]
+batch_normalize={bn}
+filters=48
+size=3
+stride=1
+pad=1
+activation=leaky
+
+[convolutional]
+size=1
+stride=1
+pad=1
+filters=30
+activation=linear
+
+[yolo]
+mask=3,4,5
+anchors=12,12, 18,18, 24,24, 30,30, 38,38, 48,48
+classes=5
+num=6
+ignore_thresh=.7
+truth_thresh=1
+jitter=.1
+random=0
+
+[route]
+layers=-3
+
+[convolutional]
+batch_normalize={bn}
+filters=16
+size=1
+stride=1
+pad=1
+activation=leaky
+
+[upsample]
+stride=2
+
+[route]
+layers=-1,5
+
+[convolutional]
+size=1
+stride=1
+pad=1
+filters=30
+activation=linear
+
+[yolo]
+mask=0,1,2
+anchors=12,12, 18,18, 24,24, 30,30, 38,38, 48,48
+classes=5
+num=6
+ignore_thresh=.7
+truth_thresh=1
+jitter=.1
+random=0
+"""
+
+# Fast settings shared by the runs below (no TensorBoard, no plots, no worker processes).
+FAST = {"workers": 0, "tensorboard": False, "plots": False, "eval_interval": 100, "conf_thres": 0.1}
+
+
+def write_cfg(folder: Path, bn: int = 1, name: str = "tiny.cfg") -> Path:
+    path = folder / name
+    path.write_text(TINY_CFG.format(bn=bn))
+    return path
+
+
+def write_data(folder: Path, root: Path, val: str = "images/val", name: str = "data.yaml") -> Path:
+    path = folder / name
+    path.write_text(yaml.safe_dump({"path": str(root), "train": "images/train", "val": val,
+                                    "names": list(SHAPE_NAMES)}))
+    return path
+
+
+def read_results(run_dir: Path):
+    with open(run_dir / "results.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def train_state(run_dir: Path, name: str = "last.pt"):
+    return load_checkpoint_file(run_dir / name)
+
+
+def assert_same_state(a, b, exact: bool = True):
+    """Training weights, EMA weights, optimizer buffers and counters of two checkpoints agree."""
+    for key in ("epoch", "epoch_step", "global_step"):
+        assert a["train"][key] == b["train"][key], key
+    pairs = [(a["train"]["model"], b["train"]["model"]), (a["model"], b["model"])]
+    opt_a, opt_b = a["train"]["optimizer"]["state"], b["train"]["optimizer"]["state"]
+    assert opt_a.keys() == opt_b.keys()
+    pairs.append(({str(k): v["momentum_buffer"] for k, v in opt_a.items()},
+                  {str(k): v["momentum_buffer"] for k, v in opt_b.items()}))
+    for sa, sb in pairs:
+        assert sa.keys() == sb.keys()
+        for key in sa:
+            if exact:
+                assert torch.equal(sa[key], sb[key]), key
+            else:
+                torch.testing.assert_close(sa[key], sb[key], rtol=1e-5, atol=1e-6, msg=key)
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory):
+    """A tiny generated shapes dataset (24 train, 8 val images of 96-128 px) and its YAML."""
+    folder = tmp_path_factory.mktemp("shapes")
+    root = ensure_shapes_dataset(folder / "data", num_train=24, num_val=8, seed=7, size_range=(96, 128),
+                                 max_shapes=3)
+    return {"folder": folder, "root": root, "data": write_data(folder, root), "cfg": write_cfg(folder)}
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("YOLO_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def run(shapes, project: Path, name: str = "exp", hooks=None, **overrides) -> "Trainer":
+    hyp = dict(FAST)
+    hyp.update(overrides.pop("hyp", {}))
+    options = TrainOptions(cfg=str(shapes["cfg"]), data=str(shapes["data"]), hyp=hyp, device="cpu",
+                           project=str(project), name=name, progress=False, **overrides)
+    trainer = Trainer(options)
+    for event, fn in (hooks or {}).items():
+        trainer.hooks[event].append(fn)
+    trainer.result = trainer.fit()
+    return trainer
+
+
+# ------------------------------------------------------------------------------------------ learning
+def test_loss_falls_and_map_rises(shapes, tmp_path):
+    """Overfit 24 images (val = the train images): the loss must fall and mAP@0.5 must rise well above chance."""
+    data = write_data(shapes["folder"], shapes["root"], val="images/train", name="overfit.yaml")
+    options = TrainOptions(cfg=str(shapes["cfg"]), data=str(data), device="cpu", project=str(tmp_path), name="learn",
+                           progress=False, img_size=96, epochs=20,
+                           hyp={**FAST, "eval_interval": 10, "tensorboard": True, "conf_thres": 0.01, "batch": 8, "subdivisions": 1,
+                                "learning_rate": 0.02, "burn_in": 10, "steps": [0.8], "scales": [0.1],
+                                "bn_momentum": 0.1, "augment": {"jitter": 0.0, "hue": 0.0, "saturation": 1.0,
+                                                                "exposure": 1.0, "flip": 0.0}})
+    result = Trainer(options).fit()
+    rows = read_results(result.run_dir)
+    assert [int(r["epoch"]) for r in rows] == list(range(1, 21))
+    assert list(rows[0].keys()) == list(RESULTS_COLUMNS)
+    assert float(rows[-1]["loss"]) < 0.5 * float(rows[0]["loss"])
+    evaluated = [r for r in rows if r["mAP50"]]
+    assert [int(r["epoch"]) for r in evaluated] == [10, 20]
+    first, last = evaluated
+    assert float(first["mAP50"]) < 0.2 and float(last["mAP50"]) > float(first["mAP50"]) + 0.25, \
+        (first["mAP50"], last["mAP50"])
+    assert result.metrics["mAP50"] == pytest.approx(float(last["mAP50"]), abs=1e-4)
+
+    run_dir = result.run_dir
+    for name in ("last.pt", "best.pt", "cfg.cfg", "hyp.yaml", "opt.yaml", "data.yaml", "metrics.json"):
+        assert (run_dir / name).is_file(), name
+    assert list(run_dir.glob("events.out.tfevents.*"))
+    assert (run_dir / "cfg.cfg").read_text() == shapes["cfg"].read_text()
+    hyp = yaml.safe_load((run_dir / "hyp.yaml").read_text())
+    assert hyp["learning_rate"] == 0.02 and hyp["momentum"] == 0.9 and hyp["decay"] == 0.0005  # YAML and cfg
+    best = train_state(run_dir, "best.pt")
+    assert best["num_classes"] == 5 and best["names"] == list(SHAPE_NAMES)
+    best_map = max(float(r["mAP50_95"]) * 0.9 + float(r["mAP50"]) * 0.1 for r in evaluated)
+    assert best["train"]["best_fitness"] == pytest.approx(best_map, abs=1e-4)
+
+    # The checkpoint serves inference straight away.
+    from yolo.model import load_model
+
+    model = load_model(weights=run_dir / "best.pt").eval()
+    assert model(torch.rand(1, 3, 96, 96)).shape[-1] == 10
+
+
+def test_lr_follows_the_darknet_schedule_and_batches_accumulate(shapes, tmp_path):
+    seen = []
+    trainer = run(shapes, tmp_path, epochs=2, hooks={"step_end": lambda t: seen.append(
+        (t.global_step, t.optimizer.param_groups[0]["lr"]))})
+    # 24 images, batch 8 in 2 subdivisions of 4 -> 3 updates an epoch; burn_in 4 (power 4); step at 0.7 of 6.
+    assert trainer.mini_batch == 4 and trainer.accumulate == 2 and trainer.steps_per_epoch == 3
+    expected = [0.01 * (n / 4) ** 4 if n < 4 else (0.01 if n < round(0.7 * 6) else 0.001) for n in range(1, 7)]
+    assert [n for n, _ in seen] == list(range(1, 7))
+    assert [lr for _, lr in seen] == pytest.approx(expected, rel=1e-9)
+    assert len(read_results(trainer.result.run_dir)) == 2
+
+
+# ------------------------------------------------------------------------------------------ resume
+@pytest.fixture(scope="module")
+def reference_run(shapes, tmp_path_factory):
+    """An uninterrupted 3-epoch run (EMA on, accumulation over 2 mini-batches)."""
+    project = tmp_path_factory.mktemp("reference")
+    trainer = run(shapes, project, epochs=3)
+    return trainer.result.run_dir
+
+
+def test_resume_mid_epoch_matches_uninterrupted(shapes, reference_run, tmp_path):
+    def stop_in_epoch_two(t):
+        if t.global_step == 4:  # the first update of epoch 2 (3 updates per epoch)
+            t.request_stop()
+
+    first = run(shapes, tmp_path, epochs=3, hooks={"step_end": stop_in_epoch_two})
+    assert first.result.status == "interrupted"
+    saved = train_state(first.result.run_dir)
+    assert (saved["train"]["epoch"], saved["train"]["epoch_step"], saved["train"]["global_step"]) == (1, 1, 4)
+    assert len(read_results(first.result.run_dir)) == 1
+
+    resumed = Trainer(TrainOptions(resume=str(first.result.run_dir / "last.pt"), progress=False)).fit()
+    assert resumed.status == "finished" and resumed.run_dir == first.result.run_dir
+    assert_same_state(train_state(resumed.run_dir), train_state(reference_run))
+    ref_rows, rows = read_results(reference_run), read_results(resumed.run_dir)
+    for a, b in zip(ref_rows, rows):
+        assert [a[k] for k in RESULTS_COLUMNS if k != "time_s"] == [b[k] for k in RESULTS_COLUMNS if k != "time_s"]
+    assert len(rows) == 3
+
+
+def test_ctrl_c_saves_and_resume_matches_uninterrupted(shapes, reference_run, tmp_path):
+    """A real SIGINT to tools/train.py: it saves last.pt, exits cleanly; --resume ends where the reference did."""
+    hyp_file = tmp_path / "hyp.yaml"
+    hyp_file.write_text(yaml.safe_dump(FAST))
+    cmd = [sys.executable, str(REPO / "tools" / "train.py"), "--cfg", str(shapes["cfg"]), "--data",
+           str(shapes["data"]), "--hyp", str(hyp_file), "--epochs", "3", "--device", "cpu", "--project",
+           str(tmp_path), "--name", "killed", "--no-progress"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    run_dir = tmp_path / "killed"
+    deadline = time.time() + 120
+    while not (run_dir / "results.csv").exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, output
+    assert "--resume" in output and "Traceback" not in output, output
+    saved = train_state(run_dir)
+    assert saved["train"]["epoch"] >= 1 and saved["train"]["global_step"] < 9  # stopped before the end
+
+    resumed = Trainer(TrainOptions(resume=str(run_dir), progress=False)).fit()
+    assert resumed.status == "finished" and resumed.global_step == 9
+    assert_same_state(train_state(run_dir), train_state(reference_run), exact=False)
+
+
+# ------------------------------------------------------------------------------------------ failures
+def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(shapes, tmp_path):
+    def poison(t):
+        criterion = t.criterion
+
+        def nan_in_epoch_two(outputs, targets, size):
+            loss, parts = criterion(outputs, targets, size)
+            if t.epoch == 1 and t.epoch_step == 1:
+                loss = loss * float("nan")
+            return loss, parts
+
+        t.criterion = nan_in_epoch_two
+
+    with pytest.raises(NonFiniteLossError) as info:
+        run(shapes, tmp_path, name="nan", epochs=3, hooks={"train_start": poison})
+    message = str(info.value)
+    assert "epoch 2/3" in message and "iteration 3 " in message and "update 2/3" in message
+    assert "last good checkpoint" in message and str(tmp_path / "nan" / "last.pt") in message
+    saved = train_state(tmp_path / "nan")
+    assert (saved["train"]["epoch"], saved["train"]["epoch_step"]) == (1, 0)  # end of epoch 1
+    for state in (saved["model"], saved["train"]["model"]):
+        assert all(torch.isfinite(v).all() for v in state.values() if v.is_floating_point())
+    assert len(read_results(tmp_path / "nan")) == 1
+
+
+def test_run_folders_are_never_reused_and_transfer_is_reported(shapes, tmp_path, assets, caplog):
+    """Fine-tuning COCO yolov3-tiny weights to 5 classes (--adapt-classes): heads reported, new run folder."""
+    (tmp_path / "exp").mkdir()
+    (tmp_path / "exp" / "keep.txt").write_text("an earlier run")
+    options = TrainOptions(cfg=str(assets("cfg/yolov3-tiny.cfg")), data=str(shapes["data"]), adapt_classes=True,
+                           weights=str(assets("weights/yolov3-tiny.weights")), freeze=13, epochs=1, img_size=64,
+                           batch_size=8, device="cpu", project=str(tmp_path), progress=False,
+                           hyp={**FAST, "max_steps_per_epoch": 1, "burn_in": 0, "learning_rate": 0.001})
+    with caplog.at_level("INFO"):
+        result = Trainer(options).fit()
+    assert result.run_dir == tmp_path / "exp2" and (tmp_path / "exp" / "keep.txt").read_text() == "an earlier run"
+    text = caplog.text
+    assert "re-initialized layer 15" in text and "re-initialized layer 22" in text and "froze layers 0..12" in text
+    saved = train_state(result.run_dir)
+    assert saved["num_classes"] == 5 and "classes=5" in saved["cfg"].replace(" ", "")

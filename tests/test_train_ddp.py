@@ -1,0 +1,54 @@
+"""Two gloo processes through torchrun train exactly like one process with the same global batch.
+
+The cfg has no BatchNorm: each process would normalize with its own mini-batch statistics, and PyTorch's
+SyncBatchNorm needs CUDA, so a BN-free cfg is what makes the two runs comparable on the CPU. Gradients are
+then the same mean over the same 8 images, up to float summation order.
+"""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from test_train import FAST, read_results, run, train_state, write_cfg, write_data
+from yolo.data import ensure_shapes_dataset
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("YOLO_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def test_two_process_ddp_matches_one_process(tmp_path):
+    root = ensure_shapes_dataset(tmp_path / "data", num_train=24, num_val=4, seed=11, size_range=(96, 128),
+                                 max_shapes=3)
+    shapes = {"cfg": write_cfg(tmp_path, bn=0), "data": write_data(tmp_path, root)}
+    hyp = {**FAST, "subdivisions": 1, "ema": False, "burn_in": 0, "learning_rate": 0.005}
+    hyp_file = tmp_path / "hyp.yaml"
+    hyp_file.write_text(yaml.safe_dump(hyp))
+
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           str(REPO / "tools" / "train.py"), "--cfg", str(shapes["cfg"]), "--data", str(shapes["data"]),
+           "--hyp", str(hyp_file), "--batch-size", "8", "--epochs", "2", "--device", "cpu",
+           "--project", str(tmp_path), "--name", "ddp", "--no-progress"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "rank 1 of 2 (gloo)" in done.stderr or "rank 0 of 2 (gloo)" in done.stderr, done.stderr[-2000:]
+    ddp = train_state(tmp_path / "ddp")
+    assert ddp["train"]["global_step"] == 6  # 24 images / 8 per update x 2 epochs
+    assert len(read_results(tmp_path / "ddp")) == 2
+
+    single = run(shapes, tmp_path, name="single", epochs=2, batch_size=8, hyp=hyp)
+    smaller = run(shapes, tmp_path, name="batch4", epochs=2, batch_size=4, hyp=hyp)  # what unsharded data gives
+    one = train_state(single.result.run_dir)["train"]["model"]
+    other = train_state(smaller.result.run_dir)["train"]["model"]
+    two = ddp["train"]["model"]
+    for key in one:
+        torch.testing.assert_close(two[key], one[key], rtol=1e-4, atol=1e-6, msg=key)
+    assert any(not torch.allclose(two[k], other[k], rtol=1e-3, atol=1e-5) for k in one)

@@ -1,0 +1,18 @@
+"""Training: the trainer, Darknet's learning-rate policies, EMA, DDP helpers and transfer learning.
+
+Typical use::
+
+    from yolo.engine import Trainer, TrainOptions
+    result = Trainer(TrainOptions(cfg="configs/yolov3-tiny-shapes.cfg", data="configs/shapes.yaml",
+                                  hyp="configs/hyp.shapes.yaml", device="cpu")).fit()
+    print(result.run_dir, result.metrics["mAP50"])
+"""
+from .config import ConfigError, TrainOptions, resolve_hyp
+from .ema import ModelEMA
+from .schedule import LRSchedule, schedule_from_hyp
+from .trainer import NonFiniteLossError, TrainResult, Trainer, build_optimizer, fitness, train
+from .transfer import TransferReport, freeze_layers, load_pretrained, with_num_classes
+
+__all__ = ["ConfigError", "LRSchedule", "ModelEMA", "NonFiniteLossError", "TrainOptions", "TrainResult", "Trainer",
+           "TransferReport", "build_optimizer", "fitness", "freeze_layers", "load_pretrained", "resolve_hyp",
+           "schedule_from_hyp", "train", "with_num_classes"]

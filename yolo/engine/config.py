@@ -1,0 +1,195 @@
+"""Training settings: the command-line options and the hyperparameters resolved from cfg, YAML and flags.
+
+Hyperparameters come from three places, each overriding the one before:
+
+1. the cfg's ``[net]`` section (Darknet's own keys: ``batch``, ``subdivisions``, ``learning_rate``,
+   ``momentum``, ``decay``, ``burn_in``, ``power``, ``policy``, ``steps``, ``scales``, ``step``, ``scale``,
+   ``gamma``, ``max_batches``, ``width``/``height``, and the augmentation keys ``saturation``, ``exposure``,
+   ``hue``, ``flip``, ``mosaic``; ``jitter`` and ``random`` from the first ``[yolo]``);
+2. a hyperparameter YAML (``--hyp``) with the same names plus the keys of :data:`TRAINER_DEFAULTS`;
+3. command-line flags (``--epochs``, ``--batch-size``, ``--img-size``).
+
+``batch`` is Darknet's: images per optimizer update over all processes; ``subdivisions`` splits it into
+mini-batches whose gradients are accumulated. With ``N`` processes each one loads
+``batch / (subdivisions * N)`` images per mini-batch.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import yaml
+
+logger = logging.getLogger(__name__)
+
+# Trainer settings that Darknet's [net] does not have, with their defaults.
+TRAINER_DEFAULTS: Dict[str, Any] = {
+    "epochs": None,             # None: enough epochs to reach max_batches updates
+    "max_steps_per_epoch": None,  # cap on optimizer updates per epoch (None: the whole split)
+    "multi_scale": None,        # None: on when a [yolo] head has random=1 (Darknet's rule)
+    "multi_scale_range": [0.7, 1.3],  # input side factor range for multi-scale
+    "multi_scale_every": 10,    # mini-batches between size changes (Darknet: 10)
+    "augment": {},              # overrides for yolo.data.transforms (hue, saturation, mosaic, ...)
+    "ema": True,                # keep an exponential moving average of the weights (evaluated and saved)
+    "ema_decay": 0.9999,
+    "ema_tau": 2000.0,
+    "amp": True,                # mixed precision on CUDA (ignored on the CPU)
+    "head_prior": True,         # start fresh heads' objectness/class biases at a prior (not 0.5)
+    "bn_momentum": None,        # None: Darknet's 0.01 per batch
+    "max_grad_norm": None,      # clip the gradient norm (None: no clipping, as Darknet)
+    "conf_thres": 0.001,        # evaluation thresholds (COCO-style mAP)
+    "iou_thres": 0.6,
+    "eval_interval": 1,         # evaluate every N epochs (and always after the last)
+    "tensorboard": True,
+    "plots": True,              # PR curves and confusion matrix after the last epoch
+    "tb_images": 4,             # validation images with predicted boxes logged each evaluation
+    "workers": None,            # data-loading processes (None: automatic)
+}
+
+# Darknet [net] keys used for training, with Darknet's defaults.
+NET_KEYS: Dict[str, Any] = {
+    "batch": 1, "subdivisions": 1, "learning_rate": 0.001, "momentum": 0.9, "decay": 0.0001,
+    "burn_in": 0, "power": 4.0, "policy": "constant", "steps": [], "scales": [], "step": 1, "scale": 1.0,
+    "gamma": 1.0, "max_batches": 0,
+}
+_INT_KEYS = {"batch", "subdivisions", "burn_in", "step", "max_batches"}
+_FLOAT_KEYS = {"learning_rate", "momentum", "decay", "power", "scale", "gamma"}
+
+
+class ConfigError(ValueError):
+    """A bad training setting; names where it came from."""
+
+
+@dataclass
+class TrainOptions:
+    """What ``tools/train.py`` takes (also the programmatic entry: ``Trainer(TrainOptions(...))``).
+
+    ``hyp`` is a YAML path or a dict of hyperparameters. ``img_size`` is one side or ``(height, width)``.
+    ``resume`` is a ``last.pt`` or a run folder; the run then continues with its own saved settings
+    (``epochs``, ``device`` and ``workers`` may still be given).
+    """
+
+    cfg: Optional[str] = None
+    data: Optional[str] = None
+    weights: Optional[str] = None
+    cutoff: Optional[int] = None
+    hyp: Union[str, Dict[str, Any], None] = None
+    epochs: Optional[int] = None
+    batch_size: Optional[int] = None
+    img_size: Optional[Union[int, Sequence[int]]] = None
+    device: Optional[str] = None
+    project: str = "runs/train"
+    name: str = "exp"
+    resume: Optional[str] = None
+    freeze: int = 0
+    workers: Optional[int] = None
+    seed: int = 0
+    sync_bn: bool = False
+    adapt_classes: bool = False
+    progress: bool = True
+
+    def to_dict(self) -> Dict[str, Any]:
+        d = asdict(self)
+        if isinstance(d.get("img_size"), tuple):
+            d["img_size"] = list(d["img_size"])
+        return d
+
+
+def read_hyp(hyp: Union[str, Path, Mapping[str, Any], None]) -> Dict[str, Any]:
+    """A hyperparameter dict from a YAML path, a mapping, or None."""
+    if hyp is None:
+        return {}
+    if isinstance(hyp, Mapping):
+        return dict(hyp)
+    path = Path(hyp)
+    if not path.is_file():
+        raise ConfigError(f"{path}: hyperparameter file not found")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a hyperparameter file must be a mapping of key: value")
+    return data
+
+
+def _img_size(value: Any, where: str) -> Tuple[int, int]:
+    if isinstance(value, int):
+        return value, value
+    if isinstance(value, (list, tuple)) and len(value) in (1, 2) and all(isinstance(v, int) for v in value):
+        return (int(value[0]), int(value[-1]))
+    raise ConfigError(f"{where}: img_size must be one integer or [height, width], got {value!r}")
+
+
+def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, Any], None],
+                flags: Mapping[str, Any]) -> Dict[str, Any]:
+    """Hyperparameters from ``[net]`` (``net`` Section), the ``[yolo]`` ``heads`` sections, a YAML and flags.
+
+    ``flags`` may hold ``epochs``, ``batch`` and ``img_size`` (None values are ignored). Returns a plain dict
+    (YAML-ready): the keys of ``NET_KEYS`` and ``TRAINER_DEFAULTS``, ``img_size`` [h, w] and ``augment``
+    (the full augmentation settings of :func:`yolo.data.transforms.augment_from_cfg`).
+    """
+    from ..data.transforms import augment_from_cfg
+
+    where = str(hyp_source) if isinstance(hyp_source, (str, Path)) else "hyp"
+    hyp: Dict[str, Any] = {}
+    for key, default in NET_KEYS.items():
+        if key in ("steps", "scales"):
+            hyp[key] = net.get_floats(key, default) if net.has(key) else list(default)
+        elif key == "policy":
+            hyp[key] = net.get_str(key, default)
+        elif key in _INT_KEYS:
+            hyp[key] = net.get_int(key, default)
+        else:
+            hyp[key] = net.get_float(key, default)
+    hyp["img_size"] = [net.get_int("height", 416), net.get_int("width", 416)]
+    hyp.update({k: (dict(v) if isinstance(v, dict) else (list(v) if isinstance(v, list) else v))
+                for k, v in TRAINER_DEFAULTS.items()})
+
+    user = read_hyp(hyp_source)
+    known = set(hyp) | {"img_size"}
+    unknown = sorted(set(user) - known)
+    if unknown:
+        raise ConfigError(f"{where}: unknown hyperparameters {unknown} (known: {', '.join(sorted(known))})")
+    hyp.update(user)
+    for key, value in flags.items():
+        if value is not None:
+            hyp[key] = value
+
+    # Types and ranges.
+    for key in _INT_KEYS:
+        hyp[key] = int(hyp[key])
+    for key in _FLOAT_KEYS:
+        hyp[key] = float(hyp[key])
+    for key in ("steps", "scales"):
+        value = hyp[key]
+        if isinstance(value, (int, float)):
+            value = [value]
+        elif isinstance(value, str):
+            value = [float(v) for v in value.split(",") if v.strip()]
+        hyp[key] = [float(v) for v in value]
+    hyp["img_size"] = list(_img_size(hyp["img_size"], where))
+    if hyp["batch"] < 1 or hyp["subdivisions"] < 1:
+        raise ConfigError(f"batch={hyp['batch']} and subdivisions={hyp['subdivisions']} must be positive")
+    if hyp["batch"] % hyp["subdivisions"]:
+        raise ConfigError(f"batch={hyp['batch']} is not a multiple of subdivisions={hyp['subdivisions']}")
+    if hyp["epochs"] is not None:
+        hyp["epochs"] = int(hyp["epochs"])
+        if hyp["epochs"] < 1:
+            raise ConfigError(f"epochs={hyp['epochs']} must be at least 1")
+    if hyp["epochs"] is None and hyp["max_batches"] <= 0:
+        raise ConfigError("the run length is unknown: give --epochs (or epochs in --hyp), or max_batches in [net]")
+    if not isinstance(hyp["augment"], dict):
+        raise ConfigError(f"{where}: 'augment' must be a mapping of augmentation settings")
+    if hyp["multi_scale"] is None:
+        hyp["multi_scale"] = any(h.get_int("random", 0) for h in heads)
+    hyp["multi_scale"] = bool(hyp["multi_scale"])
+    low, high = (float(v) for v in hyp["multi_scale_range"])
+    hyp["multi_scale_range"] = [low, high]
+    hyp["augment"] = augment_from_cfg(net, heads, overrides=hyp["augment"])
+    return hyp
+
+
+__all__ = ["ConfigError", "NET_KEYS", "TRAINER_DEFAULTS", "TrainOptions", "read_hyp", "resolve_hyp"]

@@ -1,0 +1,69 @@
+"""Exponential moving average of a model's weights, for evaluation and the saved ``best.pt``.
+
+After update ``k`` the average moves towards the training weights with decay
+``d_k = decay * (1 - exp(-k / tau))``: a short memory early (when the weights change fast), ``decay`` later.
+Floating-point buffers (BatchNorm running statistics) are averaged too; integer buffers are copied.
+"""
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any, Dict
+
+import torch
+import torch.nn as nn
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    """The module inside a ``DistributedDataParallel`` / ``DataParallel`` wrapper (or ``model`` itself)."""
+    return model.module if hasattr(model, "module") and isinstance(model, (nn.parallel.DistributedDataParallel,
+                                                                           nn.DataParallel)) else model
+
+
+class ModelEMA:
+    """Moving average of ``model``'s state (a frozen copy in eval mode, same device).
+
+    Args:
+        model: the model being trained (a DDP wrapper is unwrapped).
+        decay: the long-run decay.
+        tau: how many updates the ramp of the decay takes (about 63% of ``decay`` after ``tau`` updates).
+        updates: updates already made (when resuming).
+    """
+
+    def __init__(self, model: nn.Module, decay: float = 0.9999, tau: float = 2000.0, updates: int = 0):
+        if not 0.0 <= decay < 1.0:
+            raise ValueError(f"EMA decay must be in [0, 1), got {decay}")
+        if tau <= 0:
+            raise ValueError(f"EMA tau must be positive, got {tau}")
+        self.module = copy.deepcopy(unwrap(model)).eval()
+        for p in self.module.parameters():
+            p.requires_grad_(False)
+        self.decay, self.tau, self.updates = float(decay), float(tau), int(updates)
+
+    def current_decay(self) -> float:
+        return self.decay * (1.0 - math.exp(-self.updates / self.tau))
+
+    @torch.no_grad()
+    def update(self, model: nn.Module) -> None:
+        """Move the average one step towards ``model``'s current state."""
+        self.updates += 1
+        d = self.current_decay()
+        source = unwrap(model).state_dict()
+        for name, value in self.module.state_dict().items():
+            new = source[name].detach()
+            if value.dtype.is_floating_point:
+                value.mul_(d).add_(new.to(value.dtype), alpha=1.0 - d)
+            else:
+                value.copy_(new)
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {"updates": self.updates, "decay": self.decay, "tau": self.tau}
+
+    def load_state_dict(self, state: Dict[str, Any], weights: Dict[str, torch.Tensor]) -> None:
+        """Restore the counters from :meth:`state_dict` and the averaged weights from ``weights``."""
+        self.updates = int(state["updates"])
+        self.decay, self.tau = float(state.get("decay", self.decay)), float(state.get("tau", self.tau))
+        self.module.load_state_dict(weights)
+
+
+__all__ = ["ModelEMA", "unwrap"]
