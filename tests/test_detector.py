@@ -225,7 +225,7 @@ def reference_conv(x, conv, activation):
     return F.leaky_relu(y, 0.1) if activation == "leaky" else y
 
 
-@pytest.mark.parametrize("m", [2, 4])
+@pytest.mark.parametrize("m", [2, 3, 4])
 @pytest.mark.parametrize("hw", [(13, 13), (26, 20), (7, 9)])
 @pytest.mark.parametrize("activation", ["leaky", "linear"])
 def test_winograd_conv_matches_conv2d(m, hw, activation):

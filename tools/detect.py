@@ -18,6 +18,7 @@ import argparse
 import glob
 import json
 import logging
+import os
 import sys
 import time
 from collections import Counter
@@ -27,6 +28,11 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if __name__ == "__main__":
+    # OpenMP threads that spin after each parallel region fight OpenCV's threads (image decoding,
+    # resizing) and anything else on a busy machine, which can make a forward pass 10x slower;
+    # passive waiting costs little. Must be set before torch loads; an explicit setting wins.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import cv2  # noqa: E402
 import numpy as np  # noqa: E402
@@ -152,6 +158,12 @@ def _image_id(stem: str):
     return int(stem) if stem.isdigit() else stem
 
 
+def _timing_text(timings: dict, images: int) -> str:
+    """``12.3ms (pre 1.1, model 10.4, post 0.8)`` per image."""
+    pre, model, post = (timings.get(k, 0.0) * 1e3 / images for k in ("preprocess", "inference", "postprocess"))
+    return f"{pre + model + post:.1f}ms (pre {pre:.1f}, model {model:.1f}, post {post:.1f})"
+
+
 def describe(det: dict, names: Sequence[str]) -> str:
     """``2 cars, 1 dog`` (or ``no detections``)."""
     counts = Counter(int(k) for k in det["labels"].tolist())
@@ -183,7 +195,7 @@ def run_video(item: SourceItem, detector: Detector, writer: Writer, progress: tq
     try:
         for index, frame in enumerate(_frames(capture)):
             det = detector(frame)[0]
-            ms = sum(detector.timings.values()) * 1e3
+            timing = _timing_text(detector.timings, 1)
             frames += 1
             detections += len(det["labels"])
             stem = f"{Path(out_name).stem}_{index}"
@@ -197,7 +209,7 @@ def run_video(item: SourceItem, detector: Detector, writer: Writer, progress: tq
                 video_out.write(writer.annotate(frame, det))
             progress.set_postfix_str(f"{item.name} frame {index + 1}/{total or '?'}")
             progress.write(f"{item.name} frame {index + 1}/{total or '?'}: {describe(det, detector.names)}, "
-                           f"{ms:.1f}ms")
+                           f"{timing}")
     finally:
         capture.release()
         if video_out is not None:
@@ -303,12 +315,12 @@ def main(args) -> Path:
                     chunk.append(item)
                 except ImageReadError as exc:
                     skipped.append(str(exc))
-                    progress.write(f"warning: {exc}; skipped")
+                    progress.write(f"warning: {exc}; skipped", file=sys.stderr)
                     progress.update(1)
             if not chunk:
                 continue
             dets = detector(frames)
-            ms = sum(detector.timings.values()) * 1e3 / len(chunk)
+            timing = _timing_text(detector.timings, len(chunk))
             for item, frame, det in zip(chunk, frames, dets):
                 name = writer.unique_name(item.path.name)
                 n_images += 1
@@ -316,11 +328,11 @@ def main(args) -> Path:
                 writer.labels(Path(name).stem, det, frame.shape[:2])
                 writer.json(_image_id(item.path.stem), det)
                 if writer.save_img:
-                    out_path = out_dir / name
-                    if not cv2.imwrite(str(out_path), writer.annotate(frame, det)):
-                        cv2.imwrite(str(out_path.with_suffix(".jpg")), writer.annotate(frame, det))
+                    out_path, annotated = out_dir / name, writer.annotate(frame, det)
+                    if not cv2.imwrite(str(out_path), annotated):  # a suffix OpenCV cannot write
+                        cv2.imwrite(str(out_path.with_suffix(".jpg")), annotated)
                 progress.write(f"image {position[id(item)]}/{len(items)} {item.path}: "
-                               f"{frame.shape[1]}x{frame.shape[0]} {describe(det, detector.names)}, {ms:.1f}ms")
+                               f"{frame.shape[1]}x{frame.shape[0]} {describe(det, detector.names)}, {timing}")
                 progress.update(1)
         for item in streams:
             try:
@@ -329,7 +341,7 @@ def main(args) -> Path:
                 n_dets += dets_done
             except ImageReadError as exc:
                 skipped.append(str(exc))
-                progress.write(f"warning: {exc}; skipped")
+                progress.write(f"warning: {exc}; skipped", file=sys.stderr)
             except KeyboardInterrupt:  # a camera runs until interrupted
                 progress.write(f"{item.name}: stopped")
             progress.update(1)
