@@ -56,8 +56,8 @@ def shapes_batch(hw, n, seed=0):
     images, targets = [], []
     for i in range(n):
         rgb, boxes, labels = render_sample(np.random.default_rng([seed, i]), size_range=(min(hw), min(hw)))
+        sx, sy = hw[1] / rgb.shape[1], hw[0] / rgb.shape[0]  # rendered square; stretched to hw
         rgb = cv2.resize(rgb, (hw[1], hw[0]))
-        sx, sy = hw[1] / rgb.shape[1], hw[0] / rgb.shape[0]  # 1.0: rendered at the size already
         images.append(torch.from_numpy(rgb).permute(2, 0, 1).float() / 255.0)
         for (x1, y1, x2, y2), c in zip(boxes, labels):
             targets.append([i, c, (x1 + x2) / 2 * sx, (y1 + y2) / 2 * sy, (x2 - x1) * sx, (y2 - y1) * sy])
@@ -88,7 +88,7 @@ def case(request):
 
 
 @pytest.fixture(scope="module")
-def onnx_files(tmp_path_factory):
+def onnx_files():
     """One dynamic ONNX file per model, written once for the module."""
     return {}
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -22,6 +23,11 @@ from typing import Dict, Optional
 
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if __name__ == "__main__":
+    # OpenMP threads that spin after each parallel region fight onnxruntime's and OpenCV's threads
+    # (timed in the same process by --benchmark) and anything else on a busy machine; passive
+    # waiting costs little. Must be set before torch loads; an explicit setting wins.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
 
@@ -170,7 +176,8 @@ def run(args) -> Dict[str, object]:
             latency = compare_latency(model, output, x, runs=args.benchmark, threads=args.threads, darknet=darknet)
         result["latency_ms"] = latency
         print(f"model-only latency, batch 1, {size[0]}x{size[1]}, {args.threads} threads, "
-              f"{args.benchmark} interleaved rounds (torch {torch.__version__}):")
+              f"{args.benchmark} interleaved rounds (torch {torch.__version__}, "
+              f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}):")
         for name, ms in latency.items():
             print(f"  {name:<15} median {ms['median_ms']:8.2f} ms   min {ms['min_ms']:8.2f} ms")
     return result
