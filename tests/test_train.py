@@ -3,7 +3,6 @@
 Every run here is a few seconds: 64-128 px inputs, a few dozen images, a cfg of a few thousand weights.
 """
 import csv
-import math
 import os
 import signal
 import subprocess
@@ -362,3 +361,22 @@ def test_run_folders_are_never_reused_and_transfer_is_reported(shapes, tmp_path,
     assert "re-initialized layer 15" in text and "re-initialized layer 22" in text and "froze layers 0..12" in text
     saved = train_state(result.run_dir)
     assert saved["num_classes"] == 5 and "classes=5" in saved["cfg"].replace(" ", "")
+
+
+def test_trainer_survives_corrupt_images_and_broken_labels(shapes, tmp_path, caplog):
+    import shutil
+
+    root = tmp_path / "damaged"
+    shutil.copytree(shapes["root"], root)
+    (root / "images" / "train" / "00000.jpg").write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")
+    (root / "labels" / "train" / "00001.txt").write_text("2 0.5 0.5 0.2\nseven 0.1 0.1 0.1 0.1\n9 0.5 0.5 0.1 0.1\n")
+    data = write_data(tmp_path, root, name="damaged.yaml")
+    options = TrainOptions(cfg=str(shapes["cfg"]), data=str(data), device="cpu", project=str(tmp_path),
+                           progress=False, epochs=1, hyp=dict(FAST))
+    with caplog.at_level("WARNING"):
+        trainer = Trainer(options)
+        result = trainer.fit()
+    assert result.status == "finished" and result.global_step == trainer.steps_per_epoch
+    assert len(trainer.train_set) == 23  # the unreadable image is left out
+    text = caplog.text
+    assert "00000.jpg" in text and "00001.txt" in text

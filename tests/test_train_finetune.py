@@ -6,11 +6,9 @@ the 128 images) at 320x320, with multi-scale and the cfg's augmentation on, lear
 first update (no burn-in); and the mAPs are measured on the first 64 images. Both come from the same
 evaluator (pycocotools, conf 0.001, NMS 0.6).
 """
-import os
 from pathlib import Path
 
 import pytest
-import torch
 from torch.utils.data import DataLoader
 
 from yolo.data import build_dataset, collate_fn, load_data_config

@@ -45,7 +45,7 @@ from ..model import Darknet
 from .config import ConfigError, TrainOptions, resolve_hyp
 from .distributed import (DistInfo, DistributedEpochSampler, SkipSampler, any_true, barrier, broadcast_object,
                           cleanup_distributed, init_distributed)
-from .ema import ModelEMA, unwrap
+from .ema import ModelEMA
 from .schedule import LRSchedule, schedule_from_hyp, set_lr
 from .transfer import freeze_layers, frozen_to_eval, load_pretrained, with_num_classes
 
@@ -71,6 +71,7 @@ class TrainResult:
     metrics: Dict[str, Any] = field(default_factory=dict)
     last: Optional[Path] = None
     best: Optional[Path] = None
+    throughput: float = 0.0  # training images per second in the last epoch (evaluation excluded)
 
 
 def fitness(metrics: Dict[str, Any]) -> float:
@@ -160,7 +161,8 @@ def prior_head_biases(model: nn.Module, img_hw: Tuple[int, int], layers: Optiona
         conv = getattr(prev, "conv", None)
         if conv is None or conv.bias is None or (layers is not None and i - 1 not in layers):
             continue
-        stride = img_hw[0] / model.layer_infos[i].out_shape[1] if model.layer_infos[i].out_shape[1] else 32
+        grid_h = model.layer_infos[i].out_shape[1]  # at the cfg's [net] size
+        stride = model.input_size[0] / grid_h if grid_h else 32.0
         cells = (img_hw[0] / stride) * (img_hw[1] / stride)
         with torch.no_grad():
             bias = conv.bias.view(head.num_anchors, -1)
@@ -268,6 +270,12 @@ class Trainer:
             saved.resume = str(resume_path)
             self.options = opt = saved
             self.resume_path = resume_path
+        else:
+            # Absolute paths, so the saved options resume from any working directory.
+            for key in ("cfg", "data", "weights"):
+                value = getattr(opt, key)
+                if value and Path(value).exists():
+                    setattr(opt, key, str(Path(value).resolve()))
 
         self.device = select_device(opt.device, int(os.environ.get("LOCAL_RANK", "0")))
         self.dist: DistInfo = init_distributed(self.device)
@@ -427,7 +435,8 @@ class Trainer:
                 run_dir = str(increment_run_dir(Path(opt.project) / opt.name))
             self.run_dir = Path(broadcast_object(run_dir))
         if self.main:
-            self._write_settings()
+            if resume_ckpt is None:  # a resumed run keeps the settings files it started with
+                self._write_settings()
             if hyp["tensorboard"]:
                 self.writer = _summary_writer(self.run_dir)
             logger.info("run folder %s: %d epochs x %d updates of %d images (%d mini-batch(es) of %d x %d "
@@ -525,7 +534,7 @@ class Trainer:
         best = run_dir / "best.pt"
         return TrainResult(run_dir=run_dir, status=status, epochs_done=self.epoch, global_step=self.global_step,
                            best_fitness=self.best_fitness, metrics=self.last_metrics, last=run_dir / "last.pt",
-                           best=best if best.exists() else None)
+                           best=best if best.exists() else None, throughput=getattr(self, "throughput", 0.0))
 
     def _train_epoch(self, epoch: int) -> bool:
         """One epoch (from ``self.epoch_step``); returns True when a stop was requested and saved."""
@@ -609,6 +618,12 @@ class Trainer:
                     return True
         finally:
             bar.close()
+        seconds = time.perf_counter() - self._epoch_start
+        images = (self.steps_per_epoch - start_step) * self.hyp["batch"]
+        self.throughput = images / max(seconds, 1e-9)  # training images per second, all processes
+        if self.main:
+            logger.info("epoch %d/%d: trained on %d images in %.1f s (%.2f images/s)", epoch + 1, self.epochs,
+                        images, seconds, self.throughput)
         return False
 
     def _optimizer_step(self) -> None:
