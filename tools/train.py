@@ -25,12 +25,18 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import List, Optional
 
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if __name__ == "__main__":
+    # OpenMP threads that spin between parallel regions slow training 1.6x as soon as one other process
+    # wants a core (measured on 2 cores), for a 10% gain on an idle machine. Must be set before torch
+    # loads; an explicit setting wins.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 logger = logging.getLogger("yolo.train")
 
@@ -39,8 +45,7 @@ EXIT_NON_FINITE = 3
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cfg", default=None, help="Darknet .cfg (not needed with --resume)")
     p.add_argument("--data", default=None, help="dataset YAML (train and val splits, class names)")
     p.add_argument("--weights", default=None,
@@ -54,13 +59,13 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--img-size", type=int, nargs="+", default=None,
                    help="training input: one side or height width (default: the cfg's [net] size)")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:N or a GPU index (default: cuda if available)")
-    p.add_argument("--project", default="runs/train", help="parent of the run folders")
-    p.add_argument("--name", default="exp", help="run folder name (exp, exp2, ... never overwritten)")
+    p.add_argument("--project", default="runs/train", help="parent of the run folders (default: runs/train)")
+    p.add_argument("--name", default="exp", help="run folder name (default: exp; then exp2, exp3, ...: never overwritten)")
     p.add_argument("--resume", nargs="?", const="", default=None,
                    help="continue a run from its last.pt (or run folder); alone: the newest run under --project")
-    p.add_argument("--freeze", type=int, default=0, help="freeze the first N layers")
+    p.add_argument("--freeze", type=int, default=0, help="freeze the first N layers (their BatchNorm statistics too)")
     p.add_argument("--workers", type=int, default=None, help="data-loading processes (default: automatic)")
-    p.add_argument("--seed", type=int, default=0, help="seed of initialization, data order and augmentation")
+    p.add_argument("--seed", type=int, default=0, help="seed of initialization, data order and augmentation (default: 0)")
     p.add_argument("--sync-bn", action="store_true", help="SyncBatchNorm across processes (CUDA DDP)")
     p.add_argument("--adapt-classes", action="store_true",
                    help="set the cfg's heads to the dataset's class count (classes and the filters before each head)")
