@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import csv
 import logging
-import re
 import math
 import os
 import random
@@ -38,6 +37,7 @@ import torch
 import torch.nn as nn
 import yaml
 
+from ..runs import increment_path
 from ..cfg import parse_cfg, parse_cfg_text
 from ..checkpoint import load_checkpoint_file, model_checkpoint, save_checkpoint
 from ..loss import YoloLoss
@@ -432,7 +432,7 @@ class Trainer:
         else:
             run_dir = None
             if self.main:
-                run_dir = str(increment_run_dir(Path(opt.project) / opt.name))
+                run_dir = str(increment_path(Path(opt.project) / opt.name))
             self.run_dir = Path(broadcast_object(run_dir))
         if self.main:
             if resume_ckpt is None:  # a resumed run keeps the settings files it started with
@@ -764,23 +764,6 @@ class Trainer:
 
 
 # ------------------------------------------------------------------------------ helpers
-def increment_run_dir(base: Path) -> Path:
-    """Create and return a new run folder: ``base``, else ``base2``, ``base3``, ... after the highest taken."""
-    base = Path(base)
-    parent, stem = base.parent, base.name
-    pattern = re.compile(rf"^{re.escape(stem)}(\d*)$")
-    taken = [1 if m.group(1) == "" else int(m.group(1))
-             for m in (pattern.match(p.name) for p in (parent.iterdir() if parent.is_dir() else [])) if m]
-    number = max(taken, default=0) + 1
-    while True:
-        path = parent / (stem if number == 1 else f"{stem}{number}")
-        try:
-            path.mkdir(parents=True, exist_ok=False)
-            return path
-        except FileExistsError:
-            number += 1
-
-
 def _summary_writer(run_dir: Path):
     try:
         from torch.utils.tensorboard import SummaryWriter

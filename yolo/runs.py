@@ -1,0 +1,32 @@
+"""Run folders (``runs/train/exp``, ``exp2``, ...) that never overwrite an earlier run."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+
+def increment_path(base: Path, mkdir: bool = True) -> Path:
+    """A run folder that never overwrites an earlier run: ``runs/detect/exp``, then ``exp2``, ``exp3``, ...
+
+    The first free name is taken after the highest existing number, so a deleted ``exp2`` is not reused
+    while ``exp3`` exists. With ``mkdir`` the folder is created (atomically: a name another process took
+    first is skipped).
+    """
+    base = Path(base)
+    parent, stem = base.parent, base.name
+    pattern = re.compile(rf"^{re.escape(stem)}(\d*)$")
+    taken = [1 if m.group(1) == "" else int(m.group(1))
+             for m in (pattern.match(p.name) for p in (parent.iterdir() if parent.is_dir() else [])) if m]
+    number = max(taken, default=0) + 1
+    while True:
+        path = parent / (stem if number == 1 else f"{stem}{number}")
+        if not mkdir:
+            if not path.exists():
+                return path
+        else:
+            try:
+                path.mkdir(parents=True, exist_ok=False)
+                return path
+            except FileExistsError:
+                pass
+        number += 1
