@@ -46,3 +46,18 @@ DETECTION_CFGS = [
     "yolov4.cfg", "yolov4-tiny.cfg", "yolo-fastest-1.1.cfg", "yolo-fastest-1.1-xl.cfg",
 ]
 CLASSIFIER_CFGS = ["tiny.cfg"]
+
+
+@pytest.fixture(scope="session")
+def darknet(tmp_path_factory):
+    """Darknet itself (tests/darknet_ref): built once, cached; skips when ../shared/darknet is absent."""
+    from darknet_ref import BuildError, DarknetRef, build_reference, darknet_source
+
+    src = darknet_source()
+    if not (src / "build.sh").is_file():
+        pytest.skip(f"Darknet source not found at {src} (set YOLO_DARKNET_SRC): the Darknet reference tests need it")
+    try:
+        ref = build_reference(src)
+    except BuildError as exc:
+        pytest.fail(str(exc))
+    return DarknetRef(ref.folder, tmp_path_factory.mktemp("darknet"))

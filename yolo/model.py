@@ -352,10 +352,21 @@ class Darknet(nn.Module):
 
     # ------------------------------------------------------------------ forward
     def forward(self, x: torch.Tensor):
+        head_outputs = []
+        x = self._run_layers(x, head_outputs)
+        if not head_outputs:
+            return x.flatten(1) if x.shape[-1] == 1 and x.shape[-2] == 1 else x
+        if self.training:
+            return head_outputs
+        return torch.cat(head_outputs, 1)
+
+    def _run_layers(self, x: torch.Tensor, head_outputs: List[torch.Tensor],
+                    every: Optional[List[torch.Tensor]] = None) -> torch.Tensor:
+        """Run every layer; heads append to ``head_outputs``; ``every`` (if given) gets each layer's output
+        (a head's entry is its input: heads pass their input on unchanged, as in Darknet)."""
         input_hw = x.shape[-2:]
         saved: Dict[int, torch.Tensor] = {}
-        keep = set(self._saved)
-        head_outputs = []
+        keep = set(self._saved) if every is None else set(range(len(self.module_list)))
         for i, module in enumerate(self.module_list):
             if isinstance(module, Route):
                 x = module([saved[j] for j in module.layers])
@@ -367,11 +378,20 @@ class Darknet(nn.Module):
                 x = module(x)
             if i in keep:
                 saved[i] = x
-        if not head_outputs:
-            return x.flatten(1) if x.shape[-1] == 1 and x.shape[-2] == 1 else x
-        if self.training:
-            return head_outputs
-        return torch.cat(head_outputs, 1)
+            if every is not None:
+                every.append(x)
+        return x
+
+    def layer_outputs(self, x: torch.Tensor) -> Tuple[List[torch.Tensor], List[torch.Tensor]]:
+        """Every layer's output (for comparisons with Darknet, layer by layer) and the head outputs.
+
+        Returns ``(outputs, heads)``: ``outputs[i]`` is layer i's output Float[N, C, H, W] (for a head, its
+        input), ``heads`` what :meth:`forward` would collect from the heads in the current mode.
+        """
+        outputs: List[torch.Tensor] = []
+        heads: List[torch.Tensor] = []
+        self._run_layers(x, heads, outputs)
+        return outputs, heads
 
     # ------------------------------------------------------------------ utilities
     def fuse(self) -> "Darknet":

@@ -1,0 +1,264 @@
+"""Darknet itself as a test reference: builds ../shared/darknet and drives it through ``harness.c``.
+
+The source tree is found through ``YOLO_DARKNET_SRC`` or, by default, ``../shared/darknet`` beside the
+repository. It is built once into a cache folder keyed by the hash of its sources and the harness
+(``YOLO_TEST_CACHE``, default ``~/.cache/yolo-tests``), so only the first test run pays the ~20 s build.
+
+Use the ``darknet`` fixture (tests/conftest.py): it skips with a reason when the source is absent (a user's
+clone) and fails when it is present but does not build.
+
+Conventions of the dumps (Darknet's, not ours):
+* ``out(i)``: layer i's output, Float[batch, outputs] reshaped to (batch, out_c, out_h, out_w);
+* ``delta(i)``: layer i's ``delta`` after ``train_network_datum``, same shape: the *negative* gradient of
+  Darknet's loss summed over the batch. For a [yolo]/[region] layer it is w.r.t. the layer's input
+  (the previous layer's output) and is left as the layer computed it; earlier layers' deltas have been
+  through their own backward (a conv's delta is then w.r.t. its pre-activation output);
+* ``wupd(i)``/``bupd(i)``/``supd(i)``: the parameter updates accumulated by backward (negative gradients);
+* ``cost(i)``: the layer's ``cost[0]``.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Sequence, Union
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+HARNESS_C = HERE / "harness.c"
+
+
+def darknet_source() -> Path:
+    """The Darknet source tree: ``YOLO_DARKNET_SRC`` or ``../shared/darknet`` beside the repository."""
+    return Path(os.environ.get("YOLO_DARKNET_SRC", REPO.parent / "shared" / "darknet")).resolve()
+
+
+def _source_hash(src: Path) -> str:
+    digest = hashlib.sha256()
+    files = [HARNESS_C, src / "Makefile", src / "build.sh"]
+    for folder in ("src", "include"):
+        files += sorted(p for p in (src / folder).rglob("*") if p.is_file())
+    for path in files:
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+class BuildError(RuntimeError):
+    """Darknet or the harness did not build."""
+
+
+def build_reference(src: Optional[Path] = None, cache: Optional[Path] = None) -> "DarknetRef":
+    """Build Darknet and the harness once (cached by source hash); returns a :class:`DarknetRef`."""
+    src = src or darknet_source()
+    cache = Path(os.environ.get("YOLO_TEST_CACHE", Path.home() / ".cache" / "yolo-tests")) if cache is None else cache
+    out = cache / f"darknet-{_source_hash(src)}"
+    harness = out / "harness"
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".darknet.lock", "w") as lock:  # one build at a time across processes
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not harness.is_file():
+            tmp = Path(tempfile.mkdtemp(prefix="darknet-build-", dir=cache))
+            try:
+                run = subprocess.run(["bash", str(src / "build.sh"), str(tmp)], capture_output=True, text=True)
+                if run.returncode != 0:
+                    raise BuildError(f"building Darknet from {src} failed:\n{run.stdout[-3000:]}{run.stderr[-3000:]}")
+                cc = subprocess.run(
+                    ["gcc", "-O2", "-o", str(tmp / "harness"), str(HARNESS_C), f"-I{tmp / 'include'}",
+                     f"-I{tmp / 'src'}", f"-L{tmp}", "-ldarknet", f"-Wl,-rpath,{out}", "-lm", "-fopenmp"],
+                    capture_output=True, text=True)
+                if cc.returncode != 0:
+                    raise BuildError(f"building the Darknet harness failed:\n{cc.stderr[-3000:]}")
+                if out.exists():
+                    shutil.rmtree(out)
+                tmp.rename(out)
+            finally:
+                if tmp.exists():
+                    shutil.rmtree(tmp, ignore_errors=True)
+    return DarknetRef(out)
+
+
+# ------------------------------------------------------------------------------------------ cfg rewriting
+_SECTION = re.compile(r"^\s*\[([^\]]+)\]")
+
+
+def set_net_options(cfg_text: str, **options) -> str:
+    """``cfg_text`` with the given ``[net]`` options set (replaced where present, else added).
+
+    Written independently of ``yolo.cfg`` so that the reference does not depend on our parser.
+    """
+    lines = cfg_text.replace("\r\n", "\n").split("\n")
+    start = next(i for i, line in enumerate(lines) if _SECTION.match(line))
+    end = next((i for i in range(start + 1, len(lines)) if _SECTION.match(lines[i])), len(lines))
+    body = []
+    for line in lines[start + 1:end]:
+        key = line.split("#")[0].split(";")[0].split("=")[0].strip()
+        if "=" in line and key in options:
+            continue
+        body.append(line)
+    added = [f"{key}={value}" for key, value in options.items()]
+    return "\n".join(lines[:start + 1] + added + body + lines[end:]) + "\n"
+
+
+# ------------------------------------------------------------------------------------------- the driver
+@dataclass
+class LayerMeta:
+    index: int
+    type: str
+    out_c: int
+    out_h: int
+    out_w: int
+    outputs: int
+    batch: int
+    cost: float
+
+
+class LayerDump:
+    """What the harness wrote for one run: per-layer arrays by index (see the module docstring)."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.layers: List[LayerMeta] = []
+        for line in (folder / "layers.txt").read_text().splitlines():
+            i, kind, c, h, w, outputs, batch, cost = line.split()
+            self.layers.append(LayerMeta(int(i), kind, int(c), int(h), int(w), int(outputs), int(batch), float(cost)))
+
+    def _read(self, stem: str, i: int) -> Optional[np.ndarray]:
+        path = self.folder / f"{stem}_{i}.f32"
+        return np.fromfile(path, dtype=np.float32) if path.exists() else None
+
+    def _shaped(self, stem: str, i: int) -> Optional[np.ndarray]:
+        data = self._read(stem, i)
+        if data is None:
+            return None
+        m = self.layers[i]
+        if m.out_c * m.out_h * m.out_w == m.outputs:
+            return data.reshape(m.batch, m.out_c, m.out_h, m.out_w)
+        return data.reshape(m.batch, -1)
+
+    def out(self, i: int) -> np.ndarray:
+        return self._shaped("out", i)
+
+    def delta(self, i: int) -> Optional[np.ndarray]:
+        return self._shaped("delta", i)
+
+    def wupd(self, i: int) -> Optional[np.ndarray]:
+        return self._read("wupd", i)
+
+    def bupd(self, i: int) -> Optional[np.ndarray]:
+        return self._read("bupd", i)
+
+    def supd(self, i: int) -> Optional[np.ndarray]:
+        return self._read("supd", i)
+
+    def cost(self, i: int) -> float:
+        return self.layers[i].cost
+
+
+def _write_truth(path: Path, truths: Sequence[np.ndarray]) -> None:
+    """Per image: int32 count, then rows (x, y, w, h, class, track id) as float32, normalized to 0..1."""
+    with open(path, "wb") as f:
+        for rows in truths:
+            rows = np.asarray(rows, dtype=np.float32)
+            rows = rows.reshape(-1, rows.shape[-1] if rows.size else 6)
+            if rows.shape[1] == 5:  # no track id given
+                rows = np.concatenate([rows, np.zeros((len(rows), 1), np.float32)], 1)
+            np.array([len(rows)], dtype=np.int32).tofile(f)
+            rows.tofile(f)
+
+
+CfgLike = Union[str, Path]
+
+
+class DarknetRef:
+    """Runs the harness built in ``folder``. Every call works in a fresh temporary folder under ``workdir``."""
+
+    def __init__(self, folder: Path, workdir: Optional[Path] = None):
+        self.folder = Path(folder)
+        self.harness = self.folder / "harness"
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="darknet-ref-"))
+        self._count = 0
+
+    def _job(self) -> Path:
+        self._count += 1
+        path = self.workdir / f"job{self._count}"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _cfg(self, job: Path, cfg: CfgLike, options: Dict[str, object]) -> Path:
+        text = Path(cfg).read_text(encoding="utf-8") if isinstance(cfg, Path) or (
+            isinstance(cfg, str) and "\n" not in cfg and Path(cfg).is_file()) else str(cfg)
+        path = job / "net.cfg"
+        path.write_text(set_net_options(text, **options) if options else text)
+        return path
+
+    def _run(self, args: Iterable[str], threads: int = 2) -> str:
+        env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+        run = subprocess.run([str(self.harness), *map(str, args)], capture_output=True, text=True, env=env)
+        if run.returncode != 0:
+            raise RuntimeError(f"Darknet harness {' '.join(map(str, args))} failed ({run.returncode}):\n"
+                               f"{run.stdout[-2000:]}\n{run.stderr[-2000:]}")
+        return run.stdout
+
+    def forward(self, cfg: CfgLike, weights: Optional[Path], x: np.ndarray, **net_options) -> LayerDump:
+        """Inference on ``x`` Float[N, C, H, W] (RGB 0..1). ``net_options`` rewrite [net] (width, height, ...)."""
+        job = self._job()
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        opts = dict(net_options)
+        opts.setdefault("height", x.shape[2])
+        opts.setdefault("width", x.shape[3])
+        opts.setdefault("channels", x.shape[1])
+        cfg_path = self._cfg(job, cfg, opts)
+        x.tofile(job / "input.f32")
+        self._run(["forward", cfg_path, weights or "-", x.shape[0], job / "input.f32", job])
+        return LayerDump(job)
+
+    def train(self, cfg: CfgLike, weights: Optional[Path], x: np.ndarray, truths: Sequence[np.ndarray],
+              subdivisions: int = 1, **net_options) -> LayerDump:
+        """``train_network_datum`` over ``subdivisions`` sub-batches of ``x`` (no update); see :class:`LayerDump`.
+
+        ``truths``: one array per image of rows (x, y, w, h, class[, track id]), normalized centre boxes.
+        """
+        job = self._job()
+        self._prepare_train(job, cfg, x, truths, subdivisions, net_options)
+        self._run(["train", job / "net.cfg", weights or "-", job / "input.f32", job / "truth.bin", job])
+        return LayerDump(job)
+
+    def step(self, cfg: CfgLike, weights: Optional[Path], x: np.ndarray, truths: Sequence[np.ndarray],
+             out_weights: Path, subdivisions: int = 1, **net_options) -> float:
+        """Forward + backward over every sub-batch, then one ``update_network``; writes ``out_weights``.
+
+        Returns the learning rate Darknet used for the update.
+        """
+        job = self._job()
+        self._prepare_train(job, cfg, x, truths, subdivisions, net_options)
+        out = self._run(["step", job / "net.cfg", weights or "-", job / "input.f32", job / "truth.bin", out_weights])
+        return float(re.search(r"^rate (\S+)$", out, re.M).group(1))
+
+    def rates(self, cfg: CfgLike, updates: int, **net_options) -> np.ndarray:
+        """``get_current_rate`` for update numbers 0..updates (Darknet's ``get_current_batch``)."""
+        job = self._job()
+        opts = {"batch": 1, "subdivisions": 1, **net_options}
+        cfg_path = self._cfg(job, cfg, opts)
+        out = self._run(["rate", cfg_path, updates])
+        return np.array([float(v) for v in re.findall(r"^rate (\S+)$", out, re.M)])
+
+    def _prepare_train(self, job: Path, cfg: CfgLike, x: np.ndarray, truths: Sequence[np.ndarray],
+                       subdivisions: int, net_options: Dict[str, object]) -> None:
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        n = x.shape[0]
+        if n % subdivisions or len(truths) != n:
+            raise ValueError(f"{n} images, {len(truths)} truth lists, subdivisions={subdivisions}")
+        opts = {"batch": n, "subdivisions": subdivisions, "height": x.shape[2], "width": x.shape[3],
+                "channels": x.shape[1], **net_options}
+        self._cfg(job, cfg, opts)
+        x.tofile(job / "input.f32")
+        _write_truth(job / "truth.bin", truths)

@@ -1,0 +1,149 @@
+/* A small driver around libdarknet for the reference tests (see tests/darknet_ref/__init__.py).
+ *
+ *   harness forward CFG WEIGHTS N INPUT OUTDIR      inference on a batch of N: every layer's output
+ *   harness train   CFG WEIGHTS INPUT TRUTH OUTDIR  train_network_datum once per sub-batch (forward + backward,
+ *                                                    no update): every layer's output, delta and parameter
+ *                                                    updates, and each layer's cost
+ *   harness step    CFG WEIGHTS INPUT TRUTH OUTW    as train, then one update_network; writes the new weights
+ *   harness rate    CFG N                            get_current_rate at update numbers 0..N: 'rate R' lines
+ *
+ * WEIGHTS may be "-" (Darknet's own initialization). INPUT holds float32 N x C x H x W, RGB 0..1, planar.
+ * TRUTH holds, per image, an int32 count k then k x 6 float32 (x, y, w, h, class, track id; normalized).
+ * Each layer i writes OUTDIR/out_i.f32 (l.outputs * l.batch floats), and in train mode delta_i.f32 and the
+ * parameter updates (wupd_i, bupd_i, supd_i: the negative gradient summed over the batch, as Darknet keeps them);
+ * OUTDIR/layers.txt has one line per layer: index type out_c out_h out_w outputs batch cost.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "darknet.h"
+#include "network.h"
+#include "parser.h"
+
+static void die(const char *msg, const char *arg) {
+    fprintf(stderr, "harness: %s %s\n", msg, arg ? arg : "");
+    exit(2);
+}
+
+static float *read_floats(const char *path, size_t count) {
+    FILE *f = fopen(path, "rb");
+    if (!f) die("cannot open", path);
+    float *data = (float *)calloc(count ? count : 1, sizeof(float));
+    size_t got = fread(data, sizeof(float), count, f);
+    fclose(f);
+    if (got != count) die("short input file", path);
+    return data;
+}
+
+static void write_floats(const char *dir, const char *stem, int i, const float *data, size_t count) {
+    if (!data || !count) return;
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s_%d.f32", dir, stem, i);
+    FILE *f = fopen(path, "wb");
+    if (!f) die("cannot write", path);
+    fwrite(data, sizeof(float), count, f);
+    fclose(f);
+}
+
+/* Truth buffer for one sub-batch: net.truths floats per image, zero padded (Darknet stops at w == 0). */
+static float *read_truth(FILE *f, network *net, int batch) {
+    int truths = 0, i;
+    for (i = 0; i < net->n; ++i)
+        if (net->layers[i].truths > truths) truths = net->layers[i].truths;
+    float *y = (float *)calloc((size_t)batch * (truths ? truths : 1), sizeof(float));
+    int b;
+    for (b = 0; b < batch; ++b) {
+        int k = 0;
+        if (fread(&k, sizeof(int), 1, f) != 1) die("short truth file", "");
+        if (k * 6 > truths) die("too many boxes for the layer's max", "");
+        if (k && fread(y + (size_t)b * truths, sizeof(float), (size_t)k * 6, f) != (size_t)k * 6)
+            die("short truth file", "");
+    }
+    return y;
+}
+
+static void dump_layers(network *net, const char *dir, int train) {
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/layers.txt", dir);
+    FILE *meta = fopen(path, "w");
+    if (!meta) die("cannot write", path);
+    int i;
+    for (i = 0; i < net->n; ++i) {
+        layer l = net->layers[i];
+        size_t n = (size_t)l.outputs * l.batch;
+        write_floats(dir, "out", i, l.output, n);
+        if (train) {
+            write_floats(dir, "delta", i, l.delta, n);
+            write_floats(dir, "wupd", i, l.weight_updates, (size_t)l.nweights);
+            write_floats(dir, "bupd", i, l.bias_updates, (size_t)l.nbiases);
+            if (l.batch_normalize) write_floats(dir, "supd", i, l.scale_updates, (size_t)l.n);
+        }
+        fprintf(meta, "%d %s %d %d %d %d %d %.9g\n", i, get_layer_string(l.type), l.out_c, l.out_h, l.out_w,
+                l.outputs, l.batch, l.cost ? l.cost[0] : 0.0f);
+    }
+    fclose(meta);
+}
+
+static network load(const char *cfg, const char *weights, int train) {
+    /* batch 0 keeps the cfg's batch/subdivisions and allocates training buffers. */
+    network net = parse_network_cfg_custom((char *)cfg, train ? 0 : 1, 0);
+    if (strcmp(weights, "-") != 0) load_weights(&net, (char *)weights);
+    return net;
+}
+
+/* Forward + backward over `subdivisions` sub-batches, read one after another from INPUT and TRUTH. */
+static void train_all(network *net, const char *input_path, const char *truth_path) {
+    size_t per = (size_t)net->batch * net->inputs;
+    float *x = read_floats(input_path, per * net->subdivisions);
+    FILE *tf = fopen(truth_path, "rb");
+    if (!tf) die("cannot open", truth_path);
+    int s;
+    for (s = 0; s < net->subdivisions; ++s) {
+        float *y = read_truth(tf, net, net->batch);
+        train_network_datum(*net, x + per * s, y);
+        free(y);
+    }
+    fclose(tf);
+    free(x);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) die("usage: harness forward|train|step|rate CFG ...", "");
+    const char *mode = argv[1];
+    if (strcmp(mode, "forward") == 0 && argc == 7) {
+        int batch = atoi(argv[4]);
+        if (batch < 1) die("bad batch", argv[4]);
+        network net = parse_network_cfg_custom(argv[2], batch, 1);  /* batch > 0: inference buffers only */
+        if (strcmp(argv[3], "-") != 0) load_weights(&net, argv[3]);
+        float *x = read_floats(argv[5], (size_t)net.batch * net.inputs);
+        network_predict(net, x);
+        dump_layers(&net, argv[6], 0);
+        return 0;
+    }
+    if (strcmp(mode, "train") == 0 && argc == 7) {
+        network net = load(argv[2], argv[3], 1);
+        train_all(&net, argv[4], argv[5]);
+        dump_layers(&net, argv[6], 1);
+        return 0;
+    }
+    if (strcmp(mode, "step") == 0 && argc == 7) {
+        network net = load(argv[2], argv[3], 1);
+        train_all(&net, argv[4], argv[5]);
+        printf("rate %.9g\n", get_current_rate(net));
+        update_network(net);
+        save_weights(net, argv[6]);
+        return 0;
+    }
+    if (strcmp(mode, "rate") == 0 && argc == 4) {
+        network net = load(argv[2], "-", 1);
+        int n = atoi(argv[3]), k;
+        for (k = 0; k <= n; ++k) {
+            *net.seen = (uint64_t)k * net.batch * net.subdivisions;
+            printf("rate %.9g\n", get_current_rate(net));
+        }
+        return 0;
+    }
+    die("bad arguments for mode", mode);
+    return 2;
+}
