@@ -8,9 +8,8 @@ time with the file and line, never deep inside ``forward``.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
@@ -18,54 +17,13 @@ import torch.nn as nn
 from .cfg import CfgError, Section, parse_cfg, parse_cfg_text, sections_to_text
 from .layers import (ACTIVATIONS, ConvBNAct, Dropout, GlobalAvgPool, HeadOptions, MaxPool, RegionLayer,
                      Reorg, Route, Shortcut, Softmax, Upsample, YOLOLayer)
+from . import layer_types  # noqa: F401  (registers the builders of the extra layer types)
+from .layer_types.registry import BUILDERS, LayerInfo, Shape, register
+from .layer_types.registry import activation as _activation
+from .layer_types.registry import layer_index as _layer_index
+from .layer_types.registry import positive as _positive
 
 logger = logging.getLogger(__name__)
-
-Shape = Tuple[int, int, int]  # (channels, height, width)
-
-
-@dataclass
-class LayerInfo:
-    """What a builder reports about one layer, for shape checks and the summary."""
-
-    module: nn.Module
-    out_shape: Shape
-    in_shape: Shape
-    inputs: Tuple[int, ...] = ()  # absolute indices of earlier layers this one reads (route, shortcut)
-
-
-Builder = Callable[[Section, List[Shape], Shape], LayerInfo]
-BUILDERS: Dict[str, Builder] = {}
-
-
-def register(*names: str):
-    """Register a builder for one or more Darknet section names."""
-    def wrap(fn: Builder) -> Builder:
-        for name in names:
-            BUILDERS[name] = fn
-        return fn
-    return wrap
-
-
-def _positive(section: Section, key: str, value: int) -> int:
-    if value <= 0:
-        raise section.error(f"'{key}' must be positive, got {value}", key)
-    return value
-
-
-def _activation(section: Section, default: str) -> str:
-    name = section.get_str("activation", default)
-    if name not in ACTIVATIONS:
-        raise section.error(f"unknown activation '{name}' (known: {', '.join(sorted(ACTIVATIONS))})", "activation")
-    return name
-
-
-def _layer_index(section: Section, key: str, value: int) -> int:
-    """Darknet's rule: negative indices are relative to this layer, others absolute; must point back."""
-    index = section.index + value if value < 0 else value
-    if not 0 <= index < section.index:
-        raise section.error(f"'{key}' refers to layer {value} -> {index}, outside layers 0..{section.index - 1}", key)
-    return index
 
 
 # ----------------------------------------------------------------------------- builders

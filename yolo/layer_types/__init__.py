@@ -1,0 +1,6 @@
+"""Darknet layer types beyond the core set in :mod:`yolo.layers`, one small module each.
+
+Each module defines its ``nn.Module`` and registers its builder in :data:`yolo.layer_types.registry.BUILDERS`;
+importing this package registers them all.
+"""
+from . import registry  # noqa: F401

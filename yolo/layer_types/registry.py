@@ -1,0 +1,63 @@
+"""The builder registry: Darknet section name -> function that builds that layer.
+
+A builder gets the section, the output shapes of every earlier layer and the previous layer's output
+shape ``(channels, height, width)``; it checks its options and returns a :class:`LayerInfo`. Builders
+raise ``section.error(...)`` so that a bad cfg fails at build time with the file and line.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Tuple
+
+import torch.nn as nn
+
+from ..cfg import Section
+from ..layers import ACTIVATIONS
+
+Shape = Tuple[int, int, int]  # (channels, height, width)
+
+
+@dataclass
+class LayerInfo:
+    """What a builder reports about one layer, for shape checks and the summary."""
+
+    module: nn.Module
+    out_shape: Shape
+    in_shape: Shape
+    inputs: Tuple[int, ...] = ()  # absolute indices of earlier layers this one reads (route, shortcut)
+
+
+Builder = Callable[[Section, List[Shape], Shape], LayerInfo]
+BUILDERS: Dict[str, Builder] = {}
+
+
+def register(*names: str):
+    """Register a builder for one or more Darknet section names."""
+    def wrap(fn: Builder) -> Builder:
+        for name in names:
+            BUILDERS[name] = fn
+        return fn
+    return wrap
+
+
+def positive(section: Section, key: str, value: int) -> int:
+    """``value`` if it is positive, else the cfg error naming ``key``'s line."""
+    if value <= 0:
+        raise section.error(f"'{key}' must be positive, got {value}", key)
+    return value
+
+
+def activation(section: Section, default: str) -> str:
+    """The section's ``activation`` name, checked against the known activations."""
+    name = section.get_str("activation", default)
+    if name not in ACTIVATIONS:
+        raise section.error(f"unknown activation '{name}' (known: {', '.join(sorted(ACTIVATIONS))})", "activation")
+    return name
+
+
+def layer_index(section: Section, key: str, value: int) -> int:
+    """Darknet's rule: negative indices are relative to this layer, others absolute; must point back."""
+    index = section.index + value if value < 0 else value
+    if not 0 <= index < section.index:
+        raise section.error(f"'{key}' refers to layer {value} -> {index}, outside layers 0..{section.index - 1}", key)
+    return index
