@@ -6,10 +6,7 @@
 #   bash tools/quickstart.sh            # extra arguments go to tools/demo.py (e.g. --epochs 60)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-
-if [ ! -x .venv/bin/python ]; then
-    python3 -m venv .venv
-fi
-.venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e .
+# shellcheck source=tools/venv.sh
+. tools/venv.sh
+ensure_venv
 exec .venv/bin/python tools/demo.py "$@"
