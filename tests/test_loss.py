@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from yolo.loss import YoloLoss, assign_targets
+from yolo.loss import YoloLoss, assign_targets, check_yolo_head, register_head_loss, yolo_head_loss
 
 from conftest import asset
 
@@ -47,6 +47,10 @@ class FakeHead:
         self.num_anchors = len(self.mask)
         self.num_classes = num_classes
         self.opts = Opts(**opts)
+
+
+# The fake heads train with the [yolo] loss.
+register_head_loss(FakeHead, check=check_yolo_head)(yolo_head_loss)
 
 
 class FakeModel:

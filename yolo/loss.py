@@ -35,12 +35,14 @@ something to train through silently.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torchvision.ops import complete_box_iou_loss, distance_box_iou_loss, generalized_box_iou_loss
+
+from .layers import YOLOLayer
 
 IOU_LOSSES = ("mse", "iou", "giou", "diou", "ciou")
 
@@ -254,12 +256,42 @@ def _iou_variant_loss(kind: str, pred_xyxy: Tensor, truth_xyxy: Tensor) -> Tenso
     return 1.0 - elementwise_iou(pred_xyxy, truth_xyxy)
 
 
-class YoloLoss:
-    """Darknet's YOLO loss over every ``[yolo]`` head of a model (see the module docstring for the rules).
+# ------------------------------------------------------------------------------------- per-head-type losses
+HeadLossFn = Callable[[Any, Tensor, Tensor, Tensor, Tuple[int, int]], Tuple[Tensor, Tensor, Tensor, int]]
+HEAD_LOSSES: Dict[type, HeadLossFn] = {}
+HEAD_CHECKS: Dict[type, Callable[[Any, int], None]] = {}
 
-    ``YoloLoss(model)`` reads ``model.yolo_layers``; each head supplies ``anchors`` Float[A, 2] (pixels),
-    ``all_anchors`` Float[num, 2], ``mask``, ``num_classes``, ``num_anchors`` and ``opts``. The heads are read
-    at every call, so the criterion follows the model across devices.
+
+def register_head_loss(head_type: type, check: Optional[Callable[[Any, int], None]] = None):
+    """Register the training loss of one head type (a decorator).
+
+    The decorated ``fn(head, out, targets, keep, img_size_hw) -> (box, obj, cls, num_positive)`` gets
+    ``out`` Float[N, A, Hg, Wg, 5 + C] (float32, the head's training-mode output), ``targets`` Float[M, 6]
+    (image, class, cx, cy, w, h in input pixels), ``keep`` Bool[M] (the rows :func:`usable_targets` lets
+    through) and the network input ``img_size_hw`` (H, W); it returns the head's box, objectness and class
+    terms *summed over the batch* (0-dim tensors) and its number of positive slots. ``check(head, index)``,
+    if given, runs once when :class:`YoloLoss` is built and raises ``ValueError`` for a head it cannot train.
+    Subclasses of ``head_type`` use the same loss unless they register their own.
+    """
+    def wrap(fn: HeadLossFn) -> HeadLossFn:
+        HEAD_LOSSES[head_type] = fn
+        if check is not None:
+            HEAD_CHECKS[head_type] = check
+        return fn
+    return wrap
+
+
+def _registered_type(head) -> Optional[type]:
+    """The nearest class in ``type(head)``'s MRO that has a registered loss, or None."""
+    return next((cls for cls in type(head).__mro__ if cls in HEAD_LOSSES), None)
+
+
+class YoloLoss:
+    """The training loss over every head of a model, each head by the loss registered for its type.
+
+    ``YoloLoss(model)`` reads ``model.yolo_layers`` (the heads; :data:`HEAD_LOSSES` maps each head type to its
+    loss, see :func:`register_head_loss`). The heads are read at every call, so the criterion follows the
+    model across devices.
 
     ``loss, parts = criterion(head_outputs, targets, img_size_hw)``:
 
@@ -275,13 +307,19 @@ class YoloLoss:
     def __init__(self, model):
         heads = list(model.yolo_layers)
         if not heads:
-            raise ValueError("the model has no [yolo] layers to train")
+            raise ValueError("the model has no detection heads to train")
+        self.losses = []
         for index, head in enumerate(heads):
-            if not hasattr(head, "mask") or type(head).__name__ == "RegionLayer":
-                raise ValueError(f"head {index} ({type(head).__name__}): only [yolo] heads have a training loss here")
-            kind = str(head.opts.iou_loss).lower()
-            if kind not in IOU_LOSSES:
-                raise ValueError(f"head {index}: iou_loss={head.opts.iou_loss!r} is not one of {', '.join(IOU_LOSSES)}")
+            head_type = _registered_type(head)
+            if head_type is None:
+                known = ", ".join(sorted(t.__name__ for t in HEAD_LOSSES))
+                raise ValueError(f"head {index} ({type(head).__name__}): no training loss is registered for this "
+                                 f"head type (registered: {known})")
+            if HEAD_CHECKS.get(head_type) is not None:
+                HEAD_CHECKS[head_type](head, index)
+            if head.num_classes != heads[0].num_classes:
+                raise ValueError(f"head {index}: classes={head.num_classes} differs from head 0 ({heads[0].num_classes})")
+            self.losses.append(HEAD_LOSSES[head_type])
         self.heads = heads
 
     def __call__(self, head_outputs: Sequence[Tensor], targets: Tensor,
@@ -297,98 +335,109 @@ class YoloLoss:
         totals = {"box": [], "obj": [], "cls": []}
         num_targets = 0
         with torch.autocast(device_type=device.type, enabled=False):
-            for index, (head, out) in enumerate(zip(self.heads, head_outputs)):
-                box, obj, cls, count = self._head_loss(index, head, out.float(), targets, keep, img_size_hw)
+            for index, (head, fn, out) in enumerate(zip(self.heads, self.losses, head_outputs)):
+                _check_output_shape(index, head, out)
+                box, obj, cls, count = fn(head, out.float(), targets, keep, img_size_hw)
                 totals["box"].append(box)
                 totals["obj"].append(obj)
                 totals["cls"].append(cls)
-                num_targets += count
+                num_targets += int(count)
         parts = {name: torch.stack(values).sum() / batch_size for name, values in totals.items()}
         loss = parts["box"] + parts["obj"] + parts["cls"]
         report: Dict[str, Union[Tensor, int]] = {name: value.detach() for name, value in parts.items()}
         report["num_targets"] = num_targets
         return loss, report
 
-    def _head_loss(self, index: int, head, out: Tensor, targets: Tensor, keep: Tensor,
+
+def _check_output_shape(index: int, head, out: Tensor) -> None:
+    """``out`` must be Float[N, A, Hg, Wg, 5 + C] for the head's A anchors and C classes."""
+    if out.ndim != 5 or out.shape[1] != head.num_anchors or out.shape[4] != 5 + head.num_classes:
+        raise ValueError(f"head {index}: output shape {tuple(out.shape)} does not match "
+                         f"{head.num_anchors} anchors x (5 + {head.num_classes} classes)")
+
+
+def check_yolo_head(head, index: int) -> None:
+    kind = str(head.opts.iou_loss).lower()
+    if kind not in IOU_LOSSES:
+        raise ValueError(f"head {index}: iou_loss={head.opts.iou_loss!r} is not one of {', '.join(IOU_LOSSES)}")
+
+
+@register_head_loss(YOLOLayer, check=check_yolo_head)
+def yolo_head_loss(head, out: Tensor, targets: Tensor, keep: Tensor,
                    img_size_hw: Tuple[int, int]) -> Tuple[Tensor, Tensor, Tensor, int]:
-        """Summed (box, obj, cls) losses of one head over the batch and its number of positive slots."""
-        batch, num_anchors, grid_h, grid_w, depth = out.shape
-        num_classes, opts = head.num_classes, head.opts
-        if num_anchors != head.num_anchors or depth != 5 + num_classes:
-            raise ValueError(f"head {index}: output shape {tuple(out.shape)} does not match "
-                             f"{head.num_anchors} anchors x (5 + {num_classes} classes)")
-        if head.num_classes != self.heads[0].num_classes:
-            raise ValueError(f"head {index}: classes={head.num_classes} differs from head 0 ({self.heads[0].num_classes})")
-        device = out.device
-        grid_hw = (grid_h, grid_w)
-        height, width = img_size_hw
-        new_coords = int(opts.new_coords)
-        scale_x_y = float(opts.scale_x_y)
-        anchors = head.anchors.to(device=device, dtype=torch.float32)  # [A, 2]
+    """Summed (box, obj, cls) losses of one head over the batch and its number of positive slots."""
+    batch, num_anchors, grid_h, grid_w, depth = out.shape
+    num_classes, opts = head.num_classes, head.opts
+    device = out.device
+    grid_hw = (grid_h, grid_w)
+    height, width = img_size_hw
+    new_coords = int(opts.new_coords)
+    scale_x_y = float(opts.scale_x_y)
+    anchors = head.anchors.to(device=device, dtype=torch.float32)  # [A, 2]
 
-        # Best IoU of every prediction with the truths of its image: drives ignore_thresh and truth_thresh.
-        rows = keep.nonzero().squeeze(1)
-        with torch.no_grad():
-            gy_grid = torch.arange(grid_h, device=device, dtype=torch.float32).view(1, 1, grid_h, 1)
-            gx_grid = torch.arange(grid_w, device=device, dtype=torch.float32).view(1, 1, 1, grid_w)
-            pred_xyxy = decode_boxes(out[..., :4], anchors.view(1, num_anchors, 1, 1, 2), gx_grid, gy_grid,
-                                     grid_hw, img_size_hw, scale_x_y, new_coords)
-            best_iou, best_row = _best_truth(pred_xyxy.view(batch, -1, 4), cxcywh_to_xyxy(targets[rows, 2:6]),
-                                             targets[rows, 0].long(), rows)
-            best_iou = best_iou.view(batch, num_anchors, grid_h, grid_w)
-            best_row = best_row.view(batch, num_anchors, grid_h, grid_w)
+    # Best IoU of every prediction with the truths of its image: drives ignore_thresh and truth_thresh.
+    rows = keep.nonzero().squeeze(1)
+    with torch.no_grad():
+        gy_grid = torch.arange(grid_h, device=device, dtype=torch.float32).view(1, 1, grid_h, 1)
+        gx_grid = torch.arange(grid_w, device=device, dtype=torch.float32).view(1, 1, 1, grid_w)
+        pred_xyxy = decode_boxes(out[..., :4], anchors.view(1, num_anchors, 1, 1, 2), gx_grid, gy_grid,
+                                 grid_hw, img_size_hw, scale_x_y, new_coords)
+        best_iou, best_row = _best_truth(pred_xyxy.view(batch, -1, 4), cxcywh_to_xyxy(targets[rows, 2:6]),
+                                         targets[rows, 0].long(), rows)
+        best_iou = best_iou.view(batch, num_anchors, grid_h, grid_w)
+        best_row = best_row.view(batch, num_anchors, grid_h, grid_w)
 
-        # Positives: truth_thresh matches first, then the assignment, so that assigned truths win a shared slot.
-        pieces = []
-        if opts.truth_thresh < 1.0:
-            b, a, gy, gx = (best_iou > opts.truth_thresh).nonzero(as_tuple=True)
-            row = best_row[b, a, gy, gx]
-            pieces.append((b, a, gy, gx, row, targets[row, 1].long()))
-        pieces.append(_anchor_matches(targets, keep, head, img_size_hw, grid_hw))
-        merged = [torch.cat(column) for column in zip(*pieces)]
-        pos = _merge_slots(*merged, num_anchors, grid_hw, num_classes)
+    # Positives: truth_thresh matches first, then the assignment, so that assigned truths win a shared slot.
+    pieces = []
+    if opts.truth_thresh < 1.0:
+        b, a, gy, gx = (best_iou > opts.truth_thresh).nonzero(as_tuple=True)
+        row = best_row[b, a, gy, gx]
+        pieces.append((b, a, gy, gx, row, targets[row, 1].long()))
+    pieces.append(_anchor_matches(targets, keep, head, img_size_hw, grid_hw))
+    merged = [torch.cat(column) for column in zip(*pieces)]
+    pos = _merge_slots(*merged, num_anchors, grid_hw, num_classes)
 
-        # Objectness: negatives everywhere except ignored predictions; positives at assigned slots.
-        obj_target = torch.zeros_like(best_iou)
-        obj_weight = (best_iou <= opts.ignore_thresh).float()
-        obj_target[pos.image, pos.anchor, pos.gy, pos.gx] = 1.0
-        obj_weight[pos.image, pos.anchor, pos.gy, pos.gx] = 1.0
-        obj_loss = opts.obj_normalizer * (_bce(out[..., 4], obj_target, bool(new_coords)) * obj_weight).sum()
+    # Objectness: negatives everywhere except ignored predictions; positives at assigned slots.
+    obj_target = torch.zeros_like(best_iou)
+    obj_weight = (best_iou <= opts.ignore_thresh).float()
+    obj_target[pos.image, pos.anchor, pos.gy, pos.gx] = 1.0
+    obj_weight[pos.image, pos.anchor, pos.gy, pos.gx] = 1.0
+    obj_loss = opts.obj_normalizer * (_bce(out[..., 4], obj_target, bool(new_coords)) * obj_weight).sum()
 
-        if len(pos) == 0:
-            zero = out.sum() * 0.0  # keeps the graph connected and the dtype/device right
-            return zero, obj_loss, zero, 0
+    if len(pos) == 0:
+        zero = out.sum() * 0.0  # keeps the graph connected and the dtype/device right
+        return zero, obj_loss, zero, 0
 
-        p = out[pos.image, pos.anchor, pos.gy, pos.gx]  # [K, 5 + C]
-        truth = targets[pos.truth, 2:6]  # [K, 4] cx, cy, w, h
-        anchor_wh = anchors[pos.anchor]  # [K, 2]
+    p = out[pos.image, pos.anchor, pos.gy, pos.gx]  # [K, 5 + C]
+    truth = targets[pos.truth, 2:6]  # [K, 4] cx, cy, w, h
+    anchor_wh = anchors[pos.anchor]  # [K, 2]
 
-        # Classes (Darknet's label smoothing pulls both 0 and 1 towards 0.5).
-        cls_target = pos.classes
-        eps = float(opts.label_smooth_eps)
-        if eps > 0:
-            cls_target = cls_target * (1.0 - eps) + 0.5 * eps
-        cls_loss = opts.cls_normalizer * _bce(p[:, 5:], cls_target, bool(new_coords)).sum()
+    # Classes (Darknet's label smoothing pulls both 0 and 1 towards 0.5).
+    cls_target = pos.classes
+    eps = float(opts.label_smooth_eps)
+    if eps > 0:
+        cls_target = cls_target * (1.0 - eps) + 0.5 * eps
+    cls_loss = opts.cls_normalizer * _bce(p[:, 5:], cls_target, bool(new_coords)).sum()
 
-        kind = str(opts.iou_loss).lower()
-        if kind == "mse":
-            xy = p[:, :2] if new_coords else p[:, :2].sigmoid()
-            xy = xy * scale_x_y - 0.5 * (scale_x_y - 1.0)
-            cell = torch.stack((pos.gx, pos.gy), dim=1).float()
-            txy = truth[:, :2] * torch.tensor([grid_w / width, grid_h / height], device=device) - cell
-            if new_coords:
-                twh = torch.sqrt(truth[:, 2:4] / (4.0 * anchor_wh))
-            else:
-                twh = torch.log(truth[:, 2:4] / anchor_wh)
-            scale = 2.0 - truth[:, 2] * truth[:, 3] / (width * height)
-            sq = (xy - txy).pow(2).sum(1) + (p[:, 2:4] - twh).pow(2).sum(1)
-            box_loss = opts.iou_normalizer * 0.5 * (scale * sq).sum()
+    kind = str(opts.iou_loss).lower()
+    if kind == "mse":
+        xy = p[:, :2] if new_coords else p[:, :2].sigmoid()
+        xy = xy * scale_x_y - 0.5 * (scale_x_y - 1.0)
+        cell = torch.stack((pos.gx, pos.gy), dim=1).float()
+        txy = truth[:, :2] * torch.tensor([grid_w / width, grid_h / height], device=device) - cell
+        if new_coords:
+            twh = torch.sqrt(truth[:, 2:4] / (4.0 * anchor_wh))
         else:
-            pred = decode_boxes(p[:, :4], anchor_wh, pos.gx.float(), pos.gy.float(), grid_hw, img_size_hw,
-                                scale_x_y, new_coords)
-            box_loss = opts.iou_normalizer * _iou_variant_loss(kind, pred, cxcywh_to_xyxy(truth)).sum()
-        return box_loss, obj_loss, cls_loss, len(pos)
+            twh = torch.log(truth[:, 2:4] / anchor_wh)
+        scale = 2.0 - truth[:, 2] * truth[:, 3] / (width * height)
+        sq = (xy - txy).pow(2).sum(1) + (p[:, 2:4] - twh).pow(2).sum(1)
+        box_loss = opts.iou_normalizer * 0.5 * (scale * sq).sum()
+    else:
+        pred = decode_boxes(p[:, :4], anchor_wh, pos.gx.float(), pos.gy.float(), grid_hw, img_size_hw,
+                            scale_x_y, new_coords)
+        box_loss = opts.iou_normalizer * _iou_variant_loss(kind, pred, cxcywh_to_xyxy(truth)).sum()
+    return box_loss, obj_loss, cls_loss, len(pos)
 
 
-__all__ = ["YoloLoss", "HeadTargets", "assign_targets", "usable_targets", "decode_boxes", "wh_iou",
+__all__ = ["YoloLoss", "HEAD_LOSSES", "register_head_loss", "yolo_head_loss", "check_yolo_head", "HeadTargets", "assign_targets", "usable_targets", "decode_boxes", "wh_iou",
            "elementwise_iou", "cxcywh_to_xyxy", "IOU_LOSSES"]
