@@ -250,6 +250,9 @@ def parse_args(argv=None):
     p.add_argument("--half", action="store_true", help="fp16 inference (CUDA only)")
     p.add_argument("--classes", type=int, nargs="+", default=None, help="keep only these class indices")
     p.add_argument("--agnostic-nms", action="store_true", help="class-agnostic NMS")
+    p.add_argument("--nms-kind", default=None, choices=["default", "greedynms", "diounms"],
+                   help="Darknet's NMS variant (default: the cfg's nms_kind of its last [yolo])")
+    p.add_argument("--beta-nms", type=float, default=None, help="DIoU-NMS exponent (default: the cfg's beta_nms)")
     p.add_argument("--max-det", type=int, default=300, help="most detections per image")
     p.add_argument("--batch-size", type=int, default=1, help="images per forward pass")
     p.add_argument("--output", type=Path, default=Path("runs/detect"), help="parent of the run folders")
@@ -292,7 +295,8 @@ def main(args) -> Path:
     try:
         detector = Detector(args.cfg, args.weights, names=args.names, device=device, img_size=img_size,
                             conf_thres=args.conf_thres, iou_thres=args.iou_thres, resize=args.resize,
-                            half=args.half, classes=args.classes, agnostic=args.agnostic_nms, max_det=args.max_det)
+                            half=args.half, classes=args.classes, agnostic=args.agnostic_nms, max_det=args.max_det,
+                            nms_kind=args.nms_kind, beta_nms=args.beta_nms)
     except (CfgError, WeightsError, ValueError, FileNotFoundError) as exc:
         fail(str(exc).strip().splitlines()[0])
     if args.half and detector.device.type != "cuda":

@@ -27,7 +27,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .ops import LetterboxInfo, letterbox_params, postprocess, scale_boxes_to_original
+from .ops import LetterboxInfo, letterbox_params, nms_settings, postprocess, scale_boxes_to_original
 
 logger = logging.getLogger(__name__)
 
@@ -398,6 +398,8 @@ class Detector:
             plain eval model. compile: ``torch.compile`` the prepared model.
         max_batch: most images per forward pass (default: 1 on the CPU, where that is fastest because
             activations stay in the caches; all at once on CUDA).
+        nms_kind, beta_nms: Darknet's NMS variant (:func:`yolo.ops.nms`); default: the cfg's own, from
+            its last ``[yolo]`` section (``nms_kind``, ``beta_nms``), as Darknet does.
 
     ``detector(images)`` takes a path, a BGR ``uint8`` image, or a list of them, and returns one dict
     per image: ``boxes`` ``Float[K, 4]`` xyxy original-image pixels, ``scores`` ``Float[K]``,
@@ -422,6 +424,8 @@ class Detector:
         fast: bool = True,
         compile: bool = False,
         max_batch: Optional[int] = None,
+        nms_kind: Optional[str] = None,
+        beta_nms: Optional[float] = None,
     ):
         from .model import load_model
 
@@ -444,6 +448,9 @@ class Detector:
         self.resize = resize
         self.classes = list(classes) if classes is not None else None
         self.agnostic, self.multi_label, self.max_det = agnostic, multi_label, int(max_det)
+        cfg_kind, cfg_beta = nms_settings(getattr(self.model, "sections", ()))
+        self.nms_kind = nms_kind if nms_kind is not None else cfg_kind
+        self.beta_nms = float(beta_nms) if beta_nms is not None else cfg_beta
         if fast:
             self.net = prepare_for_inference(self.model, self.device, half=self.half, compile=compile,
                                              example_hw=self.img_size)
@@ -504,7 +511,8 @@ class Detector:
                     shapes: Sequence[Tuple[int, int]]) -> List[Dict]:
         """Model output ``Float[N, B, 5+C]`` -> per-image detections in original pixels (CPU tensors)."""
         dets = postprocess(predictions.float(), self.conf_thres, self.iou_thres, classes=self.classes,
-                           agnostic=self.agnostic, multi_label=self.multi_label, max_det=self.max_det)
+                           agnostic=self.agnostic, multi_label=self.multi_label, max_det=self.max_det,
+                           nms_kind=self.nms_kind, beta_nms=self.beta_nms)
         out = []
         for det, info, shape in zip(dets, infos, shapes):
             boxes = scale_boxes_to_original(det["boxes"], info, shape).cpu()

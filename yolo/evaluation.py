@@ -736,8 +736,10 @@ def evaluate_model(
     """
     from tqdm import tqdm
 
-    from .ops import postprocess, scale_boxes_to_original
+    from .ops import nms_settings, postprocess, scale_boxes_to_original
 
+    # Darknet's own NMS variant for the cfg (its last [yolo]'s nms_kind / beta_nms).
+    nms_kind, beta_nms = nms_settings(getattr(getattr(model, "module", model), "sections", ()))
     if device is None:
         device = next(model.parameters()).device
     device = torch.device(device)
@@ -766,7 +768,8 @@ def evaluate_model(
                     raise TypeError("the model returned raw head maps: is it an eval-mode Darknet detector?")
                 _sync(device)
                 t2 = time.perf_counter()
-                dets = postprocess(preds.float(), conf_thres, iou_thres, multi_label=multi_label, max_det=max_det)
+                dets = postprocess(preds.float(), conf_thres, iou_thres, multi_label=multi_label, max_det=max_det,
+                                   nms_kind=nms_kind, beta_nms=beta_nms)
                 image_ids, out = [], []
                 for det, info in zip(dets, infos):
                     shape = _info_get(info, "shape", "original_shape", "orig_shape")

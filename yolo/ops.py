@@ -30,6 +30,9 @@ __all__ = [
     "scale_boxes_to_original",
     "postprocess",
     "empty_detections",
+    "NMS_KINDS",
+    "nms",
+    "nms_settings",
 ]
 
 # Darknet fills letterbox borders with 0.5 on 0..1 data; uint8 images cannot hold 127.5, so the
@@ -209,6 +212,76 @@ def empty_detections(device: Union[str, torch.device, None] = None, dtype=torch.
     }
 
 
+# Darknet's NMS variants, named as in a [yolo] section's ``nms_kind`` (src/parser.c parse_yolo):
+# "default" is do_nms_sort (plain IoU); "greedynms" and "diounms" go through diounms_sort, which compares
+# IoU - (d^2 / c^2) ** beta with the threshold (d: distance of the centres, c: diagonal of the enclosing box);
+# greedynms always uses beta = 0.6 (box_diou), diounms the section's beta_nms (box_diounms).
+NMS_KINDS = ("default", "greedynms", "diounms")
+_GREEDY_BETA = 0.6
+
+
+def nms_settings(sections: Sequence) -> Tuple[str, float]:
+    """``(nms_kind, beta_nms)`` that Darknet applies for a cfg: those of its *last* layer (Darknet's
+    detector reads ``net.layers[net.n - 1]``) when that is a ``[yolo]`` head, else ``("default", 0.6)``.
+
+    ``sections`` are :class:`yolo.cfg.Section` objects (anything with ``type``, ``has`` and ``get_str`` /
+    ``get_float``). A name Darknet does not know for ``[yolo]`` (e.g. ``cornersnms``, which only its
+    ``[Gaussian_yolo]`` reads) falls back to ``default``, as in Darknet.
+    """
+    sections = list(sections)
+    last = sections[-1] if sections else None
+    if last is None or last.type != "yolo":
+        return "default", 0.6
+    kind = last.get_str("nms_kind", "default").strip()
+    beta = last.get_float("beta_nms", 0.6)
+    return (kind if kind in NMS_KINDS else "default"), float(beta)
+
+
+def _distance_iou_matrix(boxes: torch.Tensor, beta: float) -> torch.Tensor:
+    """``IoU - (d^2 / c^2) ** beta`` for every pair of xyxy ``boxes`` ``Float[K, 4]`` -> ``Float[K, K]``
+    (Darknet's box_diounms; pairs whose enclosing box has a zero diagonal get the plain IoU)."""
+    iou = torchvision.ops.box_iou(boxes, boxes)
+    centres = (boxes[:, :2] + boxes[:, 2:]) / 2
+    d2 = (centres[:, None, :] - centres[None, :, :]).pow(2).sum(-1)
+    lt = torch.minimum(boxes[:, None, :2], boxes[None, :, :2])
+    rb = torch.maximum(boxes[:, None, 2:], boxes[None, :, 2:])
+    c2 = (rb - lt).pow(2).sum(-1)
+    term = torch.where(c2 > 0, (d2 / c2.clamp(min=1e-30)).pow(beta), torch.zeros_like(c2))
+    return iou - term
+
+
+def nms(boxes: torch.Tensor, scores: torch.Tensor, groups: torch.Tensor, iou_thres: float,
+        kind: str = "default", beta_nms: float = 0.6) -> torch.Tensor:
+    """Greedy NMS within each group (class), Darknet's ``nms_kind`` variants.
+
+    Args:
+        boxes: ``Float[K, 4]`` xyxy. scores: ``Float[K]``. groups: ``Int64[K]`` (boxes of different groups
+            never suppress each other).
+        iou_thres: a box is dropped when its overlap measure with a better box of its group is ``> iou_thres``.
+        kind: ``"default"`` (IoU), ``"greedynms"`` (IoU - (d/c)^1.2), ``"diounms"`` (IoU - (d^2/c^2)^beta_nms).
+
+    Returns:
+        ``Int64[M]`` indices of the kept boxes, by decreasing score.
+    """
+    if kind not in NMS_KINDS:
+        raise ValueError(f"unknown nms_kind {kind!r}; known: {', '.join(NMS_KINDS)}")
+    if kind == "default":
+        return torchvision.ops.batched_nms(boxes, scores, groups, iou_thres)
+    beta = _GREEDY_BETA if kind == "greedynms" else float(beta_nms)
+    kept = []
+    for group in groups.unique():
+        idx = (groups == group).nonzero(as_tuple=True)[0]
+        idx = idx[scores[idx].argsort(descending=True)]
+        suppress = (_distance_iou_matrix(boxes[idx].double(), beta) > iou_thres).cpu().numpy()
+        alive = np.ones(len(idx), dtype=bool)
+        for i in range(len(idx)):
+            if alive[i]:
+                alive[i + 1:] &= ~suppress[i, i + 1:]
+        kept.append(idx[torch.from_numpy(alive).to(idx.device)])
+    keep = torch.cat(kept) if kept else groups.new_zeros((0,))
+    return keep[scores[keep].argsort(descending=True)]
+
+
 def postprocess(
     predictions: torch.Tensor,
     conf_thres: float = 0.25,
@@ -217,6 +290,8 @@ def postprocess(
     agnostic: bool = False,
     multi_label: bool = False,
     max_det: int = 300,
+    nms_kind: str = "default",
+    beta_nms: float = 0.6,
 ) -> List[Dict[str, torch.Tensor]]:
     """Decoded predictions -> thresholded, NMS-filtered detections, one dict per image.
 
@@ -230,6 +305,7 @@ def postprocess(
         multi_label: keep every class above the threshold for a box (each as its own detection, as
             Darknet does for evaluation) instead of only the best class.
         max_det: keep at most this many detections per image (highest scores first).
+        nms_kind, beta_nms: Darknet's NMS variant (:func:`nms`; a cfg's choice: :func:`nms_settings`).
 
     Returns:
         ``N`` dicts with ``boxes`` ``Float[K, 4]`` xyxy input pixels, ``scores`` ``Float[K]`` and
@@ -268,7 +344,7 @@ def postprocess(
             results.append(empty_detections(predictions.device, predictions.dtype))
             continue
         group = torch.zeros_like(labels) if agnostic else labels
-        keep = torchvision.ops.batched_nms(boxes, scores, group, iou_thres)[:max_det]
+        keep = nms(boxes, scores, group, iou_thres, nms_kind, beta_nms)[:max_det]
         results.append({
             "boxes": boxes[keep].to(predictions.dtype),
             "scores": scores[keep].to(predictions.dtype),
