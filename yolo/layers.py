@@ -65,12 +65,22 @@ class ConvBNAct(nn.Module):
         self.bn = nn.BatchNorm2d(out_channels, eps=1e-5, momentum=0.01) if batch_normalize else None
         self.act = create_activation(activation)
         self.activation = activation
+        self.batch_normalize = batch_normalize  # what the cfg asked for, even after fuse()
 
     def forward(self, x):
         x = self.conv(x)
         if self.bn is not None:
             x = self.bn(x)
         return self.act(x)
+
+    def darknet_weights(self) -> List[torch.Tensor]:
+        """Tensors in ``.weights`` file order (see :mod:`yolo.weights`): biases (BN beta), then with BN
+        scales, rolling mean, rolling variance, then the OIHW weights."""
+        if self.bn is not None:
+            return [self.bn.bias, self.bn.weight, self.bn.running_mean, self.bn.running_var, self.conv.weight]
+        if self.conv.bias is None or self.batch_normalize:
+            raise ValueError("BatchNorm was folded into the conv (fuse()); Darknet weights need the unfused model")
+        return [self.conv.bias, self.conv.weight]
 
     @torch.no_grad()
     def fuse(self) -> None:
@@ -224,6 +234,11 @@ class HeadOptions:
     cls_normalizer: float = 1.0
     max_delta: float = float("inf")
     label_smooth_eps: float = 0.0
+    delta_normalizer: float = 1.0
+    objectness_smooth: int = 0
+    focal_loss: int = 0
+    iou_thresh_kind: str = "iou"
+    counters_per_class: str = ""  # comma-separated counts, one per class ("" = none)
     random: int = 0
     jitter: float = 0.2
     resize: float = 1.0

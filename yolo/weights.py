@@ -2,8 +2,9 @@
 
 Layout: int32 major, int32 minor, int32 revision, then ``seen`` (images trained on) as 8 bytes when
 major*10 + minor >= 2, else 4 bytes; then float32 values for every layer that has weights, in cfg order.
-A ``[convolutional]`` layer stores biases[n] (the BN beta when batch_normalize=1), then with BN
-scales[n], rolling mean[n], rolling variance[n], then weights[n * c/groups * k * k] (OIHW order).
+Each layer type stores its own tensors in its own order, given by its module's ``darknet_weights()``
+(see :func:`layer_tensors`). A ``[convolutional]`` layer stores biases[n] (the BN beta when batch_normalize=1),
+then with BN scales[n], rolling mean[n], rolling variance[n], then weights[n * c/groups * k * k] (OIHW order).
 
 ``cutoff=N`` limits reading/writing to layers 0..N-1 (how partial files such as ``darknet53.conv.74``
 are made and used). Without a cutoff the file must hold exactly the floats the cfg needs.
@@ -18,8 +19,6 @@ from typing import TYPE_CHECKING, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
-
-from .layers import ConvBNAct
 
 if TYPE_CHECKING:
     from .model import Darknet
@@ -76,30 +75,29 @@ def read_header(path: Union[str, Path]) -> DarknetHeader:
 
 
 def layer_tensors(model: "Darknet", cutoff: Optional[int] = None) -> List[Tuple[int, List[torch.Tensor]]]:
-    """(layer index, tensors in file order) for each layer with weights, layers 0..cutoff-1."""
+    """(layer index, tensors in file order) for each layer with weights, layers 0..cutoff-1.
+
+    The protocol: a module that has weights in a ``.weights`` file defines ``darknet_weights()``, returning
+    its tensors in Darknet's file order (e.g. :meth:`yolo.layers.ConvBNAct.darknet_weights`); modules
+    without it hold nothing in the file. A module may raise ``ValueError`` when it cannot be written
+    (a fused conv).
+    """
     n_layers = len(model.module_list) if cutoff is None else cutoff
     if not 0 <= n_layers <= len(model.module_list):
         raise WeightsError(f"cutoff={cutoff} is outside 0..{len(model.module_list)} (the cfg has "
                            f"{len(model.module_list)} layers)")
     out = []
     for index, module in enumerate(model.module_list[:n_layers]):
-        if isinstance(module, ConvBNAct):
-            conv, bn = module.conv, module.bn
-            if bn is not None:
-                tensors = [bn.bias, bn.weight, bn.running_mean, bn.running_var, conv.weight]
-            elif _was_fused(model, index):
-                raise WeightsError(f"layer {index} was fused (BatchNorm folded into the conv); "
-                                   "Darknet weights need the unfused model")
-            else:
-                tensors = [conv.bias, conv.weight]
+        method = getattr(module, "darknet_weights", None)
+        if method is None:
+            continue
+        try:
+            tensors = list(method())
+        except ValueError as exc:
+            raise WeightsError(f"layer {index}: {exc}") from None
+        if tensors:
             out.append((index, tensors))
     return out
-
-
-def _was_fused(model: "Darknet", index: int) -> bool:
-    """True when the cfg asked for BatchNorm at ``index`` but the module no longer has it."""
-    section = model.sections[index + 1]
-    return bool(section.get_int("batch_normalize", 0)) and model.module_list[index].bn is None
 
 
 def float_count(model: "Darknet", cutoff: Optional[int] = None) -> int:

@@ -221,6 +221,26 @@ class DarknetRef:
         self._run(["forward", cfg_path, weights or "-", x.shape[0], job / "input.f32", job])
         return LayerDump(job)
 
+    def sequence(self, cfg: CfgLike, weights: Optional[Path], x: np.ndarray, time_steps: int, calls: int = 1,
+                 train: bool = False, **net_options) -> List[LayerDump]:
+        """``calls`` forward passes with ``time_steps``, recurrent state kept between them; one dump per call.
+
+        ``x`` is Float[calls * N, C, H, W]: call k reads images k*N .. k*N+N-1, a time-major batch of N = T x N/T
+        (image t*N/T + s is time step t of sequence s). Each dump's arrays cover all N images. ``train=True``
+        forwards with Darknet's training flag (training buffers, no backward).
+        """
+        job = self._job()
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        if x.shape[0] % calls or (x.shape[0] // calls) % time_steps:
+            raise ValueError(f"{x.shape[0]} images do not split into {calls} calls of time_steps={time_steps} x sequences")
+        n = x.shape[0] // calls
+        opts = {"height": x.shape[2], "width": x.shape[3], "channels": x.shape[1], "time_steps": time_steps,
+                "batch": n // time_steps, "subdivisions": 1, **net_options}
+        cfg_path = self._cfg(job, cfg, opts)
+        x.tofile(job / "input.f32")
+        self._run(["sequence", cfg_path, weights or "-", n, time_steps, calls, int(train), job / "input.f32", job])
+        return [LayerDump(job / str(k)) for k in range(calls)]
+
     def train(self, cfg: CfgLike, weights: Optional[Path], x: np.ndarray, truths: Sequence[np.ndarray],
               subdivisions: int = 1, **net_options) -> LayerDump:
         """``train_network_datum`` over ``subdivisions`` sub-batches of ``x`` (no update); see :class:`LayerDump`.
@@ -242,6 +262,22 @@ class DarknetRef:
         self._prepare_train(job, cfg, x, truths, subdivisions, net_options)
         out = self._run(["step", job / "net.cfg", weights or "-", job / "input.f32", job / "truth.bin", out_weights])
         return float(re.search(r"^rate (\S+)$", out, re.M).group(1))
+
+    def layers(self, cfg: CfgLike, **net_options) -> List[LayerMeta]:
+        """Darknet's layer table for ``cfg`` (parse only, batch 1; ``cost`` is 0).
+
+        Raises ``RuntimeError`` with Darknet's message when Darknet refuses the cfg.
+        """
+        job = self._job()
+        cfg_path = self._cfg(job, cfg, dict(net_options))
+        out = self._run(["layers", cfg_path], threads=1)
+        metas = []
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) == 8 and parts[0].isdigit():
+                i, kind, c, h, w, outputs, batch, cost = parts
+                metas.append(LayerMeta(int(i), kind, int(c), int(h), int(w), int(outputs), int(batch), float(cost)))
+        return metas
 
     def rates(self, cfg: CfgLike, updates: int, **net_options) -> np.ndarray:
         """``get_current_rate`` for update numbers 0..updates (Darknet's ``get_current_batch``)."""

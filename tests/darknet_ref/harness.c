@@ -6,6 +6,16 @@
  *                                                    updates, and each layer's cost
  *   harness step    CFG WEIGHTS INPUT TRUTH OUTW    as train, then one update_network; writes the new weights
  *   harness rate    CFG N                            get_current_rate at update numbers 0..N: 'rate R' lines
+ *   harness layers  CFG                              parse only (batch 1): one line per layer on stdout,
+ *                                                    'index type out_c out_h out_w outputs batch 0' as layers.txt
+ *
+ *   harness sequence CFG WEIGHTS N T CALLS TRAIN INPUT OUTDIR
+ *                          CALLS forward passes, each over the next N images of INPUT (N = T time steps x N/T
+ *                          sequences, time-major) with time_steps=T, the recurrent state kept between calls
+ *                          as Darknet keeps it; TRAIN=1 builds training buffers (cfg batch/subdivisions must give
+ *                          N) and forwards with state.train=1 (no backward). Call k writes OUTDIR/k/out_i.f32
+ *                          with l.outputs * N floats (a recurrent layer's l.batch is N/T) and OUTDIR/k/layers.txt
+ *                          whose batch column is N.
  *
  * WEIGHTS may be "-" (Darknet's own initialization). INPUT holds float32 N x C x H x W, RGB 0..1, planar.
  * TRUTH holds, per image, an int32 count k then k x 6 float32 (x, y, w, h, class, track id; normalized).
@@ -16,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "darknet.h"
 #include "network.h"
@@ -108,6 +119,45 @@ static void train_all(network *net, const char *input_path, const char *truth_pa
     free(x);
 }
 
+/* Every layer's whole output over the net's batch (recurrent layers keep l.batch = batch / time_steps). */
+static void dump_sequence(network *net, const char *dir) {
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/layers.txt", dir);
+    FILE *meta = fopen(path, "w");
+    if (!meta) die("cannot write", path);
+    int i;
+    for (i = 0; i < net->n; ++i) {
+        layer l = net->layers[i];
+        write_floats(dir, "out", i, l.output, (size_t)l.outputs * net->batch);
+        fprintf(meta, "%d %s %d %d %d %d %d 0\n", i, get_layer_string(l.type), l.out_c, l.out_h, l.out_w, l.outputs,
+                net->batch);
+    }
+    fclose(meta);
+}
+
+static void run_sequence(char **argv) {
+    int n = atoi(argv[4]), steps = atoi(argv[5]), calls = atoi(argv[6]), train = atoi(argv[7]);
+    if (n < 1 || steps < 1 || n % steps || calls < 1) die("bad N/T/CALLS", argv[4]);
+    /* batch 0 = training buffers, batch and time_steps taken from the cfg's [net] */
+    network net = parse_network_cfg_custom(argv[2], train ? 0 : n, train ? 0 : steps);
+    if (net.batch != n || net.time_steps != steps) die("the cfg's [net] batch/time_steps do not give N and T", "");
+    if (strcmp(argv[3], "-") != 0) load_weights(&net, argv[3]);
+    float *x = read_floats(argv[8], (size_t)calls * n * net.inputs);
+    int k;
+    for (k = 0; k < calls; ++k) {
+        network_state state = {0};
+        state.net = net;
+        state.input = x + (size_t)k * n * net.inputs;
+        state.train = train;
+        forward_network(net, state);
+        char dir[4096];
+        snprintf(dir, sizeof(dir), "%s/%d", argv[9], k);
+        mkdir(dir, 0755);
+        dump_sequence(&net, dir);
+    }
+    free(x);
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) die("usage: harness forward|train|step|rate CFG ...", "");
     const char *mode = argv[1];
@@ -142,6 +192,20 @@ int main(int argc, char **argv) {
             *net.seen = (uint64_t)k * net.batch * net.subdivisions;
             printf("rate %.9g\n", get_current_rate(net));
         }
+        return 0;
+    }
+    if (strcmp(mode, "layers") == 0 && argc == 3) {
+        network net = parse_network_cfg_custom(argv[2], 1, 1);
+        int i;
+        for (i = 0; i < net.n; ++i) {
+            layer l = net.layers[i];
+            printf("%d %s %d %d %d %d %d 0\n", i, get_layer_string(l.type), l.out_c, l.out_h, l.out_w, l.outputs,
+                   l.batch);
+        }
+        return 0;
+    }
+    if (strcmp(mode, "sequence") == 0 && argc == 10) {
+        run_sequence(argv);
         return 0;
     }
     die("bad arguments for mode", mode);
