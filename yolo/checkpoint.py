@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 import torch
 
@@ -38,7 +38,7 @@ def save_checkpoint(ckpt: Dict[str, Any], path: Union[str, Path]) -> Path:
     """Write ``ckpt`` to ``path`` atomically; returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = temp_path(path)
     try:
         torch.save(ckpt, tmp)
         os.replace(tmp, path)
@@ -46,6 +46,25 @@ def save_checkpoint(ckpt: Dict[str, Any], path: Union[str, Path]) -> Path:
         if tmp.exists():
             tmp.unlink()
     return path
+
+
+def temp_path(path: Path) -> Path:
+    """Where :func:`save_checkpoint` writes ``path`` before renaming it: ``.NAME.PID.tmp`` beside it."""
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def remove_stale_temp_files(folder: Union[str, Path]) -> List[Path]:
+    """Delete the ``.NAME.PID.tmp`` files that a process killed during a save left in ``folder``.
+
+    Only names of that form whose PID is not this process's are removed; returns the removed paths.
+    """
+    removed = []
+    for tmp in Path(folder).glob(".*.*.tmp"):
+        pid = tmp.name[:-len(".tmp")].rsplit(".", 1)[-1]
+        if pid.isdigit() and int(pid) != os.getpid() and tmp.is_file():
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp)
+    return removed
 
 
 def load_checkpoint_file(path: Union[str, Path]) -> Dict[str, Any]:

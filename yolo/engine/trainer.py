@@ -39,7 +39,7 @@ import yaml
 
 from ..runs import increment_path
 from ..cfg import parse_cfg, parse_cfg_text
-from ..checkpoint import load_checkpoint_file, model_checkpoint, save_checkpoint
+from ..checkpoint import load_checkpoint_file, model_checkpoint, remove_stale_temp_files, save_checkpoint, temp_path
 from ..loss import YoloLoss
 from ..model import Darknet
 from .config import ConfigError, TrainOptions, resolve_hyp
@@ -435,6 +435,7 @@ class Trainer:
                 run_dir = str(increment_path(Path(opt.project) / opt.name))
             self.run_dir = Path(broadcast_object(run_dir))
         if self.main:
+            self._recover_run_folder(resumed=resume_ckpt is not None)
             if resume_ckpt is None:  # a resumed run keeps the settings files it started with
                 self._write_settings()
             if hyp["tensorboard"]:
@@ -462,6 +463,17 @@ class Trainer:
         if self.main:
             logger.info("resuming %s at epoch %d, update %d of the epoch (update %d overall)", self.resume_path,
                         self.epoch + 1, self.epoch_step, self.global_step)
+
+    def _recover_run_folder(self, resumed: bool) -> None:
+        """Undo what a kill during a save left behind: temp files, and a best score without its best.pt."""
+        stale = remove_stale_temp_files(self.run_dir)
+        if stale:
+            logger.warning("removed %d unfinished file(s) of an interrupted save: %s", len(stale),
+                           ", ".join(p.name for p in stale))
+        if resumed and self.best_fitness >= 0 and not (self.run_dir / "best.pt").is_file():
+            logger.warning("%s is missing although last.pt records a best fitness of %.4f: the next evaluation "
+                           "writes a new best.pt", self.run_dir / "best.pt", self.best_fitness)
+            self.best_fitness = -1.0
 
     def _write_settings(self) -> None:
         d = self.run_dir
@@ -724,7 +736,7 @@ class Trainer:
         path = self.run_dir / "results.csv"
         rows = _read_results(path, before_epoch=epoch + 1)
         rows.append({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
-        tmp = path.with_name(f".{path.name}.tmp")
+        tmp = temp_path(path)
         with open(tmp, "w", newline="", encoding="utf-8") as f:
             writer = csv.DictWriter(f, fieldnames=RESULTS_COLUMNS)
             writer.writeheader()
@@ -757,10 +769,16 @@ class Trainer:
                                 epoch=self.epoch, metrics=self.last_metrics)
 
     def _save(self, best: bool) -> None:
+        """Write ``best.pt`` (when ``best``) and then ``last.pt``, each atomically.
+
+        The order makes a kill at any point recoverable: ``last.pt`` records the best score, so it must
+        never reach the disk before the ``best.pt`` holding that score. A kill between the two leaves the
+        previous ``last.pt``; resuming from it repeats the epoch and writes both again.
+        """
         ckpt = self._checkpoint()
-        save_checkpoint(ckpt, self.run_dir / "last.pt")
         if best:
             save_checkpoint(ckpt, self.run_dir / "best.pt")
+        save_checkpoint(ckpt, self.run_dir / "last.pt")
 
 
 # ------------------------------------------------------------------------------ helpers
