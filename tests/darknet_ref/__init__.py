@@ -279,6 +279,19 @@ class DarknetRef:
                 metas.append(LayerMeta(int(i), kind, int(c), int(h), int(w), int(outputs), int(batch), float(cost)))
         return metas
 
+    def kmeans(self, points: np.ndarray, init: Sequence[int]) -> "tuple[np.ndarray, int]":
+        """Darknet's k-means of box sizes (``do_kmeans``' loop) from the rows ``init`` of ``points``.
+
+        ``points``: Float[N, 2] widths, heights. Returns ``(centres Float32[K, 2] unsorted, iterations)``.
+        """
+        job = self._job()
+        np.ascontiguousarray(points, dtype=np.float32).reshape(-1, 2).tofile(job / "points.f32")
+        np.asarray(init, dtype=np.int32).tofile(job / "init.i32")
+        out = self._run(["kmeans", len(init), job / "points.f32", job / "init.i32"], threads=1)
+        centres = np.array([[float(v) for v in m] for m in re.findall(r"^center (\S+) (\S+)$", out, re.M)],
+                           dtype=np.float32)
+        return centres, int(re.search(r"^iterations (\d+)$", out, re.M).group(1))
+
     def rates(self, cfg: CfgLike, updates: int, **net_options) -> np.ndarray:
         """``get_current_rate`` for update numbers 0..updates (Darknet's ``get_current_batch``)."""
         job = self._job()

@@ -8,6 +8,10 @@
  *   harness rate    CFG N                            get_current_rate at update numbers 0..N: 'rate R' lines
  *   harness layers  CFG                              parse only (batch 1): one line per layer on stdout,
  *                                                    'index type out_c out_h out_w outputs batch 0' as layers.txt
+ *   harness kmeans  K POINTS INIT                    do_kmeans' loop (calc_anchors) from given initial centres:
+ *                                                    POINTS holds float32 N x 2 (w, h), INIT int32 K row indices
+ *                                                    (Darknet draws them with rand); prints 'iterations I' and
+ *                                                    K lines 'center W H' (unsorted, %.9g)
  *
  *   harness sequence CFG WEIGHTS N T CALLS TRAIN INPUT OUTDIR
  *                          CALLS forward passes, each over the next N images of INPUT (N = T time steps x N/T
@@ -31,6 +35,11 @@
 #include "darknet.h"
 #include "network.h"
 #include "parser.h"
+#include "matrix.h"
+
+/* k-means steps of src/matrix.c (not in its header). */
+int kmeans_expectation(matrix data, int *assignments, matrix centers);
+void kmeans_maximization(matrix data, int *assignments, matrix centers);
 
 static void die(const char *msg, const char *arg) {
     fprintf(stderr, "harness: %s %s\n", msg, arg ? arg : "");
@@ -206,6 +215,27 @@ int main(int argc, char **argv) {
     }
     if (strcmp(mode, "sequence") == 0 && argc == 10) {
         run_sequence(argv);
+        return 0;
+    }
+    if (strcmp(mode, "kmeans") == 0 && argc == 5) {
+        /* As do_kmeans, with random_centers replaced by the given rows. */
+        int k = atoi(argv[2]), i;
+        FILE *f = fopen(argv[3], "rb");
+        if (!f || k < 1) die("bad kmeans input", argv[3]);
+        fseek(f, 0, SEEK_END);
+        int n = (int)(ftell(f) / (2 * sizeof(float)));
+        fclose(f);
+        float *xy = read_floats(argv[3], (size_t)n * 2);
+        int *init = (int *)read_floats(argv[4], (size_t)k);  /* int32 and float32 have the same size */
+        matrix data = make_matrix(n, 2), centers = make_matrix(k, 2);
+        for (i = 0; i < n; ++i) { data.vals[i][0] = xy[2 * i]; data.vals[i][1] = xy[2 * i + 1]; }
+        for (i = 0; i < k; ++i) { centers.vals[i][0] = xy[2 * init[i]]; centers.vals[i][1] = xy[2 * init[i] + 1]; }
+        int *assignments = (int *)calloc((size_t)n, sizeof(int));
+        if (k == 1) kmeans_maximization(data, assignments, centers);
+        for (i = 0; i < 1000 && !kmeans_expectation(data, assignments, centers); ++i)
+            kmeans_maximization(data, assignments, centers);
+        printf("iterations %d\n", i);
+        for (i = 0; i < k; ++i) printf("center %.9g %.9g\n", centers.vals[i][0], centers.vals[i][1]);
         return 0;
     }
     die("bad arguments for mode", mode);
