@@ -196,11 +196,13 @@ def build_region(section: Section, shapes: List[Shape], prev: Shape) -> LayerInf
 
 # Options that Darknet uses only for training, data loading or post-processing: accepted silently.
 TRAINING_OPTIONS = {
-    "*": {"stopbackward", "dontload", "dontloadscales", "train_only_bn", "onlyforward", "learning_rate_scale"},
+    "*": {"stopbackward", "dontload", "dontloadscales", "train_only_bn", "onlyforward", "learning_rate_scale",
+          "learning_rate"},  # a layer's learning_rate: its rate scale (yolo.engine.trainer.build_optimizer)
     "net": {"batch", "subdivisions", "width", "height", "channels", "momentum", "decay", "angle", "saturation",
             "exposure", "hue", "learning_rate", "burn_in", "max_batches", "policy", "steps", "scales", "step",
             "gamma", "power", "mosaic", "cutmix", "mixup", "blur", "flip", "aspect", "max_crop", "min_crop",
-            "letter_box", "jitter", "adam", "b1", "b2", "eps", "inputs", "max_chart_loss", "sequential_subdivisions",
+            "letter_box", "jitter", "adam", "b1", "b2", "B1", "B2", "eps", "learning_rate_min", "sgdr_cycle",
+            "sgdr_mult", "inputs", "max_chart_loss", "sequential_subdivisions",
             "resize_step", "label_smooth_eps", "track", "time_steps", "gaussian_noise", "ema_alpha", "loss_scale",
             "dynamic_minibatch", "optimized_memory", "workspace_size_limit_MB", "random", "seed", "rank",
             "center", "crop_width", "crop_height", "hue_shift", "contrastive", "unsupervised", "mosaic_bound"},

@@ -3,14 +3,17 @@
 Hyperparameters come from three places, each overriding the one before:
 
 1. the cfg's ``[net]`` section (Darknet's own keys: ``batch``, ``subdivisions``, ``learning_rate``,
-   ``momentum``, ``decay``, ``burn_in``, ``power``, ``policy``, ``steps``, ``scales``, ``step``, ``scale``,
-   ``gamma``, ``max_batches``, ``width``/``height``, and the augmentation keys ``saturation``, ``exposure``,
+   ``momentum``, ``decay``, ``adam`` with ``B1``/``B2``/``eps``, the schedule keys (``burn_in``, ``power``,
+   ``policy``, ``steps``, ``scales``, ``step``, ``scale``, ``gamma``, ``max_batches``, ``learning_rate_min``,
+   ``sgdr_cycle``, ``sgdr_mult``; see :func:`yolo.engine.schedule.read_net_schedule`),
+   ``width``/``height``, and the augmentation keys ``saturation``, ``exposure``,
    ``hue``, ``flip``, ``mosaic``; ``jitter`` and ``random`` from the first ``[yolo]``);
 2. a hyperparameter YAML (``--hyp``) with the same names plus the keys of :data:`TRAINER_DEFAULTS`;
 3. command-line flags (``--epochs``, ``--batch-size``, ``--img-size``).
 
 ``batch`` is Darknet's: images per optimizer update over all processes; ``subdivisions`` splits it into
-mini-batches whose gradients are accumulated. With ``N`` processes each one loads
+mini-batches whose gradients are accumulated (a ``batch`` that is not a multiple of ``subdivisions`` is
+rounded down to one, as Darknet's integer ``batch / subdivisions`` does). With ``N`` processes each one loads
 ``batch / (subdivisions * N)`` images per mini-batch.
 """
 from __future__ import annotations
@@ -21,6 +24,8 @@ from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 import yaml
+
+from .schedule import SCHEDULE_DEFAULTS, LRSchedule, read_net_schedule, resolve_steps
 
 logger = logging.getLogger(__name__)
 
@@ -48,14 +53,16 @@ TRAINER_DEFAULTS: Dict[str, Any] = {
     "workers": None,            # data-loading processes (None: automatic)
 }
 
-# Darknet [net] keys used for training, with Darknet's defaults.
+# Darknet [net] keys used for training, with Darknet's defaults (parse_net_options). The schedule keys are
+# read by yolo.engine.schedule.read_net_schedule; ``adam``, ``B1``, ``B2`` and ``eps`` pick Darknet's Adam.
 NET_KEYS: Dict[str, Any] = {
-    "batch": 1, "subdivisions": 1, "learning_rate": 0.001, "momentum": 0.9, "decay": 0.0001,
-    "burn_in": 0, "power": 4.0, "policy": "constant", "steps": [], "scales": [], "step": 1, "scale": 1.0,
-    "gamma": 1.0, "max_batches": 0,
+    "batch": 1, "subdivisions": 1, "momentum": 0.9, "decay": 0.0001,
+    "adam": 0, "B1": 0.9, "B2": 0.999, "eps": 0.000001,
+    **SCHEDULE_DEFAULTS,
 }
-_INT_KEYS = {"batch", "subdivisions", "burn_in", "step", "max_batches"}
-_FLOAT_KEYS = {"learning_rate", "momentum", "decay", "power", "scale", "gamma"}
+_INT_KEYS = {"batch", "subdivisions", "burn_in", "step", "max_batches", "adam", "sgdr_mult"}
+_FLOAT_KEYS = {"learning_rate", "momentum", "decay", "power", "scale", "gamma", "B1", "B2", "eps",
+               "learning_rate_min"}
 
 
 class ConfigError(ValueError):
@@ -134,16 +141,13 @@ def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, 
     from ..data.transforms import augment_from_cfg
 
     where = str(hyp_source) if isinstance(hyp_source, (str, Path)) else "hyp"
-    hyp: Dict[str, Any] = {}
-    for key, default in NET_KEYS.items():
-        if key in ("steps", "scales"):
-            hyp[key] = net.get_floats(key, default) if net.has(key) else list(default)
-        elif key == "policy":
-            hyp[key] = net.get_str(key, default)
-        elif key in _INT_KEYS:
-            hyp[key] = net.get_int(key, default)
-        else:
-            hyp[key] = net.get_float(key, default)
+    hyp: Dict[str, Any] = read_net_schedule(net)
+    for key in ("batch", "subdivisions", "adam"):
+        hyp[key] = net.get_int(key, NET_KEYS[key])
+    for key in ("momentum", "decay"):
+        hyp[key] = net.get_float(key, NET_KEYS[key])
+    for key in ("B1", "B2", "eps"):  # Darknet reads them only with adam=1
+        hyp[key] = net.get_float(key, NET_KEYS[key]) if hyp["adam"] else NET_KEYS[key]
     hyp["img_size"] = [net.get_int("height", 416), net.get_int("width", 416)]
     hyp.update({k: (dict(v) if isinstance(v, dict) else (list(v) if isinstance(v, list) else v))
                 for k, v in TRAINER_DEFAULTS.items()})
@@ -163,6 +167,8 @@ def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, 
         hyp[key] = int(hyp[key])
     for key in _FLOAT_KEYS:
         hyp[key] = float(hyp[key])
+    if hyp["sgdr_cycle"] is not None:
+        hyp["sgdr_cycle"] = int(hyp["sgdr_cycle"])
     for key in ("steps", "scales"):
         value = hyp[key]
         if isinstance(value, (int, float)):
@@ -170,11 +176,25 @@ def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, 
         elif isinstance(value, str):
             value = [float(v) for v in value.split(",") if v.strip()]
         hyp[key] = [float(v) for v in value]
+    try:  # the schedule's own checks (policy name, steps against scales, ...) on the merged values;
+        # a run without max_batches gets its length later (from --epochs): 1 stands in for it here
+        check = {k: hyp[k] for k in SCHEDULE_DEFAULTS}
+        check["max_batches"] = hyp["max_batches"] or 1
+        check["sgdr_cycle"] = hyp["sgdr_cycle"] or check["max_batches"]
+        check["steps"] = resolve_steps(hyp["steps"], check["max_batches"])
+        LRSchedule(**check)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
     hyp["img_size"] = list(_img_size(hyp["img_size"], where))
     if hyp["batch"] < 1 or hyp["subdivisions"] < 1:
         raise ConfigError(f"batch={hyp['batch']} and subdivisions={hyp['subdivisions']} must be positive")
-    if hyp["batch"] % hyp["subdivisions"]:
-        raise ConfigError(f"batch={hyp['batch']} is not a multiple of subdivisions={hyp['subdivisions']}")
+    if hyp["batch"] % hyp["subdivisions"]:  # Darknet: mini-batch = batch / subdivisions, rounded down
+        whole = hyp["batch"] // hyp["subdivisions"] * hyp["subdivisions"]
+        if whole < 1:
+            raise ConfigError(f"batch={hyp['batch']} is smaller than subdivisions={hyp['subdivisions']}")
+        logger.warning("batch=%d is not a multiple of subdivisions=%d: an update takes %d images, as in Darknet",
+                       hyp["batch"], hyp["subdivisions"], whole)
+        hyp["batch"] = whole
     if hyp["epochs"] is not None:
         hyp["epochs"] = int(hyp["epochs"])
         if hyp["epochs"] < 1:

@@ -3,8 +3,9 @@
 One optimizer update consumes ``batch`` images (over all processes) in ``subdivisions`` mini-batches whose
 gradients are accumulated; the loss is per image (:class:`yolo.loss.YoloLoss`), each mini-batch's loss is
 divided by ``subdivisions``, so the update sees the mean gradient per image and Darknet's learning rates
-carry over. Weight decay applies to conv weights only (not to BatchNorm scales and shifts or biases, as in
-Darknet). The learning rate of update ``n`` is :class:`yolo.engine.schedule.LRSchedule` at ``n``.
+carry over. The update is Darknet's (:func:`build_optimizer`: SGD with momentum and weight decay on conv
+weights only, or Darknet's Adam with ``adam=1``; each layer's ``learning_rate`` key scales its rate). The
+learning rate of update ``n`` is :class:`yolo.engine.schedule.LRSchedule` at ``n``.
 
 A run folder ``runs/train/NAME`` (never an earlier run's) receives ``cfg.cfg``, ``hyp.yaml``, ``opt.yaml``
 and ``data.yaml`` (the exact settings), ``results.csv`` (one row per epoch), ``last.pt`` and ``best.pt``
@@ -129,18 +130,57 @@ def set_rng_state(state: Dict[str, Any]) -> None:
 
 
 # ------------------------------------------------------------------------------ optimizer
-def build_optimizer(model: nn.Module, lr: float, momentum: float, decay: float) -> torch.optim.SGD:
-    """SGD with momentum; weight decay on conv weights only (BatchNorm parameters and biases get none)."""
-    decayed, plain = [], []
+def _layer_lr_scales(model: nn.Module) -> Dict[int, float]:
+    """``id(parameter) ->`` its layer's ``learning_rate`` key (Darknet's per-layer ``learning_rate_scale``, default 1).
+
+    Only a :class:`yolo.model.Darknet` has cfg sections; any other module gets 1 everywhere.
+    """
+    scales: Dict[int, float] = {}
+    sections = getattr(model, "sections", None)
+    layers = getattr(model, "module_list", None)
+    if sections is None or layers is None:
+        return scales
+    for module, section in zip(layers, sections[1:]):
+        scale = section.get_float("learning_rate", 1.0)
+        for p in module.parameters():
+            scales[id(p)] = scale
+    return scales
+
+
+def build_optimizer(model: nn.Module, lr: float, momentum: float, decay: float, adam: bool = False,
+                    b1: float = 0.9, b2: float = 0.999, eps: float = 0.000001,
+                    batch: int = 1) -> torch.optim.Optimizer:
+    """Darknet's update of every layer (``update_convolutional_layer_gpu``) as a torch optimizer.
+
+    The gradients it receives are the mean over the ``batch`` images of an update (per-image loss, mini-batch
+    losses divided by ``subdivisions``), i.e. ``-weight_updates / batch`` in Darknet's terms.
+
+    * SGD (``adam`` False): Darknet adds ``-decay * batch * w`` to the summed negative gradient of weights
+      only, steps by ``rate / batch`` and keeps the sum times ``momentum``. Divided by ``batch`` that is
+      torch's SGD exactly: ``v = momentum * v + grad + decay * w``, ``w -= rate * v``, with
+      ``weight_decay = decay`` on conv/connected weights and none on biases and BatchNorm scales/shifts.
+    * Adam (``adam`` True, Darknet's CUDA ``adam_update_gpu``; its CPU build ignores ``adam`` and runs SGD):
+      every parameter, biases and BatchNorm scales included, gets ``decay``; Darknet's moments are of the
+      summed gradient, which scales them by ``batch`` and so is torch's Adam with ``eps / batch``.
+
+    Each group carries ``lr_scale``, its layers' ``learning_rate`` key: :func:`yolo.engine.schedule.set_lr`
+    gives it ``rate * lr_scale``.
+    """
+    scales = _layer_lr_scales(model)
+    groups: Dict[Tuple[bool, float], List[nn.Parameter]] = {}
     for module in model.modules():
         for name, p in module.named_parameters(recurse=False):
             if not p.requires_grad:
                 continue
-            is_weight = name == "weight" and isinstance(module, nn.modules.conv._ConvNd)
-            (decayed if is_weight else plain).append(p)
-    groups = [{"params": decayed, "weight_decay": decay, "name": "weights"},
-              {"params": plain, "weight_decay": 0.0, "name": "bn_and_biases"}]
-    return torch.optim.SGD([g for g in groups if g["params"]], lr=lr, momentum=momentum, nesterov=False)
+            is_weight = name == "weight" and isinstance(module, (nn.modules.conv._ConvNd, nn.Linear))
+            key = (bool(adam) or is_weight, scales.get(id(p), 1.0))
+            groups.setdefault(key, []).append(p)
+    param_groups = [{"params": params, "weight_decay": decay if decayed else 0.0, "lr": lr * scale,
+                     "lr_scale": scale, "name": ("decayed" if decayed else "not_decayed") + f"_x{scale:g}"}
+                    for (decayed, scale), params in sorted(groups.items(), key=lambda kv: (not kv[0][0], kv[0][1]))]
+    if adam:
+        return torch.optim.Adam(param_groups, lr=lr, betas=(b1, b2), eps=eps / max(int(batch), 1))
+    return torch.optim.SGD(param_groups, lr=lr, momentum=momentum, nesterov=False)
 
 
 def prior_head_biases(model: nn.Module, img_hw: Tuple[int, int], layers: Optional[List[int]] = None,
@@ -352,7 +392,9 @@ class Trainer:
             logger.info("froze layers 0..%d (%d parameter tensors)", opt.freeze - 1, len(self.frozen))
         model.to(self.device)
 
-        self.optimizer = build_optimizer(model, hyp["learning_rate"], hyp["momentum"], hyp["decay"])
+        self.optimizer = build_optimizer(model, hyp["learning_rate"], hyp["momentum"], hyp["decay"],
+                                         adam=bool(hyp.get("adam", 0)), b1=hyp.get("B1", 0.9), b2=hyp.get("B2", 0.999),
+                                         eps=hyp.get("eps", 0.000001), batch=hyp["batch"])
         self.amp = bool(hyp["amp"]) and self.device.type == "cuda"
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp)
         # Only rank 0 evaluates and saves, so only it keeps the moving average.
@@ -400,7 +442,11 @@ class Trainer:
             hyp["epochs"] = max(1, math.ceil(hyp["max_batches"] / self.steps_per_epoch))
         self.epochs = int(hyp["epochs"])
         self.total_steps = self.epochs * self.steps_per_epoch
-        self.schedule: LRSchedule = schedule_from_hyp(hyp, self.total_steps)
+        self.schedule: LRSchedule = schedule_from_hyp(hyp, self.total_steps, seed=opt.seed)
+        if (hyp["max_batches"] and hyp["max_batches"] != self.total_steps and hyp["policy"] in ("poly", "sgdr")
+                and self.main):
+            logger.warning("policy=%s follows max_batches=%d, but this run makes %d updates", hyp["policy"],
+                           hyp["max_batches"], self.total_steps)
         late = [s for s in self.schedule.steps if s > self.total_steps]
         if late and self.main:
             logger.warning("lr steps %s lie beyond this run's %d updates: they never apply", late, self.total_steps)
