@@ -263,6 +263,23 @@ class DarknetRef:
         out = self._run(["step", job / "net.cfg", weights or "-", job / "input.f32", job / "truth.bin", out_weights])
         return float(re.search(r"^rate (\S+)$", out, re.M).group(1))
 
+    def updates(self, cfg: CfgLike, weights: Optional[Path], x: np.ndarray, truths: Sequence[np.ndarray],
+                rounds: int, subdivisions: int = 1, **net_options) -> "tuple[List[float], List[List[LayerDump]], Path]":
+        """``rounds`` Darknet training iterations on the same data: each one ``train_network_datum`` per sub-batch
+        of ``x`` then ``update_network`` (so momentum and the update counter carry over).
+
+        Returns ``(rates, dumps, final_weights)``: the rate of each update, ``dumps[k][s]`` the train-mode dump
+        (:class:`LayerDump`) after sub-batch ``s`` of round ``k`` (before that round's update), and the weights
+        file written after the last update.
+        """
+        job = self._job()
+        self._prepare_train(job, cfg, x, truths, subdivisions, net_options)
+        out = self._run(["updates", job / "net.cfg", weights or "-", job / "input.f32", job / "truth.bin", rounds,
+                         job])
+        rates = [float(v) for v in re.findall(r"^rate (\S+)$", out, re.M)]
+        dumps = [[LayerDump(job / f"{k}_{s}") for s in range(subdivisions)] for k in range(rounds)]
+        return rates, dumps, job / "final.weights"
+
     def layers(self, cfg: CfgLike, **net_options) -> List[LayerMeta]:
         """Darknet's layer table for ``cfg`` (parse only, batch 1; ``cost`` is 0).
 

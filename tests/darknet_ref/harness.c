@@ -8,6 +8,11 @@
  *   harness rate    CFG N                            get_current_rate at update numbers 0..N: 'rate R' lines
  *   harness layers  CFG                              parse only (batch 1): one line per layer on stdout,
  *                                                    'index type out_c out_h out_w outputs batch 0' as layers.txt
+ *   harness updates CFG WEIGHTS INPUT TRUTH K OUTDIR
+ *                          K rounds on the same data, each train_network_datum per sub-batch then one
+ *                          update_network (momentum carries over, *net.seen grows as in training): after
+ *                          sub-batch s of round k (before that round's update) the train-mode dump goes to
+ *                          OUTDIR/k_s/; 'rate R' per round on stdout; OUTDIR/final.weights after the last update
  *   harness kmeans  K POINTS INIT                    do_kmeans' loop (calc_anchors) from given initial centres:
  *                                                    POINTS holds float32 N x 2 (w, h), INIT int32 K row indices
  *                                                    (Darknet draws them with rand); prints 'iterations I' and
@@ -167,6 +172,33 @@ static void run_sequence(char **argv) {
     free(x);
 }
 
+/* The 'updates' mode: `rounds` Darknet training iterations on the same sub-batches, dumped as they go. */
+static void train_rounds(network *net, const char *input_path, const char *truth_path, int rounds,
+                         const char *dir) {
+    size_t per = (size_t)net->batch * net->inputs;
+    float *x = read_floats(input_path, per * net->subdivisions);
+    char path[4096];
+    int k, s;
+    for (k = 0; k < rounds; ++k) {
+        FILE *tf = fopen(truth_path, "rb");
+        if (!tf) die("cannot open", truth_path);
+        for (s = 0; s < net->subdivisions; ++s) {
+            float *y = read_truth(tf, net, net->batch);
+            train_network_datum(*net, x + per * s, y);
+            free(y);
+            snprintf(path, sizeof(path), "%s/%d_%d", dir, k, s);
+            mkdir(path, 0755);
+            dump_layers(net, path, 1);
+        }
+        fclose(tf);
+        printf("rate %.9g\n", get_current_rate(*net));
+        update_network(*net);
+    }
+    free(x);
+    snprintf(path, sizeof(path), "%s/final.weights", dir);
+    save_weights(*net, path);
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) die("usage: harness forward|train|step|rate CFG ...", "");
     const char *mode = argv[1];
@@ -215,6 +247,13 @@ int main(int argc, char **argv) {
     }
     if (strcmp(mode, "sequence") == 0 && argc == 10) {
         run_sequence(argv);
+        return 0;
+    }
+    if (strcmp(mode, "updates") == 0 && argc == 8) {
+        network net = load(argv[2], argv[3], 1);
+        int rounds = atoi(argv[6]);
+        if (rounds < 1) die("bad number of rounds", argv[6]);
+        train_rounds(&net, argv[4], argv[5], rounds, argv[7]);
         return 0;
     }
     if (strcmp(mode, "kmeans") == 0 && argc == 5) {

@@ -183,6 +183,13 @@ def build_optimizer(model: nn.Module, lr: float, momentum: float, decay: float, 
     return torch.optim.SGD(param_groups, lr=lr, momentum=momentum, nesterov=False)
 
 
+def optimizer_from_hyp(model: nn.Module, hyp: Dict[str, Any]) -> torch.optim.Optimizer:
+    """:func:`build_optimizer` with the resolved hyperparameters (:func:`yolo.engine.config.resolve_hyp`)."""
+    return build_optimizer(model, hyp["learning_rate"], hyp["momentum"], hyp["decay"], adam=bool(hyp.get("adam", 0)),
+                           b1=hyp.get("B1", 0.9), b2=hyp.get("B2", 0.999), eps=hyp.get("eps", 0.000001),
+                           batch=hyp["batch"])
+
+
 def prior_head_biases(model: nn.Module, img_hw: Tuple[int, int], layers: Optional[List[int]] = None,
                       objects_per_image: float = 8.0) -> List[int]:
     """Start the heads' objectness and class logits at a prior instead of 0 (probability 0.5).
@@ -392,9 +399,7 @@ class Trainer:
             logger.info("froze layers 0..%d (%d parameter tensors)", opt.freeze - 1, len(self.frozen))
         model.to(self.device)
 
-        self.optimizer = build_optimizer(model, hyp["learning_rate"], hyp["momentum"], hyp["decay"],
-                                         adam=bool(hyp.get("adam", 0)), b1=hyp.get("B1", 0.9), b2=hyp.get("B2", 0.999),
-                                         eps=hyp.get("eps", 0.000001), batch=hyp["batch"])
+        self.optimizer = optimizer_from_hyp(model, hyp)
         self.amp = bool(hyp["amp"]) and self.device.type == "cuda"
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp)
         # Only rank 0 evaluates and saves, so only it keeps the moving average.

@@ -1,0 +1,305 @@
+"""Our optimizer step equals Darknet's: the same weights after one and two updates, checked through the harness.
+
+Darknet (tests/darknet_ref, ``updates`` mode) trains a small cfg on real coco128 images for one or two iterations:
+per iteration ``train_network_datum`` on each sub-batch, then ``update_network``. We take the same starting
+weights (random, written by our writer), run our forward and backward, and update with the trainer's own
+optimizer code (:func:`yolo.engine.trainer.optimizer_from_hyp` and ``Trainer._optimizer_step``).
+
+To test the optimizer and the convolution backward apart from the loss, Darknet's ``[yolo]`` delta is injected
+as the gradient at the head's input. Darknet's delta is the negative gradient of its loss summed over the images;
+our trainer's loss is per image and each mini-batch's loss is divided by ``subdivisions``, so the gradient of
+mini-batch ``s`` is ``-delta_s / batch`` with ``batch`` the images of a whole update (mini-batch x subdivisions).
+"""
+from pathlib import Path
+from types import SimpleNamespace
+
+import cv2
+import numpy as np
+import pytest
+import torch
+
+from reference import randomize_model
+from yolo import load_model
+from yolo.engine.config import resolve_hyp
+from yolo.engine.schedule import schedule_from_hyp
+from yolo.engine.trainer import Trainer, optimizer_from_hyp
+
+SIZE = 64
+# No BatchNorm: the update of conv weights and biases (BatchNorm has its own test below). The decay is 100 times
+# the usual so that its term, and its absence on biases, shows well above float32 noise.
+CFG = """
+[net]
+batch={batch}
+subdivisions={subdivisions}
+width=64
+height=64
+channels=3
+momentum=0.9
+decay=0.05
+learning_rate=0.02
+burn_in=2
+policy=steps
+steps=100
+scales=.1
+max_batches=200
+
+[convolutional]
+filters=8
+size=3
+stride=2
+pad=1
+activation=leaky
+
+[convolutional]
+filters=16
+size=3
+stride=2
+pad=1
+activation=leaky
+learning_rate=0.5
+
+[convolutional]
+filters=16
+size=3
+stride=2
+pad=1
+activation=leaky
+
+[convolutional]
+filters=255
+size=1
+stride=1
+pad=1
+activation=linear
+
+[yolo]
+mask=0,1,2
+anchors=10,14, 23,27, 37,58
+classes=80
+num=3
+jitter=0
+ignore_thresh=.7
+truth_thresh=1
+random=0
+"""
+
+
+def coco128_batch(assets, n: int):
+    """``n`` coco128 images stretched to SIZE x SIZE (Float[n, 3, SIZE, SIZE], RGB 0..1) and their labels as
+    Darknet truths (rows x, y, w, h, class; normalized centre boxes, unchanged by a plain resize)."""
+    root = assets("coco128/images/train2017")
+    labels = assets("coco128/labels/train2017")
+    images, truths = [], []
+    for path in sorted(root.glob("*.jpg"))[:n]:
+        bgr = cv2.imread(str(path))
+        rgb = cv2.resize(bgr, (SIZE, SIZE), interpolation=cv2.INTER_AREA)[:, :, ::-1]
+        images.append(rgb.transpose(2, 0, 1).astype(np.float32) / 255.0)
+        rows = np.loadtxt(labels / (path.stem + ".txt"), dtype=np.float32, ndmin=2)
+        truths.append(rows[:, [1, 2, 3, 4, 0]])
+    return np.stack(images), truths
+
+
+def our_updates(cfg_path: Path, weights: Path, x: np.ndarray, dumps, subdivisions: int):
+    """Our weights after ``len(dumps)`` updates, with Darknet's head deltas injected; also checks that our
+    forward saw what Darknet's did (the same weights at every round)."""
+    model = load_model(cfg_path, weights).train()
+    hyp = resolve_hyp(model.net, [s for s in model.sections if s.type == "yolo"], {"ema": False}, {})
+    batch = hyp["batch"]
+    trainer = SimpleNamespace(global_step=0, schedule=schedule_from_hyp(hyp, hyp["max_batches"]),
+                              optimizer=optimizer_from_hyp(model, hyp), hyp=hyp, model=model, ema=None,
+                              scaler=torch.amp.GradScaler("cuda", enabled=False))
+    heads = [i for i, s in enumerate(model.sections[1:]) if s.type == "yolo"]
+    mini = x.shape[0] // subdivisions
+    rates = []
+    for round_dumps in dumps:
+        for s, dump in enumerate(round_dumps):
+            outputs, _ = model.layer_outputs(torch.from_numpy(x[s * mini:(s + 1) * mini]))
+            for i in heads:
+                np.testing.assert_allclose(outputs[i].detach().numpy(), dump.out(i - 1), rtol=0,
+                                           atol=2e-5 * np.abs(dump.out(i - 1)).max())
+            grads = [torch.from_numpy(-dump.delta(i) / batch) for i in heads]
+            torch.autograd.backward([outputs[i] for i in heads], grads)
+        Trainer._optimizer_step(trainer)
+        rates.append(trainer.lr)
+    return model, rates
+
+
+def assert_same_weights(ours, theirs, start):
+    """Every parameter within 1e-5 of Darknet's (relative to the tensor's scale), and so is its change."""
+    checked = 0
+    for (name, p), q, p0 in zip(ours.named_parameters(), theirs.parameters(), start.parameters()):
+        a, b, a0 = p.detach().numpy(), q.detach().numpy(), p0.detach().numpy()
+        change = np.abs(b - a0).max()
+        assert change > 0, f"{name}: Darknet did not change it"
+        err = np.abs(a - b).max()
+        assert err <= 1e-5 * np.abs(b).max(), f"{name}: max error {err:.3g}, scale {np.abs(b).max():.3g}"
+        # The change itself, so that a small rate cannot hide a wrong gradient.
+        assert err <= 1e-4 * change, f"{name}: max error {err:.3g} against a change of {change:.3g}"
+        checked += 1
+    assert checked == 8  # four convs, weights and biases
+
+
+@pytest.mark.parametrize("subdivisions,rounds", [(1, 1), (2, 1), (2, 2)])
+def test_updates_equal_darknets_with_injected_head_delta(darknet, assets, tmp_path, subdivisions, rounds):
+    x, truths = coco128_batch(assets, 4)
+    cfg = tmp_path / "net.cfg"
+    cfg.write_text(CFG.format(batch=4, subdivisions=subdivisions))
+    start = load_model(cfg)
+    randomize_model(start, seed=3, calibrate_hw=(SIZE, SIZE))
+    weights = tmp_path / "start.weights"
+    start.save_darknet_weights(weights)
+
+    rates, dumps, final = darknet.updates(cfg, weights, x, truths, rounds=rounds, subdivisions=subdivisions)
+    assert rates == pytest.approx([0.02 * 0.5 ** 4, 0.02][:rounds], rel=1e-6)  # burn_in=2: (1/2)^4, then 1
+    assert all(np.abs(d.delta(4)).max() > 0 for r in dumps for d in r)
+
+    ours, our_rates = our_updates(cfg, weights, x, dumps, subdivisions)
+    assert our_rates == pytest.approx(rates, rel=1e-6)
+    assert_same_weights(ours, load_model(cfg, final), load_model(cfg, weights))
+
+
+# ------------------------------------------------------------------------------------------- Adam
+def test_adam_is_darknets_cuda_update_which_its_cpu_build_ignores(darknet, assets, tmp_path):
+    """Darknet's CPU update_convolutional_layer has no Adam: with adam=1 it runs SGD (shown through the harness).
+    Ours follows the CUDA path (adam_update_gpu), written out below: every parameter decayed,
+    m = B1 m + (1 - B1) d, v = B2 v + (1 - B2) d^2 on the summed update d = -(batch * grad + decay * batch * w),
+    w += rate * m_hat / (sqrt(v_hat) + eps) with t the update number, and d cleared (no momentum)."""
+    x, truths = coco128_batch(assets, 2)
+    cfg = tmp_path / "net.cfg"
+    cfg.write_text(CFG.format(batch=2, subdivisions=1))
+    start = load_model(cfg)
+    randomize_model(start, seed=4, calibrate_hw=(SIZE, SIZE))
+    weights = tmp_path / "start.weights"
+    start.save_darknet_weights(weights)
+    _, _, sgd = darknet.updates(cfg, weights, x, truths, rounds=2)
+    _, _, adam = darknet.updates(cfg, weights, x, truths, rounds=2, adam=1, B1=0.8, B2=0.99, eps=1e-6)
+    assert sgd.read_bytes() == adam.read_bytes()  # the CPU build ignores adam
+
+    adam_cfg = tmp_path / "adam.cfg"
+    adam_cfg.write_text(CFG.format(batch=2, subdivisions=1).replace("momentum=0.9", "adam=1\nB1=0.8\nB2=0.99\neps=1e-6"))
+    model = load_model(adam_cfg, weights).train()
+    hyp = resolve_hyp(model.net, [s for s in model.sections if s.type == "yolo"], {"ema": False}, {})
+    trainer = SimpleNamespace(global_step=0, schedule=schedule_from_hyp(hyp, hyp["max_batches"]),
+                              optimizer=optimizer_from_hyp(model, hyp), hyp=hyp, model=model, ema=None,
+                              scaler=torch.amp.GradScaler("cuda", enabled=False))
+    b1, b2, eps, decay, batch = 0.8, 0.99, 1e-6, 0.05, 2
+    names = [n for n, _ in model.named_parameters()]
+    w = {n: p.detach().double().numpy().copy() for n, p in model.named_parameters()}
+    m = {n: np.zeros_like(a) for n, a in w.items()}
+    v = {n: np.zeros_like(a) for n, a in w.items()}
+    gen = torch.Generator().manual_seed(0)
+    for t in (1, 2):
+        outputs, _ = model.layer_outputs(torch.from_numpy(x))
+        target = torch.randn(outputs[3].shape, generator=gen)
+        ((outputs[3] - target) ** 2).sum().div(batch).backward()
+        grads = {n: p.grad.double().numpy().copy() for n, p in model.named_parameters()}
+        Trainer._optimizer_step(trainer)
+        rate = trainer.schedule(t)
+        for n in names:
+            scale = 0.5 if n.startswith("module_list.1.") else 1.0  # that layer's learning_rate=0.5
+            d = -batch * grads[n] - decay * batch * w[n]
+            m[n] = b1 * m[n] + (1 - b1) * d
+            v[n] = b2 * v[n] + (1 - b2) * d * d
+            w[n] = w[n] + rate * scale * (m[n] / (1 - b1 ** t)) / (np.sqrt(v[n] / (1 - b2 ** t)) + eps)
+    for n, p in model.named_parameters():
+        np.testing.assert_allclose(p.detach().numpy(), w[n], rtol=0, atol=1e-5 * np.abs(w[n]).max(), err_msg=n)
+    sgd_weights = load_model(cfg, sgd)
+    assert any(not torch.allclose(p, q, atol=1e-4) for p, q in zip(model.parameters(), sgd_weights.parameters()))
+
+
+# ------------------------------------------------------------------------------------- BatchNorm
+BN_CFG = """
+[net]
+batch=2
+subdivisions=1
+width=64
+height=64
+channels=3
+momentum=0.9
+decay=0.0005
+learning_rate=0.001
+
+[convolutional]
+batch_normalize=1
+filters=8
+size=3
+stride=2
+pad=1
+activation=leaky
+
+[convolutional]
+batch_normalize=1
+filters=16
+size=3
+stride=2
+pad=1
+activation=linear
+
+[convolutional]
+filters=255
+size=1
+stride=1
+pad=1
+activation=linear
+
+[yolo]
+mask=0,1,2
+anchors=10,14, 23,27, 37,58
+classes=80
+num=3
+random=0
+"""
+
+
+def test_batchnorm_in_training_follows_cudnn_and_differs_from_darknet_cpu_by_the_variance(darknet, assets,
+                                                                                          tmp_path):
+    """Darknet's CPU forward_batchnorm_layer normalizes with the unbiased batch variance (sum / (m - 1)) and moves
+    its rolling statistics by 0.1; cuDNN (what Darknet users train with, and ours: PyTorch's BatchNorm2d) uses the
+    biased variance (sum / m) and moves them by 0.01, each with the unbiased variance. Each layer is fed Darknet's
+    own input, so that only the BatchNorm is compared."""
+    x, truths = coco128_batch(assets, 2)
+    cfg = tmp_path / "bn.cfg"
+    cfg.write_text(BN_CFG)
+    start = load_model(cfg)
+    randomize_model(start, seed=5, calibrate_hw=(SIZE, SIZE))
+    weights = tmp_path / "start.weights"
+    start.save_darknet_weights(weights)
+    _, dumps, final = darknet.updates(cfg, weights, x, truths, rounds=1)
+    dump, after = dumps[0][0], load_model(cfg, final)
+
+    model = load_model(cfg, weights).train()
+    for i, layer_input in ((0, x), (1, dump.out(0))):
+        module = model.module_list[i]
+        bn = module.bn
+        mean0, var0 = bn.running_mean.clone().numpy(), bn.running_var.clone().numpy()
+        with torch.no_grad():
+            z = module.conv(torch.from_numpy(np.ascontiguousarray(layer_input))).double()
+            ours = module(torch.from_numpy(np.ascontiguousarray(layer_input))).double().numpy()
+        m = z.shape[0] * z.shape[2] * z.shape[3]
+        mean = z.mean((0, 2, 3)).numpy()
+        biased = z.var((0, 2, 3), unbiased=False).numpy()
+        unbiased = biased * m / (m - 1)
+        gamma, beta = bn.weight.detach().double().numpy(), bn.bias.detach().double().numpy()
+
+        def bn_act(variance):
+            y = (gamma * (z.numpy() - mean[:, None, None]).transpose(0, 2, 3, 1)
+                 / np.sqrt(variance + 1e-5)).transpose(0, 3, 1, 2) + beta[:, None, None]
+            return np.where(y > 0, y, 0.1 * y) if i == 0 else y
+
+        theirs = dump.out(i)
+        scale = np.abs(theirs).max()
+        np.testing.assert_allclose(bn_act(biased), ours, rtol=0, atol=1e-5 * scale)      # ours: cuDNN's 1/m
+        np.testing.assert_allclose(bn_act(unbiased), theirs, rtol=0, atol=1e-5 * scale)  # Darknet CPU: 1/(m-1)
+        assert np.abs(ours - theirs).max() > 20 * 1e-5 * scale  # so the two really differ
+        if i == 1:  # linear: (out - beta) differs per channel by exactly sqrt((var_b + eps) / (var_u + eps))
+            factor = np.sqrt((biased + 1e-5) / (unbiased + 1e-5))[None, :, None, None]
+            np.testing.assert_allclose((ours - beta[:, None, None]) * factor, theirs - beta[:, None, None],
+                                       rtol=0, atol=1e-5 * scale)
+
+        # Running statistics after one step: ours move by 0.01 (cuDNN), Darknet's CPU by 0.1, both towards the
+        # batch mean and the unbiased batch variance.
+        theirs_bn = after.module_list[i].bn
+        np.testing.assert_allclose(theirs_bn.running_mean.numpy(), 0.9 * mean0 + 0.1 * mean, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(theirs_bn.running_var.numpy(), 0.9 * var0 + 0.1 * unbiased, rtol=1e-5)
+        np.testing.assert_allclose(bn.running_mean.numpy(), 0.99 * mean0 + 0.01 * mean, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(bn.running_var.numpy(), 0.99 * var0 + 0.01 * unbiased, rtol=1e-5)
