@@ -312,6 +312,10 @@ class RegionLayer(nn.Module):
     Anchors are given in grid cells; ``anchors`` here is kept in input pixels of the cfg's
     [net] size for the loss, while the decode uses cells: w = exp(tw) * anchor_cells / W * input_w.
     Objectness is logistic; classes are a softmax when ``softmax=1`` (else logistic).
+
+    Training (yolo/region_loss.py) reads ``train_opts`` (the section's training options, set by the builder) and
+    ``images_seen`` (images trained on, the current batch included; the trainer keeps it up to date through
+    :func:`yolo.region_loss.set_images_seen`): Darknet's prior term is on while it is below 12800.
     """
 
     def __init__(self, anchors_cells: torch.Tensor, num_classes: int, softmax: bool, opts: HeadOptions,
@@ -323,6 +327,8 @@ class RegionLayer(nn.Module):
         self.num_anchors = num
         self.softmax = softmax
         self.opts = opts
+        self.train_opts = None
+        self.images_seen = 0
         self.register_buffer("anchors_cells", anchors_cells.float().reshape(-1, 2), persistent=False)
         self.register_buffer("all_anchors", self.anchors_cells * net_stride, persistent=False)
         self.register_buffer("anchors", self.all_anchors.clone(), persistent=False)

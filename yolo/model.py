@@ -189,6 +189,8 @@ def build_region(section: Section, shapes: List[Shape], prev: Shape) -> LayerInf
     opts = _head_options(section)
     _check_head_filters(section, prev, (classes + 5) * num, f"(classes+5)*num = ({classes}+5)*{num}")
     module = RegionLayer(torch.tensor(anchors[: 2 * num]), classes, bool(section.get_int("softmax", 0)), opts)
+    from .region_loss import region_train_options  # also registers the [region] training loss
+    module.train_opts = region_train_options(section)
     return LayerInfo(module, prev, prev)
 
 

@@ -1,0 +1,201 @@
+"""The [region] (YOLOv2) training loss against Darknet itself: ``-N * d(loss)/d(head input)`` must equal the
+``delta`` Darknet's region layer computes (src/region_layer.c), on real coco128 images and labels, with the head
+fed Darknet's own head input. Both sides of Darknet's ``seen < 12800`` prior term are checked (the seen count
+reaches Darknet through the weights file's header)."""
+import random
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+import torch
+
+from reference import randomize_model
+from yolo.loss import YoloLoss, usable_targets
+from yolo.model import Darknet
+from yolo.region_loss import PRIOR_IMAGES, region_loss, set_images_seen
+from yolo.weights import DarknetHeader, save_darknet_weights
+
+TOLERANCE = 1e-5  # relative to the largest |delta|
+
+
+# ------------------------------------------------------------------------------------------------- helpers
+def coco_batch(assets, count: int, size_hw, num_classes: int, start: int = 0):
+    """``count`` coco128 images stretched to ``size_hw``: (x Float[N, 3, H, W] RGB 0..1, Darknet truth rows per
+    image (x, y, w, h, class) normalized, our targets Float[M, 6] in input pixels). Class ids are taken
+    modulo ``num_classes`` so that every label takes part."""
+    folder = Path(assets("coco128/images/train2017"))
+    labels = Path(assets("coco128/labels/train2017"))
+    height, width = size_hw
+    images, truths, targets = [], [], []
+    for k, path in enumerate(sorted(folder.glob("*.jpg"))[start:start + count]):
+        bgr = cv2.imread(str(path))
+        rgb = cv2.resize(bgr, (width, height), interpolation=cv2.INTER_LINEAR)[:, :, ::-1]
+        images.append(rgb.transpose(2, 0, 1).astype(np.float32) / 255.0)
+        rows = np.loadtxt(labels / f"{path.stem}.txt", ndmin=2, dtype=np.float32)
+        cls = rows[:, 0] % num_classes
+        truths.append(np.concatenate([rows[:, 1:5], cls[:, None]], 1))
+        for c, (x, y, w, h) in zip(cls, rows[:, 1:5]):
+            targets.append([k, c, x * width, y * height, w * width, h * height])
+    return np.stack(images), truths, torch.tensor(targets, dtype=torch.float32)
+
+
+def write_weights(model, path: Path, seen: int) -> Path:
+    save_darknet_weights(model, path, header=DarknetHeader(0, 2, 0, seen))
+    return path
+
+
+def head_deltas(darknet, cfg, model, weights, x, truths, targets, loss_fn):
+    """For every head: (ours, Darknet's) delta, Float[N, C, H, W] each. ``loss_fn(head, out, targets, keep, hw)``
+    returns the (box, obj, cls, count) terms summed over the batch."""
+    dump = darknet.train(cfg, weights, x, truths)
+    hw = x.shape[2:]
+    pairs = []
+    for i, module in enumerate(model.module_list):
+        if module not in model.yolo_layers:
+            continue
+        head_input = torch.from_numpy(dump.out(i - 1).copy()).requires_grad_()
+        module.train()
+        out = module(head_input, hw)
+        keep = usable_targets(targets, x.shape[0], hw, module.num_classes)
+        box, obj, cls, count = loss_fn(module, out, targets, keep, hw)
+        (box + obj + cls).backward()
+        pairs.append((-head_input.grad.numpy(), dump.delta(i)))
+    return pairs
+
+
+def assert_deltas_equal(pairs, what: str) -> None:
+    assert pairs, f"{what}: no head"
+    for k, (ours, ref) in enumerate(pairs):
+        assert ours.shape == ref.shape, (what, k, ours.shape, ref.shape)
+        scale = np.abs(ref).max()
+        assert scale > 0, f"{what}: head {k} has an all-zero Darknet delta"
+        err = np.abs(ours - ref).max() / scale
+        assert err < TOLERANCE, f"{what}: head {k} delta differs by {err:.2e} of max |delta| {scale:.3g}"
+
+
+def region_parity(darknet, tmp_path, cfg, x, truths, targets, header_seen: int, seed: int = 0):
+    model = Darknet(cfg)
+    randomize_model(model, seed)
+    weights = write_weights(model, tmp_path / f"region-{seed}-{header_seen}.weights", header_seen)
+    seen = header_seen + x.shape[0]  # Darknet adds the batch to seen before the forward pass
+
+    def loss_fn(head, out, t, keep, hw):
+        return region_loss(head, out, t, keep, hw, seen=seen)
+
+    return head_deltas(darknet, cfg, model, weights, x, truths, targets, loss_fn)
+
+
+# --------------------------------------------------------------------------------------------------- tests
+@pytest.mark.parametrize("name, header_seen", [("yolov2-voc.cfg", 0), ("yolov2-tiny-voc.cfg", PRIOR_IMAGES)])
+def test_region_delta_equals_darknet(darknet, assets, tmp_path, name, header_seen):
+    from darknet_ref import darknet_source
+
+    cfg = darknet_source() / "cfg" / name
+    x, truths, targets = coco_batch(assets, 2, (192, 192), 20, start=4 if header_seen else 0)
+    pairs = region_parity(darknet, tmp_path, cfg, x, truths, targets, header_seen)
+    assert_deltas_equal(pairs, f"{name} seen={header_seen}")
+
+
+def test_prior_term_switches_off_at_12800(darknet, assets, tmp_path):
+    """The seen threshold itself: just below it the prior term is on, at it off (Darknet's '<')."""
+    from darknet_ref import darknet_source
+
+    cfg = darknet_source() / "cfg" / "yolov2-tiny-voc.cfg"
+    x, truths, targets = coco_batch(assets, 1, (160, 160), 20, start=9)
+    below = region_parity(darknet, tmp_path, cfg, x, truths, targets, PRIOR_IMAGES - 2)  # seen 12799
+    at = region_parity(darknet, tmp_path, cfg, x, truths, targets, PRIOR_IMAGES - 1)  # seen 12800
+    assert_deltas_equal(below, "seen 12799")
+    assert_deltas_equal(at, "seen 12800")
+    assert np.abs(below[0][1] - at[0][1]).max() > 0, "Darknet's prior term did not change the delta"
+
+
+def random_region_cfg(rng: random.Random) -> str:
+    """A small random [region] network: two convs and a maxpool, then the head with random options."""
+    classes, num = rng.randint(1, 6), rng.randint(1, 5)
+    anchors = ", ".join(f"{rng.uniform(0.3, 6.0):.3f},{rng.uniform(0.3, 6.0):.3f}" for _ in range(num))
+    softmax = rng.randint(0, 1)
+    options = {
+        "anchors": anchors, "classes": classes, "num": num, "coords": 4, "softmax": softmax,
+        "rescore": rng.randint(0, 1), "bias_match": rng.randint(0, 1), "thresh": round(rng.uniform(0.2, 0.8), 3),
+        "object_scale": round(rng.uniform(0.5, 5), 3), "noobject_scale": round(rng.uniform(0.2, 2), 3),
+        "class_scale": round(rng.uniform(0.5, 2), 3), "coord_scale": round(rng.uniform(0.5, 2), 3),
+        "absolute": rng.randint(0, 1), "classfix": rng.choice([0, 0, -1, 1, 2]),
+        "focal_loss": rng.randint(0, 1) if softmax else 0, "jitter": 0.2, "random": 0,
+    }
+    head = "\n".join(f"{k}={v}" for k, v in options.items())
+    return f"""[net]
+batch=1
+width=96
+height=96
+channels=3
+
+[convolutional]
+batch_normalize=1
+filters=8
+size=3
+stride=2
+pad=1
+activation=leaky
+
+[maxpool]
+size=2
+stride=2
+
+[convolutional]
+batch_normalize=1
+filters=16
+size=3
+stride=2
+pad=1
+activation=leaky
+
+[convolutional]
+filters={(classes + 5) * num}
+size=1
+stride=1
+pad=1
+activation=linear
+
+[region]
+{head}
+"""
+
+
+# Seeds chosen to cover the ignore threshold, focal_loss, softmax=0 and classfix -1, 1 and 2.
+@pytest.mark.parametrize("seed", [1, 2, 4, 8, 11])
+def test_random_region_options_equal_darknet(darknet, assets, tmp_path, seed):
+    rng = random.Random(seed)
+    text = random_region_cfg(rng)
+    cfg = tmp_path / f"region-{seed}.cfg"
+    cfg.write_text(text)
+    classes = int(text.split("classes=")[1].split()[0])
+    x, truths, targets = coco_batch(assets, 2, (96, 128), classes, start=10 * seed)
+    pairs = region_parity(darknet, tmp_path, cfg, x, truths, targets, rng.choice([0, PRIOR_IMAGES]), seed)
+    assert_deltas_equal(pairs, f"seed {seed}:\n{text}")
+
+
+def test_yolo_loss_trains_region_head_and_reads_seen(assets):
+    """Through YoloLoss (the trainer's path): finite, and the prior term follows set_images_seen."""
+    from darknet_ref import darknet_source
+
+    model = Darknet(darknet_source() / "cfg" / "yolov2-tiny-voc.cfg")
+    randomize_model(model, 0)
+    model.train()
+    x, _, targets = coco_batch(assets, 2, (160, 160), 20)
+    criterion = YoloLoss(model)
+    outputs = model(torch.from_numpy(x))
+    set_images_seen(model, 2)
+    early, _ = criterion(outputs, targets, (160, 160))
+    set_images_seen(model, PRIOR_IMAGES)
+    late, parts = criterion(outputs, targets, (160, 160))
+    assert torch.isfinite(early) and torch.isfinite(late) and parts["num_targets"] > 0
+    assert early > late  # the prior term adds a non-negative box term while seen < 12800
+
+
+def test_region_training_refuses_hierarchical_softmax(tmp_path):
+    text = random_region_cfg(random.Random(0)).replace("[region]\n", "[region]\ntree=data/9k.tree\n")
+    cfg = tmp_path / "tree.cfg"
+    cfg.write_text(text)
+    with pytest.raises(ValueError, match=r"tree\.cfg:\d+: \[region\] tree=data/9k.tree"):
+        YoloLoss(Darknet(cfg))
