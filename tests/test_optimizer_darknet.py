@@ -303,35 +303,3 @@ def test_batchnorm_in_training_follows_cudnn_and_differs_from_darknet_cpu_by_the
         np.testing.assert_allclose(theirs_bn.running_var.numpy(), 0.9 * var0 + 0.1 * unbiased, rtol=1e-5)
         np.testing.assert_allclose(bn.running_mean.numpy(), 0.99 * mean0 + 0.01 * mean, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(bn.running_var.numpy(), 0.99 * var0 + 0.01 * unbiased, rtol=1e-5)
-
-
-# ------------------------------------------------------------------------------------ end to end
-def test_two_updates_with_our_loss_equal_darknets(darknet, assets, tmp_path):
-    """As above, but with nothing taken from Darknet on our side: our loss (yolo.loss.YoloLoss), divided by
-    subdivisions as the trainer does, backward, and the trainer's update; two updates of two sub-batches."""
-    from yolo.loss import YoloLoss
-
-    x, truths = coco128_batch(assets, 4)
-    cfg = tmp_path / "net.cfg"
-    cfg.write_text(CFG.format(batch=4, subdivisions=2))
-    start = load_model(cfg)
-    randomize_model(start, seed=6, calibrate_hw=(SIZE, SIZE))
-    weights = tmp_path / "start.weights"
-    start.save_darknet_weights(weights)
-    rates, _, final = darknet.updates(cfg, weights, x, truths, rounds=2, subdivisions=2)
-
-    model = load_model(cfg, weights).train()
-    hyp = resolve_hyp(model.net, [s for s in model.sections if s.type == "yolo"], {"ema": False}, {})
-    trainer = SimpleNamespace(global_step=0, schedule=schedule_from_hyp(hyp, hyp["max_batches"]),
-                              optimizer=optimizer_from_hyp(model, hyp), hyp=hyp, model=model, ema=None,
-                              scaler=torch.amp.GradScaler("cuda", enabled=False))
-    criterion = YoloLoss(model)
-    for _ in range(2):
-        for s in range(2):
-            rows = [[b, r[4], r[0] * SIZE, r[1] * SIZE, r[2] * SIZE, r[3] * SIZE]
-                    for b, t in enumerate(truths[2 * s:2 * s + 2]) for r in t]
-            loss, _ = criterion(model(torch.from_numpy(x[2 * s:2 * s + 2])), torch.tensor(rows), (SIZE, SIZE))
-            (loss / 2).backward()
-        Trainer._optimizer_step(trainer)
-        assert trainer.lr == pytest.approx(rates[trainer.global_step - 1], rel=1e-6)
-    assert_same_weights(model, load_model(cfg, final), load_model(cfg, weights))

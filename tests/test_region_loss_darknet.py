@@ -177,9 +177,7 @@ def test_random_region_options_equal_darknet(darknet, assets, tmp_path, seed):
 
 def test_yolo_loss_trains_region_head_and_reads_seen(assets):
     """Through YoloLoss (the trainer's path): finite, and the prior term follows set_images_seen."""
-    from darknet_ref import darknet_source
-
-    model = Darknet(darknet_source() / "cfg" / "yolov2-tiny-voc.cfg")
+    model = Darknet(assets("cfg/yolov2-tiny-voc.cfg"))
     randomize_model(model, 0)
     model.train()
     x, _, targets = coco_batch(assets, 2, (160, 160), 20)
