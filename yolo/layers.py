@@ -200,15 +200,15 @@ class GlobalAvgPool(nn.Module):
 
 
 class Softmax(nn.Module):
-    """Darknet ``[softmax]`` over channels, in ``groups`` independent channel groups."""
+    """Darknet ``[softmax]``: each image's C*H*W values (C, H, W order) cut into ``groups`` contiguous groups,
+    one softmax over each whole group, spatial cells included (src/softmax_layer.c ``softmax_cpu``)."""
 
     def __init__(self, groups: int = 1, temperature: float = 1.0):
         super().__init__()
         self.groups, self.temperature = groups, temperature
 
     def forward(self, x):
-        n, c = x.shape[:2]
-        y = x.reshape(n, self.groups, c // self.groups, *x.shape[2:]) / self.temperature
+        y = x.reshape(x.shape[0], self.groups, -1) / self.temperature
         return torch.softmax(y, dim=2).reshape(x.shape)
 
 
