@@ -303,3 +303,120 @@ def test_batchnorm_in_training_follows_cudnn_and_differs_from_darknet_cpu_by_the
         np.testing.assert_allclose(theirs_bn.running_var.numpy(), 0.9 * var0 + 0.1 * unbiased, rtol=1e-5)
         np.testing.assert_allclose(bn.running_mean.numpy(), 0.99 * mean0 + 0.01 * mean, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(bn.running_var.numpy(), 0.99 * var0 + 0.01 * unbiased, rtol=1e-5)
+
+
+# ------------------------------------------------------------------------------------ end to end
+def test_two_updates_with_our_loss_equal_darknets(darknet, assets, tmp_path):
+    """As above, but with nothing taken from Darknet on our side: our loss (yolo.loss.YoloLoss), divided by
+    subdivisions as the trainer does, backward, and the trainer's update; two updates of two sub-batches."""
+    from yolo.loss import YoloLoss
+
+    x, truths = coco128_batch(assets, 4)
+    cfg = tmp_path / "net.cfg"
+    cfg.write_text(CFG.format(batch=4, subdivisions=2))
+    start = load_model(cfg)
+    randomize_model(start, seed=6, calibrate_hw=(SIZE, SIZE))
+    weights = tmp_path / "start.weights"
+    start.save_darknet_weights(weights)
+    rates, _, final = darknet.updates(cfg, weights, x, truths, rounds=2, subdivisions=2)
+
+    model = load_model(cfg, weights).train()
+    hyp = resolve_hyp(model.net, [s for s in model.sections if s.type == "yolo"], {"ema": False}, {})
+    trainer = SimpleNamespace(global_step=0, schedule=schedule_from_hyp(hyp, hyp["max_batches"]),
+                              optimizer=optimizer_from_hyp(model, hyp), hyp=hyp, model=model, ema=None,
+                              scaler=torch.amp.GradScaler("cuda", enabled=False))
+    criterion = YoloLoss(model)
+    for _ in range(2):
+        for s in range(2):
+            rows = [[b, r[4], r[0] * SIZE, r[1] * SIZE, r[2] * SIZE, r[3] * SIZE]
+                    for b, t in enumerate(truths[2 * s:2 * s + 2]) for r in t]
+            loss, _ = criterion(model(torch.from_numpy(x[2 * s:2 * s + 2])), torch.tensor(rows), (SIZE, SIZE))
+            (loss / 2).backward()
+        Trainer._optimizer_step(trainer)
+        assert trainer.lr == pytest.approx(rates[trainer.global_step - 1], rel=1e-6)
+    assert_same_weights(model, load_model(cfg, final), load_model(cfg, weights))
+
+
+# ------------------------------------------------------------------ per-layer update options (CUDA only)
+HOLD_CFG = CFG.replace("activation=leaky\nlearning_rate=0.5", "activation=leaky\nlearning_rate=0.5\nburnin_update=1") \
+              .replace("[convolutional]\nfilters=8\n", "[convolutional]\ndont_update=2\nfilters=8\n") \
+              .replace("[convolutional]\nfilters=255\n", "[convolutional]\nclip=0.05\nfilters=255\n")
+
+
+def test_dont_update_burnin_update_and_clip_follow_darknets_cuda_update(darknet, assets, tmp_path):
+    """update_network_gpu skips a layer while dont_update >= n or burnin_update * burn_in > n (its
+    weight_updates keep adding up, untouched by momentum and decay) and update_convolutional_layer_gpu clips
+    conv weights to [-clip, clip]; Darknet's CPU update_network has none of the three (shown through the
+    harness). Ours, against the CUDA rules written out: layer 0 held for updates 1-2, layer 1 (burn_in=2)
+    for update 1, layer 3's weights clipped."""
+    x, truths = coco128_batch(assets, 2)
+    cfg, plain = tmp_path / "hold.cfg", tmp_path / "plain.cfg"
+    cfg.write_text(HOLD_CFG.format(batch=2, subdivisions=1))
+    plain.write_text(CFG.format(batch=2, subdivisions=1))
+    assert "dont_update=2" in cfg.read_text() and "burnin_update=1" in cfg.read_text() and "clip=0.05" in cfg.read_text()
+    start = load_model(cfg)
+    randomize_model(start, seed=7, calibrate_hw=(SIZE, SIZE))
+    weights = tmp_path / "start.weights"
+    start.save_darknet_weights(weights)
+    _, _, held = darknet.updates(cfg, weights, x, truths, rounds=1)
+    _, _, not_held = darknet.updates(plain, weights, x, truths, rounds=1)
+    assert held.read_bytes() == not_held.read_bytes()  # the CPU build ignores all three
+
+    model = load_model(cfg, weights).train()
+    hyp = resolve_hyp(model.net, [s for s in model.sections if s.type == "yolo"], {"ema": False}, {})
+    trainer = SimpleNamespace(global_step=0, schedule=schedule_from_hyp(hyp, hyp["max_batches"]),
+                              optimizer=optimizer_from_hyp(model, hyp), hyp=hyp, model=model, ema=None,
+                              scaler=torch.amp.GradScaler("cuda", enabled=False))
+    batch, decay, momentum = 2, 0.05, 0.9
+    first = {0: 3, 1: 2, 2: 1, 3: 1}  # dont_update=2 -> 3; burnin_update=1 * burn_in=2 -> 2
+    scale = {0: 1.0, 1: 0.5, 2: 1.0, 3: 1.0}
+    w = {n: p.detach().double().numpy().copy() for n, p in model.named_parameters()}
+    u = {n: np.zeros_like(a) for n, a in w.items()}  # Darknet's weight_updates / bias_updates
+    gen = torch.Generator().manual_seed(1)
+    for n in range(1, 5):
+        outputs, _ = model.layer_outputs(torch.from_numpy(x))
+        ((outputs[3] - torch.randn(outputs[3].shape, generator=gen)) ** 2).sum().div(batch).backward()
+        grads = {k: p.grad.double().numpy().copy() for k, p in model.named_parameters()}
+        Trainer._optimizer_step(trainer)
+        rate = trainer.schedule(n)
+        for k in w:
+            layer = int(k.split(".")[1])
+            u[k] += -batch * grads[k]
+            if n < first[layer]:
+                continue
+            if k.endswith("weight"):
+                u[k] += -decay * batch * w[k]
+            w[k] = w[k] + rate * scale[layer] / batch * u[k]
+            u[k] *= momentum
+            if layer == 3 and k.endswith("weight"):
+                w[k] = np.clip(w[k], -0.05, 0.05)
+        if n == 1:
+            start_w = dict(start.named_parameters())
+            assert torch.equal(model.module_list[0].conv.weight, start_w["module_list.0.conv.weight"])
+            assert torch.equal(model.module_list[1].conv.bias, start_w["module_list.1.conv.bias"])
+    for k, p in model.named_parameters():
+        np.testing.assert_allclose(p.detach().numpy(), w[k], rtol=0, atol=1e-5 * np.abs(w[k]).max(), err_msg=k)
+    assert np.abs(w["module_list.3.conv.weight"]).max() == pytest.approx(0.05)  # the clip did act
+
+
+@pytest.mark.parametrize("line,message", [
+    ("train_only_bn=1", "train_only_bn=1' changes Darknet's update"),
+    ("grad_centr=1", "grad_centr=1' changes Darknet's update"),
+    ("dont_update=5", "'dont_update' with adam=1 is not supported"),
+])
+def test_update_options_not_reproduced_are_refused_with_the_line(tmp_path, line, message):
+    from yolo.cfg import CfgError
+
+    text = CFG.format(batch=2, subdivisions=1).replace("[convolutional]\nfilters=16\nsize=3\nstride=2\npad=1\n"
+                                                       "activation=leaky\nlearning_rate=0.5",
+                                                       "[convolutional]\nfilters=16\nsize=3\nstride=2\npad=1\n"
+                                                       f"activation=leaky\n{line}", 1)
+    if line.startswith("dont_update"):
+        text = text.replace("momentum=0.9", "adam=1")
+    cfg = tmp_path / "bad.cfg"
+    cfg.write_text(text)
+    number = text.splitlines().index(line) + 1
+    model = load_model(cfg)
+    hyp = resolve_hyp(model.net, [s for s in model.sections if s.type == "yolo"], {"ema": False}, {})
+    with pytest.raises(CfgError, match=rf"bad.cfg:{number}: \[convolutional\] \(layer 1\): .*{message}"):
+        optimizer_from_hyp(model, hyp)
