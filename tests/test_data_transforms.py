@@ -106,7 +106,8 @@ def test_augment_from_cfg_reads_darknet_keys():
         key, _, value = line.replace(" ", "").partition("=")
         text.setdefault(key, value)  # the [net] keys come first; jitter from the first [yolo]
     sections = parse_cfg(path)
-    hyp = augment_from_cfg(sections[0], [s for s in sections if s.type == "yolo"], overrides={"mosaic": 0.25})
+    hyp = augment_from_cfg(sections[0], [s for s in sections if s.type == "yolo"],
+                           overrides={"pipeline": "affine", "mosaic": 0.25})
     for key in ("saturation", "exposure", "hue", "jitter"):
         assert hyp[key] == pytest.approx(float(text[key]))
     assert hyp["mosaic"] == 0.25 and hyp["flip"] == 0.5 and hyp["scale"] == 0 and hyp["translate"] == 0

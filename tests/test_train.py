@@ -353,7 +353,8 @@ def test_run_folders_are_never_reused_and_transfer_is_reported(shapes, tmp_path,
     options = TrainOptions(cfg=str(assets("cfg/yolov3-tiny.cfg")), data=str(shapes["data"]), adapt_classes=True,
                            weights=str(assets("weights/yolov3-tiny.weights")), freeze=13, epochs=1, img_size=64,
                            batch_size=8, device="cpu", project=str(tmp_path), progress=False,
-                           hyp={**FAST, "max_steps_per_epoch": 1, "burn_in": 0, "learning_rate": 0.001})
+                           hyp={**FAST, "max_steps_per_epoch": 1, "burn_in": 0, "learning_rate": 0.001,
+                                "multi_scale": True})  # the cfg's random=1: our multi-scale, named
     with caplog.at_level("INFO"):
         result = Trainer(options).fit()
     assert result.run_dir == tmp_path / "exp2" and (tmp_path / "exp" / "keep.txt").read_text() == "an earlier run"

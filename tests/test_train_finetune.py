@@ -46,7 +46,8 @@ def test_finetune_yolov3_tiny_on_coco128_keeps_map(assets, tmp_path):
     options = TrainOptions(cfg=str(cfg), data=str(data_yaml), weights=str(weights), img_size=IMG, batch_size=8,
                            epochs=1, device="cpu", project=str(tmp_path), progress=False,
                            hyp={"workers": 0, "tensorboard": False, "plots": False, "ema": False, "burn_in": 0,
-                                "learning_rate": 0.001, "max_steps_per_epoch": 6})
+                                "learning_rate": 0.001, "max_steps_per_epoch": 6,
+                                "multi_scale": True})  # the cfg's random=1: our multi-scale, named
     trainer = Trainer(options)
     result = trainer.fit()
     assert result.global_step == 6 and trainer.multi_scale is not None

@@ -309,6 +309,27 @@ class DarknetRef:
                            dtype=np.float32)
         return centres, int(re.search(r"^iterations (\d+)$", out, re.M).group(1))
 
+    def augment(self, image: np.ndarray, net_hw: "tuple[int, int]", crop: Sequence[int], flip: bool, dhue: float,
+                dsat: float, dexp: float, truths: np.ndarray, max_boxes: int = 200) -> "tuple[np.ndarray, np.ndarray]":
+        """Darknet's detector augmentation of one image with its random draws given (harness mode ``augment``).
+
+        ``image``: Float[3, H, W] RGB 0..1; ``crop``: (pleft, pright, ptop, pbot); ``truths``: Float[N, 4]
+        (x, y, w, h) normalized, class 0. Returns ``(Float32[3, net_h, net_w], Float32[K, 4] kept truths in
+        Darknet's (shuffled) order, x y w h normalized to the input)``.
+        """
+        job = self._job()
+        image = np.ascontiguousarray(image, dtype=np.float32)
+        image.tofile(job / "input.f32")
+        lines = [f"0 {x:.9g} {y:.9g} {w:.9g} {h:.9g}" for x, y, w, h in np.asarray(truths, np.float32).reshape(-1, 4)]
+        (job / "img.txt").write_text("\n".join(lines) + "\n")
+        net_h, net_w = net_hw
+        self._run(["augment", job / "input.f32", image.shape[2], image.shape[1], net_w, net_h, *map(int, crop),
+                   int(flip), repr(float(dhue)), repr(float(dsat)), repr(float(dexp)), job / "img.jpg", max_boxes, job],
+                  threads=1)
+        out = np.fromfile(job / "image_0.f32", dtype=np.float32).reshape(3, net_h, net_w)
+        rows = np.fromfile(job / "truth_0.f32", dtype=np.float32).reshape(-1, 6)
+        return out, rows[rows[:, 2] > 0, :4]  # Darknet's truth list ends at the first empty row
+
     def rates(self, cfg: CfgLike, updates: int, **net_options) -> np.ndarray:
         """``get_current_rate`` for update numbers 0..updates (Darknet's ``get_current_batch``)."""
         job = self._job()

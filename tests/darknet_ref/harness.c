@@ -17,6 +17,12 @@
  *                                                    POINTS holds float32 N x 2 (w, h), INIT int32 K row indices
  *                                                    (Darknet draws them with rand); prints 'iterations I' and
  *                                                    K lines 'center W H' (unsorted, %.9g)
+ *   harness augment INPUT W H NETW NETH PLEFT PRIGHT PTOP PBOT FLIP DHUE DSAT DEXP LABELS MAX OUTDIR
+ *                                                    load_data_detection's steps with given draws (no OpenCV):
+ *                                                    crop_image, resize_image, flip_image, distort_image on
+ *                                                    INPUT (float32 3 x H x W, RGB 0..1) -> OUTDIR/image_0.f32;
+ *                                                    fill_truth_detection on LABELS (an image path whose .txt
+ *                                                    holds the labels) -> OUTDIR/truth_0.f32 (MAX x 6)
  *
  *   harness sequence CFG WEIGHTS N T CALLS TRAIN INPUT OUTDIR
  *                          CALLS forward passes, each over the next N images of INPUT (N = T time steps x N/T
@@ -45,6 +51,12 @@
 /* k-means steps of src/matrix.c (not in its header). */
 int kmeans_expectation(matrix data, int *assignments, matrix centers);
 void kmeans_maximization(matrix data, int *assignments, matrix centers);
+/* Augmentation steps of src/image.c and src/data.c (not all in the public header). */
+image crop_image(image im, int dx, int dy, int w, int h);
+void flip_image(image a);
+void distort_image(image im, float hue, float sat, float val);
+int fill_truth_detection(const char *path, int num_boxes, int truth_size, float *truth, int classes, int flip,
+                         float dx, float dy, float sx, float sy, int net_w, int net_h);
 
 static void die(const char *msg, const char *arg) {
     fprintf(stderr, "harness: %s %s\n", msg, arg ? arg : "");
@@ -275,6 +287,28 @@ int main(int argc, char **argv) {
             kmeans_maximization(data, assignments, centers);
         printf("iterations %d\n", i);
         for (i = 0; i < k; ++i) printf("center %.9g %.9g\n", centers.vals[i][0], centers.vals[i][1]);
+        return 0;
+    }
+    if (strcmp(mode, "augment") == 0 && argc == 18) {
+        /* The body of load_data_detection for one image, with its random draws given. */
+        int w = atoi(argv[3]), h = atoi(argv[4]), net_w = atoi(argv[5]), net_h = atoi(argv[6]);
+        int pleft = atoi(argv[7]), pright = atoi(argv[8]), ptop = atoi(argv[9]), pbot = atoi(argv[10]);
+        int flip = atoi(argv[11]), max_boxes = atoi(argv[16]);
+        float dhue = (float)atof(argv[12]), dsat = (float)atof(argv[13]), dexp = (float)atof(argv[14]);
+        image orig = make_image(w, h, 3);
+        float *pixels = read_floats(argv[2], (size_t)w * h * 3);
+        memcpy(orig.data, pixels, sizeof(float) * w * h * 3);
+        int swidth = w - pleft - pright, sheight = h - ptop - pbot;
+        float sx = (float)swidth / w, sy = (float)sheight / h;
+        image cropped = crop_image(orig, pleft, ptop, swidth, sheight);
+        float dx = ((float)pleft / w) / sx, dy = ((float)ptop / h) / sy;
+        image sized = resize_image(cropped, net_w, net_h);
+        if (flip) flip_image(sized);
+        distort_image(sized, dhue, dsat, dexp);
+        write_floats(argv[17], "image", 0, sized.data, (size_t)net_w * net_h * 3);
+        float *truth = (float *)calloc((size_t)max_boxes * 6, sizeof(float));
+        fill_truth_detection(argv[15], max_boxes, 6, truth, 1 << 20, flip, dx, dy, 1. / sx, 1. / sy, net_w, net_h);
+        write_floats(argv[17], "truth", 0, truth, (size_t)max_boxes * 6);
         return 0;
     }
     die("bad arguments for mode", mode);

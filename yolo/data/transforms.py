@@ -1,4 +1,12 @@
-"""Image + box augmentation: letterbox, Darknet crop jitter, random affine, HSV, flip, mosaic.
+"""Image + box augmentation: two pipelines, chosen by the ``pipeline`` setting.
+
+* ``"darknet"`` (what a cfg selects, :func:`augment_from_cfg`): Darknet's own detector augmentation,
+  formula for formula (:mod:`yolo.data.darknet_augment`): integer crop jitter with ``resize`` zoom and
+  ``letter_box``, a stretch to the network size, flip, HSV distortion, at most ``max_boxes`` truths.
+* ``"affine"`` (this framework's own, the default of :func:`augment_config` without a cfg; opt in from a
+  cfg with ``augment: {pipeline: affine}`` in ``--hyp``): letterboxed crop jitter, random zoom / shift /
+  rotation, OpenCV HSV, flip and a 4-image mosaic. It is not Darknet's: its geometry keeps the aspect ratio,
+  it can rotate, and its mosaic differs from Darknet's (OpenCV-build) mosaic.
 
 Images are ``uint8`` ``H x W x 3`` RGB numpy arrays; boxes are ``Float32[N, 4]`` xyxy in
 continuous pixel coordinates (pixel ``i`` spans ``[i, i + 1)``); labels ``Int64[N]``.
@@ -24,7 +32,15 @@ names where Darknet has the knob:
 ``min_visible`` keep a box when at least this fraction of its (transformed) area stays in the image
 ``min_side``   ... and both its sides are at least this many pixels
 ``fill``       border gray level (Darknet pads with 0.5: 128)
+``pipeline``   ``"darknet"`` or ``"affine"`` (above)
+``resize``     Darknet pipeline: random zoom of the crop, ``[yolo] resize`` (1: none)
+``letter_box`` Darknet pipeline: widen the crop to the network's aspect ratio, ``[net] letter_box``
+``max_boxes``  Darknet pipeline: at most this many truths per image (a random subset), ``[yolo] max``
 =============  ==================================================================================
+
+``scale``, ``translate``, ``degrees``, ``mosaic``, ``min_visible``, ``min_side`` and ``fill`` belong to the
+affine pipeline; ``resize``, ``letter_box`` and ``max_boxes`` to the Darknet one. Setting one for the other
+pipeline is an error, never silently ignored.
 """
 from __future__ import annotations
 
@@ -35,10 +51,19 @@ import cv2
 import numpy as np
 
 from ..ops import LETTERBOX_FILL, LetterboxInfo, letterbox, letterbox_params
+from .darknet_augment import darknet_sample
 
 Sample = Tuple[np.ndarray, np.ndarray, np.ndarray]  # image HxWx3 uint8, boxes Float32[N,4] xyxy, labels Int64[N]
 
-DEFAULT_AUGMENT: Dict[str, float] = {
+PIPELINES = ("affine", "darknet")
+AFFINE_ONLY = ("scale", "translate", "degrees", "mosaic", "min_visible", "min_side", "fill")
+DARKNET_ONLY = ("resize", "letter_box", "max_boxes")
+
+DEFAULT_AUGMENT: Dict[str, Any] = {
+    "pipeline": "affine",
+    "resize": 1.0,
+    "letter_box": 0.0,
+    "max_boxes": 200.0,
     "hue": 0.1,
     "saturation": 1.5,
     "exposure": 1.5,
@@ -63,11 +88,16 @@ def augment_config(overrides: Optional[Mapping[str, Any]] = None, **kwargs) -> D
     ``None`` values are ignored (so a trainer can pass ``cfg.get(...)`` results straight through).
     """
     hyp = dict(DEFAULT_AUGMENT)
-    for key, value in {**(overrides or {}), **kwargs}.items():
+    given = {**(overrides or {}), **kwargs}
+    for key, value in given.items():
         if key not in DEFAULT_AUGMENT:
             raise ValueError(f"unknown augmentation key {key!r}; known: {', '.join(DEFAULT_AUGMENT)}")
         if value is not None:
-            hyp[key] = float(value)
+            hyp[key] = str(value) if key == "pipeline" else float(value)
+    if hyp["pipeline"] not in PIPELINES:
+        raise ValueError(f"augmentation pipeline={hyp['pipeline']!r}; known: {', '.join(PIPELINES)}")
+    if hyp["resize"] <= 0 or hyp["max_boxes"] < 1:
+        raise ValueError(f"augmentation resize={hyp['resize']} must be > 0 and max_boxes={hyp['max_boxes']} >= 1")
     for key in ("saturation", "exposure"):
         if hyp[key] < 1.0:
             # Darknet's rand_scale(s) draws in [1/s, s]; a value below 1 is the same range.
@@ -84,31 +114,51 @@ def augment_config(overrides: Optional[Mapping[str, Any]] = None, **kwargs) -> D
 
 
 def augment_from_cfg(net, heads: Sequence = (), mosaic_prob: float = 0.5,
-                     overrides: Optional[Mapping[str, Any]] = None) -> Dict[str, float]:
+                     overrides: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """Augmentation hyperparameters from a Darknet cfg, then ``overrides`` (e.g. a training YAML).
+
+    The cfg selects the ``darknet`` pipeline unless ``overrides`` names ``pipeline: affine``.
 
     Args:
         net: the ``[net]`` section (anything with ``get_float(key, default)`` / ``get_int``):
             ``saturation``, ``exposure``, ``hue`` (Darknet defaults 1, 1, 0), ``flip`` (default 1:
-            mirror half of the images) and ``mosaic`` (0/1).
-        heads: ``[yolo]``/``[region]`` sections; the first one's ``jitter`` is used (Darknet reads it there).
-        mosaic_prob: mosaic probability used when the cfg sets ``mosaic=1``.
+            mirror half of the images), ``letter_box`` (0/1).
+        heads: ``[yolo]``/``[region]`` sections; the *last* one gives ``jitter`` (default 0.2), ``resize`` and
+            ``max`` (Darknet's train_detector reads them from the network's last layer).
+        mosaic_prob: the affine pipeline's mosaic probability when the cfg sets ``mosaic=1`` (accepted for
+            training only when ``--hyp`` opts in, see :mod:`yolo.cfg_options`).
         overrides: final say, same keys as :data:`DEFAULT_AUGMENT`.
     """
+    overrides = dict(overrides or {})
+    pipeline = str(overrides.get("pipeline") or "darknet")
     hyp: Dict[str, Any] = {
+        "pipeline": pipeline,
         "saturation": net.get_float("saturation", 1.0),
         "exposure": net.get_float("exposure", 1.0),
         "hue": net.get_float("hue", 0.0),
         "flip": 0.5 if net.get_int("flip", 1) else 0.0,
-        "mosaic": mosaic_prob if net.get_int("mosaic", 0) else 0.0,
-        # Darknet's only geometric augmentation is the crop jitter: no extra zoom or shift.
-        "scale": 0.0,
-        "translate": 0.0,
+        "jitter": 0.0,
     }
-    for head in heads:
-        hyp["jitter"] = head.get_float("jitter", 0.0)
-        break
-    return augment_config({**hyp, **(overrides or {})})
+    cfg_darknet_only = {"letter_box": float(net.get_int("letter_box", 0))}
+    if heads:
+        last = list(heads)[-1]
+        hyp["jitter"] = last.get_float("jitter", 0.2)
+        cfg_darknet_only["resize"] = last.get_float("resize", 1.0)
+        cfg_darknet_only["max_boxes"] = float(last.get_int("max", 200))
+    if pipeline == "darknet":
+        wrong = [key for key in AFFINE_ONLY if key in overrides]
+        if wrong:
+            raise ValueError(f"augment {wrong} belong to this framework's own pipeline: add 'pipeline: affine' "
+                             "to 'augment' (Darknet's pipeline, the default with a cfg, has no such setting)")
+        hyp.update(cfg_darknet_only)
+        hyp.update({"scale": 0.0, "translate": 0.0, "degrees": 0.0, "mosaic": 0.0})
+    else:
+        changed = [f"{k}={v:g}" for k, v in cfg_darknet_only.items() if v != DEFAULT_AUGMENT[k]]
+        if changed:
+            raise ValueError(f"the cfg sets {', '.join(changed)}, which only Darknet's pipeline applies: remove "
+                             "them from the cfg or 'pipeline: affine' from --hyp")
+        hyp.update({"mosaic": mosaic_prob if net.get_int("mosaic", 0) else 0.0, "scale": 0.0, "translate": 0.0})
+    return augment_config({**hyp, **overrides})
 
 
 def item_rng(seed: int, epoch: int, index: int) -> np.random.Generator:
@@ -344,6 +394,9 @@ def train_transform(load: Callable[[int], Sample], index: int, num_items: int, r
         and the 3x3 original -> input matrix (``None`` for mosaics).
     """
     matrix: Optional[np.ndarray]
+    if hyp["pipeline"] == "darknet":
+        image, boxes, labels = load(index)
+        return darknet_sample(image, boxes, labels, rng, out_hw, hyp)
     if hyp["mosaic"] > 0 and rng.random() < hyp["mosaic"]:
         partners = rng.integers(0, num_items, size=3)
         image, boxes, labels = _mosaic([load(index)] + [load(int(i)) for i in partners], rng, out_hw, hyp)

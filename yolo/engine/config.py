@@ -2,6 +2,8 @@
 
 Hyperparameters come from three places, each overriding the one before:
 
+0. options Darknet would train with but that are not reproduced here stop the run at start, with the cfg's
+   file and line (:mod:`yolo.cfg_options` lists every ``[net]``/``[yolo]``/``[region]`` key and its fate);
 1. the cfg's ``[net]`` section (Darknet's own keys: ``batch``, ``subdivisions``, ``learning_rate``,
    ``momentum``, ``decay``, ``adam`` with ``B1``/``B2``/``eps``, the schedule keys (``burn_in``, ``power``,
    ``policy``, ``steps``, ``scales``, ``step``, ``scale``, ``gamma``, ``max_batches``, ``learning_rate_min``,
@@ -138,9 +140,14 @@ def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, 
     (YAML-ready): the keys of ``NET_KEYS`` and ``TRAINER_DEFAULTS``, ``img_size`` [h, w] and ``augment``
     (the full augmentation settings of :func:`yolo.data.transforms.augment_from_cfg`).
     """
+    from ..cfg_options import check_training_options
     from ..data.transforms import augment_from_cfg
 
     where = str(hyp_source) if isinstance(hyp_source, (str, Path)) else "hyp"
+    user = read_hyp(hyp_source)
+    # Every option Darknet would train with is either reproduced or refused here (yolo.cfg_options);
+    # a --hyp that names our own replacement (multi_scale, augment.mosaic) accepts the cfg key.
+    check_training_options([net, *heads], user)
     hyp: Dict[str, Any] = read_net_schedule(net)
     for key in ("batch", "subdivisions", "adam"):
         hyp[key] = net.get_int(key, NET_KEYS[key])
@@ -152,7 +159,6 @@ def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, 
     hyp.update({k: (dict(v) if isinstance(v, dict) else (list(v) if isinstance(v, list) else v))
                 for k, v in TRAINER_DEFAULTS.items()})
 
-    user = read_hyp(hyp_source)
     known = set(hyp) | {"img_size"}
     unknown = sorted(set(user) - known)
     if unknown:

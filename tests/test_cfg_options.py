@@ -1,0 +1,121 @@
+"""The table of Darknet training options (yolo.cfg_options): complete against Darknet's parser, enforced at
+training start with the cfg's file and line, and never in the way of inference."""
+import logging
+import re
+
+import pytest
+
+from yolo.cfg import CfgError, parse_cfg, parse_cfg_text
+from yolo.cfg_options import (INERT, NET_OPTIONS, REFUSED, REGION_OPTIONS, TRAINED, YOLO_OPTIONS,
+                              check_training_options, refusals)
+from yolo.engine.config import resolve_hyp
+from yolo.model import TRAINING_OPTIONS, Darknet
+
+
+def _darknet_parser_keys(function: str):
+    """Keys a function of Darknet's src/parser.c reads with option_find*, straight from the C source."""
+    from darknet_ref import darknet_source
+
+    path = darknet_source() / "src" / "parser.c"
+    if not path.is_file():
+        pytest.skip(f"Darknet source not found at {path.parent.parent} (set YOLO_DARKNET_SRC)")
+    text = path.read_text(errors="replace")
+    start = text.index(function)
+    body = text[start:text.index("\n}\n", start)]
+    return set(re.findall(r'option_find\w*\(options,\s*"([^"]+)"', body))
+
+
+@pytest.mark.parametrize("function,table", [("void parse_net_options(", NET_OPTIONS),
+                                            ("layer parse_yolo(", YOLO_OPTIONS),
+                                            ("layer parse_region(", REGION_OPTIONS)])
+def test_table_covers_exactly_what_darknet_reads(function, table):
+    keys = _darknet_parser_keys(function)
+    assert keys, function
+    assert sorted(keys - set(table)) == []  # every Darknet key has a decision
+    assert sorted(set(table) - keys) == []  # and no key is invented
+    for key, option in table.items():
+        assert option.fate in (TRAINED, INERT, REFUSED) and option.why, key
+        if option.fate == REFUSED:
+            assert option.advice, key
+
+
+def test_model_option_lists_derive_from_the_table():
+    assert TRAINING_OPTIONS["net"] == set(NET_OPTIONS)
+    assert TRAINING_OPTIONS["yolo"] == set(YOLO_OPTIONS)
+    assert TRAINING_OPTIONS["region"] == set(REGION_OPTIONS)
+
+
+HEAD = """
+[convolutional]
+filters=18
+size=1
+activation=linear
+
+[yolo]
+mask=0,1,2
+anchors=10,14, 23,27, 37,58
+classes=1
+num=3
+"""
+
+
+def _sections(net_extra="", head_extra=""):
+    text = "[net]\nbatch=2\nsubdivisions=1\nwidth=64\nheight=64\nmax_batches=10\n" + net_extra + HEAD + head_extra
+    return parse_cfg_text(text, source="train.cfg")
+
+
+@pytest.mark.parametrize("net_extra,key,line", [("mixup=1\n", "mixup=1", 7), ("blur=1\n", "blur=1", 7),
+                                                ("cutmix=1\n", "cutmix=1", 7), ("ema_alpha=0.9998\n", "ema_alpha=0.9998", 7),
+                                                ("mosaic=1\n", "mosaic=1", 7), ("track=1\n", "track=1", 7),
+                                                ("gaussian_noise=1\n", "gaussian_noise=1", 7)])
+def test_refused_net_options_stop_training_with_file_and_line(net_extra, key, line):
+    sections = _sections(net_extra)
+    with pytest.raises(CfgError) as info:
+        resolve_hyp(sections[0], [s for s in sections if s.type == "yolo"], None, {})
+    message = str(info.value)
+    assert message.startswith(f"train.cfg:{line}: [net] option '{key}' is not implemented for training: ")
+    assert "\n" not in message
+
+
+def test_neutral_values_pass():
+    sections = _sections("mixup=0\nblur=0\nmosaic=0\nema_alpha=0\ntime_steps=1\nresize_step=32\n", "random=0\n")
+    hyp = resolve_hyp(sections[0], [s for s in sections if s.type == "yolo"], None, {})
+    assert hyp["augment"]["pipeline"] == "darknet" and hyp["multi_scale"] is False
+
+
+def test_head_options_and_opt_in():
+    sections = _sections(head_extra="random=1\n")
+    heads = [s for s in sections if s.type == "yolo"]
+    with pytest.raises(CfgError, match=r"train.cfg:18: \[yolo\] option 'random=1' is not implemented for training"):
+        resolve_hyp(sections[0], heads, None, {})
+    # Naming this framework's multi-scale in --hyp is an explicit choice: the cfg key is then accepted.
+    assert resolve_hyp(sections[0], heads, {"multi_scale": True}, {})["multi_scale"] is True
+    assert resolve_hyp(sections[0], heads, {"multi_scale": False}, {})["multi_scale"] is False
+    mosaic = _sections("mosaic=1\n")
+    with pytest.raises(ValueError, match="pipeline: affine"):  # our mosaic needs our pipeline
+        resolve_hyp(mosaic[0], mosaic[2:], {"augment": {"mosaic": 0.5}}, {})
+    hyp = resolve_hyp(mosaic[0], mosaic[2:], {"augment": {"pipeline": "affine", "mosaic": 0.5}}, {})
+    assert hyp["augment"]["mosaic"] == 0.5
+
+
+def test_darknet_pipeline_settings_come_from_the_cfg():
+    sections = _sections("letter_box=1\nflip=0\nhue=.05\n", "jitter=.3\nresize=1.5\nmax=90\n")
+    hyp = resolve_hyp(sections[0], [s for s in sections if s.type == "yolo"], None, {})["augment"]
+    assert (hyp["letter_box"], hyp["flip"], hyp["hue"], hyp["jitter"], hyp["resize"], hyp["max_boxes"]) == \
+        (1.0, 0.0, pytest.approx(0.05), pytest.approx(0.3), 1.5, 90.0)
+
+
+def test_shipped_cfgs_detect_but_refuse_training(assets):
+    """yolov4.cfg (mosaic=1, random=1) still builds for inference; training names its first refused key."""
+    cfg = assets("cfg/yolov4.cfg")
+    Darknet(cfg)  # no error: inference never consults the table
+    errors = refusals(parse_cfg(cfg))
+    assert [e.problem.split("'")[1] for e in errors] == ["mosaic=1", "random=1"]  # random=1 in the last [yolo]
+    assert str(errors[0]).startswith(f"{cfg}:25: [net] option 'mosaic=1'")
+    check_training_options(parse_cfg(assets("cfg/yolov4-tiny.cfg")))  # nothing refused there
+
+
+def test_keys_outside_darknet_still_warn(caplog):
+    with caplog.at_level(logging.WARNING):
+        Darknet(_sections("rank=3\n"))
+    assert "rank" in caplog.text
