@@ -201,7 +201,7 @@ def build_region(section: Section, shapes: List[Shape], prev: Shape) -> LayerInf
 # [net], [yolo] and [region] come from yolo.cfg_options, which says what training does with each one.
 TRAINING_OPTIONS = {
     "*": {"stopbackward", "dontload", "dontloadscales", "train_only_bn", "onlyforward", "learning_rate_scale",
-          "learning_rate"},  # a layer's learning_rate: its rate scale (yolo.engine.trainer.build_optimizer)
+          "learning_rate", "dont_update", "burnin_update", "clip", "grad_centr"},  # yolo.engine.optimizer
     "net": set(known_keys("net")),
     "yolo": set(known_keys("yolo")),
     "region": set(known_keys("region")),
