@@ -144,4 +144,4 @@ def test_convert_tool_errors_are_one_line(tmp_path):
     bad_pt = tmp_path / "bad.pt"
     bad_pt.write_bytes(b"not a zip")
     result = run_convert("--weights", bad_pt, "--output", tmp_path / "y.weights")
-    assert result.returncode != 0 and "not a readable checkpoint" in result.stderr
+    assert result.returncode != 0 and "not a PyTorch checkpoint" in result.stderr

@@ -1,9 +1,12 @@
 """Helpers shared by the command-line tools."""
 from __future__ import annotations
 
+import argparse
 import logging
+import math
 import sys
 from pathlib import Path
+from typing import Callable, Optional
 
 from yolo.runs import increment_path  # noqa: F401  (re-exported for the tools)
 
@@ -17,3 +20,41 @@ def fail(message: str, code: int = 2) -> "NoReturn":  # noqa: F821
     """Print a one-line error to stderr and exit with a non-zero status."""
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(code)
+
+
+class ToolParser(argparse.ArgumentParser):
+    """``argparse`` whose errors are our one line (``error: argument --x: ...``), not usage plus error."""
+
+    def error(self, message: str) -> "NoReturn":  # noqa: F821
+        fail(f"{message} (see {Path(self.prog).name} --help)")
+
+
+def number(kind: Callable = float, low: Optional[float] = None, high: Optional[float] = None,
+           what: str = "") -> Callable[[str], float]:
+    """An argparse ``type``: a finite ``kind`` (int or float) within ``[low, high]`` (either bound optional)."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not {'an integer' if kind is int else 'a number'}") \
+                from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"'{text}' is not a finite number")
+        if (low is not None and value < low) or (high is not None and value > high):
+            if high is None:
+                bounds = f"at least {low:g}"
+            elif low is None:
+                bounds = f"at most {high:g}"
+            else:
+                bounds = f"between {low:g} and {high:g}"
+            raise argparse.ArgumentTypeError(f"{text} is out of range: {what or 'it'} must be {bounds}")
+        return value
+    parse.__name__ = kind.__name__
+    return parse
+
+
+# The numeric flags the tools share.
+fraction = number(float, 0.0, 1.0, "a threshold")            # --conf-thres, --iou-thres
+positive_int = number(int, 1, None, "the value")             # --batch-size, --epochs, --max-det, ...
+non_negative_int = number(int, 0, None, "the value")         # --workers, --freeze, --cutoff, --seed
+image_side = number(int, 1, 8192, "an image side")           # --img-size values

@@ -33,7 +33,7 @@ if __name__ == "__main__":
 import cv2  # noqa: E402
 import torch  # noqa: E402
 
-from tools._common import fail  # noqa: E402
+from tools._common import ToolParser, fail, fraction, image_side, non_negative_int, positive_int  # noqa: E402
 from yolo.detector import Detector, load_image, preprocess  # noqa: E402
 
 
@@ -137,20 +137,20 @@ def summarize(seconds: List[float]) -> float:
 
 # ------------------------------------------------------------------------------------------ main
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = ToolParser(description=__doc__.split("\n\n")[0],
+                   formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--cfg", required=True, type=Path, help="Darknet .cfg")
     p.add_argument("--weights", type=Path, default=None, help="Darknet .weights (default: random weights)")
-    p.add_argument("--img-size", type=int, nargs="+", default=[416], help="input size: S or H W")
+    p.add_argument("--img-size", type=image_side, nargs="+", default=[416], help="input size: S or H W")
     p.add_argument("--image", type=Path, default=None, help="image to run on (default: a synthetic 768x576)")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads for both (default: all cores)")
-    p.add_argument("--batch", type=int, default=8, help="batch size for the throughput figures")
-    p.add_argument("--iters", type=int, default=20, help="timed rounds per measurement")
-    p.add_argument("--warmup", type=int, default=3, help="untimed rounds first")
+    p.add_argument("--threads", type=positive_int, default=None, help="CPU threads for both (default: all cores)")
+    p.add_argument("--batch", type=positive_int, default=8, help="batch size for the throughput figures")
+    p.add_argument("--iters", type=positive_int, default=20, help="timed rounds per measurement")
+    p.add_argument("--warmup", type=non_negative_int, default=3, help="untimed rounds first")
     p.add_argument("--resize", default="stretch", choices=["stretch", "letterbox"],
                    help="our pre-processing (OpenCV always stretches)")
-    p.add_argument("--conf-thres", type=float, default=0.25)
-    p.add_argument("--iou-thres", type=float, default=0.45)
+    p.add_argument("--conf-thres", type=fraction, default=0.25)
+    p.add_argument("--iou-thres", type=fraction, default=0.45)
     p.add_argument("--compile", action="store_true", help="also time our model under torch.compile")
     p.add_argument("--no-opencv", action="store_true", help="time only our pipeline")
     p.add_argument("--no-gpu", action="store_true", help="skip the CUDA figures (run when CUDA is available)")

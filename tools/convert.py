@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tools._common import fail  # noqa: E402
+from tools._common import ToolParser, fail, non_negative_int  # noqa: E402
 from yolo.cfg import CfgError, read_names  # noqa: E402
 from yolo.checkpoint import model_checkpoint, save_checkpoint  # noqa: E402
 from yolo.model import Darknet, load_model  # noqa: E402
@@ -28,11 +28,11 @@ from yolo.weights import WeightsError, float_count  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ToolParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cfg", help="Darknet .cfg (needed for .weights input; optional for .pt)")
     parser.add_argument("--weights", required=True, help="input: Darknet .weights or our .pt")
     parser.add_argument("--output", required=True, help="output file: .pt for Darknet input, else .weights")
-    parser.add_argument("--cutoff", type=int, default=None,
+    parser.add_argument("--cutoff", type=non_negative_int, default=None,
                         help="use only layers 0..N-1 (read a partial file / write a partial file)")
     parser.add_argument("--names", help="optional .names file stored in the .pt")
     return parser.parse_args(argv)
@@ -44,6 +44,7 @@ def main(args: argparse.Namespace) -> Path:
         fail(f"{weights}: file not found")
     to_darknet = weights.suffix in (".pt", ".pth")
     try:
+        output.parent.mkdir(parents=True, exist_ok=True)  # as for a .pt output: the folder may be new
         if to_darknet:
             model = load_model(args.cfg, weights)
             model.save_darknet_weights(output, cutoff=args.cutoff)

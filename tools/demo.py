@@ -30,14 +30,16 @@ TARGET_MAP50 = 0.9
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from tools._common import ToolParser, positive_int
+
+    p = ToolParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cfg", default=str(REPO / "configs" / "yolov3-tiny-shapes.cfg"), help="model cfg")
     p.add_argument("--data", default=str(REPO / "configs" / "shapes.yaml"), help="dataset YAML")
     p.add_argument("--hyp", default=str(REPO / "configs" / "hyp.shapes.yaml"), help="training settings")
-    p.add_argument("--epochs", type=int, default=None, help="default: the hyp file's (60)")
+    p.add_argument("--epochs", type=positive_int, default=None, help="default: the hyp file's (60)")
     p.add_argument("--device", default="cpu", help="default: cpu")
     p.add_argument("--name", default="shapes", help="run folder name under runs/train, runs/eval, runs/detect")
-    p.add_argument("--heldout", type=int, default=8, help="held-out images to draw detections on (default: 8)")
+    p.add_argument("--heldout", type=positive_int, default=8, help="held-out images to draw detections on (default: 8)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars (logs only)")
     return p.parse_args(argv)
 

@@ -39,7 +39,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from tools._common import fail, increment_path  # noqa: E402
+from tools._common import (ToolParser, fail, fraction, image_side, increment_path, non_negative_int,  # noqa: E402
+                           positive_int)
+from yolo.progress import use_bars  # noqa: E402
 from yolo.detector import IMAGE_SUFFIXES, Detector, ImageReadError, load_image  # noqa: E402
 
 logger = logging.getLogger("yolo.detect")
@@ -216,6 +218,10 @@ def run_video(item: SourceItem, detector: Detector, writer: Writer, progress: tq
             video_out.release()
     if frames == 0:
         raise ImageReadError(f"{item.path or item.name}: no frame could be read")
+    if frames < total:  # OpenCV stops at the first frame it cannot decode
+        progress.write(f"warning: {item.path}: the video should have {total} frames but only {frames} could be "
+                       f"read (truncated or damaged file); the {total - frames} missing frame(s) were not processed",
+                       file=sys.stderr)
     return frames, detections
 
 
@@ -236,31 +242,31 @@ def _camera_opens(index: int) -> bool:
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = ToolParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--cfg", type=Path, default=None, help="Darknet .cfg (optional for a .pt carrying its cfg)")
     p.add_argument("--weights", type=Path, required=True, help="Darknet .weights or our .pt")
     p.add_argument("--source", required=True, help="image, video, folder, glob or camera index")
     p.add_argument("--names", type=Path, default=None, help=".names file (one class name a line)")
-    p.add_argument("--img-size", type=int, nargs="+", default=[416], help="network input: S or H W")
-    p.add_argument("--conf-thres", type=float, default=0.25, help="score threshold (objectness x class)")
-    p.add_argument("--iou-thres", type=float, default=0.45, help="NMS IoU threshold")
+    p.add_argument("--img-size", type=image_side, nargs="+", default=[416], help="network input: S or H W")
+    p.add_argument("--conf-thres", type=fraction, default=0.25, help="score threshold (objectness x class)")
+    p.add_argument("--iou-thres", type=fraction, default=0.45, help="NMS IoU threshold")
     p.add_argument("--resize", default="letterbox", choices=["letterbox", "stretch"], help="pre-processing")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 or a GPU index (default: CUDA if present)")
     p.add_argument("--half", action="store_true", help="fp16 inference (CUDA only)")
-    p.add_argument("--classes", type=int, nargs="+", default=None, help="keep only these class indices")
+    p.add_argument("--classes", type=non_negative_int, nargs="+", default=None, help="keep only these class indices")
     p.add_argument("--agnostic-nms", action="store_true", help="class-agnostic NMS")
     p.add_argument("--nms-kind", default=None, choices=["default", "greedynms", "diounms"],
                    help="Darknet's NMS variant (default: the cfg's nms_kind of its last [yolo])")
     p.add_argument("--beta-nms", type=float, default=None, help="DIoU-NMS exponent (default: the cfg's beta_nms)")
-    p.add_argument("--max-det", type=int, default=300, help="most detections per image")
-    p.add_argument("--batch-size", type=int, default=1, help="images per forward pass")
+    p.add_argument("--max-det", type=positive_int, default=300, help="most detections per image")
+    p.add_argument("--batch-size", type=positive_int, default=1, help="images per forward pass")
     p.add_argument("--output", type=Path, default=Path("runs/detect"), help="parent of the run folders")
     p.add_argument("--name", default="exp", help="run folder name (exp, exp2, ... never overwritten)")
     p.add_argument("--save-txt", action="store_true", help="save YOLO txt labels")
     p.add_argument("--save-conf", action="store_true", help="add the score to each txt label line")
     p.add_argument("--save-json", action="store_true", help="save COCO-format results.json")
     p.add_argument("--nosave", action="store_true", help="do not save annotated images/videos")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (always off when stderr is not a terminal)")
     p.add_argument("--verbose", action="store_true")
     return p.parse_args(argv)
 
@@ -291,6 +297,8 @@ def main(args) -> Path:
     device = _device(args.device)
     if device is not None and device.startswith("cuda") and not torch.cuda.is_available():
         fail(f"--device {args.device}: CUDA is not available")
+    if len(args.img_size) > 2:
+        fail(f"--img-size takes one value or two (height width), got {len(args.img_size)}")
     img_size = args.img_size[0] if len(args.img_size) == 1 else tuple(args.img_size[:2])
     try:
         detector = Detector(args.cfg, args.weights, names=args.names, device=device, img_size=img_size,
@@ -310,7 +318,8 @@ def main(args) -> Path:
     images = [it for it in items if it.kind == "image"]
     streams = [it for it in items if it.kind != "image"]
     position = {id(it): i + 1 for i, it in enumerate(items)}
-    with tqdm(total=len(images) + len(streams), desc="detect", unit="src", file=sys.stderr) as progress:
+    with tqdm(total=len(images) + len(streams), desc="detect", unit="src", file=sys.stderr,
+              disable=not use_bars(not args.no_progress)) as progress:
         for start in range(0, len(images), max(1, args.batch_size)):
             chunk, frames = [], []
             for item in images[start:start + max(1, args.batch_size)]:

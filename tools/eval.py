@@ -24,13 +24,15 @@ from torch.utils.data import Dataset
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tools._common import fail, increment_path, setup_logging  # noqa: E402
+from tools._common import (ToolParser, fail, fraction, image_side, increment_path, non_negative_int,  # noqa: E402
+                           positive_int, setup_logging)
 from yolo.cfg import CfgError  # noqa: E402
 from yolo.data import DataError, DetectionDataset, build_dataset, create_dataloader, load_data_config  # noqa: E402
 from yolo.evaluation import Evaluator, evaluate_model  # noqa: E402
 from yolo.model import load_model  # noqa: E402
 from yolo.weights import WeightsError  # noqa: E402
 from yolo.ops import resize_image  # noqa: E402
+from yolo.progress import use_bars  # noqa: E402
 
 logger = logging.getLogger("yolo.eval")
 
@@ -91,30 +93,32 @@ def _device(name: Optional[str]) -> torch.device:
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = ToolParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cfg", default=None, help="Darknet .cfg (optional for a .pt checkpoint that carries its cfg)")
     p.add_argument("--weights", required=True, help="Darknet .weights or .pt checkpoint")
     p.add_argument("--data", required=True, help="dataset YAML (its 'val' split is evaluated)")
     p.add_argument("--split", default="val", choices=("val", "train"), help="which split to evaluate (default: val)")
-    p.add_argument("--img-size", type=int, nargs="+", default=None,
+    p.add_argument("--img-size", type=image_side, nargs="+", default=None,
                    help="network input: one value (square) or height width; default: the cfg's [net] size")
-    p.add_argument("--conf-thres", type=float, default=0.001,
+    p.add_argument("--conf-thres", type=fraction, default=0.001,
                    help="keep detections scoring above this (default: %(default)s)")
-    p.add_argument("--iou-thres", type=float, default=0.6, help="NMS IoU threshold (default: %(default)s)")
-    p.add_argument("--max-det", type=int, default=300, help="detections kept per image (default: %(default)s)")
+    p.add_argument("--iou-thres", type=fraction, default=0.6, help="NMS IoU threshold (default: %(default)s)")
+    p.add_argument("--max-det", type=positive_int, default=300, help="detections kept per image (default: %(default)s)")
     p.add_argument("--single-label", action="store_true",
                    help="one class per box (default: every class above --conf-thres, as Darknet evaluates)")
     p.add_argument("--resize", default="letterbox", choices=RESIZE_MODES,
                    help="letterbox (default) keeps the aspect ratio as Darknet's letterbox_image; "
                         "stretch resizes to the input size")
-    p.add_argument("--batch-size", type=int, default=16, help="images per batch (default: %(default)s)")
-    p.add_argument("--workers", type=int, default=min(4, os.cpu_count() or 1),
+    p.add_argument("--batch-size", type=positive_int, default=16, help="images per batch (default: %(default)s)")
+    p.add_argument("--workers", type=non_negative_int, default=min(4, os.cpu_count() or 1),
                    help="data loading processes (default: %(default)s)")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 or a GPU index; default: cuda if available")
     p.add_argument("--amp", action="store_true", help="mixed precision inference (CUDA)")
     p.add_argument("--fast", action="store_true",
                    help="skip pycocotools: the in-house twin (same mAP50, mAP50_95, no area breakdown)")
     p.add_argument("--no-plots", action="store_true", help="do not draw PR curves and the confusion matrix")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (always off when stderr is not a terminal)")
     p.add_argument("--save-dir", default=None, help="output folder (default runs/eval/NAME, never overwritten)")
     p.add_argument("--project", default="runs/eval", help="parent of the default save folder (default: %(default)s)")
     p.add_argument("--name", default="exp", help="save folder name under --project: exp, then exp2, ... "
@@ -155,7 +159,7 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
                 len(dataset), img_size[0], img_size[1], args.resize, args.conf_thres, args.iou_thres)
     metrics = evaluate_model(model, loader, evaluator, conf_thres=args.conf_thres, iou_thres=args.iou_thres,
                              device=device, max_det=args.max_det, multi_label=not args.single_label,
-                             amp=args.amp, desc=f"eval {args.split}")
+                             amp=args.amp, progress=use_bars(not args.no_progress), desc=f"eval {args.split}")
     speed = metrics["speed_ms"]
     print(evaluator.summary_text(metrics))
     print(f"Speed: {speed['preprocess']:.1f} ms pre-process, {speed['inference']:.1f} ms inference, "

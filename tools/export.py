@@ -31,7 +31,8 @@ if __name__ == "__main__":
 
 import torch  # noqa: E402
 
-from tools._common import fail, setup_logging  # noqa: E402
+from tools._common import (ToolParser, fail, fraction, image_side, non_negative_int, number, positive_int,  # noqa: E402
+                           setup_logging)
 
 logger = logging.getLogger("yolo.export")
 
@@ -39,30 +40,30 @@ FORMATS = {"onnx": ".onnx", "torchscript": ".torchscript", "darknet": ".weights"
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = ToolParser(description=__doc__.split("\n\n")[0],
+                   formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--cfg", type=Path, default=None, help="Darknet .cfg (optional for a .pt that carries its cfg)")
     p.add_argument("--weights", type=Path, required=True, help="Darknet .weights or a trained .pt checkpoint")
     p.add_argument("--format", required=True, choices=sorted(FORMATS), help="what to write")
     p.add_argument("--output", type=Path, default=None,
                    help="output file (default: the weights path with the format's suffix)")
-    p.add_argument("--img-size", type=int, nargs="+", default=None,
+    p.add_argument("--img-size", type=image_side, nargs="+", default=None,
                    help="input size S or H W, multiples of the stride (default: the cfg's [net] size)")
     p.add_argument("--dynamic", action="store_true", help="ONNX: dynamic height and width too (batch always is)")
     p.add_argument("--half", action="store_true", help="float16 weights and input (heads decode in float32)")
     p.add_argument("--nms", action="store_true",
                    help="ONNX: put NMS in the graph; outputs boxes, scores, labels, batch_index")
-    p.add_argument("--conf-thres", type=float, default=0.25, help="with --nms: score threshold")
-    p.add_argument("--iou-thres", type=float, default=0.45, help="with --nms: NMS IoU threshold")
-    p.add_argument("--max-det", type=int, default=300, help="with --nms: most detections per image")
-    p.add_argument("--opset", type=int, default=17, help="ONNX opset (17 or later)")
+    p.add_argument("--conf-thres", type=fraction, default=0.25, help="with --nms: score threshold")
+    p.add_argument("--iou-thres", type=fraction, default=0.45, help="with --nms: NMS IoU threshold")
+    p.add_argument("--max-det", type=positive_int, default=300, help="with --nms: most detections per image")
+    p.add_argument("--opset", type=number(int, 17, None, "the opset"), default=17, help="ONNX opset (17 or later)")
     p.add_argument("--names", type=Path, default=None, help="class names file, stored in the file's metadata")
     p.add_argument("--image", type=Path, default=None,
                    help="image for the check (default: drawn shapes scenes)")
     p.add_argument("--no-verify", action="store_true", help="skip running the written file")
-    p.add_argument("--benchmark", type=int, default=0, metavar="RUNS",
+    p.add_argument("--benchmark", type=non_negative_int, default=0, metavar="RUNS",
                    help="ONNX: also time onnxruntime, PyTorch and OpenCV DNN (model only, batch 1) over RUNS rounds")
-    p.add_argument("--threads", type=int, default=2, help="CPU threads for every runtime in --benchmark")
+    p.add_argument("--threads", type=positive_int, default=2, help="CPU threads for every runtime in --benchmark")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return p.parse_args(argv)
 

@@ -134,8 +134,11 @@ def parse_cfg_text(text: str, source: str = "<cfg>") -> List[Section]:
     """Parse cfg text into sections. The first section must be ``[net]`` (or ``[network]``).
 
     Section and option names are lower-cased keys as Darknet writes them; values stay raw strings.
+    A UTF-8 byte order mark (which some Windows editors write) at the start is skipped.
     """
     sections: List[Section] = []
+    if text.startswith("\ufeff"):
+        text = text[1:]
     for lineno, raw_line in enumerate(text.splitlines(), start=1):
         # Darknet strips all whitespace (and NULs) from a line before reading it.
         line = "".join(ch for ch in raw_line if not ch.isspace() and ch != "\0")
@@ -143,21 +146,21 @@ def parse_cfg_text(text: str, source: str = "<cfg>") -> List[Section]:
             continue
         if line[0] == "[":
             if not line.endswith("]") or len(line) < 3:
-                raise CfgError(f"malformed section header '{raw_line.strip()}'", source, lineno)
+                raise CfgError(f"malformed section header '{_visible(raw_line.strip())}'", source, lineno)
             name = line[1:-1].lower()
             if not name.replace("_", "").isalnum():
-                raise CfgError(f"malformed section header '{raw_line.strip()}'", source, lineno)
+                raise CfgError(f"malformed section header '{_visible(raw_line.strip())}'", source, lineno)
             sections.append(Section(type=name, line=lineno, source=source))
             continue
         if "=" not in line:
-            raise CfgError(f"expected 'key=value' or '[section]', got '{raw_line.strip()}'", source, lineno)
+            raise CfgError(f"expected 'key=value' or '[section]', got '{_visible(raw_line.strip())}'", source, lineno)
         if not sections:
-            raise CfgError(f"option '{raw_line.strip()}' comes before any [section]", source, lineno)
+            raise CfgError(f"option '{_visible(raw_line.strip())}' comes before any [section]", source, lineno)
         key, value = line.split("=", 1)
         if "#" in value:  # a trailing comment; Darknet would keep it glued to the value
             value = value.split("#", 1)[0]
         if not key:
-            raise CfgError(f"option without a name: '{raw_line.strip()}'", source, lineno)
+            raise CfgError(f"option without a name: '{_visible(raw_line.strip())}'", source, lineno)
         section = sections[-1]
         if key in section.options:
             logger.warning("%s:%d: option '%s' repeats in [%s]; keeping the first value (as Darknet does)",
@@ -178,6 +181,11 @@ def parse_cfg_text(text: str, source: str = "<cfg>") -> List[Section]:
     if len(sections) == 1:
         raise CfgError("the cfg has a [net] section but no layers", source, sections[0].line)
     return sections
+
+
+def _visible(text: str) -> str:
+    """``text`` with invisible and control characters written as escapes (``\\ufeff``), for messages."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
 
 
 def read_names(path: CfgSource) -> List[str]:

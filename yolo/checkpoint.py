@@ -7,6 +7,7 @@ Files are written atomically (temp file + rename), so an interrupted save never 
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
 
@@ -72,11 +73,36 @@ def load_checkpoint_file(path: Union[str, Path]) -> Dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise WeightsError(f"{path}: checkpoint not found")
+    if path.stat().st_size == 0:
+        raise WeightsError(f"{path}: empty file, not a checkpoint")
+    with open(path, "rb") as f:
+        head = f.read(4)
+    # torch.save writes a zip archive (older versions a pickle stream, which opens with PROTO, 0x80).
+    if head != b"PK\x03\x04" and head[:1] != b"\x80":
+        raise WeightsError(f"{path}: not a PyTorch checkpoint (it is neither a zip archive nor a pickle, "
+                           "the two formats torch.save writes)")
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch's notes on pickle protocols say nothing about our files
+            warnings.simplefilter("ignore")
+            ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many types here (pickle, zip, unsafe global)
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise WeightsError(f"{path}: not a readable checkpoint ({reason[:200]})") from None
+        raise WeightsError(f"{path}: {_load_failure(exc)}") from None
     if not isinstance(ckpt, dict) or "model" not in ckpt:
         raise WeightsError(f"{path}: not a yolo checkpoint (expected a dict with a 'model' state_dict)")
     return ckpt
+
+
+def _load_failure(exc: Exception) -> str:
+    """Our one-line reason for a failed ``torch.load(weights_only=True)`` (torch's own texts run to many
+    lines and advise turning the safe loader off, which we never do)."""
+    text = str(exc)
+    if "Weights only load failed" in text:
+        return ("holds Python objects besides tensors and plain values, so it is not a checkpoint written by "
+                "this project; such files are not read, because loading them can run arbitrary code (save its "
+                "state_dict as a plain dict of tensors, or convert the model to Darknet .weights)")
+    if isinstance(exc, PermissionError):
+        return "cannot be read (permission denied)"
+    # A cut-off zip archive fails in torch's reader either with its own text or as a bare OSError.
+    if "zip archive" in text or "PytorchStreamReader" in text or isinstance(exc, OSError):
+        return "truncated or damaged checkpoint (its zip archive cannot be read): write or copy it again"
+    return f"damaged checkpoint: its content cannot be read ({type(exc).__name__})"

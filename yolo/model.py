@@ -18,11 +18,11 @@ from .cfg import CfgError, Section, parse_cfg, parse_cfg_text, sections_to_text
 from .layers import (ACTIVATIONS, ConvBNAct, Dropout, GlobalAvgPool, HeadOptions, MaxPool, RegionLayer,
                      Reorg, Route, Shortcut, Softmax, Upsample, YOLOLayer)
 from . import layer_types  # noqa: F401  (registers the builders of the extra layer types)
-from .cfg_options import known_keys
 from .layer_types.registry import BUILDERS, LayerInfo, Shape, register
 from .layer_types.registry import activation as _activation
 from .layer_types.registry import layer_index as _layer_index
 from .layer_types.registry import positive as _positive
+from .layer_types.limits import check_layer_size
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +47,8 @@ def build_convolutional(section: Section, shapes: List[Shape], prev: Shape) -> L
     out_w = (w + 2 * padding - size) // stride + 1
     if out_h <= 0 or out_w <= 0:
         raise section.error(f"input {h}x{w} is too small for size={size} stride={stride} padding={padding}")
+    check_layer_size(section, filters * (c // groups) * size * size, (filters, out_h, out_w),
+                     "size" if size * size > filters else "filters", f"filters={filters} size={size} on a {c}x{h}x{w} input")
     module = ConvBNAct(c, filters, size, stride, padding, groups, bn, act)
     return LayerInfo(module, (filters, out_h, out_w), prev)
 
@@ -71,6 +73,7 @@ def build_upsample(section: Section, shapes: List[Shape], prev: Shape) -> LayerI
     c, h, w = prev
     stride = _positive(section, "stride", section.get_int("stride", 2))
     scale = section.get_float("scale", 1.0)
+    check_layer_size(section, 0, (c, h * stride, w * stride), "stride", f"stride={stride} on a {c}x{h}x{w} input")
     return LayerInfo(Upsample(stride, scale), (c, h * stride, w * stride), prev)
 
 
@@ -197,14 +200,28 @@ def build_region(section: Section, shapes: List[Shape], prev: Shape) -> LayerInf
 
 # ----------------------------------------------------------------------------- option tables
 
-# Options that Darknet uses only for training, data loading or post-processing: accepted without a warning.
-# [net], [yolo] and [region] come from yolo.cfg_options, which says what training does with each one.
+# Options that Darknet uses only for training, data loading or post-processing: accepted silently.
 TRAINING_OPTIONS = {
     "*": {"stopbackward", "dontload", "dontloadscales", "train_only_bn", "onlyforward", "learning_rate_scale",
-          "learning_rate", "dont_update", "burnin_update", "clip", "grad_centr"},  # yolo.engine.optimizer
-    "net": set(known_keys("net")),
-    "yolo": set(known_keys("yolo")),
-    "region": set(known_keys("region")),
+          "learning_rate"},  # a layer's learning_rate: its rate scale (yolo.engine.trainer.build_optimizer)
+    "net": {"batch", "subdivisions", "width", "height", "channels", "momentum", "decay", "angle", "saturation",
+            "exposure", "hue", "learning_rate", "burn_in", "max_batches", "policy", "steps", "scales", "step",
+            "gamma", "power", "mosaic", "cutmix", "mixup", "blur", "flip", "aspect", "max_crop", "min_crop",
+            "letter_box", "jitter", "adam", "b1", "b2", "B1", "B2", "eps", "learning_rate_min", "sgdr_cycle",
+            "sgdr_mult", "inputs", "max_chart_loss", "sequential_subdivisions",
+            "resize_step", "label_smooth_eps", "track", "time_steps", "gaussian_noise", "ema_alpha", "loss_scale",
+            "dynamic_minibatch", "optimized_memory", "workspace_size_limit_MB", "random", "seed", "rank",
+            "center", "crop_width", "crop_height", "hue_shift", "contrastive", "unsupervised", "mosaic_bound"},
+    "yolo": {"jitter", "random", "resize", "ignore_thresh", "truth_thresh", "iou_thresh", "iou_normalizer",
+             "obj_normalizer", "cls_normalizer", "delta_normalizer", "iou_loss", "iou_thresh_kind", "beta_nms",
+             "nms_kind", "max_delta", "counters_per_class", "label_smooth_eps", "focal_loss", "max", "thresh",
+             "objectness_smooth", "track_history_size", "sim_thresh", "dets_for_track", "dets_for_show",
+             "track_ciou_norm", "embedding_layer", "map", "rescore", "show_details", "nms_threshold"},
+    "region": {"jitter", "random", "rescore", "thresh", "object_scale", "noobject_scale", "class_scale",
+               "coord_scale", "absolute", "bias_match", "softmax", "max", "focal_loss", "tree", "map",
+               "classfix", "log", "sqrt", "ignore_thresh", "truth_thresh", "iou_thresh", "iou_loss",
+               "iou_normalizer", "obj_normalizer", "cls_normalizer", "label_smooth_eps", "max_delta",
+               "scale_x_y", "new_coords", "resize", "nms_threshold"},
     "softmax": {"spatial", "noloss", "tree"},
 }
 # Options that would change what a layer computes: refused unless they have their neutral value.

@@ -7,6 +7,7 @@ background images and are kept.
 """
 from __future__ import annotations
 
+import codecs
 import logging
 import math
 from dataclasses import dataclass, field
@@ -271,13 +272,26 @@ def _is_float(text: str) -> bool:
 
 
 def read_label_file(path: Path, num_classes: int) -> Tuple[np.ndarray, List[Problem]]:
-    """Parse one label file; an unreadable file is one problem (and no boxes)."""
+    """Parse one label file; an unreadable file is one problem (and no boxes).
+
+    Each line is decoded on its own, so a line that is not UTF-8 text is dropped and reported like any
+    other malformed line while the image keeps its valid boxes. A byte-order mark is tolerated.
+    """
     try:
-        text = path.read_text(encoding="utf-8-sig")  # tolerate a byte-order mark
-    except UnicodeDecodeError:
-        return np.zeros((0, 5), np.float32), [Problem(str(path), "label file is not UTF-8 text; its image is dropped", None, "file",
-                                                     "bad_label_file")]
+        data = path.read_bytes()
     except OSError as e:
         return np.zeros((0, 5), np.float32), [Problem(str(path), f"cannot read label file ({e}); its image is dropped", None,
                                                      "file", "bad_label_file")]
-    return parse_label_lines(text.splitlines(), str(path), num_classes)
+    if data.startswith(codecs.BOM_UTF8):
+        data = data[len(codecs.BOM_UTF8):]
+    lines: List[str] = []
+    undecodable: List[Problem] = []
+    for lineno, raw in enumerate(data.splitlines(), start=1):
+        try:
+            lines.append(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            lines.append("")  # keeps the line numbers of the lines after it
+            undecodable.append(Problem(str(path), f"malformed label line {raw[:40]!r}: not UTF-8 text", lineno,
+                                       "box", "malformed"))
+    labels, problems = parse_label_lines(lines, str(path), num_classes)
+    return labels, sorted(undecodable + problems, key=lambda problem: problem.line or 0)
