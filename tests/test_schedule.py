@@ -115,6 +115,16 @@ def test_defaults_are_darknets():
     assert (hyp["adam"], hyp["B1"], hyp["B2"], hyp["eps"]) == (1, 0.5, 0.99, 1e-8)
 
 
+def test_keys_of_other_policies_are_ignored_as_darknet_ignores_them(darknet):
+    """parse_net_options reads steps/scales only for steps and sgdr, step for step and sigmoid, scale for step,
+    gamma for exp and sigmoid: a leftover key of another policy changes nothing, even a malformed one."""
+    opts = dict(policy="poly", max_batches=50, steps="0.5,x", scales="1,2,3", gamma=0.5, step=3, scale=7)
+    expected = darknet.rates(RATE_CFG, 50, **opts)
+    schedule = ours_from_cfg(set_net_options(RATE_CFG, **opts))
+    assert (schedule.steps, schedule.gamma, schedule.step, schedule.scale) == ([], 1.0, 1, 1.0)
+    np.testing.assert_allclose([schedule(n) for n in range(51)], expected, rtol=2e-7, atol=1e-12)
+
+
 def test_batch_not_a_multiple_of_subdivisions_rounds_down_as_darknet():
     """Darknet: mini-batch = batch / subdivisions (integer), an update = mini-batch * subdivisions images."""
     net = parse_cfg_text("[net]\nbatch=64\nsubdivisions=3\nmax_batches=7\n[convolutional]\nfilters=1\n")[0]

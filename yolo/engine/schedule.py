@@ -172,18 +172,20 @@ def read_net_schedule(net) -> Dict[str, Any]:
     out["sgdr_mult"] = net.get_int("sgdr_mult", 2)
     out["power"] = net.get_float("power", 4.0)
     out["burn_in"] = net.get_int("burn_in", 0)
-    out["step"] = net.get_int("step", 1)
-    out["scale"] = net.get_float("scale", 1.0)
-    out["gamma"] = net.get_float("gamma", 1.0)
     policy = net.get_str("policy", "constant")
     if policy not in POLICIES:  # Darknet falls back to constant with a message; we refuse
         raise net.error(f"unknown policy '{policy}' (Darknet's names: {', '.join(POLICIES)})", "policy")
     out["policy"] = policy
-    steps = _atoi_list(net, "steps") if net.has("steps") else []
-    scales = net.get_floats("scales") if net.has("scales") else []
+    # Darknet reads each of these only for the policies that use them (a leftover key is ignored).
+    out["step"] = net.get_int("step", 1) if policy in ("step", "sigmoid") else 1
+    out["scale"] = net.get_float("scale", 1.0) if policy == "step" else 1.0
+    out["gamma"] = net.get_float("gamma", 1.0) if policy in ("exp", "sigmoid") else 1.0
+    with_steps = policy in ("steps", "sgdr")
+    steps = _atoi_list(net, "steps") if with_steps and net.has("steps") else []
+    scales = net.get_floats("scales") if with_steps and net.has("scales") else []
     if policy == "steps" and not (steps and scales):
         raise net.error("policy=steps needs both steps and scales", "policy")
-    if steps and net.has("scales") and len(scales) < len(steps):
+    if steps and scales and len(scales) < len(steps):
         raise net.error(f"{len(steps)} steps but only {len(scales)} scales: Darknet would read past the end of "
                         f"scales", "scales")
     out["steps"] = steps
