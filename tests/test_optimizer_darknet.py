@@ -176,7 +176,8 @@ def test_adam_is_darknets_cuda_update_which_its_cpu_build_ignores(darknet, asset
     assert sgd.read_bytes() == adam.read_bytes()  # the CPU build ignores adam
 
     adam_cfg = tmp_path / "adam.cfg"
-    adam_cfg.write_text(CFG.format(batch=2, subdivisions=1).replace("momentum=0.9", "adam=1\nB1=0.8\nB2=0.99\neps=1e-6"))
+    adam_text = CFG.format(batch=2, subdivisions=1).replace("momentum=0.9", "adam=1\nB1=0.8\nB2=0.99\neps=1e-6")
+    adam_cfg.write_text(adam_text)
     model = load_model(adam_cfg, weights).train()
     hyp = resolve_hyp(model.net, [s for s in model.sections if s.type == "yolo"], {"ema": False}, {})
     trainer = SimpleNamespace(global_step=0, schedule=schedule_from_hyp(hyp, hyp["max_batches"]),
@@ -353,7 +354,7 @@ def test_dont_update_burnin_update_and_clip_follow_darknets_cuda_update(darknet,
     cfg, plain = tmp_path / "hold.cfg", tmp_path / "plain.cfg"
     cfg.write_text(HOLD_CFG.format(batch=2, subdivisions=1))
     plain.write_text(CFG.format(batch=2, subdivisions=1))
-    assert "dont_update=2" in cfg.read_text() and "burnin_update=1" in cfg.read_text() and "clip=0.05" in cfg.read_text()
+    assert all(key in cfg.read_text() for key in ("dont_update=2", "burnin_update=1", "clip=0.05"))
     start = load_model(cfg)
     randomize_model(start, seed=7, calibrate_hw=(SIZE, SIZE))
     weights = tmp_path / "start.weights"
