@@ -8,8 +8,8 @@ these). The draw itself is checked against hand-computed values of load_data_det
 import numpy as np
 import pytest
 
-from yolo.data.darknet_augment import (DarknetDraw, augment_image, augment_truths, darknet_sample, draw_darknet,
-                                       input_matrix)
+from yolo.data.darknet_augment import (DarknetDraw, augment_image, augment_truths, darknet_item, darknet_sample,
+                                       draw_darknet, input_matrix, mixup_images, mixup_truths)
 from yolo.data.transforms import augment_config, augment_from_cfg, train_transform, transform_boxes
 
 HYP = {"jitter": 0.3, "resize": 1.5, "letter_box": 0, "flip": 0.5, "hue": 0.1, "saturation": 1.5, "exposure": 1.5}
@@ -149,3 +149,32 @@ def test_train_transform_runs_the_darknet_pipeline():
     np.testing.assert_allclose(boxes, ref[1])
     np.testing.assert_allclose(matrix, input_matrix(draw_darknet(np.random.default_rng(1), (30, 40), (32, 32), hyp),
                                                     (30, 40), (32, 32)))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_mixup_blend_matches_darknet(darknet, seed):
+    rng = np.random.default_rng(seed)
+    new, old = rng.random((3, 8, 10), dtype=np.float32), rng.random((3, 8, 10), dtype=np.float32)
+    new_truths, old_truths = _truths(rng, int(rng.integers(0, 6))), _truths(rng, int(rng.integers(1, 6)))
+    max_boxes = int(rng.integers(3, 9))
+    expected_image, expected_truths = darknet.mixup(new, old, new_truths, old_truths, max_boxes)
+    np.testing.assert_array_equal(mixup_images(new, old), expected_image)
+    np.testing.assert_array_equal(mixup_truths(new_truths, old_truths, max_boxes), expected_truths)
+
+
+def test_mixup_item_averages_two_augmented_images():
+    images = [np.full((20, 20, 3), 40, np.uint8), np.full((20, 20, 3), 200, np.uint8)]
+    boxes = [np.array([[2, 2, 10, 10]], np.float32), np.array([[8, 8, 18, 18]], np.float32)]
+    load = lambda i: (images[i], boxes[i], np.array([i]))  # noqa: E731
+    hyp = augment_config(pipeline="darknet", jitter=0, hue=0, saturation=1, exposure=1, flip=0, mixup=1)
+    mixed = 0
+    for seed in range(20):
+        image, got, labels, matrix = darknet_item(load, 0, 2, np.random.default_rng(seed), (20, 20), hyp)
+        if matrix is None:  # mixed: the partner's truths first, then the image's own
+            mixed += 1
+            partner = int(labels[0])
+            assert labels.tolist() == [partner, 0]
+            assert int(image[0, 0, 0]) == round((images[partner][0, 0, 0] / 255 * 0.5 + 40 / 255 * 0.5) * 255)
+        else:
+            assert labels.tolist() == [0] and int(image[0, 0, 0]) == 40
+    assert 4 <= mixed <= 16  # a fair coin per image

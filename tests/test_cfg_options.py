@@ -64,7 +64,7 @@ def _sections(net_extra="", head_extra=""):
     return parse_cfg_text(text, source="train.cfg")
 
 
-@pytest.mark.parametrize("net_extra,key,line", [("mixup=1\n", "mixup=1", 7), ("blur=1\n", "blur=1", 7),
+@pytest.mark.parametrize("net_extra,key,line", [("seq_scales=1\n", "seq_scales=1", 7), ("blur=1\n", "blur=1", 7),
                                                 ("cutmix=1\n", "cutmix=1", 7), ("ema_alpha=0.9998\n", "ema_alpha=0.9998", 7),
                                                 ("mosaic=1\n", "mosaic=1", 7), ("track=1\n", "track=1", 7),
                                                 ("gaussian_noise=1\n", "gaussian_noise=1", 7)])
@@ -99,10 +99,10 @@ def test_head_options_and_opt_in():
 
 
 def test_darknet_pipeline_settings_come_from_the_cfg():
-    sections = _sections("letter_box=1\nflip=0\nhue=.05\n", "jitter=.3\nresize=1.5\nmax=90\n")
+    sections = _sections("letter_box=1\nflip=0\nhue=.05\nmixup=1\n", "jitter=.3\nresize=1.5\nmax=90\n")
     hyp = resolve_hyp(sections[0], [s for s in sections if s.type == "yolo"], None, {})["augment"]
-    assert (hyp["letter_box"], hyp["flip"], hyp["hue"], hyp["jitter"], hyp["resize"], hyp["max_boxes"]) == \
-        (1.0, 0.0, pytest.approx(0.05), pytest.approx(0.3), 1.5, 90.0)
+    assert (hyp["letter_box"], hyp["flip"], hyp["hue"], hyp["jitter"], hyp["resize"], hyp["max_boxes"],
+            hyp["mixup"]) == (1.0, 0.0, pytest.approx(0.05), pytest.approx(0.3), 1.5, 90.0, 1.0)
 
 
 def test_shipped_cfgs_detect_but_refuse_training(assets):

@@ -8,7 +8,7 @@ has one of three fates here:
 * ``INERT``: Darknet reads it but it cannot change a detector's training result (GPU memory knobs,
   classifier-only keys, chart settings, inference-only keys); accepted;
 * ``REFUSED``: not reproduced. Training stops at start with
-  ``cfg:line: [net] option 'mixup=1' is not implemented for training: <what to do>`` unless the value is
+  ``cfg:line: [net] option 'blur=1' is not implemented for training: <what to do>`` unless the value is
   neutral (the key's Darknet default or one of ``neutral``). Some refused keys have a replacement of ours,
   different from Darknet, that the user opts into by naming it in ``--hyp`` (``opt_in``); the key is then
   accepted and the replacement is what runs.
@@ -99,8 +99,7 @@ NET_OPTIONS: Dict[str, CfgOption] = {
                  "framework's own (different) mosaic", ("augment", "mosaic")),
     "mosaic_bound": _r("bounds of Darknet's OpenCV mosaic", ("0",), "remove mosaic_bound (it goes with mosaic)"),
     "cutmix": _r("Darknet refuses cutmix for detectors", ("0",), "set cutmix=0 (Darknet's detector refuses it too)"),
-    "mixup": _r("Darknet's mixup blends two images and their truths", ("0",),
-                "set mixup=0 (mixup is not reproduced)"),
+    "mixup": _t(_AUGMENT + ": half of the images averaged with another one, truths of both"),
     "blur": _r("Darknet's blur exists only in its OpenCV build", ("0",), "set blur=0"),
     "gaussian_noise": _r("Darknet's gaussian_noise exists only in its OpenCV build", ("0",), "set gaussian_noise=0"),
     "angle": _i("used by classifier data only; the detector loader ignores it"),

@@ -330,6 +330,25 @@ class DarknetRef:
         rows = np.fromfile(job / "truth_0.f32", dtype=np.float32).reshape(-1, 6)
         return out, rows[rows[:, 2] > 0, :4]  # Darknet's truth list ends at the first empty row
 
+    def mixup(self, new: np.ndarray, old: np.ndarray, new_truths: np.ndarray, old_truths: np.ndarray,
+              max_boxes: int) -> "tuple[np.ndarray, np.ndarray]":
+        """Darknet's mixup of two augmented images (harness mode ``mixup``): ``blend_images(new, 0.5, old, 0.5)``
+        and ``blend_truth``. Truths are Float[K, 4] (x, y, w, h); returns the blended pixels (same shape as
+        ``new``) and the truth rows Darknet keeps, in its order."""
+        job = self._job()
+        np.ascontiguousarray(new, dtype=np.float32).tofile(job / "new.f32")
+        np.ascontiguousarray(old, dtype=np.float32).tofile(job / "old.f32")
+        for name, rows in (("new_truth.f32", new_truths), ("old_truth.f32", old_truths)):
+            table = np.zeros((max_boxes, 6), np.float32)
+            rows = np.asarray(rows, np.float32).reshape(-1, 4)[:max_boxes]
+            table[:len(rows), :4] = rows
+            table.tofile(job / name)
+        self._run(["mixup", np.asarray(new).size, job / "new.f32", job / "old.f32", job / "new_truth.f32",
+                   job / "old_truth.f32", max_boxes, job], threads=1)
+        image = np.fromfile(job / "image_0.f32", dtype=np.float32).reshape(np.shape(new))
+        rows = np.fromfile(job / "truth_0.f32", dtype=np.float32).reshape(-1, 6)
+        return image, rows[rows[:, 0] != 0, :4]
+
     def rates(self, cfg: CfgLike, updates: int, **net_options) -> np.ndarray:
         """``get_current_rate`` for update numbers 0..updates (Darknet's ``get_current_batch``)."""
         job = self._job()

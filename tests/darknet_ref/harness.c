@@ -23,6 +23,11 @@
  *                                                    INPUT (float32 3 x H x W, RGB 0..1) -> OUTDIR/image_0.f32;
  *                                                    fill_truth_detection on LABELS (an image path whose .txt
  *                                                    holds the labels) -> OUTDIR/truth_0.f32 (MAX x 6)
+ *   harness mixup   N NEW OLD NEWTRUTH OLDTRUTH MAX OUTDIR
+ *                                                    load_data_detection's mixup of two augmented images:
+ *                                                    blend_images(NEW, 0.5, OLD, 0.5) on N floats ->
+ *                                                    OUTDIR/image_0.f32; blend_truth on MAX x 6 truth rows
+ *                                                    -> OUTDIR/truth_0.f32
  *
  *   harness sequence CFG WEIGHTS N T CALLS TRAIN INPUT OUTDIR
  *                          CALLS forward passes, each over the next N images of INPUT (N = T time steps x N/T
@@ -55,6 +60,8 @@ void kmeans_maximization(matrix data, int *assignments, matrix centers);
 image crop_image(image im, int dx, int dy, int w, int h);
 void flip_image(image a);
 void distort_image(image im, float hue, float sat, float val);
+void blend_images(image new_img, float alpha, image old_img, float beta);
+void blend_truth(float *new_truth, int boxes, int truth_size, float *old_truth);
 int fill_truth_detection(const char *path, int num_boxes, int truth_size, float *truth, int classes, int flip,
                          float dx, float dy, float sx, float sy, int net_w, int net_h);
 
@@ -309,6 +316,20 @@ int main(int argc, char **argv) {
         float *truth = (float *)calloc((size_t)max_boxes * 6, sizeof(float));
         fill_truth_detection(argv[15], max_boxes, 6, truth, 1 << 20, flip, dx, dy, 1. / sx, 1. / sy, net_w, net_h);
         write_floats(argv[17], "truth", 0, truth, (size_t)max_boxes * 6);
+        return 0;
+    }
+    if (strcmp(mode, "mixup") == 0 && argc == 9) {
+        int n = atoi(argv[2]), max_boxes = atoi(argv[7]);
+        image new_img = make_image(n, 1, 1), old_img = make_image(n, 1, 1);
+        float *a = read_floats(argv[3], (size_t)n), *b = read_floats(argv[4], (size_t)n);
+        memcpy(new_img.data, a, sizeof(float) * n);
+        memcpy(old_img.data, b, sizeof(float) * n);
+        blend_images(new_img, 0.5, old_img, 0.5);
+        write_floats(argv[8], "image", 0, new_img.data, (size_t)n);
+        float *new_truth = read_floats(argv[5], (size_t)max_boxes * 6);
+        float *old_truth = read_floats(argv[6], (size_t)max_boxes * 6);
+        blend_truth(new_truth, max_boxes, 6, old_truth);
+        write_floats(argv[8], "truth", 0, new_truth, (size_t)max_boxes * 6);
         return 0;
     }
     die("bad arguments for mode", mode);

@@ -8,7 +8,9 @@ repeating the border; a bilinear stretch of the crop to the network size (Darkne
 a mirror with probability 1/2 (``flip``); an HSV distortion (``hue`` shift, ``saturation`` and ``exposure``
 factors from ``rand_scale``) clipped to [0, 1]. The truths follow the crop and the mirror, are clipped to the
 image, and those narrower or lower than one network pixel are dropped; at most ``max`` truths are kept, a
-random subset as Darknet's shuffle.
+random subset as Darknet's shuffle. With ``mixup=1`` half of the images (a coin per image) are averaged with
+another random training image augmented on its own, and carry the partner's truths then their own (Darknet
+tosses one coin per loading thread, which holds one image whenever ``batch`` is at most its 64 threads).
 
 Everything random is drawn once into a :class:`DarknetDraw`; the image and box functions are pure functions
 of it (and are compared with Darknet's C functions called with the same values, tests/test_augment_darknet.py).
@@ -17,7 +19,7 @@ Images are float32 ``H x W x 3`` RGB in [0, 1] (Darknet's ``image`` data), arith
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Tuple
+from typing import Callable, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -254,18 +256,20 @@ def input_matrix(draw: DarknetDraw, orig_hw: Tuple[int, int], net_hw: Tuple[int,
     return matrix
 
 
-def darknet_sample(image: np.ndarray, boxes: np.ndarray, labels: np.ndarray, rng: np.random.Generator,
-                   net_hw: Tuple[int, int], hyp: Mapping[str, float]
-                   ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """One training sample as Darknet makes it.
+def mixup_images(new: np.ndarray, old: np.ndarray) -> np.ndarray:
+    """Darknet's ``blend_images(new, 0.5, old, 0.5)``: ``new * 0.5 + old * 0.5`` in float32."""
+    return (new.astype(F32) * F32(0.5) + old.astype(F32) * F32(0.5)).astype(F32)
 
-    Args:
-        image: RGB ``uint8`` ``H x W x 3``. boxes: Float32[N, 4] xyxy original pixels. labels: Int64[N].
-        hyp: as :func:`draw_darknet`, plus ``max_boxes`` (the last head's ``max``).
-    Returns:
-        ``(image uint8 net_h x net_w x 3, boxes Float32[K, 4] xyxy input pixels, labels Int64[K], matrix 3x3)``.
-        The float result is rounded to ``uint8`` (within half a level of Darknet's float input).
-    """
+
+def mixup_truths(new: np.ndarray, old: np.ndarray, max_boxes: int) -> np.ndarray:
+    """Darknet's ``blend_truth``: the rows of ``new`` then those of ``old``, at most ``max_boxes`` in all
+    (works on any per-truth rows, e.g. Float[K, 4] boxes or Int64[K] labels)."""
+    return np.concatenate([new, old])[:max_boxes]
+
+
+def _one_image(image: np.ndarray, boxes: np.ndarray, labels: np.ndarray, rng: np.random.Generator,
+               net_hw: Tuple[int, int], hyp: Mapping[str, float]):
+    """One image's float32 pixels, truths (xyxy input pixels), labels and matrix."""
     oh, ow = image.shape[:2]
     net_h, net_w = net_hw
     draw = draw_darknet(rng, (oh, ow), net_hw, hyp)
@@ -278,10 +282,49 @@ def darknet_sample(image: np.ndarray, boxes: np.ndarray, labels: np.ndarray, rng
     xyxy = np.stack([(out[:, 0] - out[:, 2] / 2) * net_w, (out[:, 1] - out[:, 3] / 2) * net_h,
                      (out[:, 0] + out[:, 2] / 2) * net_w, (out[:, 1] + out[:, 3] / 2) * net_h], 1)
     pixels = augment_image(image.astype(F32) / F32(255), draw, net_hw)
-    result = np.clip(np.rint(pixels * 255), 0, 255).astype(np.uint8)
-    return result, xyxy.astype(np.float32).reshape(-1, 4), labels[keep].astype(np.int64), \
+    return pixels, xyxy.astype(np.float32).reshape(-1, 4), labels[keep].astype(np.int64), \
         input_matrix(draw, (oh, ow), net_hw)
 
 
-__all__ = ["DarknetDraw", "augment_image", "augment_truths", "crop_image", "darknet_sample", "distort_image",
-           "draw_darknet", "hsv_to_rgb", "input_matrix", "resize_image", "rgb_to_hsv"]
+def _to_uint8(pixels: np.ndarray) -> np.ndarray:
+    """Darknet's float input rounded to ``uint8`` (within half a level)."""
+    return np.clip(np.rint(pixels * 255), 0, 255).astype(np.uint8)
+
+
+def darknet_sample(image: np.ndarray, boxes: np.ndarray, labels: np.ndarray, rng: np.random.Generator,
+                   net_hw: Tuple[int, int], hyp: Mapping[str, float]
+                   ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One image augmented as Darknet does (no mixup).
+
+    Args:
+        image: RGB ``uint8`` ``H x W x 3``. boxes: Float32[N, 4] xyxy original pixels. labels: Int64[N].
+        hyp: as :func:`draw_darknet`, plus ``max_boxes`` (the last head's ``max``).
+    Returns:
+        ``(image uint8 net_h x net_w x 3, boxes Float32[K, 4] xyxy input pixels, labels Int64[K], matrix 3x3)``.
+    """
+    pixels, boxes, labels, matrix = _one_image(image, boxes, labels, rng, net_hw, hyp)
+    return _to_uint8(pixels), boxes, labels, matrix
+
+
+def darknet_item(load: Callable[[int], tuple], index: int, num_items: int, rng: np.random.Generator,
+                 net_hw: Tuple[int, int], hyp: Mapping[str, float]
+                 ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, Optional[np.ndarray]]:
+    """Training item ``index`` as Darknet makes it, with ``mixup`` (``load(i) -> (image, boxes, labels)``).
+
+    Returns :func:`darknet_sample`'s tuple; the matrix is ``None`` for a mixed image.
+    """
+    pixels, boxes, labels, matrix = _one_image(*load(index), rng, net_hw, hyp)
+    if hyp.get("mixup", 0) > 0 and rng.integers(2):
+        partner = int(rng.integers(num_items))
+        new_pixels, new_boxes, new_labels, _ = _one_image(*load(partner), rng, net_hw, hyp)
+        cap = int(hyp.get("max_boxes", 200))
+        pixels = mixup_images(new_pixels, pixels)
+        boxes = mixup_truths(new_boxes, boxes, cap)
+        labels = mixup_truths(new_labels, labels, cap)
+        matrix = None
+    return _to_uint8(pixels), boxes, labels, matrix
+
+
+__all__ = ["DarknetDraw", "augment_image", "augment_truths", "crop_image", "darknet_item", "darknet_sample",
+           "distort_image", "draw_darknet", "hsv_to_rgb", "input_matrix", "mixup_images", "mixup_truths",
+           "resize_image", "rgb_to_hsv"]

@@ -36,10 +36,11 @@ names where Darknet has the knob:
 ``resize``     Darknet pipeline: random zoom of the crop, ``[yolo] resize`` (1: none)
 ``letter_box`` Darknet pipeline: widen the crop to the network's aspect ratio, ``[net] letter_box``
 ``max_boxes``  Darknet pipeline: at most this many truths per image (a random subset), ``[yolo] max``
+``mixup``      Darknet pipeline: 1 averages half of the images with another one, ``[net] mixup``
 =============  ==================================================================================
 
 ``scale``, ``translate``, ``degrees``, ``mosaic``, ``min_visible``, ``min_side`` and ``fill`` belong to the
-affine pipeline; ``resize``, ``letter_box`` and ``max_boxes`` to the Darknet one. Setting one for the other
+affine pipeline; ``resize``, ``letter_box``, ``max_boxes`` and ``mixup`` to the Darknet one. Setting one for the other
 pipeline is an error, never silently ignored.
 """
 from __future__ import annotations
@@ -51,19 +52,20 @@ import cv2
 import numpy as np
 
 from ..ops import LETTERBOX_FILL, LetterboxInfo, letterbox, letterbox_params
-from .darknet_augment import darknet_sample
+from .darknet_augment import darknet_item
 
 Sample = Tuple[np.ndarray, np.ndarray, np.ndarray]  # image HxWx3 uint8, boxes Float32[N,4] xyxy, labels Int64[N]
 
 PIPELINES = ("affine", "darknet")
 AFFINE_ONLY = ("scale", "translate", "degrees", "mosaic", "min_visible", "min_side", "fill")
-DARKNET_ONLY = ("resize", "letter_box", "max_boxes")
+DARKNET_ONLY = ("resize", "letter_box", "max_boxes", "mixup")
 
 DEFAULT_AUGMENT: Dict[str, Any] = {
     "pipeline": "affine",
     "resize": 1.0,
     "letter_box": 0.0,
     "max_boxes": 200.0,
+    "mixup": 0.0,
     "hue": 0.1,
     "saturation": 1.5,
     "exposure": 1.5,
@@ -105,6 +107,8 @@ def augment_config(overrides: Optional[Mapping[str, Any]] = None, **kwargs) -> D
     for key in ("hue", "jitter", "scale", "translate", "degrees", "min_visible", "min_side"):
         if hyp[key] < 0:
             raise ValueError(f"augmentation {key}={hyp[key]} must be >= 0")
+    if hyp["mixup"] not in (0.0, 1.0):
+        raise ValueError(f"augmentation mixup={hyp['mixup']:g} must be 0 or 1 (Darknet's [net] mixup)")
     for key in ("flip", "mosaic"):
         if not 0.0 <= hyp[key] <= 1.0:
             raise ValueError(f"augmentation {key}={hyp[key]} is a probability and must be in [0, 1]")
@@ -139,7 +143,7 @@ def augment_from_cfg(net, heads: Sequence = (), mosaic_prob: float = 0.5,
         "flip": 0.5 if net.get_int("flip", 1) else 0.0,
         "jitter": 0.0,
     }
-    cfg_darknet_only = {"letter_box": float(net.get_int("letter_box", 0))}
+    cfg_darknet_only = {"letter_box": float(net.get_int("letter_box", 0)), "mixup": float(net.get_int("mixup", 0))}
     if heads:
         last = list(heads)[-1]
         hyp["jitter"] = last.get_float("jitter", 0.2)
@@ -395,8 +399,7 @@ def train_transform(load: Callable[[int], Sample], index: int, num_items: int, r
     """
     matrix: Optional[np.ndarray]
     if hyp["pipeline"] == "darknet":
-        image, boxes, labels = load(index)
-        return darknet_sample(image, boxes, labels, rng, out_hw, hyp)
+        return darknet_item(load, index, num_items, rng, out_hw, hyp)
     if hyp["mosaic"] > 0 and rng.random() < hyp["mosaic"]:
         partners = rng.integers(0, num_items, size=3)
         image, boxes, labels = _mosaic([load(index)] + [load(int(i)) for i in partners], rng, out_hw, hyp)
