@@ -34,6 +34,7 @@ something to train through silently.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
@@ -42,6 +43,9 @@ import torch.nn.functional as F
 from torch import Tensor
 from torchvision.ops import complete_box_iou_loss, distance_box_iou_loss, generalized_box_iou_loss
 
+from .darknet_box import box_iou as darknet_iou
+from .darknet_box import box_iou_kind as darknet_iou_kind
+from .darknet_box import dx_box_iou
 from .layers import YOLOLayer
 
 IOU_LOSSES = ("mse", "iou", "giou", "diou", "ciou")
@@ -356,87 +360,326 @@ def _check_output_shape(index: int, head, out: Tensor) -> None:
                          f"{head.num_anchors} anchors x (5 + {head.num_classes} classes)")
 
 
+# ------------------------------------------------------------------------------------------- [yolo] loss
+@dataclass
+class YoloLossOptions:
+    """The ``[yolo]`` options the loss reads, with Darknet's defaults; ``class_multipliers`` Float[C] or None
+    comes from ``counters_per_class`` (max count / count, capped at ``max_delta``, as Darknet's parser)."""
+
+    ignore_thresh: float
+    truth_thresh: float
+    iou_thresh: float
+    iou_thresh_kind: str
+    scale_x_y: float
+    new_coords: int
+    iou_loss: str
+    iou_normalizer: float
+    obj_normalizer: float
+    cls_normalizer: float
+    delta_normalizer: float
+    max_delta: float
+    label_smooth_eps: float
+    objectness_smooth: int
+    focal_loss: int
+    class_multipliers: Optional[Tensor]
+
+    @classmethod
+    def of(cls, head) -> "YoloLossOptions":
+        opts = head.opts
+        get = lambda key, default: getattr(opts, key, default)  # noqa: E731  (heads built before an option existed)
+        max_delta = float(get("max_delta", float("inf")))
+        counters = str(get("counters_per_class", "") or "").strip()
+        multipliers = None
+        if counters:
+            try:
+                counts = [max(1, int(float(v))) for v in counters.split(",") if v.strip()]
+            except ValueError:
+                raise ValueError(f"counters_per_class={counters!r}: expected comma-separated integers") from None
+            if len(counts) != head.num_classes:
+                raise ValueError(f"counters_per_class has {len(counts)} values but classes={head.num_classes}")
+            top = max(counts)
+            multipliers = torch.tensor([min(top / c, max_delta) for c in counts], dtype=torch.float32)
+        kind = str(get("iou_thresh_kind", "iou")).lower()
+        return cls(float(opts.ignore_thresh), float(opts.truth_thresh), float(opts.iou_thresh),
+                   kind if kind in ("iou", "giou", "diou", "ciou") else "iou",  # Darknet falls back to iou
+                   float(opts.scale_x_y), int(opts.new_coords), str(opts.iou_loss).lower(),
+                   float(opts.iou_normalizer), float(opts.obj_normalizer), float(opts.cls_normalizer),
+                   float(get("delta_normalizer", 1.0)), max_delta, float(opts.label_smooth_eps),
+                   int(get("objectness_smooth", 0)), int(get("focal_loss", 0)), multipliers)
+
+
 def check_yolo_head(head, index: int) -> None:
+    """Refuses a ``[yolo]`` head whose options the loss cannot train (``ValueError`` naming the option)."""
     kind = str(head.opts.iou_loss).lower()
     if kind not in IOU_LOSSES:
         raise ValueError(f"head {index}: iou_loss={head.opts.iou_loss!r} is not one of {', '.join(IOU_LOSSES)}")
+    YoloLossOptions.of(head)
+
+
+def _activated(out: Tensor, o: YoloLossOptions) -> Tensor:
+    """Darknet's [yolo] ``output`` from its input Float[..., 5 + C]: logistic x, y, objectness and classes
+    (not with ``new_coords=1``, where the conv before already applied it), then x, y scaled by ``scale_x_y``;
+    w, h stay raw."""
+    act = out.clone() if o.new_coords else torch.cat((out[..., :2].sigmoid(), out[..., 2:4], out[..., 4:].sigmoid()), -1)
+    act[..., :2] = act[..., :2] * o.scale_x_y - 0.5 * (o.scale_x_y - 1.0)
+    return act
+
+
+def _pred_boxes(act: Tensor, anchors_norm: Tensor, gx: Tensor, gy: Tensor, grid_hw: Tuple[int, int],
+                new_coords: int) -> Tensor:
+    """Darknet's ``get_yolo_box``: centre boxes Float[..., 4] normalized to the input (0..1).
+
+    ``act`` the activated output Float[..., >=4], ``anchors_norm`` the anchor (w, h) / input (w, h)."""
+    grid_h, grid_w = grid_hw
+    if new_coords:
+        wh = act[..., 2:4] * act[..., 2:4] * 4 * anchors_norm
+    else:
+        wh = act[..., 2:4].clamp(max=_MAX_LOG_SCALE).exp() * anchors_norm
+    return torch.stack(((gx + act[..., 0]) / grid_w, (gy + act[..., 1]) / grid_h, wh[..., 0], wh[..., 1]), -1)
+
+
+def _padded_truths(truth: Tensor, image: Tensor, batch: int) -> Tuple[Tensor, Tensor, Tensor]:
+    """Truths Float[T, 4] of images Long[T] (kept in order) -> per image Float[N, Tmax, 4], their indices
+    into ``truth`` Long[N, Tmax] and a valid mask Bool[N, Tmax]."""
+    device = truth.device
+    order = torch.argsort(image, stable=True)
+    counts = torch.bincount(image, minlength=batch)
+    starts = torch.cumsum(counts, 0) - counts
+    slot = torch.arange(image.numel(), device=device) - starts[image[order]]
+    t_max = max(1, int(counts.max())) if image.numel() else 1
+    boxes = torch.zeros(batch, t_max, 4, device=device)
+    index = torch.zeros(batch, t_max, dtype=torch.long, device=device)
+    valid = torch.zeros(batch, t_max, dtype=torch.bool, device=device)
+    boxes[image[order], slot] = truth[order]
+    index[image[order], slot] = order
+    valid[image[order], slot] = True
+    return boxes, index, valid
+
+
+def _best_truths(pred: Tensor, boxes: Tensor, valid: Tensor) -> Tuple[Tensor, Tensor]:
+    """Best Darknet IoU of predictions Float[N, P, 4] with their image's truths Float[N, T, 4] and the
+    first truth reaching it (0 when none overlaps, as Darknet's strict ``>`` scan from 0)."""
+    n, p, _ = pred.shape
+    t = boxes.shape[1]
+    best = torch.zeros(n, p, device=pred.device)
+    arg = torch.zeros(n, p, dtype=torch.long, device=pred.device)
+    step = max(1, _IOU_BLOCK // max(1, p * t))
+    for s in range(0, n, step):  # blocks of images bound the memory of the [n', P, T] IoU table
+        iou = darknet_iou(pred[s:s + step, :, None, :], boxes[s:s + step, None, :, :])
+        iou = iou.masked_fill(~valid[s:s + step, None, :], 0.0)
+        best[s:s + step], arg[s:s + step] = iou.max(dim=2)
+    arg = torch.where(best > 0, arg, torch.zeros_like(arg))
+    return best, arg
+
+
+def _class_delta_full(act_cls: Tensor, cls: Tensor, o: YoloLossOptions, mult: Tensor) -> Tensor:
+    """Darknet's ``delta_yolo_class`` on a slot with no class delta yet: Float[K, C] for classes Long[K]."""
+    onehot = F.one_hot(cls, act_cls.shape[-1]).to(act_cls.dtype)
+    if o.focal_loss:
+        pt = act_cls.gather(1, cls[:, None]) + 1e-15
+        grad = -(1 - pt) * (2 * pt * torch.log(pt) + pt - 1)
+        return (onehot - act_cls) * (0.5 * grad)
+    y = onehot * (1 - o.label_smooth_eps) + 0.5 * o.label_smooth_eps if o.label_smooth_eps else onehot
+    delta = y - act_cls
+    if o.class_multipliers is not None:
+        delta = delta * torch.where(onehot > 0, (mult * o.cls_normalizer)[:, None], torch.ones_like(delta))
+    return delta
 
 
 @register_head_loss(YOLOLayer, check=check_yolo_head)
 def yolo_head_loss(head, out: Tensor, targets: Tensor, keep: Tensor,
                    img_size_hw: Tuple[int, int]) -> Tuple[Tensor, Tensor, Tensor, int]:
-    """Summed (box, obj, cls) losses of one head over the batch and its number of positive slots."""
-    batch, num_anchors, grid_h, grid_w, depth = out.shape
-    num_classes, opts = head.num_classes, head.opts
-    device = out.device
-    grid_hw = (grid_h, grid_w)
-    height, width = img_size_hw
-    new_coords = int(opts.new_coords)
-    scale_x_y = float(opts.scale_x_y)
-    anchors = head.anchors.to(device=device, dtype=torch.float32)  # [A, 2]
+    """Darknet's [yolo] loss of one head, summed over the batch (see the module docstring).
 
-    # Best IoU of every prediction with the truths of its image: drives ignore_thresh and truth_thresh.
-    rows = keep.nonzero().squeeze(1)
+    Builds Darknet's ``delta`` Float[N, A, Hg, Wg, 5 + C] in closed form, then returns surrogate terms whose
+    gradient w.r.t. ``out`` is ``-delta * delta_normalizer`` and whose values are Darknet's cost terms.
+    The last value is Darknet's ``count``: the (truth, anchor) assignments of this head.
+    """
+    o = YoloLossOptions.of(head)
+    batch, num_anchors, grid_h, grid_w, depth = out.shape
+    num_classes = head.num_classes
+    device = out.device
+    height, width = img_size_hw
+    total = head.all_anchors.shape[0]
+    net_wh = torch.tensor([width, height], device=device, dtype=torch.float32)
+    all_anchors = head.all_anchors.to(device=device, dtype=torch.float32) / net_wh  # [total, 2] normalized
+    mask = torch.as_tensor(list(head.mask), dtype=torch.long, device=device)
+    mult_all = o.class_multipliers.to(device) if o.class_multipliers is not None else None
+
     with torch.no_grad():
+        act = _activated(out.detach(), o)  # [N, A, H, W, K]
         gy_grid = torch.arange(grid_h, device=device, dtype=torch.float32).view(1, 1, grid_h, 1)
         gx_grid = torch.arange(grid_w, device=device, dtype=torch.float32).view(1, 1, 1, grid_w)
-        pred_xyxy = decode_boxes(out[..., :4], anchors.view(1, num_anchors, 1, 1, 2), gx_grid, gy_grid,
-                                 grid_hw, img_size_hw, scale_x_y, new_coords)
-        best_iou, best_row = _best_truth(pred_xyxy.view(batch, -1, 4), cxcywh_to_xyxy(targets[rows, 2:6]),
-                                         targets[rows, 0].long(), rows)
+        pred = _pred_boxes(act, all_anchors[mask].view(1, num_anchors, 1, 1, 2), gx_grid, gy_grid,
+                           (grid_h, grid_w), o.new_coords)
+        rows = keep.nonzero().squeeze(1)  # truths in their order in `targets`: Darknet's order per image
+        t_img = targets[rows, 0].long()
+        t_cls = targets[rows, 1].long()
+        t_box = targets[rows, 2:6] / torch.cat((net_wh, net_wh))  # normalized x, y, w, h
+        t_mult = mult_all[t_cls] if mult_all is not None else torch.ones_like(t_box[:, 0])
+
+        # Pass 1 (every prediction): objectness target 0, ignore_thresh, truth_thresh.
+        boxes, index, valid = _padded_truths(t_box, t_img, batch)
+        best_iou, best_t = _best_truths(pred.view(batch, -1, 4), boxes, valid)
         best_iou = best_iou.view(batch, num_anchors, grid_h, grid_w)
-        best_row = best_row.view(batch, num_anchors, grid_h, grid_w)
-
-    # Positives: truth_thresh matches first, then the assignment, so that assigned truths win a shared slot.
-    pieces = []
-    if opts.truth_thresh < 1.0:
-        b, a, gy, gx = (best_iou > opts.truth_thresh).nonzero(as_tuple=True)
-        row = best_row[b, a, gy, gx]
-        pieces.append((b, a, gy, gx, row, targets[row, 1].long()))
-    pieces.append(_anchor_matches(targets, keep, head, img_size_hw, grid_hw))
-    merged = [torch.cat(column) for column in zip(*pieces)]
-    pos = _merge_slots(*merged, num_anchors, grid_hw, num_classes)
-
-    # Objectness: negatives everywhere except ignored predictions; positives at assigned slots.
-    obj_target = torch.zeros_like(best_iou)
-    obj_weight = (best_iou <= opts.ignore_thresh).float()
-    obj_target[pos.image, pos.anchor, pos.gy, pos.gx] = 1.0
-    obj_weight[pos.image, pos.anchor, pos.gy, pos.gx] = 1.0
-    obj_loss = opts.obj_normalizer * (_bce(out[..., 4], obj_target, bool(new_coords)) * obj_weight).sum()
-
-    if len(pos) == 0:
-        zero = out.sum() * 0.0  # keeps the graph connected and the dtype/device right
-        return zero, obj_loss, zero, 0
-
-    p = out[pos.image, pos.anchor, pos.gy, pos.gx]  # [K, 5 + C]
-    truth = targets[pos.truth, 2:6]  # [K, 4] cx, cy, w, h
-    anchor_wh = anchors[pos.anchor]  # [K, 2]
-
-    # Classes (Darknet's label smoothing pulls both 0 and 1 towards 0.5).
-    cls_target = pos.classes
-    eps = float(opts.label_smooth_eps)
-    if eps > 0:
-        cls_target = cls_target * (1.0 - eps) + 0.5 * eps
-    cls_loss = opts.cls_normalizer * _bce(p[:, 5:], cls_target, bool(new_coords)).sum()
-
-    kind = str(opts.iou_loss).lower()
-    if kind == "mse":
-        xy = p[:, :2] if new_coords else p[:, :2].sigmoid()
-        xy = xy * scale_x_y - 0.5 * (scale_x_y - 1.0)
-        cell = torch.stack((pos.gx, pos.gy), dim=1).float()
-        txy = truth[:, :2] * torch.tensor([grid_w / width, grid_h / height], device=device) - cell
-        if new_coords:
-            twh = torch.sqrt(truth[:, 2:4] / (4.0 * anchor_wh))
+        best_t = index.gather(1, best_t).view(batch, num_anchors, grid_h, grid_w)  # into rows
+        delta = torch.zeros_like(act)
+        p_obj = act[..., 4]
+        d_obj = o.obj_normalizer * (0 - p_obj)
+        # Darknet's ignore test counts a truth only when some class probability of the prediction exceeds 0.25.
+        match_iou = torch.where((act[..., 5:] > 0.25).any(-1), best_iou, torch.zeros_like(best_iou))
+        ignored = match_iou > o.ignore_thresh
+        if o.objectness_smooth:
+            d_obj = torch.where(ignored, torch.maximum(d_obj, o.obj_normalizer * (match_iou - p_obj)), d_obj)
         else:
-            twh = torch.log(truth[:, 2:4] / anchor_wh)
-        scale = 2.0 - truth[:, 2] * truth[:, 3] / (width * height)
-        sq = (xy - txy).pow(2).sum(1) + (p[:, 2:4] - twh).pow(2).sum(1)
-        box_loss = opts.iou_normalizer * 0.5 * (scale * sq).sum()
-    else:
-        pred = decode_boxes(p[:, :4], anchor_wh, pos.gx.float(), pos.gy.float(), grid_hw, img_size_hw,
-                            scale_x_y, new_coords)
-        box_loss = opts.iou_normalizer * _iou_variant_loss(kind, pred, cxcywh_to_xyxy(truth)).sum()
-    return box_loss, obj_loss, cls_loss, len(pos)
+            d_obj = torch.where(ignored, torch.zeros_like(d_obj), d_obj)
+
+        # Writers: (slot, truth, anchor) triples that set box/objectness/class deltas, in Darknet's order.
+        tt_b, tt_a, tt_j, tt_i = (best_iou > o.truth_thresh).nonzero(as_tuple=True) if t_box.numel() else \
+            (torch.zeros(0, dtype=torch.long, device=device),) * 4
+        tt_t = best_t[tt_b, tt_a, tt_j, tt_i] if tt_b.numel() else tt_b
+        tt_iou = best_iou[tt_b, tt_a, tt_j, tt_i]
+
+        # Pass 2 (truth by truth): best anchor over all anchors, then the iou_thresh extras, in this head's mask.
+        shift = torch.cat((torch.zeros_like(t_box[:, :2]), t_box[:, 2:]), 1)
+        anchor_boxes = torch.cat((torch.zeros_like(all_anchors), all_anchors), 1)  # centred at 0
+        wh_ious = darknet_iou(anchor_boxes[None, :, :], shift[:, None, :])  # [T, total]
+        best_wh, best_n = wh_ious.max(dim=1)
+        best_n = torch.where(best_wh > 0, best_n, torch.zeros_like(best_n))
+        in_mask = (torch.arange(total, device=device)[None, :] == mask[:, None])  # [A, total]
+        hit = torch.zeros(t_box.shape[0], total, dtype=torch.bool, device=device)
+        hit[torch.arange(t_box.shape[0], device=device), best_n] = True
+        if o.iou_thresh < 1.0:
+            kind_ious = darknet_iou_kind(anchor_boxes[None, :, :], shift[:, None, :], o.iou_thresh_kind)
+            hit |= kind_ious > o.iou_thresh
+        hit &= in_mask.any(0)[None, :]
+        w_t, w_n = hit.nonzero(as_tuple=True)  # by truth, then anchor
+        w_is_best = w_n == best_n[w_t]
+        w_a = in_mask[:, w_n].float().argmax(0)  # anchor index within the mask
+        # Darknet truncates x * grid_w; the clamp only keeps a centre on the right/bottom edge inside.
+        w_i = (t_box[w_t, 0] * grid_w).long().clamp(0, grid_w - 1)
+        w_j = (t_box[w_t, 1] * grid_h).long().clamp(0, grid_h - 1)
+        w_b = t_img[w_t]
+        # Darknet's order inside one truth: the best anchor first, then the others by index.
+        w_key = w_t * (total + 1) + torch.where(w_is_best, torch.zeros_like(w_n), w_n + 1)
+        order = torch.argsort(w_key)
+        w_t, w_a, w_i, w_j, w_b, w_key = (v[order] for v in (w_t, w_a, w_i, w_j, w_b, w_key))
+        count = int(w_t.numel())
+
+        # Box deltas add up over every writer of a slot.
+        all_b = torch.cat((tt_b, w_b))
+        all_a = torch.cat((tt_a, w_a))
+        all_j = torch.cat((tt_j, w_j))
+        all_i = torch.cat((tt_i, w_i))
+        all_t = torch.cat((tt_t, w_t))
+        anchors_px = head.all_anchors.to(device=device, dtype=torch.float32)[mask]
+        box_delta, w_iou = _box_deltas(out.detach(), act, pred, all_b, all_a, all_j, all_i, t_box[all_t],
+                                       t_mult[all_t], anchors_px[all_a], net_wh, o)
+        flat = delta.view(-1, depth)
+        slot_of = lambda b, a, j, i: ((b * num_anchors + a) * grid_h + j) * grid_w + i  # noqa: E731
+        all_s = slot_of(all_b, all_a, all_j, all_i)
+        flat[:, :4].index_add_(0, all_s, box_delta)
+
+        # Objectness: truth_thresh slots, then assignments (the last one wins, or the first on a zero with
+        # objectness_smooth).
+        d_obj = d_obj.reshape(-1).clone()
+        p_obj = p_obj.reshape(-1)
+        tt_s = slot_of(tt_b, tt_a, tt_j, tt_i)
+        if tt_s.numel():
+            target = tt_iou * tt_iou if o.objectness_smooth else torch.ones_like(tt_iou)
+            d_obj[tt_s] = o.obj_normalizer * (target - p_obj[tt_s])
+        w_s = slot_of(w_b, w_a, w_j, w_i)
+        if w_s.numel():
+            uniq, inv = torch.unique(w_s, return_inverse=True)
+            pos = torch.arange(w_s.numel(), device=device)
+            if o.objectness_smooth:
+                pick = torch.full((uniq.numel(),), w_s.numel(), dtype=torch.long, device=device)
+                pick = pick.scatter_reduce(0, inv, pos, reduce="amin")
+                s = uniq[d_obj[uniq] == 0]
+                pick = pick[d_obj[uniq] == 0]
+                d_obj[s] = t_mult[w_t[pick]] * o.obj_normalizer * (1 - p_obj[s])
+            else:
+                pick = torch.full((uniq.numel(),), -1, dtype=torch.long, device=device)
+                pick = pick.scatter_reduce(0, inv, pos, reduce="amax")
+                d_obj[uniq] = t_mult[w_t[pick]] * o.obj_normalizer * (1 - p_obj[uniq])
+        flat[:, 4] = d_obj
+
+        # Classes: the first writer of a slot sets every class; later writers set only their own class.
+        if all_s.numel():
+            act_flat = act.reshape(-1, depth)
+            uniq, inv = torch.unique(all_s, return_inverse=True)
+            pos = torch.arange(all_s.numel(), device=device)  # truth_thresh writers come first, then in order
+            first = torch.full((uniq.numel(),), all_s.numel(), dtype=torch.long, device=device)
+            first = first.scatter_reduce(0, inv, pos, reduce="amin")
+            f_cls = t_cls[all_t[first]]
+            f_mult = t_mult[all_t[first]]
+            cls_delta = _class_delta_full(act_flat[uniq, 5:], f_cls, o, f_mult)
+            if o.objectness_smooth:  # a truth_thresh writer then sets its class to iou^2 - p
+                from_tt = first < tt_s.numel()
+                r = torch.nonzero(from_tt).squeeze(1)
+                iou2 = tt_iou[first[r]] ** 2
+                cls_delta[r, f_cls[r]] = f_mult[r] * (iou2 - act_flat[uniq[r], 5 + f_cls[r]])
+            later = torch.ones(all_s.numel(), dtype=torch.bool, device=device)
+            later[first] = False
+            y1 = 1.0 * (1 - o.label_smooth_eps) + 0.5 * o.label_smooth_eps if o.label_smooth_eps else 1.0
+            l_row = inv[later]
+            l_cls = t_cls[all_t[later]]
+            cls_delta[l_row, l_cls] = (y1 - act_flat[uniq[l_row], 5 + l_cls]) * t_mult[all_t[later]]
+            flat[uniq, 5:] = cls_delta
+            if o.iou_thresh < 1.0:
+                # Darknet averages the box delta of every slot with an objectness delta over its positive classes.
+                n_pos = (flat[:, 5:] > 0).sum(1)
+                avg = (flat[:, 4] != 0) & (n_pos > 0)
+                flat[avg, :4] /= n_pos[avg, None].float()
+
+        # Values: Darknet's cost terms (show_details=1): the squared deltas, and for the IoU losses the
+        # summed 1 - IoU (1 - GIoU for giou) of the assignments with obj_normalizer on the rest.
+        if o.iou_loss == "mse":
+            box_value = delta[..., :4].pow(2).sum()
+            rest_scale = 1.0
+        else:
+            w_iou = w_iou[tt_b.numel():]
+            box_value = o.iou_normalizer * (1 - w_iou).sum()
+            rest_scale = o.obj_normalizer
+        obj_value = rest_scale * delta[..., 4].pow(2).sum()
+        cls_value = rest_scale * delta[..., 5:].pow(2).sum()
+        grad = delta * o.delta_normalizer
+
+    def term(value: Tensor, sl: slice) -> Tensor:
+        surrogate = -(out[..., sl] * grad[..., sl]).sum()
+        return value + (surrogate - surrogate.detach())
+
+    return term(box_value, slice(0, 4)), term(obj_value, slice(4, 5)), term(cls_value, slice(5, None)), count
+
+
+def _box_deltas(raw: Tensor, act: Tensor, pred: Tensor, b: Tensor, a: Tensor, j: Tensor, i: Tensor,
+                truth: Tensor, mult: Tensor, anchor_px: Tensor, net_wh: Tensor,
+                o: YoloLossOptions) -> Tuple[Tensor, Tensor]:
+    """Darknet's ``delta_yolo_box`` for K writers at slots (b, a, j, i) Long[K]: Float[K, 4] box deltas and
+    Float[K] the IoU (GIoU for ``iou_loss=giou``) that Darknet's cost uses. ``truth`` Float[K, 4] normalized
+    centre boxes, ``mult`` Float[K] their class multipliers, ``anchor_px`` Float[K, 2] the slots' anchors in
+    pixels, ``net_wh`` the input (W, H)."""
+    p_act = act[b, a, j, i]  # [K, K5]
+    p_box = pred[b, a, j, i]  # [K, 4]
+    scale = 2 - truth[:, 2] * truth[:, 3]
+    iou = darknet_iou_kind(p_box, truth, "giou" if o.iou_loss == "giou" else "iou")
+    if o.iou_loss == "mse":
+        grid_h, grid_w = act.shape[2], act.shape[3]
+        txy = torch.stack((truth[:, 0] * grid_w - i.float(), truth[:, 1] * grid_h - j.float()), 1)
+        size = truth[:, 2:4] * net_wh  # truth w, h in input pixels, as Darknet's truth.w * net.w
+        twh = torch.sqrt(size / (4 * anchor_px)) if o.new_coords else torch.log(size / anchor_px)
+        target = torch.cat((txy, twh), 1)
+        return (scale * o.iou_normalizer * mult)[:, None] * (target - p_act[:, :4]), iou
+    p_box = p_box.clone()
+    p_box[:, 2:4] = torch.where(p_box[:, 2:4] == 0, torch.ones_like(p_box[:, 2:4]), p_box[:, 2:4])
+    d = dx_box_iou(p_box, truth, o.iou_loss)
+    if not o.new_coords:
+        d[:, 2:4] = d[:, 2:4] * raw[b, a, j, i, 2:4].clamp(max=_MAX_LOG_SCALE).exp()
+    d = d * (o.iou_normalizer * mult)[:, None]
+    d = torch.where(torch.isfinite(d), d, torch.zeros_like(d))
+    if math.isfinite(o.max_delta):
+        d = d.clamp(-o.max_delta, o.max_delta)
+    return d, iou
 
 
 __all__ = ["YoloLoss", "HEAD_LOSSES", "register_head_loss", "yolo_head_loss", "check_yolo_head", "HeadTargets", "assign_targets", "usable_targets", "decode_boxes", "wh_iou",
