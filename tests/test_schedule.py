@@ -88,6 +88,8 @@ def test_darknet_reads_past_short_scales_and_we_refuse_with_the_line(darknet):
     (dict(policy="steps", steps="100,200,", scales=".1,.1,.1"), "'' is not a whole number", "steps"),
     (dict(policy="steps", steps="100"), "needs both steps and scales", "policy"),
     (dict(policy="sgdr", sgdr_cycle=10, sgdr_mult=0), "sgdr_mult=0", "sgdr_mult"),
+    (dict(policy="sgdr", sgdr_cycle=0), "sgdr_cycle=0 must be positive", "sgdr_cycle"),
+    (dict(policy="step", step=0), "policy=step needs step > 0", "step"),
     (dict(burn_in=-1), "burn_in=-1", "burn_in"),
 ])
 def test_bad_schedule_keys_are_one_line_errors(options, message, key):

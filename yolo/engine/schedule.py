@@ -195,7 +195,7 @@ def read_net_schedule(net) -> Dict[str, Any]:
             raise net.error(f"{key}={out[key]} must not be negative", key)
     if policy == "step" and out["step"] <= 0:
         raise net.error(f"policy=step needs step > 0, got {out['step']}", "step")
-    if policy == "sgdr" and out["sgdr_cycle"] < 0:
+    if policy == "sgdr" and net.has("sgdr_cycle") and out["sgdr_cycle"] <= 0:  # Darknet would loop forever
         raise net.error(f"sgdr_cycle={out['sgdr_cycle']} must be positive", "sgdr_cycle")
     if policy == "sgdr" and out["sgdr_mult"] < 1:  # a cycle of 0 updates: Darknet would loop forever
         raise net.error(f"sgdr_mult={out['sgdr_mult']} must be at least 1", "sgdr_mult")
