@@ -31,6 +31,7 @@ import torch.nn as nn
 
 from ..cfg import Section
 from .recurrent_base import RecurrentLayer, conv_bflops, refuse_options, same_size_conv
+from .limits import check_layer_size
 from .registry import LayerInfo, Shape, activation, positive, register
 
 
@@ -106,6 +107,8 @@ def build_conv_lstm(section: Section, shapes: List[Shape], prev: Shape) -> Layer
     state_constrain = section.get_int("state_constrain", None)
     if state_constrain is not None and state_constrain < 0:
         raise section.error(f"'state_constrain' must not be negative, got {state_constrain}", "state_constrain")
+    check_layer_size(section, size * size * (4 * c + 7 * outputs) * outputs // groups, (outputs, h, w), "output",
+                     f"output={outputs} size={size} on {c} input channels")
     section.get_int("shortcut", 0)  # acts only with a bottleneck (CUDA): no effect here
     section.get_float("time_normalizer", 1.0)  # scales only the bottleneck's backward
     module = ConvLSTM(c, outputs, size, padding, groups, activation(section, "linear"),

@@ -9,6 +9,8 @@ Six fully connected inner layers without activation (optional BN), the input rea
 
 The state ``s`` carries over between steps and between calls in training and eval alike (Darknet never zeroes
 it). Weights order: input_z, input_r, input_h, state_z, state_r, state_h.
+Darknet leaves the layer's out_c/out_h/out_w at 0, so Darknet refuses an image layer ([convolutional], [maxpool],
+...) right after a [gru]; here the output is Float[N, output, 1, 1] and such a layer builds.
 Darknet's CPU path cannot train this layer (``backward_gru_layer`` is empty and ``update_gru_layer`` reads inner
 layers a GRU does not have); gradients here are autograd's through the forward above, as Darknet's CUDA path.
 """
@@ -20,6 +22,7 @@ import torch
 
 from ..cfg import Section
 from .recurrent_base import Connected, RecurrentLayer
+from .limits import check_layer_size
 from .registry import LayerInfo, Shape, positive, register
 
 
@@ -56,5 +59,7 @@ class GRU(RecurrentLayer):
 def build_gru(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
     c, h, w = prev
     outputs = positive(section, "output", section.get_int("output", 1))
+    check_layer_size(section, 3 * (c * h * w + outputs) * outputs, (outputs, 1, 1), "output",
+                     f"output={outputs} on {c * h * w} inputs")
     module = GRU(c * h * w, outputs, bool(section.get_int("batch_normalize", 0)))
     return LayerInfo(module, (outputs, 1, 1), prev)

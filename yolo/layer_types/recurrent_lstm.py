@@ -19,6 +19,7 @@ import torch
 
 from ..cfg import Section
 from .recurrent_base import Connected, RecurrentLayer
+from .limits import check_layer_size
 from .registry import LayerInfo, Shape, positive, register
 
 
@@ -58,5 +59,7 @@ class LSTM(RecurrentLayer):
 def build_lstm(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
     c, h, w = prev
     outputs = positive(section, "output", section.get_int("output", 1))
+    check_layer_size(section, 4 * (c * h * w + outputs) * outputs, (outputs, 1, 1), "output",
+                     f"output={outputs} on {c * h * w} inputs")
     module = LSTM(c * h * w, outputs, bool(section.get_int("batch_normalize", 0)))
     return LayerInfo(module, (outputs, 1, 1), prev)

@@ -25,6 +25,7 @@ import torch.nn as nn
 
 from ..cfg import Section
 from .recurrent_base import Connected, RecurrentLayer, conv_bflops, same_size_conv
+from .limits import check_layer_size
 from .registry import LayerInfo, Shape, activation, positive, register
 
 
@@ -125,6 +126,9 @@ def build_rnn(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
     from ..layers import ACTIVATIONS
     if self_act not in ACTIVATIONS:
         raise section.error(f"logistic=2 needs the '{self_act}' activation, which is not implemented", "logistic")
+    weights = c * h * w * hidden + hidden * hidden + hidden * outputs
+    check_layer_size(section, weights, (outputs, 1, 1), "hidden",
+                     f"hidden={hidden} output={outputs} on {c * h * w} inputs")
     module = RNN(c * h * w, hidden, outputs, act, self_act, bool(section.get_int("batch_normalize", 0)),
                  bool(section.get_int("shortcut", 0)))
     return LayerInfo(module, (outputs, 1, 1), prev)
@@ -140,6 +144,9 @@ def build_crnn(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
         if n % groups:
             raise section.error(f"groups={groups} does not divide the {name} ({n})", "groups")
     act = activation(section, "logistic")
+    weights = size * size * (c * hidden + hidden * hidden + hidden * outputs) // groups
+    check_layer_size(section, weights, (max(hidden, outputs), h, w), "hidden",
+                     f"hidden={hidden} output={outputs} size={size} on {c} input channels")
     module = CRNN(c, hidden, outputs, size, padding, groups, act, bool(section.get_int("batch_normalize", 0)),
                   bool(section.get_int("shortcut", 0)))
     return LayerInfo(module, (outputs, h, w), prev)
