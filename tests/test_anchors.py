@@ -131,3 +131,17 @@ def test_kmeans_small_cases():
     assert result.mean_iou == pytest.approx(100 * sum(ious) / 4, abs=1e-4)
     with pytest.raises(ValueError, match="at least k=5"):
         kmeans_anchors(sizes, 5)
+
+
+def test_tool_errors_are_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    tool = str(REPO / "tools" / "anchors.py")
+    run = subprocess.run([sys.executable, tool, "--data", str(tmp_path / "missing.yaml")], capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 2 and run.stderr.strip().startswith("error:") and "missing.yaml" in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
+    run = subprocess.run([sys.executable, tool, "--data", "x.yaml", "--write", "out.cfg"], capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 2 and run.stderr.strip() == "error: --write needs --cfg (the cfg to copy)"
