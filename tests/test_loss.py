@@ -621,15 +621,17 @@ def test_darknet_yolov3_tiny_trains():
 @pytest.mark.parametrize("new_coords,scale_x_y", [(0, 1.0), (0, 1.2), (1, 2.0)])
 def test_ignore_decode_matches_the_heads_eval_decode(new_coords, scale_x_y):
     from yolo.layers import HeadOptions, YOLOLayer
-    from yolo.loss import cxcywh_to_xyxy, decode_boxes
+    from yolo.loss import YoloLossOptions, darknet_boxes, darknet_output
 
     anchors = torch.tensor(ANCHORS, dtype=torch.float32)
     head = YOLOLayer(anchors, [3, 4, 5], NUM_CLASSES, HeadOptions(scale_x_y=scale_x_y, new_coords=new_coords))
     raw = torch.randn(2, 3, 4, 6, 5 + NUM_CLASSES, generator=torch.Generator().manual_seed(3))
     if new_coords:
         raw = raw.sigmoid()
-    expected = cxcywh_to_xyxy(head.decode(raw, IMG_HW)[..., :4])
+    expected = head.decode(raw, IMG_HW)[..., :4]  # cx, cy, w, h in input pixels
     gy = torch.arange(4.0).view(1, 1, 4, 1)
     gx = torch.arange(6.0).view(1, 1, 1, 6)
-    got = decode_boxes(raw[..., :4], head.anchors.view(1, 3, 1, 1, 2), gx, gy, (4, 6), IMG_HW, scale_x_y, new_coords)
-    torch.testing.assert_close(got, expected)
+    size = torch.tensor([IMG_HW[1], IMG_HW[0]], dtype=torch.float32)
+    act = darknet_output(raw, YoloLossOptions.of(head))
+    got = darknet_boxes(act, (head.anchors / size).view(1, 3, 1, 1, 2), gx, gy, (4, 6), new_coords)
+    torch.testing.assert_close(got * torch.cat((size, size)), expected)

@@ -41,8 +41,6 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torchvision.ops import complete_box_iou_loss, distance_box_iou_loss, generalized_box_iou_loss
-
 from .darknet_box import box_iou as darknet_iou
 from .darknet_box import box_iou_kind as darknet_iou_kind
 from .darknet_box import dx_box_iou
@@ -77,31 +75,6 @@ class HeadTargets:
         return int(self.image.numel())
 
 
-# ---------------------------------------------------------------------------------------------- box helpers
-def cxcywh_to_xyxy(boxes: Tensor) -> Tensor:
-    """Float[..., 4] cx, cy, w, h -> Float[..., 4] x1, y1, x2, y2 (same units)."""
-    cx, cy, w, h = boxes.unbind(-1)
-    return torch.stack((cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2), dim=-1)
-
-
-def elementwise_iou(boxes1: Tensor, boxes2: Tensor) -> Tensor:
-    """IoU of broadcastable xyxy boxes Float[..., 4] -> Float[...]; 0 where the union is empty (as Darknet)."""
-    wi = (torch.minimum(boxes1[..., 2], boxes2[..., 2]) - torch.maximum(boxes1[..., 0], boxes2[..., 0])).clamp(min=0)
-    hi = (torch.minimum(boxes1[..., 3], boxes2[..., 3]) - torch.maximum(boxes1[..., 1], boxes2[..., 1])).clamp(min=0)
-    inter = wi * hi
-    area1 = (boxes1[..., 2] - boxes1[..., 0]) * (boxes1[..., 3] - boxes1[..., 1])
-    area2 = (boxes2[..., 2] - boxes2[..., 0]) * (boxes2[..., 3] - boxes2[..., 1])
-    union = area1 + area2 - inter
-    return torch.where(union > 0, inter / union.clamp(min=torch.finfo(union.dtype).tiny), torch.zeros_like(union))
-
-
-def wh_iou(wh1: Tensor, wh2: Tensor) -> Tensor:
-    """IoU of centred boxes given by widths/heights: Float[M, 2] x Float[K, 2] -> Float[M, K]."""
-    inter = torch.minimum(wh1[:, None, 0], wh2[None, :, 0]) * torch.minimum(wh1[:, None, 1], wh2[None, :, 1])
-    union = (wh1[:, 0] * wh1[:, 1])[:, None] + (wh2[:, 0] * wh2[:, 1])[None, :] - inter
-    return torch.where(union > 0, inter / union.clamp(min=torch.finfo(union.dtype).tiny), torch.zeros_like(union))
-
-
 # ----------------------------------------------------------------------------------------- target assignment
 def usable_targets(targets: Tensor, batch_size: int, img_size_hw: Tuple[int, int], num_classes: int) -> Tensor:
     """Bool[M]: rows of ``targets`` (Float[M, 6] image, class, cx, cy, w, h in input pixels) that take part.
@@ -127,31 +100,43 @@ def usable_targets(targets: Tensor, batch_size: int, img_size_hw: Tuple[int, int
     return finite & (w > 0) & (h > 0) & (cx >= 0) & (cx <= width) & (cy >= 0) & (cy <= height)
 
 
-def _anchor_matches(targets: Tensor, keep: Tensor, head, img_size_hw: Tuple[int, int],
-                    grid_hw: Tuple[int, int]) -> Tuple[Tensor, ...]:
-    """Assignment of truths to this head's anchors, one row per (truth, anchor) pair.
+def darknet_assignments(truth: Tensor, head, iou_thresh: float, iou_thresh_kind: str,
+                        img_size_hw: Tuple[int, int], grid_hw: Tuple[int, int]) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Darknet's truth-to-anchor assignment for one head (the second loop of ``process_batch``).
 
-    Returns Long tensors ``(image, anchor, gy, gx, truth, cls)``, ordered by truth row then anchor.
+    ``truth`` Float[T, 4] normalized centre boxes. Each truth goes to its best anchor among *all* anchors of
+    the cfg (IoU of the centred boxes, first maximum) and, with ``iou_thresh < 1``, to every other anchor
+    whose ``iou_thresh_kind`` IoU exceeds ``iou_thresh``; only anchors in this head's ``mask`` count. The cell
+    is ``(int(y * Hg), int(x * Wg))``. Returns Long[K] ``(truth index, anchor index in the mask, gy, gx)`` in
+    Darknet's order: by truth, its best anchor first, then the others by anchor index.
     """
-    device = targets.device
-    rows = keep.nonzero().squeeze(1)
-    if rows.numel() == 0:
-        empty = torch.zeros(0, dtype=torch.long, device=device)
-        return (empty,) * 6
+    device = truth.device
     height, width = img_size_hw
     grid_h, grid_w = grid_hw
-    t = targets[rows]
-    ious = wh_iou(t[:, 4:6], head.all_anchors.to(device=device, dtype=t.dtype))  # [M, num]
-    best = ious.argmax(dim=1)  # first maximum, as Darknet's strict '>' scan
+    net_wh = torch.tensor([width, height], device=device, dtype=torch.float32)
+    anchors = head.all_anchors.to(device=device, dtype=torch.float32) / net_wh  # [total, 2]
+    total = anchors.shape[0]
+    centred = torch.cat((torch.zeros_like(anchors), anchors), 1)
+    shifted = torch.cat((torch.zeros_like(truth[:, :2]), truth[:, 2:]), 1)
+    ious = darknet_iou(centred[None, :, :], shifted[:, None, :])  # [T, total]
+    best_iou, best_n = ious.max(dim=1) if truth.numel() else (ious.sum(1), ious.sum(1).long())
+    best_n = torch.where(best_iou > 0, best_n, torch.zeros_like(best_n))  # Darknet's scan starts at 0
     mask = torch.as_tensor(list(head.mask), dtype=torch.long, device=device)
-    hit = best[:, None] == mask[None, :]  # [M, A]
-    if head.opts.iou_thresh < 1.0:
-        hit |= ious[:, mask] > head.opts.iou_thresh
-    m, anchor = hit.nonzero(as_tuple=True)  # row-major: by truth, then anchor
-    t = t[m]
-    gx = (t[:, 2] * grid_w / width).floor().long().clamp(0, grid_w - 1)
-    gy = (t[:, 3] * grid_h / height).floor().long().clamp(0, grid_h - 1)
-    return t[:, 0].long(), anchor, gy, gx, rows[m], t[:, 1].long()
+    hit = torch.zeros(truth.shape[0], total, dtype=torch.bool, device=device)
+    hit[torch.arange(truth.shape[0], device=device), best_n] = True
+    if iou_thresh < 1.0:
+        hit |= darknet_iou_kind(centred[None, :, :], shifted[:, None, :], iou_thresh_kind) > iou_thresh
+    in_mask = torch.arange(total, device=device)[None, :] == mask[:, None]  # [A, total]
+    hit &= in_mask.any(0)[None, :]
+    t, n = hit.nonzero(as_tuple=True)
+    key = t * (total + 1) + torch.where(n == best_n[t], torch.zeros_like(n), n + 1)
+    order = torch.argsort(key)
+    t, n = t[order], n[order]
+    anchor = in_mask[:, n].float().argmax(0)
+    # Darknet truncates x * Wg; the clamp only keeps a centre on the right or bottom edge inside the grid.
+    gx = (truth[t, 0] * grid_w).long().clamp(0, grid_w - 1)
+    gy = (truth[t, 1] * grid_h).long().clamp(0, grid_h - 1)
+    return t, anchor, gy, gx
 
 
 def _merge_slots(image: Tensor, anchor: Tensor, gy: Tensor, gx: Tensor, truth: Tensor, cls: Tensor,
@@ -174,90 +159,21 @@ def _merge_slots(image: Tensor, anchor: Tensor, gy: Tensor, gx: Tensor, truth: T
 
 def assign_targets(targets: Tensor, head, grid_hw: Tuple[int, int], img_size_hw: Tuple[int, int],
                    batch_size: int) -> HeadTargets:
-    """Positive slots of one ``[yolo]`` head for ``targets`` Float[M, 6] (image, class, cx, cy, w, h, pixels).
-
-    ``grid_hw`` is the head's output grid (Hg, Wg), ``img_size_hw`` the network input (H, W). Only the truth
-    assignment (best anchor plus ``iou_thresh`` extras); ``truth_thresh`` positives depend on the predictions
-    and are added by :class:`YoloLoss`.
+    """The slots Darknet's assignment writes in one ``[yolo]`` head (see :func:`darknet_assignments`), for
+    ``targets`` Float[M, 6] (image, class, cx, cy, w, h in input pixels); ``grid_hw`` is the head's grid
+    (Hg, Wg), ``img_size_hw`` the input (H, W). Per slot: the truth that writes it last (it sets the
+    objectness delta) and the union of the classes written there. ``truth_thresh`` positives depend on the
+    predictions and are not included.
     """
     keep = usable_targets(targets, batch_size, img_size_hw, head.num_classes)
-    rows = _anchor_matches(targets, keep, head, img_size_hw, grid_hw)
-    return _merge_slots(*rows, head.num_anchors, grid_hw, head.num_classes)
-
-
-# ------------------------------------------------------------------------------------------------- decoding
-def decode_boxes(raw: Tensor, anchors: Tensor, gx: Tensor, gy: Tensor, grid_hw: Tuple[int, int],
-                 img_size_hw: Tuple[int, int], scale_x_y: float, new_coords: int) -> Tensor:
-    """Raw box outputs Float[..., 4] (tx, ty, tw, th) -> Float[..., 4] xyxy in input pixels.
-
-    ``anchors`` Float[..., 2] (pixels), ``gx``/``gy`` the cell of each prediction, broadcastable to ``raw[..., 0]``.
-    Same decode as the model's eval path.
-    """
-    grid_h, grid_w = grid_hw
+    rows = keep.nonzero().squeeze(1)
     height, width = img_size_hw
-    xy = raw[..., :2] if new_coords else raw[..., :2].sigmoid()
-    xy = xy * scale_x_y - 0.5 * (scale_x_y - 1.0)
-    if new_coords:
-        wh = 4.0 * raw[..., 2:4] ** 2 * anchors
-    else:
-        wh = raw[..., 2:4].clamp(max=_MAX_LOG_SCALE).exp() * anchors
-    cx = (gx + xy[..., 0]) * (width / grid_w)
-    cy = (gy + xy[..., 1]) * (height / grid_h)
-    return cxcywh_to_xyxy(torch.stack((cx, cy, wh[..., 0], wh[..., 1]), dim=-1))
-
-
-def _best_truth(pred_xyxy: Tensor, truth_xyxy: Tensor, truth_image: Tensor, truth_rows: Tensor) -> Tuple[Tensor, Tensor]:
-    """Best IoU of each prediction with the truths of its own image.
-
-    ``pred_xyxy`` Float[N, P, 4]; ``truth_xyxy`` Float[T, 4] with image index Long[T] and row in ``targets``
-    Long[T]. Returns (best IoU Float[N, P], row of that truth Long[N, P], -1 where the image has none).
-    """
-    n, p, _ = pred_xyxy.shape
-    device = pred_xyxy.device
-    best_iou = torch.zeros(n, p, device=device)
-    best_row = torch.full((n, p), -1, dtype=torch.long, device=device)
-    if truth_image.numel() == 0:
-        return best_iou, best_row
-    # Pad the truths to [N, Tmax] so that every image is compared only with its own truths.
-    order = torch.argsort(truth_image, stable=True)
-    image = truth_image[order]
-    counts = torch.bincount(image, minlength=n)
-    starts = torch.cumsum(counts, 0) - counts
-    slot = torch.arange(image.numel(), device=device) - starts[image]
-    t_max = int(counts.max())
-    padded = torch.zeros(n, t_max, 4, device=device)
-    padded[image, slot] = truth_xyxy[order]
-    valid = torch.zeros(n, t_max, dtype=torch.bool, device=device)
-    valid[image, slot] = True
-    rows = torch.full((n, t_max), -1, dtype=torch.long, device=device)
-    rows[image, slot] = truth_rows[order]
-    step = max(1, _IOU_BLOCK // max(1, p * t_max))
-    for s in range(0, n, step):
-        iou = elementwise_iou(pred_xyxy[s:s + step, :, None, :], padded[s:s + step, None, :, :])  # [n', P, T]
-        iou = iou.masked_fill(~valid[s:s + step, None, :], 0.0)
-        arg = iou.argmax(dim=2)  # first maximum
-        best_iou[s:s + step] = iou.gather(2, arg[..., None]).squeeze(2)
-        best_row[s:s + step] = rows[s:s + step].gather(1, arg)
-    return best_iou, best_row
-
-
-# --------------------------------------------------------------------------------------------------- losses
-def _bce(x: Tensor, target: Tensor, probabilities: bool) -> Tensor:
-    """Element-wise BCE; ``x`` holds logits, or probabilities when the head has ``new_coords=1``."""
-    if probabilities:
-        return F.binary_cross_entropy(x.clamp(0.0, 1.0), target, reduction="none")
-    return F.binary_cross_entropy_with_logits(x, target, reduction="none")
-
-
-def _iou_variant_loss(kind: str, pred_xyxy: Tensor, truth_xyxy: Tensor) -> Tensor:
-    """Float[K] ``1 - IoU variant`` between paired xyxy boxes."""
-    if kind == "giou":
-        return generalized_box_iou_loss(pred_xyxy, truth_xyxy, reduction="none")
-    if kind == "diou":
-        return distance_box_iou_loss(pred_xyxy, truth_xyxy, reduction="none")
-    if kind == "ciou":
-        return complete_box_iou_loss(pred_xyxy, truth_xyxy, reduction="none")
-    return 1.0 - elementwise_iou(pred_xyxy, truth_xyxy)
+    scale = torch.tensor([width, height, width, height], device=targets.device, dtype=torch.float32)
+    t, anchor, gy, gx = darknet_assignments(targets[rows, 2:6] / scale, head, float(head.opts.iou_thresh),
+                                            str(getattr(head.opts, "iou_thresh_kind", "iou")), img_size_hw, grid_hw)
+    truth = rows[t]
+    return _merge_slots(targets[truth, 0].long(), anchor, gy, gx, truth, targets[truth, 1].long(),
+                        head.num_anchors, grid_hw, head.num_classes)
 
 
 # ------------------------------------------------------------------------------------- per-head-type losses
@@ -416,7 +332,7 @@ def check_yolo_head(head, index: int) -> None:
     YoloLossOptions.of(head)
 
 
-def _activated(out: Tensor, o: YoloLossOptions) -> Tensor:
+def darknet_output(out: Tensor, o: YoloLossOptions) -> Tensor:
     """Darknet's [yolo] ``output`` from its input Float[..., 5 + C]: logistic x, y, objectness and classes
     (not with ``new_coords=1``, where the conv before already applied it), then x, y scaled by ``scale_x_y``;
     w, h stay raw."""
@@ -425,7 +341,7 @@ def _activated(out: Tensor, o: YoloLossOptions) -> Tensor:
     return act
 
 
-def _pred_boxes(act: Tensor, anchors_norm: Tensor, gx: Tensor, gy: Tensor, grid_hw: Tuple[int, int],
+def darknet_boxes(act: Tensor, anchors_norm: Tensor, gx: Tensor, gy: Tensor, grid_hw: Tuple[int, int],
                 new_coords: int) -> Tensor:
     """Darknet's ``get_yolo_box``: centre boxes Float[..., 4] normalized to the input (0..1).
 
@@ -500,17 +416,16 @@ def yolo_head_loss(head, out: Tensor, targets: Tensor, keep: Tensor,
     num_classes = head.num_classes
     device = out.device
     height, width = img_size_hw
-    total = head.all_anchors.shape[0]
     net_wh = torch.tensor([width, height], device=device, dtype=torch.float32)
     all_anchors = head.all_anchors.to(device=device, dtype=torch.float32) / net_wh  # [total, 2] normalized
     mask = torch.as_tensor(list(head.mask), dtype=torch.long, device=device)
     mult_all = o.class_multipliers.to(device) if o.class_multipliers is not None else None
 
     with torch.no_grad():
-        act = _activated(out.detach(), o)  # [N, A, H, W, K]
+        act = darknet_output(out.detach(), o)  # [N, A, H, W, K]
         gy_grid = torch.arange(grid_h, device=device, dtype=torch.float32).view(1, 1, grid_h, 1)
         gx_grid = torch.arange(grid_w, device=device, dtype=torch.float32).view(1, 1, 1, grid_w)
-        pred = _pred_boxes(act, all_anchors[mask].view(1, num_anchors, 1, 1, 2), gx_grid, gy_grid,
+        pred = darknet_boxes(act, all_anchors[mask].view(1, num_anchors, 1, 1, 2), gx_grid, gy_grid,
                            (grid_h, grid_w), o.new_coords)
         rows = keep.nonzero().squeeze(1)  # truths in their order in `targets`: Darknet's order per image
         t_img = targets[rows, 0].long()
@@ -541,29 +456,9 @@ def yolo_head_loss(head, out: Tensor, targets: Tensor, keep: Tensor,
         tt_iou = best_iou[tt_b, tt_a, tt_j, tt_i]
 
         # Pass 2 (truth by truth): best anchor over all anchors, then the iou_thresh extras, in this head's mask.
-        shift = torch.cat((torch.zeros_like(t_box[:, :2]), t_box[:, 2:]), 1)
-        anchor_boxes = torch.cat((torch.zeros_like(all_anchors), all_anchors), 1)  # centred at 0
-        wh_ious = darknet_iou(anchor_boxes[None, :, :], shift[:, None, :])  # [T, total]
-        best_wh, best_n = wh_ious.max(dim=1)
-        best_n = torch.where(best_wh > 0, best_n, torch.zeros_like(best_n))
-        in_mask = (torch.arange(total, device=device)[None, :] == mask[:, None])  # [A, total]
-        hit = torch.zeros(t_box.shape[0], total, dtype=torch.bool, device=device)
-        hit[torch.arange(t_box.shape[0], device=device), best_n] = True
-        if o.iou_thresh < 1.0:
-            kind_ious = darknet_iou_kind(anchor_boxes[None, :, :], shift[:, None, :], o.iou_thresh_kind)
-            hit |= kind_ious > o.iou_thresh
-        hit &= in_mask.any(0)[None, :]
-        w_t, w_n = hit.nonzero(as_tuple=True)  # by truth, then anchor
-        w_is_best = w_n == best_n[w_t]
-        w_a = in_mask[:, w_n].float().argmax(0)  # anchor index within the mask
-        # Darknet truncates x * grid_w; the clamp only keeps a centre on the right/bottom edge inside.
-        w_i = (t_box[w_t, 0] * grid_w).long().clamp(0, grid_w - 1)
-        w_j = (t_box[w_t, 1] * grid_h).long().clamp(0, grid_h - 1)
+        w_t, w_a, w_j, w_i = darknet_assignments(t_box, head, o.iou_thresh, o.iou_thresh_kind, img_size_hw,
+                                                 (grid_h, grid_w))
         w_b = t_img[w_t]
-        # Darknet's order inside one truth: the best anchor first, then the others by index.
-        w_key = w_t * (total + 1) + torch.where(w_is_best, torch.zeros_like(w_n), w_n + 1)
-        order = torch.argsort(w_key)
-        w_t, w_a, w_i, w_j, w_b, w_key = (v[order] for v in (w_t, w_a, w_i, w_j, w_b, w_key))
         count = int(w_t.numel())
 
         # Box deltas add up over every writer of a slot.
@@ -682,5 +577,6 @@ def _box_deltas(raw: Tensor, act: Tensor, pred: Tensor, b: Tensor, a: Tensor, j:
     return d, iou
 
 
-__all__ = ["YoloLoss", "HEAD_LOSSES", "register_head_loss", "yolo_head_loss", "check_yolo_head", "HeadTargets", "assign_targets", "usable_targets", "decode_boxes", "wh_iou",
-           "elementwise_iou", "cxcywh_to_xyxy", "IOU_LOSSES"]
+__all__ = ["YoloLoss", "HEAD_LOSSES", "register_head_loss", "yolo_head_loss", "check_yolo_head", "YoloLossOptions",
+           "HeadTargets", "assign_targets", "darknet_assignments", "usable_targets", "darknet_output", "darknet_boxes",
+           "IOU_LOSSES"]
