@@ -128,14 +128,16 @@ def test_cfg_selects_the_darknet_pipeline(assets):
     heads = [s for s in sections if s.type == "yolo"]
     hyp = augment_from_cfg(sections[0], heads)
     assert hyp["pipeline"] == "darknet" and hyp["mosaic"] == 0 and hyp["scale"] == 0
-    assert hyp["jitter"] == pytest.approx(heads[-1].get_float("jitter")) and hyp["resize"] == heads[-1].get_float("resize", 1.0)
+    assert hyp["jitter"] == pytest.approx(heads[-1].get_float("jitter"))
+    assert hyp["resize"] == heads[-1].get_float("resize", 1.0)
     with pytest.raises(ValueError, match="pipeline: affine"):
         augment_from_cfg(sections[0], heads, overrides={"min_visible": 0.5})
     # yolov4-tiny's resize=1.5 exists only in Darknet's pipeline: our own one refuses it rather than drop it.
     with pytest.raises(ValueError, match="resize=1.5"):
         augment_from_cfg(sections[0], heads, overrides={"pipeline": "affine"})
     v3 = parse_cfg(assets("cfg/yolov3-tiny.cfg"))
-    affine = augment_from_cfg(v3[0], [s for s in v3 if s.type == "yolo"], overrides={"pipeline": "affine", "mosaic": 0.5})
+    affine = augment_from_cfg(v3[0], [s for s in v3 if s.type == "yolo"],
+                              overrides={"pipeline": "affine", "mosaic": 0.5})
     assert affine["pipeline"] == "affine" and affine["mosaic"] == 0.5
 
 

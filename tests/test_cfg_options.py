@@ -65,7 +65,8 @@ def _sections(net_extra="", head_extra=""):
 
 
 @pytest.mark.parametrize("net_extra,key,line", [("seq_scales=1\n", "seq_scales=1", 7), ("blur=1\n", "blur=1", 7),
-                                                ("cutmix=1\n", "cutmix=1", 7), ("ema_alpha=0.9998\n", "ema_alpha=0.9998", 7),
+                                                ("cutmix=1\n", "cutmix=1", 7),
+                                                ("ema_alpha=0.9998\n", "ema_alpha=0.9998", 7),
                                                 ("mosaic=1\n", "mosaic=1", 7), ("track=1\n", "track=1", 7),
                                                 ("gaussian_noise=1\n", "gaussian_noise=1", 7)])
 def test_refused_net_options_stop_training_with_file_and_line(net_extra, key, line):
@@ -113,9 +114,27 @@ def test_shipped_cfgs_detect_but_refuse_training(assets):
     assert [e.problem.split("'")[1] for e in errors] == ["mosaic=1", "random=1"]  # random=1 in the last [yolo]
     assert str(errors[0]).startswith(f"{cfg}:25: [net] option 'mosaic=1'")
     check_training_options(parse_cfg(assets("cfg/yolov4-tiny.cfg")))  # nothing refused there
+    v2 = refusals(parse_cfg(assets("cfg/yolov2.cfg")))  # [region] heads are checked too
+    assert [e.problem.split("'")[1] for e in v2] == ["random=1"] and "[region]" in str(v2[0])
 
 
 def test_keys_outside_darknet_still_warn(caplog):
     with caplog.at_level(logging.WARNING):
         Darknet(_sections("rank=3\n"))
     assert "rank" in caplog.text
+
+
+def test_train_tool_stops_with_one_line(assets, tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    cfg = tmp_path / "blur.cfg"
+    cfg.write_text(assets("cfg/yolov3-tiny.cfg").read_text().replace("[net]", "[net]\nblur=1", 1))
+    run = subprocess.run([sys.executable, str(repo / "tools" / "train.py"), "--cfg", str(cfg), "--data",
+                          str(repo / "configs" / "coco128.yaml"), "--epochs", "1", "--device", "cpu",
+                          "--project", str(tmp_path / "runs")], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2
+    assert run.stderr.strip() == (f"error: {cfg}:2: [net] option 'blur=1' is not implemented for training: "
+                                  "set blur=0")

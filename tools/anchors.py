@@ -24,8 +24,10 @@ from tools._common import fail  # noqa: E402
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", required=True, help="dataset YAML (its train split's labels are used)")
-    p.add_argument("--cfg", default=None, help="Darknet cfg: default width/height ([net]) and anchor count ([yolo] num)")
-    p.add_argument("-n", "--num-of-clusters", type=int, default=None, help="number of anchors (default: the cfg's, else 9)")
+    p.add_argument("--cfg", default=None,
+                   help="Darknet cfg: default width/height ([net]) and anchor count ([yolo] num)")
+    p.add_argument("-n", "--num-of-clusters", type=int, default=None,
+                   help="number of anchors (default: the cfg's, else 9)")
     p.add_argument("--width", type=int, default=None, help="network input width (default: the cfg's, else 416)")
     p.add_argument("--height", type=int, default=None, help="network input height (default: the cfg's, else 416)")
     p.add_argument("--split", default="train", choices=["train", "val"], help="which split's labels")

@@ -364,7 +364,7 @@ class Trainer:
                 f"set classes={self.data.num_classes} in each [yolo] and filters=(classes+5)*len(mask) in the "
                 "[convolutional] before it, or pass --adapt-classes")
         if resume_ckpt is None:
-            self.hyp = resolve_hyp(model.net, [s for s in model.sections if s.type == "yolo"], opt.hyp,
+            self.hyp = resolve_hyp(model.net, [s for s in model.sections if s.type in ("yolo", "region")], opt.hyp,
                                    {"epochs": opt.epochs, "batch": opt.batch_size,
                                     "img_size": opt.img_size, "workers": opt.workers})
         else:
