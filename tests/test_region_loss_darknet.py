@@ -32,7 +32,8 @@ def coco_batch(assets, count: int, size_hw, num_classes: int, start: int = 0):
         bgr = cv2.imread(str(path))
         rgb = cv2.resize(bgr, (width, height), interpolation=cv2.INTER_LINEAR)[:, :, ::-1]
         images.append(rgb.transpose(2, 0, 1).astype(np.float32) / 255.0)
-        rows = np.loadtxt(labels / f"{path.stem}.txt", ndmin=2, dtype=np.float32)
+        label = labels / f"{path.stem}.txt"  # background images have no label file
+        rows = np.loadtxt(label, ndmin=2, dtype=np.float32) if label.exists() else np.zeros((0, 5), np.float32)
         cls = rows[:, 0] % num_classes
         truths.append(np.concatenate([rows[:, 1:5], cls[:, None]], 1))
         for c, (x, y, w, h) in zip(cls, rows[:, 1:5]):
@@ -197,3 +198,29 @@ def test_region_training_refuses_hierarchical_softmax(tmp_path):
     cfg.write_text(text)
     with pytest.raises(ValueError, match=r"tree\.cfg:\d+: \[region\] tree=data/9k.tree"):
         YoloLoss(Darknet(cfg))
+
+
+def sgd_losses(model, x, targets, steps: int = 8, lr: float = 1e-3):
+    """Losses (per image, through YoloLoss) over ``steps`` plain SGD steps on one batch."""
+    criterion = YoloLoss(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    model.train()
+    images = torch.from_numpy(x)
+    losses = []
+    for _ in range(steps):
+        loss, _ = criterion(model(images), targets, tuple(x.shape[2:]))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss))
+    return losses
+
+
+def test_training_steps_lower_the_region_loss(assets, tmp_path):
+    cfg = tmp_path / "tiny-region.cfg"
+    cfg.write_text(random_region_cfg(random.Random(2)))
+    model = Darknet(cfg)
+    randomize_model(model, 0)
+    x, _, targets = coco_batch(assets, 2, (96, 96), model.num_classes)
+    losses = sgd_losses(model, x, targets)
+    assert np.isfinite(losses).all() and losses[-1] < 0.8 * losses[0], losses

@@ -271,9 +271,10 @@ class YoloLoss:
 
 def _check_output_shape(index: int, head, out: Tensor) -> None:
     """``out`` must be Float[N, A, Hg, Wg, 5 + C] for the head's A anchors and C classes."""
-    if out.ndim != 5 or out.shape[1] != head.num_anchors or out.shape[4] != 5 + head.num_classes:
+    depth = getattr(head, "num_outputs", 5 + head.num_classes)  # [Gaussian_yolo]: 9 + C
+    if out.ndim != 5 or out.shape[1] != head.num_anchors or out.shape[4] != depth:
         raise ValueError(f"head {index}: output shape {tuple(out.shape)} does not match "
-                         f"{head.num_anchors} anchors x (5 + {head.num_classes} classes)")
+                         f"{head.num_anchors} anchors x {depth} values ({head.num_classes} classes)")
 
 
 # ------------------------------------------------------------------------------------------- [yolo] loss

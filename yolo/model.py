@@ -234,7 +234,9 @@ UNSUPPORTED_OPTIONS = {
 # ----------------------------------------------------------------------------- the model
 
 
-HEAD_TYPES = (YOLOLayer, RegionLayer)
+from .layer_types.gaussian_yolo import GaussianYOLOLayer  # noqa: E402
+
+HEAD_TYPES = (YOLOLayer, RegionLayer, GaussianYOLOLayer)
 
 
 class Darknet(nn.Module):

@@ -4,4 +4,5 @@ Each module defines its ``nn.Module`` and registers its builder in :data:`yolo.l
 importing this package registers them all.
 """
 from . import registry  # noqa: F401
+from . import gaussian_yolo  # noqa: F401
 from . import recurrent_rnn, recurrent_gru, recurrent_lstm, recurrent_conv_lstm  # noqa: F401,E401

@@ -1,0 +1,213 @@
+"""[Gaussian_yolo] (Gaussian YOLOv3) against Darknet itself: build and forward layer by layer, the training delta
+(src/gaussian_yolo_layer.c) on real coco128 images with the head fed Darknet's own head input, weights round trip,
+the Detector's output (Darknet's score rule with the uncertainties), ONNX/TorchScript export, and a short
+training run."""
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from reference import randomize_model
+from test_region_loss_darknet import assert_deltas_equal, coco_batch, head_deltas, write_weights
+from yolo.cfg import CfgError
+from yolo.gaussian_yolo_loss import gaussian_yolo_loss
+from yolo.layer_types.gaussian_yolo import GaussianYOLOLayer, postprocess_gaussian
+from yolo.loss import YoloLoss
+from yolo.model import Darknet
+
+BDD = "Gaussian_yolov3_BDD.cfg"
+
+
+def bdd_cfg():
+    from darknet_ref import darknet_source
+
+    return darknet_source() / "cfg" / BDD
+
+
+def random_gaussian_cfg(rng: random.Random, classes: int = None, width: int = 128, height: int = 96) -> str:
+    """A small random [Gaussian_yolo] network: three convs and a maxpool, then the head with random options."""
+    classes = classes or rng.randint(1, 5)
+    num = rng.randint(2, 6)
+    mask = sorted(rng.sample(range(num), rng.randint(1, num)))
+    anchors = ", ".join(f"{rng.uniform(6, 90):.1f},{rng.uniform(6, 90):.1f}" for _ in range(num))
+    options = {
+        "mask": ",".join(map(str, mask)), "anchors": anchors, "classes": classes, "num": num,
+        "iou_loss": rng.choice(["mse", "iou", "giou", "diou", "ciou"]),
+        "yolo_point": rng.choice(["center", "center", "left_top", "right_bottom"]),
+        "scale_x_y": rng.choice([1.0, 1.05, 1.2]),
+        "iou_normalizer": round(rng.uniform(0.1, 1.0), 3), "uc_normalizer": round(rng.uniform(0.5, 1.5), 3),
+        "obj_normalizer": round(rng.uniform(0.5, 2.0), 3), "ignore_thresh": round(rng.uniform(0.05, 0.7), 3),
+        "truth_thresh": rng.choice([1.0, 1.0, round(rng.uniform(0.1, 0.5), 3)]),
+        "iou_thresh": rng.choice([1.0, round(rng.uniform(0.1, 0.5), 3)]),
+        "iou_thresh_kind": rng.choice(["iou", "giou", "diou", "ciou"]),
+        "label_smooth_eps": rng.choice([0.0, 0.1]),
+        "random": 0, "jitter": 0.2,
+    }
+    if rng.random() < 0.4:
+        options["max_delta"] = round(rng.uniform(0.5, 5.0), 3)
+    head = "\n".join(f"{k}={v}" for k, v in options.items())
+    return f"""[net]
+batch=1
+width={width}
+height={height}
+channels=3
+
+[convolutional]
+batch_normalize=1
+filters=8
+size=3
+stride=2
+pad=1
+activation=leaky
+
+[maxpool]
+size=2
+stride=2
+
+[convolutional]
+batch_normalize=1
+filters=16
+size=3
+stride=2
+pad=1
+activation=leaky
+
+[convolutional]
+filters={(classes + 9) * len(mask)}
+size=1
+stride=1
+pad=1
+activation=linear
+
+[Gaussian_yolo]
+{head}
+"""
+
+
+def write_cfg(tmp_path, seed: int, **kwargs):
+    text = random_gaussian_cfg(random.Random(seed), **kwargs)
+    path = tmp_path / f"gaussian-{seed}.cfg"
+    path.write_text(text)
+    return path, text
+
+
+@pytest.fixture(scope="module")
+def bdd(darknet, tmp_path_factory):
+    """Gaussian_yolov3_BDD.cfg with random weights, written by our writer: (cfg, model, weights path)."""
+    cfg = bdd_cfg()
+    model = Darknet(cfg)
+    randomize_model(model, 0, calibrate_hw=(64, 64))
+    weights = write_weights(model, tmp_path_factory.mktemp("bdd") / "bdd.weights", 0)
+    return cfg, model, weights
+
+
+# -------------------------------------------------------------------------------------------- build/forward
+def test_bdd_forward_matches_darknet_layer_by_layer(darknet, bdd):
+    cfg, model, weights = bdd
+    model.eval()
+    x = np.random.RandomState(0).rand(1, 3, 64, 128).astype(np.float32)
+    dump = darknet.forward(cfg, weights, x)
+    with torch.no_grad():
+        outputs, _ = model.layer_outputs(torch.from_numpy(x))
+    assert len(dump.layers) == len(outputs) == len(model.module_list)
+    heads = 0
+    for i, (meta, ours) in enumerate(zip(dump.layers, outputs)):
+        ref = dump.out(i)
+        if meta.type == "Gaussian_yolo":
+            head = model.module_list[i]
+            n, c, h, w = ours.shape
+            raw = ours.reshape(n, head.num_anchors, head.num_outputs, h, w).permute(0, 1, 3, 4, 2)
+            ours = head.activate(raw).permute(0, 1, 4, 2, 3).reshape(n, c, h, w)
+            heads += 1
+        assert ref.shape == tuple(ours.shape), (i, meta)
+        err = np.abs(ref - ours.numpy()).max() / max(1e-6, np.abs(ref).max())
+        assert err < 1e-4, f"layer {i} ({meta.type}): relative error {err:.2e}"
+    assert heads == 3
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_head_activation_matches_darknet(darknet, tmp_path, seed):
+    """scale_x_y and the activated channels of random heads, directly on Darknet's output."""
+    cfg, _ = write_cfg(tmp_path, seed)
+    model = Darknet(cfg)
+    randomize_model(model, seed)
+    weights = write_weights(model, tmp_path / "w.weights", 0)
+    x = np.random.RandomState(seed).rand(1, 3, 96, 128).astype(np.float32)
+    dump = darknet.forward(cfg, weights, x)
+    head = model.yolo_layers[0]
+    index = len(model.module_list) - 1
+    raw = torch.from_numpy(dump.out(index - 1).copy())
+    n, c, h, w = raw.shape
+    ours = head.activate(raw.reshape(n, head.num_anchors, head.num_outputs, h, w).permute(0, 1, 3, 4, 2))
+    ours = ours.permute(0, 1, 4, 2, 3).reshape(n, c, h, w).numpy()
+    np.testing.assert_allclose(ours, dump.out(index), rtol=1e-5, atol=1e-6)
+
+
+def test_builder_checks_options(tmp_path):
+    cfg, text = write_cfg(tmp_path, 5, classes=3)
+    bad = tmp_path / "bad.cfg"
+    bad.write_text(text.replace("filters=", "filters=1", 1).replace("[Gaussian_yolo]", "[Gaussian_yolo]"))
+    line = text.splitlines().index("[Gaussian_yolo]") + 1
+    bad.write_text(text.replace("classes=3", "classes=4"))
+    with pytest.raises(CfgError, match=rf"bad\.cfg:{line}: \[gaussian_yolo\].*\(classes\+9\)\*len\(mask\)"):
+        Darknet(bad)
+    bad.write_text(text.replace("yolo_point=", "yolo_point=middle\n#"))
+    with pytest.raises(CfgError, match=r"yolo_point=middle is not one of center, left_top, right_bottom"):
+        Darknet(bad)
+    bad.write_text(text.replace("iou_loss=", "iou_loss=l1\n#"))
+    with pytest.raises(CfgError, match=r"iou_loss=l1 is not one of"):
+        Darknet(bad)
+
+
+def test_weights_round_trip_is_byte_identical(tmp_path):
+    cfg, _ = write_cfg(tmp_path, 3)
+    model = Darknet(cfg)
+    randomize_model(model, 3)
+    first = write_weights(model, tmp_path / "a.weights", 12345)
+    again = Darknet(cfg).load_darknet_weights(first)
+    again.save_darknet_weights(tmp_path / "b.weights")
+    assert first.read_bytes() == (tmp_path / "b.weights").read_bytes()
+
+
+# ------------------------------------------------------------------------------------------------- deltas
+def test_bdd_delta_equals_darknet(darknet, assets, bdd):
+    cfg, model, weights = bdd
+    x, truths, targets = coco_batch(assets, 2, (64, 128), 10)
+    pairs = head_deltas(darknet, cfg, model, weights, x, truths, targets, gaussian_yolo_loss)
+    assert len(pairs) == 3
+    assert_deltas_equal(pairs, BDD)
+
+
+# Seeds chosen so that every iou_loss, every yolo_point, truth_thresh < 1, iou_thresh < 1 with each
+# iou_thresh_kind, label_smooth_eps and max_delta occur. Input sides are powers of two so that the truths in
+# pixels convert back to exactly Darknet's normalized floats.
+@pytest.mark.parametrize("seed", [1, 2, 4, 6, 7, 16, 39])
+def test_random_gaussian_options_delta_equals_darknet(darknet, assets, tmp_path, seed):
+    cfg, text = write_cfg(tmp_path, seed)
+    model = Darknet(cfg)
+    randomize_model(model, seed)
+    weights = write_weights(model, tmp_path / "w.weights", 0)
+    classes = model.num_classes
+    x, truths, targets = coco_batch(assets, 2, (128, 128), classes, start=(7 * seed) % 120)
+    pairs = head_deltas(darknet, cfg, model, weights, x, truths, targets, gaussian_yolo_loss)
+    assert_deltas_equal(pairs, f"seed {seed}:\n{text}")
+
+
+def test_training_refuses_options_it_cannot_reproduce(tmp_path):
+    _, text = write_cfg(tmp_path, 1, classes=2)
+    path = tmp_path / "smooth.cfg"
+    path.write_text(text.replace("[Gaussian_yolo]\n", "[Gaussian_yolo]\nobjectness_smooth=1\n"))
+    with pytest.raises(ValueError, match=r"smooth\.cfg:\d+: \[Gaussian_yolo\] objectness_smooth=1"):
+        YoloLoss(Darknet(path))
+
+
+def test_training_steps_lower_the_gaussian_loss(assets, tmp_path):
+    from test_region_loss_darknet import sgd_losses
+
+    cfg, _ = write_cfg(tmp_path, 16)
+    model = Darknet(cfg)
+    randomize_model(model, 0)
+    x, _, targets = coco_batch(assets, 2, (128, 128), model.num_classes)
+    losses = sgd_losses(model, x, targets)
+    assert np.isfinite(losses).all() and losses[-1] < 0.8 * losses[0], losses
