@@ -180,3 +180,11 @@ def test_mixup_item_averages_two_augmented_images():
         else:
             assert labels.tolist() == [0] and int(image[0, 0, 0]) == 40
     assert 4 <= mixed <= 16  # a fair coin per image
+
+
+def test_uint8_input_is_the_same_as_float():
+    rng = np.random.default_rng(5)
+    image = (rng.random((30, 45, 3)) * 255).astype(np.uint8)
+    draw = draw_darknet(rng, (30, 45), (32, 32), HYP)
+    np.testing.assert_array_equal(augment_image(image, draw, (32, 32)),
+                                  augment_image(image.astype(np.float32) / np.float32(255), draw, (32, 32)))

@@ -119,7 +119,7 @@ def crop_image(image: np.ndarray, dx: int, dy: int, w: int, h: int) -> np.ndarra
     ih, iw = image.shape[:2]
     rows = np.clip(np.arange(h) + dy, 0, ih - 1)
     cols = np.clip(np.arange(w) + dx, 0, iw - 1)
-    return image[rows[:, None], cols[None, :]]
+    return np.take(np.take(image, rows, axis=0), cols, axis=1)
 
 
 def resize_image(image: np.ndarray, w: int, h: int) -> np.ndarray:
@@ -144,13 +144,12 @@ def resize_image(image: np.ndarray, w: int, h: int) -> np.ndarray:
     sy = np.arange(h, dtype=F32) * h_scale
     iy = sy.astype(np.int64)
     dy = (sy - iy.astype(F32))[:, None, None]
-    out = (F32(1) - dy) * part[iy]
-    lower = np.ones(h, dtype=bool)
-    lower[-1] = False
-    if ih == 1:
-        lower[:] = False
     below = np.minimum(iy + 1, ih - 1)
-    out[lower] = out[lower] + (dy * part[below])[lower]
+    upper = (F32(1) - dy) * part[iy]
+    if ih == 1:
+        return upper.astype(F32)
+    out = upper + dy * part[below]
+    out[-1] = upper[-1]  # Darknet adds nothing to its last row
     return out.astype(F32)
 
 
@@ -174,21 +173,20 @@ def hsv_to_rgb(image: np.ndarray) -> np.ndarray:
     """Darknet's ``hsv_to_rgb`` (inverse of :func:`rgb_to_hsv`)."""
     h = F32(6) * image[..., 0].astype(F32)
     s, v = image[..., 1].astype(F32), image[..., 2].astype(F32)
-    index = np.floor(h).astype(np.int64)
-    f = h - index.astype(F32)
+    index = np.floor(h)
+    f = h - index
     p = v * (F32(1) - s)
     q = v * (F32(1) - s * f)
     t = v * (F32(1) - s * (F32(1) - f))
-    choices_r = [v, q, p, p, t]
-    choices_g = [t, v, v, q, p]
-    choices_b = [p, p, t, v, v]
-    conditions = [index == k for k in range(5)]
-    r = np.select(conditions, choices_r, default=v)
-    g = np.select(conditions, choices_g, default=p)
-    b = np.select(conditions, choices_b, default=q)
-    gray = s == 0
-    rgb = np.stack([np.where(gray, v, r), np.where(gray, v, g), np.where(gray, v, b)], -1)
-    return rgb.astype(F32)
+    # Darknet's six sectors (index 0..4 and "else"); which of v, q, p, t each channel takes in each.
+    candidates = np.stack([v, q, p, t])  # 4, H, W
+    sector = np.clip(index, 0, 5).astype(np.intp)[None]
+    pick = np.array([[0, 1, 2, 2, 3, 0],   # r: v q p p t v
+                     [3, 0, 0, 1, 2, 2],   # g: t v v q p p
+                     [2, 2, 3, 0, 0, 1]])  # b: p p t v v q
+    rgb = np.stack([np.take_along_axis(candidates, pick[c][sector], 0)[0] for c in range(3)], -1)
+    gray = (s == 0)[..., None]
+    return np.where(gray, v[..., None], rgb).astype(F32)
 
 
 def distort_image(image: np.ndarray, dhue: float, dsat: float, dexp: float) -> np.ndarray:
@@ -203,9 +201,16 @@ def distort_image(image: np.ndarray, dhue: float, dsat: float, dexp: float) -> n
 
 
 def augment_image(image: np.ndarray, draw: DarknetDraw, net_hw: Tuple[int, int]) -> np.ndarray:
-    """float32 ``H x W x 3`` RGB [0, 1] -> the network input ``net_h x net_w x 3``: crop, resize, flip, distort."""
+    """``H x W x 3`` RGB -> the network input ``net_h x net_w x 3`` float32 [0, 1]: crop, resize, flip, distort.
+
+    ``image`` is float32 in [0, 1] (Darknet's data) or ``uint8`` (divided by 255 after the crop, which only
+    moves pixels: the same floats, with less to convert).
+    """
     sheight, swidth = draw.crop_size(image.shape[:2])
-    out = resize_image(crop_image(image, draw.pleft, draw.ptop, swidth, sheight), net_hw[1], net_hw[0])
+    cropped = crop_image(image, draw.pleft, draw.ptop, swidth, sheight)
+    if cropped.dtype == np.uint8:
+        cropped = cropped.astype(F32) / F32(255)
+    out = resize_image(cropped, net_hw[1], net_hw[0])
     if draw.flip:
         out = out[:, ::-1].copy()
     return distort_image(out, draw.dhue, draw.dsat, draw.dexp)
@@ -281,7 +286,7 @@ def _one_image(image: np.ndarray, boxes: np.ndarray, labels: np.ndarray, rng: np
     out, keep = augment_truths(truths, draw, (oh, ow), net_hw)
     xyxy = np.stack([(out[:, 0] - out[:, 2] / 2) * net_w, (out[:, 1] - out[:, 3] / 2) * net_h,
                      (out[:, 0] + out[:, 2] / 2) * net_w, (out[:, 1] + out[:, 3] / 2) * net_h], 1)
-    pixels = augment_image(image.astype(F32) / F32(255), draw, net_hw)
+    pixels = augment_image(np.asarray(image, dtype=np.uint8), draw, net_hw)
     return pixels, xyxy.astype(np.float32).reshape(-1, 4), labels[keep].astype(np.int64), \
         input_matrix(draw, (oh, ow), net_hw)
 
