@@ -6,7 +6,8 @@ each maker below only emits a section whose inputs keep Darknet's own rules (equ
 channels divisible by groups, outputs at least 1x1, ...).
 
 To add a layer type, write a maker ``(Net, random.Random) -> Optional[str]`` that returns the section text (or
-``None`` when the type does not fit the current shapes) and add one line to :data:`MAKERS`.
+``None`` when the type does not fit the current shapes) and add one line to :data:`MAKERS`. Makers of types the
+model does not build (yet) are left out, so the cfgs of a seed change when a type lands.
 
 Known Darknet behaviours the makers steer around (not semantics we copy):
 * [softmax] leaves its out_h/out_w at 0 (src/softmax_layer.c), so nothing can follow it: it only ends a cfg.
@@ -28,9 +29,19 @@ import torch
 
 Shape = Tuple[int, int, int]  # (channels, height, width)
 
-# Activations that Darknet computes in every layer type (swish, mish, ... only exist in [convolutional]).
-ACTIVATIONS = ["linear", "leaky", "logistic", "relu", "tanh"]
-CONV_ACTIVATIONS = ACTIVATIONS + ["mish", "swish"]
+# Activations that Darknet computes in every layer type, then those of its other names that the model knows
+# (swish, mish, hard_mish and normalize_channels* only exist in [convolutional]: elsewhere Darknet outputs 0).
+BASIC_ACTIVATIONS = ["linear", "leaky", "logistic", "relu", "tanh"]
+MORE_ACTIVATIONS = ["ramp", "relie", "loggy", "plse", "hardtan", "lhtan", "stair", "revleaky", "elu", "selu", "gelu"]
+CONV_ONLY_ACTIVATIONS = ["mish", "swish", "hard_mish", "normalize_channels", "normalize_channels_softmax",
+                         "normalize_channels_softmax_maxval"]
+
+
+def activations(conv: bool = False) -> List[str]:
+    """Activation names for a layer; ``conv=True`` for [convolutional] and the convolutions inside a layer."""
+    from yolo.layers import ACTIVATIONS
+    extra = MORE_ACTIVATIONS + (CONV_ONLY_ACTIVATIONS if conv else [])
+    return BASIC_ACTIVATIONS + [name for name in extra if name in ACTIVATIONS]
 MAX_SIDE = 24
 
 
@@ -78,7 +89,7 @@ def make_convolutional(net: Net, rng: random.Random, filters: Optional[int] = No
     filters = filters or rng.choice([2, 3, 4, 6, 8, 12])
     groups = rng.choice([g for g in _divisors(c) if filters % g == 0]) if rng.random() < 0.3 else 1
     bn = rng.random() < 0.6
-    act = activation or rng.choice(CONV_ACTIVATIONS)
+    act = activation or rng.choice(activations(conv=True))
     net.shapes.append((filters, out_h, out_w))
     return "\n".join(["[convolutional]", f"filters={filters}", f"size={size}", f"stride={stride}", *lines,
                       f"groups={groups}", f"batch_normalize={int(bn)}", f"activation={act}"])
@@ -143,7 +154,7 @@ def make_shortcut(net: Net, rng: random.Random) -> Optional[str]:
     if net.shapes[source][0] != c:
         net.mixed_shortcut = True
     net.shapes.append((c, h, w))
-    return "\n".join(["[shortcut]", f"from={source - here}", f"activation={rng.choice(ACTIVATIONS)}"])
+    return "\n".join(["[shortcut]", f"from={source - here}", f"activation={rng.choice(activations())}"])
 
 
 def make_reorg(net: Net, rng: random.Random) -> Optional[str]:
@@ -176,7 +187,7 @@ def make_yolo(net: Net, rng: random.Random) -> Optional[str]:
 def make_rnn(net: Net, rng: random.Random) -> Optional[str]:
     out = rng.choice([3, 4, 6])
     net.shapes.append((out, 1, 1))
-    return "\n".join(["[rnn]", f"output={out}", f"hidden={rng.choice([3, 5])}", f"activation={rng.choice(ACTIVATIONS)}",
+    return "\n".join(["[rnn]", f"output={out}", f"hidden={rng.choice([3, 5])}", f"activation={rng.choice(activations())}",
                       f"batch_normalize={rng.randint(0, 1)}", f"shortcut={rng.randint(0, 1)}",
                       f"logistic={rng.randint(0, 1)}"])
 
@@ -200,7 +211,7 @@ def make_crnn(net: Net, rng: random.Random) -> Optional[str]:
     groups = rng.choice([g for g in _divisors(c) if hidden % g == 0 and out % g == 0]) if rng.random() < 0.3 else 1
     net.shapes.append((out, h, w))
     return "\n".join(["[crnn]", f"output={out}", f"hidden={hidden}", f"size={size}", "pad=1", f"groups={groups}",
-                      f"activation={rng.choice(CONV_ACTIVATIONS)}", f"batch_normalize={rng.randint(0, 1)}",
+                      f"activation={rng.choice(activations(conv=True))}", f"batch_normalize={rng.randint(0, 1)}",
                       f"shortcut={rng.randint(0, 1)}"])
 
 
@@ -208,11 +219,84 @@ def make_conv_lstm(net: Net, rng: random.Random) -> Optional[str]:
     c, h, w = net.shape
     size, out = rng.choice([1, 3]), rng.choice([2, 4])
     net.shapes.append((out, h, w))
-    lines = ["[conv_lstm]", f"output={out}", f"size={size}", "pad=1", f"activation={rng.choice(CONV_ACTIVATIONS)}",
+    lines = ["[conv_lstm]", f"output={out}", f"size={size}", "pad=1", f"activation={rng.choice(activations(conv=True))}",
              f"batch_normalize={rng.randint(0, 1)}", f"peephole={rng.randint(0, 1)}"]
     if rng.random() < 0.3:
         lines.append(f"state_constrain={rng.choice([0, 1, 2])}")
     return "\n".join(lines)
+
+
+def make_shortcut_weighted(net: Net, rng: random.Random) -> Optional[str]:
+    """[shortcut] over one or two earlier layers of the same shape, with learned weights."""
+    here = len(net.shapes)
+    candidates = [i for i in net.readable() if net.shapes[i] == net.shape and i < here - 1]
+    if not candidates:
+        return None
+    sources = rng.sample(candidates, k=min(len(candidates), rng.choice([1, 2])))
+    weights_type = rng.choice(["none", "per_feature", "per_channel"])
+    # Darknet refuses weights_normalization=none with weights (src/parser.c parse_shortcut tests the wrong string).
+    normalization = "none" if weights_type == "none" else rng.choice(["relu", "softmax"])
+    net.shapes.append(net.shape)
+    return "\n".join(["[shortcut]", f"from={','.join(str(i - here) for i in sources)}",
+                      f"weights_type={weights_type}", f"weights_normalization={normalization}",
+                      f"activation={rng.choice(activations())}"])
+
+
+def make_connected(net: Net, rng: random.Random) -> Optional[str]:
+    out = rng.choice([3, 4, 8])
+    net.shapes.append((out, 1, 1))
+    return "\n".join(["[connected]", f"output={out}", f"activation={rng.choice(activations())}",
+                      f"batch_normalize={rng.randint(0, 1)}"])
+
+
+def make_batchnorm(net: Net, rng: random.Random) -> Optional[str]:
+    net.shapes.append(net.shape)
+    return "[batchnorm]"
+
+
+def make_activation(net: Net, rng: random.Random) -> Optional[str]:
+    net.shapes.append(net.shape)
+    return f"[activation]\nactivation={rng.choice(activations())}"
+
+
+def make_local_avgpool(net: Net, rng: random.Random) -> Optional[str]:
+    section = make_maxpool(net, rng)
+    return None if section is None else section.replace("[maxpool]", "[local_avgpool]")
+
+
+def make_scale_channels(net: Net, rng: random.Random) -> Optional[str]:
+    """A squeeze-excitation block: [avgpool], a logistic 1x1 conv back to c channels, [scale_channels]."""
+    c, h, w = net.shape
+    if h * w == 1 or net.types[-1] in NOT_READABLE:
+        return None
+    target = len(net.shapes) - 1
+    for kind, section in (("avgpool", "[avgpool]"), ("convolutional", None)):
+        if section is None:
+            section = make_convolutional(net, rng, filters=c, size=1, activation="logistic")
+        else:
+            net.shapes.append((c, 1, 1))
+        net.types.append(kind)
+        net.sections.append(section)
+    net.shapes.append((c, h, w))
+    return f"[scale_channels]\nfrom={target - len(net.shapes) + 1}\nactivation={rng.choice(activations())}"
+
+
+def make_sam(net: Net, rng: random.Random) -> Optional[str]:
+    here = len(net.shapes)
+    candidates = [i for i in net.readable() if net.shapes[i] == net.shape and i < here - 1]
+    if not candidates:
+        return None
+    net.shapes.append(net.shape)
+    return f"[sam]\nfrom={rng.choice(candidates) - here}\nactivation={rng.choice(activations())}"
+
+
+def make_reorg3d(net: Net, rng: random.Random) -> Optional[str]:
+    """Forward only: Darknet's reverse=1 divides by c / stride^4 (src/blas.c reorg_cpu), SIGFPE below 16 channels."""
+    c, h, w = net.shape
+    if h % 2 or w % 2:
+        return None
+    net.shapes.append((4 * c, h // 2, w // 2))
+    return "[reorg3d]\nstride=2"
 
 
 Maker = Callable[[Net, random.Random], Optional[str]]
@@ -232,8 +316,23 @@ MAKERS: List[Tuple[str, float, Maker]] = [
     ("lstm", 0.3, make_lstm),
     ("crnn", 0.6, make_crnn),
     ("conv_lstm", 0.6, make_conv_lstm),
+    ("shortcut", 0.7, make_shortcut_weighted),
+    ("connected", 0.3, make_connected),
+    ("batchnorm", 0.5, make_batchnorm),
+    ("activation", 0.5, make_activation),
+    ("local_avgpool", 0.7, make_local_avgpool),
+    ("scale_channels", 0.5, make_scale_channels),
+    ("sam", 0.5, make_sam),
+    ("reorg3d", 0.7, make_reorg3d),
 ]
 RECURRENT = {"rnn", "gru", "lstm", "crnn", "conv_lstm"}
+
+
+def available_makers() -> List[Tuple[str, float, Maker]]:
+    """The makers whose section type the model builds today (types land one module at a time)."""
+    from yolo.layer_types.registry import BUILDERS
+    import yolo.model  # noqa: F401  (registers the core builders)
+    return [m for m in MAKERS if m[0] in BUILDERS]
 NOT_READABLE = {"yolo", "gru"}
 AFTER_NON_IMAGE = {"route", "rnn", "gru", "lstm"}  # what Darknet accepts after a layer with no image shape
 
@@ -259,10 +358,10 @@ def random_cfg(seed: int, min_layers: int = 5, max_layers: int = 11) -> RandomCf
     net.sections.append(make_convolutional(net, rng))  # a first layer wider and taller than 1 (see above)
     net.types.append("convolutional")
     target = rng.randint(min_layers, max_layers)
+    names, weights, makers = zip(*available_makers())
     while len(net.shapes) < target:
-        names, weights, makers = zip(*MAKERS)
-        index = rng.choices(range(len(MAKERS)), weights=weights)[0]
-        if names[index] == "yolo" and len(net.shapes) + 2 > target:
+        index = rng.choices(range(len(names)), weights=weights)[0]
+        if names[index] in ("yolo", "scale_channels") and len(net.shapes) + 3 > target:
             continue
         if net.types[-1] == "gru" and names[index] not in AFTER_NON_IMAGE:
             continue
