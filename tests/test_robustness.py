@@ -80,6 +80,10 @@ def test_training_log_without_terminal_is_one_line_per_epoch_and_evaluation(tmp_
         lines = [line for line in out.splitlines() if line.startswith(f"epoch {epoch}/3:")]
         assert len(lines) == 2, out  # one for the training (losses, lr, speed), one for the evaluation
         assert "box" in lines[0] and "lr" in lines[0] and "mAP50" in lines[1]
+    # What identical losses depend on is logged and kept with the run.
+    env = yaml.safe_load((tmp_path / "runs" / "exp" / "environment.yaml").read_text())
+    assert env["opencv"] == cv2.__version__ and env["torch"] == torch.__version__ and env["cpu_threads"] >= 1
+    assert "environment: " in out
 
 
 # ------------------------------------------------------------------------------------------ cfg values
@@ -237,3 +241,20 @@ def test_checkpoint_errors_are_complete_and_never_advise_unsafe_loading(tiny_pt,
         message = str(info.value)
         assert message.startswith(f"{path}: ") and words in message, message
         assert "\n" not in message and "weights_only" not in message and "\x1b" not in message, message
+
+
+@pytest.mark.parametrize("setting, words", [
+    ("num_train: 4000000", "'generate: num_train' must be an integer from 0 to 100,000"),
+    ("size_range: [416, 256]", "'generate: size_range' must be two integers"),
+    ("max_shape: 3", "unknown setting 'max_shape'"),
+])
+def test_generator_settings_out_of_range_are_refused_with_their_line(tmp_path, setting, words):
+    from yolo.data import DataError, load_data_config
+
+    path = tmp_path / "data.yaml"
+    path.write_text(f"path: {tmp_path / 'shapes'}\ntrain: images/train\nval: images/val\nnames: [a, b]\n"
+                    f"generate:\n  name: shapes\n  {setting}\n")
+    with pytest.raises(DataError) as info:
+        load_data_config(path)
+    assert str(info.value).startswith(f"{path}:7: ") and words in str(info.value), str(info.value)
+    assert not (tmp_path / "shapes").exists()  # nothing generated

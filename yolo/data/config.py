@@ -188,6 +188,46 @@ def _resolve(raw: Any, key: str, base: Path, yaml_path: Path) -> Path:
     return (path if path.is_absolute() else base / path).resolve()
 
 
+# The shapes generator's settings and their allowed ranges: checked before anything is generated, so a
+# typo (num_train: 4000000) is an error with its line rather than hours of image drawing.
+_GENERATE_RANGES = {"num_train": (0, 100_000), "num_val": (0, 100_000), "seed": (0, 2 ** 32 - 1),
+                    "max_shapes": (1, 50)}
+_GENERATE_SIDES = (32, 4096)
+
+
+def _key_line(yaml_path: Path, key: str) -> Optional[int]:
+    """The first line of ``yaml_path`` that sets ``key`` (for messages), or None."""
+    pattern = re.compile(rf"^\s*{re.escape(key)}\s*:")
+    for number, line in enumerate(yaml_path.read_text(encoding="utf-8").splitlines(), start=1):
+        if pattern.match(line):
+            return number
+    return None
+
+
+def _check_generate(generate: Dict[str, Any], yaml_path: Path) -> None:
+    """Refuse unknown or out-of-range ``generate:`` settings with the YAML line."""
+    for key, value in generate.items():
+        if key == "name":
+            continue
+        line = _key_line(yaml_path, key)
+        if key == "size_range":
+            low, high = _GENERATE_SIDES
+            ok = (isinstance(value, (list, tuple)) and len(value) == 2
+                  and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+                  and low <= value[0] <= value[1] <= high)
+            if not ok:
+                raise DataError(f"'generate: size_range' must be two integers [min, max] with {low} <= min <= max "
+                                f"<= {high}, got {value!r}", yaml_path, line)
+        elif key in _GENERATE_RANGES:
+            low, high = _GENERATE_RANGES[key]
+            if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+                raise DataError(f"'generate: {key}' must be an integer from {low} to {high:,}, got {value!r}",
+                                yaml_path, line)
+        else:
+            known = ", ".join(["name", "size_range", *_GENERATE_RANGES])
+            raise DataError(f"'generate': unknown setting '{key}' (known: {known})", yaml_path, line)
+
+
 def load_data_config(path: PathLike, prepare: bool = True) -> DataConfig:
     """Read a dataset YAML.
 
@@ -228,6 +268,7 @@ def load_data_config(path: PathLike, prepare: bool = True) -> DataConfig:
         generate = {"name": generate} if isinstance(generate, str) else dict(generate)
         if generate.get("name") != "shapes":
             raise DataError(f"'generate': unknown generator {generate.get('name')!r} (known: shapes)", yaml_path)
+        _check_generate(generate, yaml_path)
         if prepare:
             from .shapes import ensure_shapes_dataset
 
