@@ -19,7 +19,10 @@ setup(
         # an older pairing can leave a torch without the NMS kernel.
         "torchvision>=0.29",
         "numpy",
-        "opencv-python",
+        # One OpenCV major version for everyone: its image decoding and resizing feed the training
+        # augmentation (OpenCV 5 changes the pixels, and so the losses, from the first batch), and
+        # OpenCV 5 removed the Darknet importer that tools/benchmark.py compares against.
+        "opencv-python<5",
         "pyyaml",
         "tensorboard",
         "tqdm",

@@ -126,3 +126,11 @@ def test_test_command_fails_when_tests_fail(tmp_path):
     _executable(repo / ".venv" / "bin" / "python", '#!/bin/sh\n[ "$2" = pytest ] && exit 1\nexit 0\n')
     proc = subprocess.run([shutil.which("bash"), "tools/test.sh"], cwd=repo, env=env, capture_output=True)
     assert proc.returncode != 0
+
+
+def test_runtime_install_pins_the_same_opencv_major_as_the_tests():
+    """The quick start installs only the runtime requirements: they must not pull OpenCV 5, whose image
+    decoding and resizing change the training data pixels (and which lacks the Darknet importer)."""
+    text = (ROOT / "setup.py").read_text(encoding="utf-8")
+    runtime = text[text.index("install_requires"):text.index("extras_require")]
+    assert re.search(r'"opencv-python<5"', runtime), runtime
