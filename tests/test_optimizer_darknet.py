@@ -421,3 +421,90 @@ def test_update_options_not_reproduced_are_refused_with_the_line(tmp_path, line,
     hyp = resolve_hyp(model.net, [s for s in model.sections if s.type == "yolo"], {"ema": False}, {})
     with pytest.raises(CfgError, match=rf"bad.cfg:{number}: \[convolutional\] \(layer 1\): .*{message}"):
         optimizer_from_hyp(model, hyp)
+
+
+SHORTCUT_CFG = """
+[net]
+batch=2
+subdivisions=1
+width=32
+height=32
+channels=3
+momentum=0.9
+decay=0.05
+learning_rate=0.01
+
+[convolutional]
+filters=4
+size=3
+stride=1
+pad=1
+activation=leaky
+
+[convolutional]
+filters=4
+size=3
+stride=1
+pad=1
+activation=leaky
+learning_rate=2
+
+[shortcut]
+from=-2
+weights_type=per_channel
+activation=linear
+learning_rate=0.5
+"""
+
+
+def test_weighted_shortcut_follows_darknets_cuda_update(tmp_path):
+    """update_shortcut_layer_gpu: no decay on the shortcut weights (the line is commented out on CUDA, the CPU
+    decays them), the summed update kept within [-1, 1] (constrain_ongpu; none on the CPU), the layer's
+    learning_rate applied. Written out in Darknet's summed units against ours over three updates whose gradients
+    are large enough for the bound to act."""
+    cfg = tmp_path / "shortcut.cfg"
+    cfg.write_text(SHORTCUT_CFG)
+    model = load_model(cfg).train()
+    hyp = resolve_hyp(model.net, [], {"ema": False, "epochs": 1}, {})
+    trainer = SimpleNamespace(global_step=0, schedule=schedule_from_hyp(hyp, 10), hyp=hyp, model=model, ema=None,
+                              optimizer=optimizer_from_hyp(model, hyp),
+                              scaler=torch.amp.GradScaler("cuda", enabled=False))
+    batch, decay, momentum, rate = 2, 0.05, 0.9, 0.01
+    w = {n: p.detach().double().numpy().copy() for n, p in model.named_parameters()}
+    u = {n: np.zeros_like(a) for n, a in w.items()}
+    gen = torch.Generator().manual_seed(2)
+    clamped = False
+    for _ in range(3):
+        x = torch.rand(batch, 3, 32, 32, generator=gen)
+        (model(x) * torch.randn(batch, 4, 32, 32, generator=gen)).sum().mul(3.0 / batch).backward()
+        grads = {k: p.grad.double().numpy().copy() for k, p in model.named_parameters()}
+        Trainer._optimizer_step(trainer)
+        for k in w:
+            layer = int(k.split(".")[1])
+            u[k] += -batch * grads[k]
+            if layer == 2:  # the shortcut: clamp, no decay
+                clamped |= bool((np.abs(u[k]) > 1).any())
+                u[k] = np.clip(u[k], -1, 1)
+                scale = 0.5
+            else:
+                if k.endswith("weight"):
+                    u[k] += -decay * batch * w[k]
+                scale = 2.0 if layer == 1 else 1.0
+            w[k] = w[k] + rate * scale / batch * u[k]
+            u[k] *= momentum
+    assert clamped, "the gradients were too small for the bound to act"
+    for k, p in model.named_parameters():
+        np.testing.assert_allclose(p.detach().numpy(), w[k], rtol=0, atol=1e-5 * np.abs(w[k]).max(), err_msg=k)
+
+
+def test_adam_with_layers_other_than_convolutions_is_refused_with_the_line(tmp_path):
+    from yolo.cfg import CfgError
+
+    text = SHORTCUT_CFG.replace("momentum=0.9", "adam=1")
+    cfg = tmp_path / "adam.cfg"
+    cfg.write_text(text)
+    model = load_model(cfg)
+    hyp = resolve_hyp(model.net, [], {"ema": False, "epochs": 1}, {})
+    line = text.splitlines().index("[shortcut]") + 1
+    with pytest.raises(CfgError, match=rf"adam.cfg:{line}: \[shortcut\] \(layer 2\): adam=1: Darknet's CUDA Adam"):
+        optimizer_from_hyp(model, hyp)

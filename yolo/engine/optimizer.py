@@ -4,13 +4,17 @@ Where Darknet's CPU and CUDA updates differ, this follows CUDA, what Darknet use
 
 * SGD with momentum; ``decay`` on conv/connected weights only (biases and BatchNorm scales/shifts get none);
 * ``adam=1``: Darknet's Adam (the CPU build ignores ``adam`` and runs SGD);
-* a layer's ``learning_rate`` key scales its rate;
+* the ``learning_rate`` key of a [convolutional], [connected], [batchnorm] or [shortcut] layer scales its rate
+  (Darknet's [local] and recurrent layers ignore it);
+* weighted [shortcut] weights get no decay and their summed update is kept within [-1, 1] (CUDA's
+  ``update_shortcut_layer_gpu``; the CPU decays them and does not clamp);
 * a layer's ``dont_update=N`` holds it until update ``N + 1`` and ``burnin_update=K`` until update
   ``K * burn_in``; meanwhile its gradient keeps adding up, as Darknet's ``weight_updates`` do when not applied;
 * a conv's ``clip=C`` keeps its weights in ``[-C, C]`` after each of its updates.
 
 ``grad_centr`` and ``train_only_bn``, which change the update in ways not reproduced here, are refused with the
-cfg's file and line when training starts.
+cfg's file and line when training starts, and so is ``adam=1`` for a cfg with trained layers other than
+[convolutional] (Darknet's CUDA Adam is in the conv update only; its other layers keep SGD).
 
 The gradients the optimizer sees are the mean over the ``batch`` images of an update (per-image loss, mini-batch
 losses divided by ``subdivisions``): ``-weight_updates / batch`` in Darknet's terms.
@@ -24,6 +28,11 @@ import torch
 import torch.nn as nn
 
 
+# Section types whose update uses the layer's learning_rate key on CUDA, and those with Darknet's Adam.
+SCALED_TYPES = ("convolutional", "conv", "connected", "batchnorm", "shortcut")
+CONV_TYPES = ("convolutional", "conv")
+
+
 @dataclass(frozen=True)
 class LayerRule:
     """How Darknet updates one layer's parameters: rate scale, first update number, weight clip (0: none)."""
@@ -31,6 +40,7 @@ class LayerRule:
     lr_scale: float = 1.0
     first_update: int = 1
     clip: float = 0.0
+    clamp_update: bool = False  # weighted [shortcut]: no decay, summed update within [-1, 1]
 
 
 def layer_rules(model: nn.Module, burn_in: int = 0, adam: bool = False) -> Dict[int, LayerRule]:
@@ -52,11 +62,16 @@ def layer_rules(model: nn.Module, burn_in: int = 0, adam: bool = False) -> Dict[
         if adam and first > 1:  # Darknet's Adam counts t from the run's start, torch's from the first step
             key = "dont_update" if section.has("dont_update") else "burnin_update"
             raise section.error(f"option '{key}' with adam=1 is not supported", key)
-        scale, clip = section.get_float("learning_rate", 1.0), section.get_float("clip", 0.0)
+        trained = [p for p in module.parameters() if p.requires_grad]
+        if adam and trained and section.type not in CONV_TYPES:
+            raise section.error(f"adam=1: Darknet's CUDA Adam updates [convolutional] layers only ([{section.type}] "
+                                "keeps SGD there); training this cfg with adam is not supported")
+        scale = section.get_float("learning_rate", 1.0) if section.type in SCALED_TYPES else 1.0
+        clip = section.get_float("clip", 0.0)
         conv = getattr(module, "conv", None)
         for p in module.parameters():
             clipped = bool(clip) and isinstance(conv, nn.Conv2d) and p is conv.weight  # Darknet clips conv weights
-            rules[id(p)] = LayerRule(scale, first, clip if clipped else 0.0)
+            rules[id(p)] = LayerRule(scale, first, clip if clipped else 0.0, section.type == "shortcut")
     return rules
 
 
@@ -83,8 +98,10 @@ def build_optimizer(model: nn.Module, lr: float, momentum: float, decay: float, 
         for name, p in module.named_parameters(recurse=False):
             if not p.requires_grad:
                 continue
-            is_weight = name == "weight" and isinstance(module, (nn.modules.conv._ConvNd, nn.Linear))
-            key = (bool(adam) or is_weight, rules.get(id(p), LayerRule()))
+            rule = rules.get(id(p), LayerRule())
+            # Darknet decays a layer's weights, never its biases or (BatchNorm) scales, nor shortcut weights on CUDA
+            is_weight = name == "weight" and not isinstance(module, nn.modules.batchnorm._NormBase)
+            key = (bool(adam) or (is_weight and not rule.clamp_update), rule)
             groups.setdefault(key, []).append(p)
     param_groups = []
     order = sorted(groups, key=lambda k: (not k[0], k[1].lr_scale, k[1].first_update, k[1].clip))
@@ -92,10 +109,38 @@ def build_optimizer(model: nn.Module, lr: float, momentum: float, decay: float, 
         name = ("decayed" if decayed else "not_decayed") + f"_x{rule.lr_scale:g}"
         param_groups.append({"params": groups[(decayed, rule)], "weight_decay": decay if decayed else 0.0,
                              "lr": lr * rule.lr_scale, "lr_scale": rule.lr_scale, "first_update": rule.first_update,
-                             "clip": rule.clip, "name": name})
+                             "clip": rule.clip, "update_clamp": 1.0 / max(int(batch), 1) if rule.clamp_update else 0.0,
+                             "name": name})
     if adam:
         return torch.optim.Adam(param_groups, lr=lr, betas=(b1, b2), eps=eps / max(int(batch), 1))
-    return torch.optim.SGD(param_groups, lr=lr, momentum=momentum, nesterov=False)
+    return DarknetSGD(param_groups, lr=lr, momentum=momentum, nesterov=False)
+
+
+class DarknetSGD(torch.optim.SGD):
+    """torch's SGD, except for groups with ``update_clamp`` (weighted [shortcut] weights), which follow
+    ``update_shortcut_layer_gpu``: ``v = clamp(momentum * v + grad, -c, c)``, ``w -= rate * v`` with ``c = 1 / batch``
+    (Darknet's summed update kept within [-1, 1]) and no decay."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        taken = []
+        for group in self.param_groups:
+            bound = group.get("update_clamp", 0.0)
+            if not bound:
+                continue
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                buffer = self.state[p].get("momentum_buffer")
+                v = p.grad.clone() if buffer is None else buffer.mul_(group["momentum"]).add_(p.grad)
+                self.state[p]["momentum_buffer"] = v.clamp_(-bound, bound)
+                p.add_(v, alpha=-group["lr"])
+                taken.append((p, p.grad))
+                p.grad = None  # so that torch's SGD below leaves it alone
+        loss = super().step(closure)
+        for p, grad in taken:
+            p.grad = grad
+        return loss
 
 
 def optimizer_from_hyp(model: nn.Module, hyp: Mapping[str, Any]) -> torch.optim.Optimizer:
@@ -134,5 +179,5 @@ def clip_weights(optimizer: torch.optim.Optimizer, update: int) -> None:
                     p.clamp_(-group["clip"], group["clip"])
 
 
-__all__ = ["LayerRule", "build_optimizer", "clip_weights", "hold_gradients", "holds_gradients", "layer_rules",
-           "optimizer_from_hyp"]
+__all__ = ["DarknetSGD", "LayerRule", "build_optimizer", "clip_weights", "hold_gradients", "holds_gradients",
+           "layer_rules", "optimizer_from_hyp"]
