@@ -1,36 +1,57 @@
-"""YOLOv3 training loss: target assignment and the per-head loss terms, driven by each ``[yolo]`` section.
+"""Training losses of the detection heads; here the ``[yolo]`` head, whose gradient is Darknet's ``delta``.
 
-Semantics follow Darknet's ``yolo_layer`` (the AlexeyAB line of Darknet):
+:class:`YoloLoss` sums the loss of every head of a model, each by the function registered for the head's type
+(:data:`HEAD_LOSSES`, :func:`register_head_loss`); other head types register theirs in their own modules.
 
-* **Assignment.** Each truth goes to the anchor, among *all* anchors of the cfg, whose width/height IoU with
-  the truth (both boxes centred) is best; ties go to the first anchor. The head whose ``mask`` holds that
-  anchor predicts it at cell ``(floor(cx * Wg / W), floor(cy * Hg / H))``. With ``iou_thresh < 1`` the truth
-  is also given to every other anchor of each head's mask whose wh-IoU exceeds ``iou_thresh``.
-* **Collisions.** When several truths land on the same (image, anchor, cell) slot, the one that comes last in
-  ``targets`` gives the box and objectness target (Darknet overwrites); the class target is the union of their
-  classes (Darknet sets each truth's class bit on the same slot).
-* **Objectness.** BCE, target 1 at assigned slots, 0 elsewhere, except that predictions whose best IoU with any
-  truth of the same image exceeds ``ignore_thresh`` get no objectness loss (unless assigned). Predictions are
-  decoded as in the model's eval decode (``scale_x_y``, ``new_coords``). With ``truth_thresh < 1`` a prediction
-  whose best IoU exceeds ``truth_thresh`` becomes a positive for that truth (before, so assigned truths win).
-* **Classes.** BCE on assigned slots; with ``label_smooth_eps = e`` the targets are ``y * (1 - e) + 0.5 * e``.
-* **Box.** ``iou_loss=mse``: ``0.5 * (2 - w*h/(W*H)) * ((xy - txy)^2 + (twh_raw - twh)^2)`` summed over the four
-  coordinates, where ``xy`` is the activated offset (with ``scale_x_y``), ``txy`` the truth's offset in its
-  cell, ``twh = log(w / anchor)`` (``sqrt(w / (4 * anchor))`` with ``new_coords=1``). The 0.5 makes the gradient
-  equal Darknet's delta ``scale * (t - x)`` (for xy, up to the sigmoid's derivative, which Darknet leaves out).
-  ``iou``/``giou``/``diou``/``ciou``: ``1 - IoU variant`` between the decoded box and the truth.
-* **Normalizers.** ``iou_normalizer`` scales the box term (in every mode, as Darknet does), ``obj_normalizer``
-  the objectness term and ``cls_normalizer`` the class term.
+**Convention.** Darknet's [yolo] ``delta`` is the *negative* gradient, w.r.t. the layer's input (the previous
+conv's output), of a loss *summed* over the batch; its CUDA backward (what Darknet users train with) adds
+``loss_scale * delta_normalizer * delta``, and ``loss_scale`` is undone in the update (half-precision guard).
+Our loss is *per image*, so for every element of the head input ``x`` of a batch of ``N`` images::
 
-Normalization: every term is summed over all elements of the batch and divided by the batch size ``N``, so the
-loss is *per image*. Darknet sums deltas over its batch and divides the learning rate by the batch, which is the
-same thing; so Darknet's learning rates carry over, and gradient accumulation over ``k`` sub-batches is
-``sum(loss_i) / k``.
+    -N * d(loss) / d(x) == delta_normalizer * delta
+
+Darknet divides its learning rate by the batch, so its learning rates carry over, and gradient accumulation over
+``k`` sub-batches is ``sum(loss_i) / k``. (tests/test_loss_darknet.py checks this against Darknet itself.)
+
+**What Darknet's delta is** (src/yolo_layer.c, ``process_batch``; ``p`` is the layer's output: logistic x, y,
+objectness and classes unless ``new_coords=1``, where the conv before applied it, then x, y scaled by
+``scale_x_y``; w, h raw):
+
+* *Every prediction*: objectness ``obj_normalizer * (0 - p)``. When the best IoU with a truth of its image
+  exceeds ``ignore_thresh`` *and some class probability of the prediction exceeds 0.25*, it is 0 (with
+  ``objectness_smooth``: the larger of that and ``obj_normalizer * (iou - p)``). When the best IoU exceeds
+  ``truth_thresh``, the prediction becomes a positive of that truth (objectness ``1 - p``, or ``iou^2 - p``
+  with ``objectness_smooth``), with class and box deltas as below.
+* *Every truth*, in order: its best anchor among all anchors (centred-box IoU) and, with ``iou_thresh < 1``,
+  every other anchor whose ``iou_thresh_kind`` IoU exceeds it, in this head's ``mask``, at cell
+  ``(int(y * Hg), int(x * Wg))`` (:func:`darknet_assignments`). Each such write *adds* its box delta,
+  *overwrites* the objectness delta with ``m * obj_normalizer * (1 - p)`` (so the last truth of a slot wins;
+  with ``objectness_smooth`` only a zero delta is written), and sets classes: the first write of a slot sets
+  every class to ``y - p`` (label smoothing ``y * (1 - eps) + eps / 2``; ``focal_loss``: Darknet's focal form),
+  a later one only its own class, so classes of colliding truths unite.
+* *Box*: ``iou_loss=mse``: ``(2 - w*h) * iou_normalizer * m * (t - p)`` for x, y, w, h (t: the truth's
+  offset in its cell, ``log(w / anchor)``, or ``sqrt(w / (4 * anchor))`` with ``new_coords=1``); note that for
+  x, y this is w.r.t. the logit *without* the sigmoid's derivative. Other ``iou_loss``: Darknet's closed-form
+  ``dx_box_iou`` (yolo/darknet_box.py), w and h multiplied by ``exp(tw)`` (not with ``new_coords=1``), times
+  ``iou_normalizer * m``, clipped to ``max_delta``.
+* ``m`` is the truth's class multiplier from ``counters_per_class`` (max count / count, capped at
+  ``max_delta``), else 1. Darknet applies ``cls_normalizer`` only then, to the truth's class delta.
+* With ``iou_thresh < 1`` every slot with an objectness delta has its box delta divided by its number of
+  positive class deltas.
+
+**Surrogate terms.** The x/y rule and ``dx_box_iou`` are not the gradient of any simple loss, so the delta is
+built in closed form (without autograd) and each term is ``value + s - s.detach()`` with the surrogate
+``s = -(x * delta_normalizer * delta).sum()``: its gradient is exactly the delta, and its *value* is Darknet's
+cost (``show_details=1``, the default): ``box`` is the sum of squared box deltas for ``mse``, else
+``iou_normalizer * sum(1 - IoU)`` over the assignments (``1 - GIoU`` for ``giou``; Darknet divides that by its
+count, the fourth value a head returns); ``obj``/``cls`` are the sums of squared deltas (times
+``obj_normalizer`` for the IoU losses). ``delta_normalizer`` scales the gradient, not the value, as in Darknet.
 
 Truths whose centre lies outside the input, whose width or height is not positive, or whose values are not
-finite are ignored (they are neither assigned nor used for ``ignore_thresh``). A class id outside
-``[0, num_classes)`` or an image index outside the batch raises ``ValueError``: that is a data error, not
-something to train through silently.
+finite are ignored. A class id outside ``[0, num_classes)`` or an image index outside the batch raises
+``ValueError``: that is a data error, not something to train through silently. Two guards depart from Darknet
+only where it would misbehave: a centre exactly on the right/bottom edge stays in the last cell (Darknet
+writes outside the grid), and ``exp(tw)`` is evaluated with ``tw <= 20``.
 """
 from __future__ import annotations
 
@@ -41,6 +62,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
 from .darknet_box import box_iou as darknet_iou
 from .darknet_box import box_iou_kind as darknet_iou_kind
 from .darknet_box import dx_box_iou
@@ -220,8 +242,9 @@ class YoloLoss:
     * ``img_size_hw``: the network input (H, W).
 
     Returns the scalar loss, summed over the batch and divided by ``N`` (per image), and a dict of detached
-    per-image parts ``box``, ``obj``, ``cls`` (0-dim tensors) and ``num_targets`` (int: positive slots over
-    all heads). The loss is computed in float32 with autocast disabled.
+    per-image parts ``box``, ``obj``, ``cls`` (0-dim tensors; for [yolo] heads Darknet's cost terms) and
+    ``num_targets`` (int: the heads' counts; for [yolo], Darknet's truth-to-anchor assignments). The loss is
+    computed in float32 with autocast disabled.
     """
 
     def __init__(self, model):
@@ -337,13 +360,17 @@ def darknet_output(out: Tensor, o: YoloLossOptions) -> Tensor:
     """Darknet's [yolo] ``output`` from its input Float[..., 5 + C]: logistic x, y, objectness and classes
     (not with ``new_coords=1``, where the conv before already applied it), then x, y scaled by ``scale_x_y``;
     w, h stay raw."""
-    act = out.clone() if o.new_coords else torch.cat((out[..., :2].sigmoid(), out[..., 2:4], out[..., 4:].sigmoid()), -1)
+    if o.new_coords:
+        act = out.clone()
+    else:
+        act = out.sigmoid()
+        act[..., 2:4] = out[..., 2:4]
     act[..., :2] = act[..., :2] * o.scale_x_y - 0.5 * (o.scale_x_y - 1.0)
     return act
 
 
 def darknet_boxes(act: Tensor, anchors_norm: Tensor, gx: Tensor, gy: Tensor, grid_hw: Tuple[int, int],
-                new_coords: int) -> Tensor:
+                  new_coords: int) -> Tensor:
     """Darknet's ``get_yolo_box``: centre boxes Float[..., 4] normalized to the input (0..1).
 
     ``act`` the activated output Float[..., >=4], ``anchors_norm`` the anchor (w, h) / input (w, h)."""
@@ -373,18 +400,30 @@ def _padded_truths(truth: Tensor, image: Tensor, batch: int) -> Tuple[Tensor, Te
     return boxes, index, valid
 
 
+def _corners(boxes: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """Left, right, top, bottom and area of centre boxes Float[..., 4], as Darknet computes them."""
+    x, y, w, h = boxes.unbind(-1)
+    return x - w / 2, x + w / 2, y - h / 2, y + h / 2, w * h
+
+
 def _best_truths(pred: Tensor, boxes: Tensor, valid: Tensor) -> Tuple[Tensor, Tensor]:
-    """Best Darknet IoU of predictions Float[N, P, 4] with their image's truths Float[N, T, 4] and the
-    first truth reaching it (0 when none overlaps, as Darknet's strict ``>`` scan from 0)."""
+    """Best Darknet IoU (``box_iou``) of predictions Float[N, P, 4] with their image's truths Float[N, T, 4]
+    and the first truth reaching it (0 when none overlaps, as Darknet's strict ``>`` scan from 0)."""
     n, p, _ = pred.shape
     t = boxes.shape[1]
     best = torch.zeros(n, p, device=pred.device)
     arg = torch.zeros(n, p, dtype=torch.long, device=pred.device)
+    pl, pr, pt, pb, pa = (v[:, :, None] for v in _corners(pred))
+    tl, tr, tt, tb, ta = (v[:, None, :] for v in _corners(boxes))
     step = max(1, _IOU_BLOCK // max(1, p * t))
     for s in range(0, n, step):  # blocks of images bound the memory of the [n', P, T] IoU table
-        iou = darknet_iou(pred[s:s + step, :, None, :], boxes[s:s + step, None, :, :])
-        iou = iou.masked_fill(~valid[s:s + step, None, :], 0.0)
-        best[s:s + step], arg[s:s + step] = iou.max(dim=2)
+        k = slice(s, s + step)
+        ow = torch.minimum(pr[k], tr[k]) - torch.maximum(pl[k], tl[k])
+        oh = torch.minimum(pb[k], tb[k]) - torch.maximum(pt[k], tt[k])
+        inter = torch.where((ow < 0) | (oh < 0), 0.0, ow * oh)
+        union = pa[k] + ta[k] - inter
+        iou = torch.where((inter == 0) | (union == 0) | ~valid[k, None, :], 0.0, inter / union)
+        best[k], arg[k] = iou.max(dim=2)
     arg = torch.where(best > 0, arg, torch.zeros_like(arg))
     return best, arg
 
@@ -427,7 +466,7 @@ def yolo_head_loss(head, out: Tensor, targets: Tensor, keep: Tensor,
         gy_grid = torch.arange(grid_h, device=device, dtype=torch.float32).view(1, 1, grid_h, 1)
         gx_grid = torch.arange(grid_w, device=device, dtype=torch.float32).view(1, 1, 1, grid_w)
         pred = darknet_boxes(act, all_anchors[mask].view(1, num_anchors, 1, 1, 2), gx_grid, gy_grid,
-                           (grid_h, grid_w), o.new_coords)
+                             (grid_h, grid_w), o.new_coords)
         rows = keep.nonzero().squeeze(1)  # truths in their order in `targets`: Darknet's order per image
         t_img = targets[rows, 0].long()
         t_cls = targets[rows, 1].long()
@@ -529,23 +568,41 @@ def yolo_head_loss(head, out: Tensor, targets: Tensor, keep: Tensor,
                 flat[avg, :4] /= n_pos[avg, None].float()
 
         # Values: Darknet's cost terms (show_details=1): the squared deltas, and for the IoU losses the
-        # summed 1 - IoU (1 - GIoU for giou) of the assignments with obj_normalizer on the rest.
+        # summed 1 - IoU (1 - GIoU for giou) of the assignments with obj_normalizer on the rest. Box and class
+        # deltas are non-zero only at written slots.
+        written = torch.unique(all_s)
         if o.iou_loss == "mse":
-            box_value = delta[..., :4].pow(2).sum()
+            box_value = flat[written, :4].pow(2).sum()
             rest_scale = 1.0
         else:
-            w_iou = w_iou[tt_b.numel():]
-            box_value = o.iou_normalizer * (1 - w_iou).sum()
+            box_value = o.iou_normalizer * (1 - w_iou[tt_b.numel():]).sum()
             rest_scale = o.obj_normalizer
-        obj_value = rest_scale * delta[..., 4].pow(2).sum()
-        cls_value = rest_scale * delta[..., 5:].pow(2).sum()
-        grad = delta * o.delta_normalizer
+        obj_value = rest_scale * flat[:, 4].pow(2).sum()
+        cls_value = rest_scale * flat[written, 5:].pow(2).sum()
+        if o.delta_normalizer != 1.0:
+            delta.mul_(o.delta_normalizer)
+    box, obj, cls = _DeltaGradient.apply(out, delta, box_value, obj_value, cls_value)
+    return box, obj, cls, count
 
-    def term(value: Tensor, sl: slice) -> Tensor:
-        surrogate = -(out[..., sl] * grad[..., sl]).sum()
-        return value + (surrogate - surrogate.detach())
 
-    return term(box_value, slice(0, 4)), term(obj_value, slice(4, 5)), term(cls_value, slice(5, None)), count
+class _DeltaGradient(torch.autograd.Function):
+    """Returns the three values unchanged; backward gives ``out`` the gradient ``-delta``, its box channels
+    (0..3) scaled by the first value's incoming gradient, objectness (4) by the second's, classes by the third's.
+
+    This is the surrogate ``value + s - s.detach()`` with ``s = -(out * delta).sum()`` for each term, without
+    the extra passes over the whole output that spelling it out would take."""
+
+    @staticmethod
+    def forward(ctx, out: Tensor, delta: Tensor, box: Tensor, obj: Tensor, cls: Tensor):
+        ctx.save_for_backward(delta)
+        return box.clone(), obj.clone(), cls.clone()
+
+    @staticmethod
+    def backward(ctx, g_box: Tensor, g_obj: Tensor, g_cls: Tensor):
+        (delta,) = ctx.saved_tensors
+        num_classes = delta.shape[-1] - 5
+        scale = torch.cat((g_box.reshape(1).expand(4), g_obj.reshape(1), g_cls.reshape(1).expand(num_classes)))
+        return -delta * scale.to(delta.dtype), None, None, None, None
 
 
 def _box_deltas(raw: Tensor, act: Tensor, pred: Tensor, b: Tensor, a: Tensor, j: Tensor, i: Tensor,
