@@ -69,6 +69,13 @@ def set_time_steps(model: nn.Module, time_steps: int) -> None:
             module.reset_state()
 
 
+def reset_states(model: nn.Module) -> None:
+    """Forget the carried state of every sequence layer of ``model`` (a new set of sequences starts)."""
+    for module in model.modules():
+        if isinstance(module, RecurrentLayer):
+            module.reset_state()
+
+
 class Connected(nn.Module):
     """Darknet's fully connected layer as used inside [rnn], [gru] and [lstm] (src/connected_layer.c).
 
