@@ -211,3 +211,112 @@ def test_training_steps_lower_the_gaussian_loss(assets, tmp_path):
     x, _, targets = coco_batch(assets, 2, (128, 128), model.num_classes)
     losses = sgd_losses(model, x, targets)
     assert np.isfinite(losses).all() and losses[-1] < 0.8 * losses[0], losses
+
+
+# ------------------------------------------------------------------------------------ detection and export
+def darknet_gaussian_detections(head_out: np.ndarray, head: GaussianYOLOLayer, input_hw, thresh: float):
+    """Plain transcription of Darknet's get_gaussian_yolo_detections on its layer output (one image,
+    Float[A*(9+C), H, W]): rows (score, class, cx, cy, w, h in input pixels, 4 sigmas) for every class whose
+    ``objectness * p * (1 - mean sigma)`` exceeds ``thresh``; boxes for the default yolo_point=center."""
+    in_h, in_w = input_hw
+    k = 9 + head.num_classes
+    _, grid_h, grid_w = head_out.shape
+    anchors = head.all_anchors.numpy()
+    rows = []
+    for n, anchor in enumerate(head.mask):
+        for row in range(grid_h):
+            for col in range(grid_w):
+                v = head_out[n * k:(n + 1) * k, row, col]
+                if v[8] <= thresh:
+                    continue
+                box = [(col + v[0]) / grid_w * in_w, (row + v[2]) / grid_h * in_h,
+                       np.exp(v[4]) * anchors[anchor, 0], np.exp(v[6]) * anchors[anchor, 1]]
+                uc = v[[1, 3, 5, 7]]
+                for j in range(head.num_classes):
+                    prob = v[8] * v[9 + j] * (1.0 - uc.mean())
+                    if prob > thresh:
+                        rows.append([prob, j, *box, *uc])
+    return np.array(sorted(rows, key=lambda r: -r[0]), dtype=np.float64).reshape(-1, 10)
+
+
+@pytest.fixture
+def small_gaussian(tmp_path):
+    """A random one-head [Gaussian_yolo] cfg (yolo_point=center) with random weights: (cfg, weights, model)."""
+    cfg, _ = write_cfg(tmp_path, 16)  # center, 3 classes
+    model = Darknet(cfg)
+    randomize_model(model, 5)
+    return cfg, write_weights(model, tmp_path / "small.weights", 0), model
+
+
+def test_detector_returns_darknet_detections_with_sigmas(darknet, assets, small_gaussian):
+    """Every (box, class) Darknet's rule keeps (no NMS: iou_thres=1) with its score, box and uncertainties."""
+    import cv2
+    from yolo.detector import Detector, preprocess
+
+    cfg, weights, model = small_gaussian
+    image = cv2.resize(cv2.imread(str(assets("images/dog.jpg"))), (128, 128))  # no letterbox padding
+    thresh = 0.05
+    detector = Detector(cfg, weights, img_size=128, conf_thres=thresh, iou_thres=1.0, multi_label=True,
+                        max_det=100000, device="cpu")
+    (det,) = detector(image)
+    batch, _ = preprocess([image], (128, 128), "letterbox", torch.device("cpu"), torch.float32)
+    dump = darknet.forward(cfg, weights, batch.numpy())
+    ref = darknet_gaussian_detections(dump.out(len(model.module_list) - 1)[0], model.yolo_layers[0], (128, 128),
+                                      thresh)
+    assert set(det) == {"boxes", "scores", "labels", "names", "box_sigmas"}
+    assert len(ref) > 10 and len(det["scores"]) == len(ref)
+    order = torch.argsort(det["scores"], descending=True, stable=True)
+    np.testing.assert_allclose(det["scores"][order].numpy(), ref[:, 0], rtol=1e-4, atol=1e-6)
+    xyxy = np.concatenate([ref[:, 2:4] - ref[:, 4:6] / 2, ref[:, 2:4] + ref[:, 4:6] / 2], 1).clip(0, 128)
+    np.testing.assert_allclose(det["boxes"][order].numpy(), xyxy, atol=2e-3)
+    np.testing.assert_allclose(det["box_sigmas"][order].numpy(), ref[:, 6:], atol=1e-5)
+    assert (det["labels"][order].numpy() == ref[:, 1]).all()
+
+
+def test_detect_tool_draws_uncertainties(assets, small_gaussian, tmp_path):
+    from tools.detect import main, parse_args
+
+    cfg, weights, _ = small_gaussian
+    out = main(parse_args(["--cfg", str(cfg), "--weights", str(weights), "--source", str(assets("images/dog.jpg")),
+                           "--output", str(tmp_path / "runs"), "--device", "cpu", "--img-size", "128",
+                           "--conf-thres", "0.1"]))
+    assert (out / "dog.jpg").is_file()
+
+
+def test_uncertainty_is_written_inside_each_box():
+    from tools.detect import draw_box_uncertainty
+
+    image = np.zeros((100, 200, 3), np.uint8)
+    out = draw_box_uncertainty(image, torch.tensor([[10.0, 10.0, 150.0, 90.0]]), torch.tensor([2]),
+                               torch.tensor([[0.1, 0.2, 0.3, 0.4]]))
+    ys, xs = np.nonzero(out.any(2))
+    assert len(ys) and xs.min() >= 10 and xs.max() <= 150 and ys.min() >= 10 and ys.max() <= 90
+
+
+def test_export_onnx_and_torchscript_verified(small_gaussian, tmp_path):
+    from yolo.export import NMSOptions, export_onnx, export_torchscript, verify_onnx, verify_torchscript
+
+    _, _, model = small_gaussian
+    model.eval()
+    inputs = [torch.rand(2, 3, 128, 128, generator=torch.Generator().manual_seed(0))]
+    onnx_path = export_onnx(model, tmp_path / "g.onnx", (128, 128))
+    assert verify_onnx(onnx_path, model, inputs) < 1e-3
+    ts_path = export_torchscript(model, tmp_path / "g.torchscript", (128, 128))
+    assert verify_torchscript(ts_path, model, inputs) < 1e-3
+    with torch.no_grad():
+        rows = model(inputs[0])
+    assert rows.shape[-1] == 9 + model.num_classes
+    with pytest.raises(ValueError, match="Gaussian_yolo"):
+        export_onnx(model, tmp_path / "nms.onnx", (128, 128), nms=NMSOptions())
+
+
+def test_postprocess_gaussian_uses_darknet_score_rule():
+    """One row by hand: score = objectness * p * (1 - mean sigma), thresholded strictly."""
+    row = torch.tensor([[[50.0, 40.0, 20.0, 10.0, 0.8, 0.5, 0.9, 0.1, 0.2, 0.3, 0.4]]])
+    (det,) = postprocess_gaussian(row, 2, conf_thres=0.1)
+    assert det["labels"].tolist() == [1]
+    assert det["scores"].item() == pytest.approx(0.8 * 0.9 * (1 - 0.25))
+    assert det["boxes"].tolist() == [[40.0, 35.0, 60.0, 45.0]]
+    assert det["box_sigmas"][0].tolist() == pytest.approx([0.1, 0.2, 0.3, 0.4])
+    (none,) = postprocess_gaussian(row, 2, conf_thres=0.8)
+    assert none["boxes"].shape == (0, 4) and none["box_sigmas"].shape == (0, 4)

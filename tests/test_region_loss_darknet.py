@@ -212,7 +212,7 @@ def sgd_losses(model, x, targets, steps: int = 8, lr: float = 1e-3):
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
     return losses
 
 

@@ -145,7 +145,10 @@ class Writer:
     def annotate(self, image: np.ndarray, det: dict) -> np.ndarray:
         from yolo.visualize import draw_detections
 
-        return draw_detections(image, det["boxes"], det["scores"], det["labels"], self.detector.names)
+        out = draw_detections(image, det["boxes"], det["scores"], det["labels"], self.detector.names)
+        if "box_sigmas" in det:  # [Gaussian_yolo]: each box's mean coordinate uncertainty, inside its corner
+            out = draw_box_uncertainty(out, det["boxes"], det["labels"], det["box_sigmas"])
+        return out
 
     def finish(self) -> Optional[Path]:
         if not self.save_json:
@@ -153,6 +156,21 @@ class Writer:
         path = self.out_dir / "results.json"
         path.write_text(json.dumps(self.json_results))
         return path
+
+
+def draw_box_uncertainty(image: np.ndarray, boxes: torch.Tensor, labels: torch.Tensor,
+                         sigmas: torch.Tensor) -> np.ndarray:
+    """Write ``unc S`` (S: the mean of a box's four uncertainties, 0..1, the quantity Darknet's Gaussian
+    YOLOv3 score discounts) in the bottom-left corner of each xyxy box, in the box's colour, on ``image``."""
+    from yolo.visualize import class_color
+
+    h, w = image.shape[:2]
+    scale = max(0.35, (h + w) / 2 * 0.0008)
+    for (x1, _, _, y2), label, sigma in zip(boxes.tolist(), labels.tolist(), sigmas.mean(1).tolist()):
+        org = (int(min(max(x1 + 2, 0), w - 1)), int(min(max(y2 - 4, 0), h - 1)))
+        cv2.putText(image, f"unc {sigma:.2f}", org, cv2.FONT_HERSHEY_SIMPLEX, scale, class_color(int(label)), 1,
+                    cv2.LINE_AA)
+    return image
 
 
 def _image_id(stem: str):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import logging
 import time
+from functools import partial
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
@@ -27,6 +28,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .layer_types.gaussian_yolo import GaussianYOLOLayer, postprocess_gaussian
 from .ops import LetterboxInfo, letterbox_params, nms_settings, postprocess, scale_boxes_to_original
 
 logger = logging.getLogger(__name__)
@@ -404,6 +406,9 @@ class Detector:
     ``detector(images)`` takes a path, a BGR ``uint8`` image, or a list of them, and returns one dict
     per image: ``boxes`` ``Float[K, 4]`` xyxy original-image pixels, ``scores`` ``Float[K]``,
     ``labels`` ``Int64[K]`` and ``names`` (``list[str]``, one per box); empty tensors when nothing is found.
+    With ``[Gaussian_yolo]`` heads each dict also has ``box_sigmas`` ``Float[K, 4]`` (the uncertainties of
+    tx, ty, tw, th), and scores follow Darknet's rule for them
+    (:func:`yolo.layer_types.gaussian_yolo.postprocess_gaussian`).
     """
 
     def __init__(
@@ -443,6 +448,7 @@ class Detector:
         if self.img_size[0] % stride or self.img_size[1] % stride or min(self.img_size) <= 0:
             raise ValueError(f"img_size {self.img_size} must be positive multiples of the network stride {stride}")
         self.num_classes = int(self.model.num_classes)
+        self.gaussian = any(isinstance(h, GaussianYOLOLayer) for h in self.model.yolo_layers)
         self.names = self._resolve_names(names, weights)
         self.conf_thres, self.iou_thres = float(conf_thres), float(iou_thres)
         self.resize = resize
@@ -510,15 +516,18 @@ class Detector:
     def postprocess(self, predictions: torch.Tensor, infos: Sequence[LetterboxInfo],
                     shapes: Sequence[Tuple[int, int]]) -> List[Dict]:
         """Model output ``Float[N, B, 5+C]`` -> per-image detections in original pixels (CPU tensors)."""
-        dets = postprocess(predictions.float(), self.conf_thres, self.iou_thres, classes=self.classes,
-                           agnostic=self.agnostic, multi_label=self.multi_label, max_det=self.max_det,
-                           nms_kind=self.nms_kind, beta_nms=self.beta_nms)
+        select = partial(postprocess_gaussian, num_classes=self.num_classes) if self.gaussian else postprocess
+        dets = select(predictions.float(), conf_thres=self.conf_thres, iou_thres=self.iou_thres, classes=self.classes,
+                      agnostic=self.agnostic, multi_label=self.multi_label, max_det=self.max_det,
+                      nms_kind=self.nms_kind, beta_nms=self.beta_nms)
         out = []
         for det, info, shape in zip(dets, infos, shapes):
             boxes = scale_boxes_to_original(det["boxes"], info, shape).cpu()
             labels = det["labels"].cpu()
             out.append({"boxes": boxes, "scores": det["scores"].cpu(), "labels": labels,
                         "names": [self.names[int(k)] for k in labels]})
+            if "box_sigmas" in det:
+                out[-1]["box_sigmas"] = det["box_sigmas"].cpu()
         return out
 
     def __repr__(self) -> str:

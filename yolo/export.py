@@ -35,6 +35,7 @@ import torch
 import torch.nn as nn
 import torchvision
 
+from .layer_types.gaussian_yolo import GaussianYOLOLayer
 from .layers import RegionLayer
 
 logger = logging.getLogger(__name__)
@@ -254,13 +255,19 @@ def _quiet_tracing():
         yield
 
 
+def _has_gaussian_heads(model) -> bool:
+    """Whether ``model`` has [Gaussian_yolo] heads, whose eval rows end with four box uncertainties."""
+    return any(isinstance(h, GaussianYOLOLayer) for h in getattr(model, "yolo_layers", []))
+
+
 def _metadata(model, img_size: Size, half: bool, names: Optional[Sequence[str]], **extra) -> Dict[str, str]:
     meta = {
         "format": "yolo-darknet-export/1",
         "img_size": json.dumps(list(img_size)),
         "stride": str(int(model.stride)),
         "num_classes": str(int(model.num_classes)),
-        "output": "cx, cy, w, h (input pixels), objectness, class probabilities",
+        "output": "cx, cy, w, h (input pixels), objectness, class probabilities" + (
+            ", sigma_tx, sigma_ty, sigma_tw, sigma_th" if _has_gaussian_heads(model) else ""),
         "half": str(bool(half)).lower(),
         "cfg": model.cfg_text,
     }
@@ -402,6 +409,9 @@ def export_onnx(model, path: Union[str, Path], img_size: Union[int, Sequence[int
     size = _as_size(img_size, model)
     if nms is not None and not model.yolo_layers:
         raise ValueError("NMS needs a detection model; this cfg has no [yolo]/[region] head")
+    if nms is not None and _has_gaussian_heads(model):
+        raise ValueError("NMS in the graph is not available for [Gaussian_yolo] heads (their scores use the "
+                         "box uncertainties): export without it and post-process with yolo.Detector")
     net = _inference_copy(model, half=half)
     if nms is not None:
         net = DetectionsWithNMS(net, nms)
