@@ -133,15 +133,16 @@ def test_kmeans_small_cases():
         kmeans_anchors(sizes, 5)
 
 
-def test_tool_errors_are_one_line(tmp_path):
-    import subprocess
+def test_tool_errors_are_one_line(tmp_path, capsys):
     import sys
+    sys.path.insert(0, str(REPO))
+    from tools.anchors import main, parse_args
 
-    tool = str(REPO / "tools" / "anchors.py")
-    run = subprocess.run([sys.executable, tool, "--data", str(tmp_path / "missing.yaml")], capture_output=True,
-                         text=True, timeout=120)
-    assert run.returncode == 2 and run.stderr.strip().startswith("error:") and "missing.yaml" in run.stderr
-    assert len(run.stderr.strip().splitlines()) == 1
-    run = subprocess.run([sys.executable, tool, "--data", "x.yaml", "--write", "out.cfg"], capture_output=True,
-                         text=True, timeout=120)
-    assert run.returncode == 2 and run.stderr.strip() == "error: --write needs --cfg (the cfg to copy)"
+    with pytest.raises(SystemExit) as exit_info:
+        main(parse_args(["--data", str(tmp_path / "missing.yaml")]))
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and err.startswith("error:") and "missing.yaml" in err
+    assert len(err.splitlines()) == 1
+    with pytest.raises(SystemExit):
+        main(parse_args(["--data", "x.yaml", "--write", "out.cfg"]))
+    assert capsys.readouterr().err.strip() == "error: --write needs --cfg (the cfg to copy)"

@@ -124,17 +124,29 @@ def test_keys_outside_darknet_still_warn(caplog):
     assert "rank" in caplog.text
 
 
-def test_train_tool_stops_with_one_line(assets, tmp_path):
-    import subprocess
+@pytest.mark.parametrize("case", ["blur", "affine_key"])
+def test_train_tool_stops_with_one_line(assets, tmp_path, capsys, case):
     import sys
     from pathlib import Path
 
     repo = Path(__file__).resolve().parents[1]
-    cfg = tmp_path / "blur.cfg"
-    cfg.write_text(assets("cfg/yolov3-tiny.cfg").read_text().replace("[net]", "[net]\nblur=1", 1))
-    run = subprocess.run([sys.executable, str(repo / "tools" / "train.py"), "--cfg", str(cfg), "--data",
-                          str(repo / "configs" / "coco128.yaml"), "--epochs", "1", "--device", "cpu",
-                          "--project", str(tmp_path / "runs")], capture_output=True, text=True, timeout=300)
-    assert run.returncode == 2
-    assert run.stderr.strip() == (f"error: {cfg}:2: [net] option 'blur=1' is not implemented for training: "
-                                  "set blur=0")
+    sys.path.insert(0, str(repo))
+    from tools.train import main, parse_args
+
+    cfg = tmp_path / "net.cfg"
+    text = assets("cfg/yolov3-tiny.cfg").read_text().replace("random=1", "random=0")
+    argv = ["--cfg", str(cfg), "--data", str(repo / "configs" / "coco128.yaml"), "--epochs", "1", "--device", "cpu",
+            "--project", str(tmp_path / "runs"), "--workers", "0"]
+    if case == "blur":
+        text = text.replace("[net]", "[net]\nblur=1", 1)
+        expected = f"error: {cfg}:2: [net] option 'blur=1' is not implemented for training: set blur=0"
+    else:  # a setting of our own pipeline with Darknet's: refused, not ignored
+        hyp = tmp_path / "hyp.yaml"
+        hyp.write_text("augment: {min_visible: 0.5}\n")
+        argv += ["--hyp", str(hyp)]
+        expected = f"error: {hyp}: augment ['min_visible'] belong to this framework's own pipeline"
+    cfg.write_text(text)
+    with pytest.raises(SystemExit) as exit_info:
+        main(parse_args(argv))
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and err.startswith(expected) and len(err.splitlines()) == 1

@@ -214,7 +214,10 @@ def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, 
     hyp["multi_scale"] = bool(hyp["multi_scale"])
     low, high = (float(v) for v in hyp["multi_scale_range"])
     hyp["multi_scale_range"] = [low, high]
-    hyp["augment"] = augment_from_cfg(net, heads, overrides=hyp["augment"])
+    try:
+        hyp["augment"] = augment_from_cfg(net, heads, overrides=hyp["augment"])
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
     return hyp
 
 
