@@ -111,9 +111,9 @@ def test_prior_term_switches_off_at_12800(darknet, assets, tmp_path):
     assert np.abs(below[0][1] - at[0][1]).max() > 0, "Darknet's prior term did not change the delta"
 
 
-def random_region_cfg(rng: random.Random) -> str:
+def random_region_cfg(rng: random.Random, classes: int = 0) -> str:
     """A small random [region] network: two convs and a maxpool, then the head with random options."""
-    classes, num = rng.randint(1, 6), rng.randint(1, 5)
+    classes, num = classes or rng.randint(1, 6), rng.randint(1, 5)
     anchors = ", ".join(f"{rng.uniform(0.3, 6.0):.3f},{rng.uniform(0.3, 6.0):.3f}" for _ in range(num))
     softmax = rng.randint(0, 1)
     options = {
@@ -224,3 +224,29 @@ def test_training_steps_lower_the_region_loss(assets, tmp_path):
     x, _, targets = coco_batch(assets, 2, (96, 96), model.num_classes)
     losses = sgd_losses(model, x, targets)
     assert np.isfinite(losses).all() and losses[-1] < 0.8 * losses[0], losses
+
+
+def test_trainer_trains_a_region_cfg_and_tells_it_the_images_seen(tmp_path, monkeypatch):
+    """One epoch of the real trainer on a tiny [region] cfg: it runs, stays finite, and the head was told how
+    many images training had seen (all 16: one process, two updates of 8)."""
+    import yaml
+
+    from yolo.data import SHAPE_NAMES, ensure_shapes_dataset
+    from yolo.engine import TrainOptions, Trainer
+
+    monkeypatch.setenv("YOLO_CACHE_DIR", str(tmp_path / "cache"))
+    root = ensure_shapes_dataset(tmp_path / "data", num_train=16, num_val=4, seed=3, size_range=(96, 128),
+                                 max_shapes=3)
+    data = tmp_path / "data.yaml"
+    data.write_text(yaml.safe_dump({"path": str(root), "train": "images/train", "val": "images/val",
+                                    "names": list(SHAPE_NAMES)}))
+    cfg = tmp_path / "region.cfg"
+    cfg.write_text(random_region_cfg(random.Random(2), classes=len(SHAPE_NAMES)))
+    options = TrainOptions(cfg=str(cfg), data=str(data), device="cpu", project=str(tmp_path), name="run",
+                           progress=False, img_size=96, epochs=1,
+                           hyp={"workers": 0, "tensorboard": False, "plots": False, "eval_interval": 100,
+                                "batch": 8, "subdivisions": 1})
+    trainer = Trainer(options)
+    trainer.fit()
+    head = trainer.model.yolo_layers[0]
+    assert isinstance(head.train_opts.coord_scale, float) and head.images_seen == 16
