@@ -203,7 +203,7 @@ def build_region(section: Section, shapes: List[Shape], prev: Shape) -> LayerInf
 # Options that Darknet uses only for training, data loading or post-processing: accepted silently.
 TRAINING_OPTIONS = {
     "*": {"stopbackward", "dontload", "dontloadscales", "train_only_bn", "onlyforward", "learning_rate_scale",
-          "learning_rate"},  # a layer's learning_rate: its rate scale (yolo.engine.trainer.build_optimizer)
+          "learning_rate", "dont_update", "burnin_update", "clip", "grad_centr"},  # yolo.engine.optimizer
     "net": {"batch", "subdivisions", "width", "height", "channels", "momentum", "decay", "angle", "saturation",
             "exposure", "hue", "learning_rate", "burn_in", "max_batches", "policy", "steps", "scales", "step",
             "gamma", "power", "mosaic", "cutmix", "mixup", "blur", "flip", "aspect", "max_crop", "min_crop",

@@ -3,7 +3,7 @@
 One optimizer update consumes ``batch`` images (over all processes) in ``subdivisions`` mini-batches whose
 gradients are accumulated; the loss is per image (:class:`yolo.loss.YoloLoss`), each mini-batch's loss is
 divided by ``subdivisions``, so the update sees the mean gradient per image and Darknet's learning rates
-carry over. The update is Darknet's (:func:`build_optimizer`: SGD with momentum and weight decay on conv
+carry over. The update is Darknet's (:mod:`yolo.engine.optimizer`: SGD with momentum and weight decay on conv
 weights only, or Darknet's Adam with ``adam=1``; each layer's ``learning_rate`` key scales its rate). The
 learning rate of update ``n`` is :class:`yolo.engine.schedule.LRSchedule` at ``n``.
 
@@ -50,6 +50,7 @@ from .config import ConfigError, TrainOptions, resolve_hyp
 from .distributed import (DistInfo, DistributedEpochSampler, SkipSampler, any_true, barrier, broadcast_object,
                           cleanup_distributed, init_distributed)
 from .ema import ModelEMA
+from .optimizer import build_optimizer, clip_weights, hold_gradients, holds_gradients, optimizer_from_hyp
 from .schedule import LRSchedule, schedule_from_hyp, set_lr
 from .transfer import freeze_layers, frozen_to_eval, load_pretrained, with_num_classes
 
@@ -133,66 +134,6 @@ def set_rng_state(state: Dict[str, Any]) -> None:
 
 
 # ------------------------------------------------------------------------------ optimizer
-def _layer_lr_scales(model: nn.Module) -> Dict[int, float]:
-    """``id(parameter) ->`` its layer's ``learning_rate`` key (Darknet's per-layer ``learning_rate_scale``, default 1).
-
-    Only a :class:`yolo.model.Darknet` has cfg sections; any other module gets 1 everywhere.
-    """
-    scales: Dict[int, float] = {}
-    sections = getattr(model, "sections", None)
-    layers = getattr(model, "module_list", None)
-    if sections is None or layers is None:
-        return scales
-    for module, section in zip(layers, sections[1:]):
-        scale = section.get_float("learning_rate", 1.0)
-        for p in module.parameters():
-            scales[id(p)] = scale
-    return scales
-
-
-def build_optimizer(model: nn.Module, lr: float, momentum: float, decay: float, adam: bool = False,
-                    b1: float = 0.9, b2: float = 0.999, eps: float = 0.000001,
-                    batch: int = 1) -> torch.optim.Optimizer:
-    """Darknet's update of every layer (``update_convolutional_layer_gpu``) as a torch optimizer.
-
-    The gradients it receives are the mean over the ``batch`` images of an update (per-image loss, mini-batch
-    losses divided by ``subdivisions``), i.e. ``-weight_updates / batch`` in Darknet's terms.
-
-    * SGD (``adam`` False): Darknet adds ``-decay * batch * w`` to the summed negative gradient of weights
-      only, steps by ``rate / batch`` and keeps the sum times ``momentum``. Divided by ``batch`` that is
-      torch's SGD exactly: ``v = momentum * v + grad + decay * w``, ``w -= rate * v``, with
-      ``weight_decay = decay`` on conv/connected weights and none on biases and BatchNorm scales/shifts.
-    * Adam (``adam`` True, Darknet's CUDA ``adam_update_gpu``; its CPU build ignores ``adam`` and runs SGD):
-      every parameter, biases and BatchNorm scales included, gets ``decay``; Darknet's moments are of the
-      summed gradient, which scales them by ``batch`` and so is torch's Adam with ``eps / batch``.
-
-    Each group carries ``lr_scale``, its layers' ``learning_rate`` key: :func:`yolo.engine.schedule.set_lr`
-    gives it ``rate * lr_scale``.
-    """
-    scales = _layer_lr_scales(model)
-    groups: Dict[Tuple[bool, float], List[nn.Parameter]] = {}
-    for module in model.modules():
-        for name, p in module.named_parameters(recurse=False):
-            if not p.requires_grad:
-                continue
-            is_weight = name == "weight" and isinstance(module, (nn.modules.conv._ConvNd, nn.Linear))
-            key = (bool(adam) or is_weight, scales.get(id(p), 1.0))
-            groups.setdefault(key, []).append(p)
-    param_groups = [{"params": params, "weight_decay": decay if decayed else 0.0, "lr": lr * scale,
-                     "lr_scale": scale, "name": ("decayed" if decayed else "not_decayed") + f"_x{scale:g}"}
-                    for (decayed, scale), params in sorted(groups.items(), key=lambda kv: (not kv[0][0], kv[0][1]))]
-    if adam:
-        return torch.optim.Adam(param_groups, lr=lr, betas=(b1, b2), eps=eps / max(int(batch), 1))
-    return torch.optim.SGD(param_groups, lr=lr, momentum=momentum, nesterov=False)
-
-
-def optimizer_from_hyp(model: nn.Module, hyp: Dict[str, Any]) -> torch.optim.Optimizer:
-    """:func:`build_optimizer` with the resolved hyperparameters (:func:`yolo.engine.config.resolve_hyp`)."""
-    return build_optimizer(model, hyp["learning_rate"], hyp["momentum"], hyp["decay"], adam=bool(hyp.get("adam", 0)),
-                           b1=hyp.get("B1", 0.9), b2=hyp.get("B2", 0.999), eps=hyp.get("eps", 0.000001),
-                           batch=hyp["batch"])
-
-
 def prior_head_biases(model: nn.Module, img_hw: Tuple[int, int], layers: Optional[List[int]] = None,
                       objects_per_image: float = 8.0) -> List[int]:
     """Start the heads' objectness and class logits at a prior instead of 0 (probability 0.5).
@@ -703,12 +644,20 @@ class Trainer:
         self.global_step += 1
         self.lr = self.schedule(self.global_step)
         set_lr(self.optimizer, self.lr)
-        if self.hyp.get("max_grad_norm"):
+        unscaled = False
+        held = self.__dict__.setdefault("held_gradients", {})  # layers Darknet does not update yet (dont_update)
+        if holds_gradients(self.optimizer, self.global_step, held):
             self.scaler.unscale_(self.optimizer)
+            unscaled = True
+            hold_gradients(self.optimizer, self.global_step, held)
+        if self.hyp.get("max_grad_norm"):
+            if not unscaled:
+                self.scaler.unscale_(self.optimizer)
             nn.utils.clip_grad_norm_(self.model.parameters(), float(self.hyp["max_grad_norm"]))
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
+        clip_weights(self.optimizer, self.global_step)
         if self.ema is not None:
             self.ema.update(self.model)
 
