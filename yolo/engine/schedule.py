@@ -22,9 +22,9 @@ exactly from the update counter stored in its checkpoint.
   here ``u`` is a fixed function of ``(seed, n)``: the same seed gives the same rates, also on resume.
 
 The arithmetic follows Darknet's, including its float32 values of ``power``, ``gamma`` and ``scale``, its
-float32 roundings of ``n / burn_in``, ``1 - n / max_batches`` and ``gamma * (n - step)`` (which shift poly's
-rate by up to 1e-4 relative near the end of a run, exp's by 1e-5 after a thousand updates) and its value of
-pi (3.14159265); the rate itself is kept in double precision, so it equals Darknet's float32 rate to within
+float32 roundings of ``n / burn_in``, ``1 - n / max_batches`` and ``gamma * (n - step)`` (without them poly's
+rate would differ by up to 5e-5 relative with max_batches=1000 and 2e-3 with 500200, near the end of the run;
+exp's by 1e-5 after a thousand updates) and its value of pi (3.14159265); the rate itself is kept in double precision, so it equals Darknet's float32 rate to within
 float32 rounding (relative 1e-6).
 
 The cfg keys are read as Darknet's ``parse_net_options`` reads them (:func:`read_net_schedule`).
