@@ -320,3 +320,16 @@ def test_postprocess_gaussian_uses_darknet_score_rule():
     assert det["box_sigmas"][0].tolist() == pytest.approx([0.1, 0.2, 0.3, 0.4])
     (none,) = postprocess_gaussian(row, 2, conf_thres=0.8)
     assert none["boxes"].shape == (0, 4) and none["box_sigmas"].shape == (0, 4)
+
+
+def test_detector_takes_nms_kind_from_a_last_gaussian_head(tmp_path):
+    """Darknet's detector reads nms_kind from the last layer, here a [Gaussian_yolo] (cornersnms suppresses by
+    IoU like the default)."""
+    from yolo.detector import Detector
+
+    _, text = write_cfg(tmp_path, 16)
+    for kind, expected in (("diounms", "diounms"), ("cornersnms", "default")):
+        cfg = tmp_path / f"{kind}.cfg"
+        cfg.write_text(text.replace("[Gaussian_yolo]\n", f"[Gaussian_yolo]\nnms_kind={kind}\nbeta_nms=0.7\n"))
+        detector = Detector(cfg, None, img_size=128, device="cpu", fast=False)
+        assert detector.nms_kind == expected

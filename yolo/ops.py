@@ -222,7 +222,8 @@ _GREEDY_BETA = 0.6
 
 def nms_settings(sections: Sequence) -> Tuple[str, float]:
     """``(nms_kind, beta_nms)`` that Darknet applies for a cfg: those of its *last* layer (Darknet's
-    detector reads ``net.layers[net.n - 1]``) when that is a ``[yolo]`` head, else ``("default", 0.6)``.
+    detector reads ``net.layers[net.n - 1]``) when that is a ``[yolo]`` or ``[Gaussian_yolo]`` head, else
+    ``("default", 0.6)``.
 
     ``sections`` are :class:`yolo.cfg.Section` objects (anything with ``type``, ``has`` and ``get_str`` /
     ``get_float``). A name Darknet does not know for ``[yolo]`` (e.g. ``cornersnms``, which only its
@@ -230,7 +231,7 @@ def nms_settings(sections: Sequence) -> Tuple[str, float]:
     """
     sections = list(sections)
     last = sections[-1] if sections else None
-    if last is None or last.type != "yolo":
+    if last is None or last.type not in ("yolo", "gaussian_yolo"):
         return "default", 0.6
     kind = last.get_str("nms_kind", "default").strip()
     beta = last.get_float("beta_nms", 0.6)
