@@ -238,17 +238,34 @@ def nms_settings(sections: Sequence) -> Tuple[str, float]:
     return (kind if kind in NMS_KINDS else "default"), float(beta)
 
 
-def _distance_iou_matrix(boxes: torch.Tensor, beta: float) -> torch.Tensor:
-    """``IoU - (d^2 / c^2) ** beta`` for every pair of xyxy ``boxes`` ``Float[K, 4]`` -> ``Float[K, K]``
-    (Darknet's box_diounms; pairs whose enclosing box has a zero diagonal get the plain IoU)."""
-    iou = torchvision.ops.box_iou(boxes, boxes)
-    centres = (boxes[:, :2] + boxes[:, 2:]) / 2
-    d2 = (centres[:, None, :] - centres[None, :, :]).pow(2).sum(-1)
-    lt = torch.minimum(boxes[:, None, :2], boxes[None, :, :2])
-    rb = torch.maximum(boxes[:, None, 2:], boxes[None, :, 2:])
-    c2 = (rb - lt).pow(2).sum(-1)
-    term = torch.where(c2 > 0, (d2 / c2.clamp(min=1e-30)).pow(beta), torch.zeros_like(c2))
-    return iou - term
+def _pair_distance_iou(a: np.ndarray, b: np.ndarray, beta: float) -> np.ndarray:
+    """``IoU - (d^2 / c^2) ** beta`` of box pairs, xyxy ``Float64[P, 4]`` each -> ``Float64[P]`` (Darknet's
+    box_diounms: ``d`` the distance of the centres, ``c`` the diagonal of the enclosing box; a pair whose
+    enclosing box has no diagonal gets the plain IoU)."""
+    iw = np.clip(np.minimum(a[:, 2], b[:, 2]) - np.maximum(a[:, 0], b[:, 0]), 0, None)
+    ih = np.clip(np.minimum(a[:, 3], b[:, 3]) - np.maximum(a[:, 1], b[:, 1]), 0, None)
+    inter = iw * ih
+    union = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1]) + (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1]) - inter
+    iou = np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
+    d2 = ((a[:, 0] + a[:, 2]) / 2 - (b[:, 0] + b[:, 2]) / 2) ** 2 + ((a[:, 1] + a[:, 3]) / 2 - (b[:, 1] + b[:, 3]) / 2) ** 2
+    c2 = (np.maximum(a[:, 2], b[:, 2]) - np.minimum(a[:, 0], b[:, 0])) ** 2 + \
+        (np.maximum(a[:, 3], b[:, 3]) - np.minimum(a[:, 1], b[:, 1])) ** 2
+    ratio = np.divide(d2, c2, out=np.zeros_like(d2), where=c2 > 0)
+    return iou - ratio ** beta
+
+
+def _iou_block(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IoU matrix of xyxy ``Float64[M, 4]`` and ``Float64[N, 4]`` -> ``Float64[M, N]`` (numpy: no thread pool)."""
+    iw = np.clip(np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0]), 0, None)
+    ih = np.clip(np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1]), 0, None)
+    inter = iw * ih
+    union = ((a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1]))[:, None] + ((b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1]))[None] \
+        - inter
+    return np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
+
+
+# Rows of the pairwise test done at once (memory stays O(block * boxes of a class)).
+_NMS_BLOCK = 1024
 
 
 def nms(boxes: torch.Tensor, scores: torch.Tensor, groups: torch.Tensor, iou_thres: float,
@@ -269,18 +286,32 @@ def nms(boxes: torch.Tensor, scores: torch.Tensor, groups: torch.Tensor, iou_thr
     if kind == "default":
         return torchvision.ops.batched_nms(boxes, scores, groups, iou_thres)
     beta = _GREEDY_BETA if kind == "greedynms" else float(beta_nms)
+    all_boxes = boxes.detach().cpu().double()
+    all_scores = scores.detach().cpu().double().numpy()
+    all_groups = groups.detach().cpu().numpy()
     kept = []
-    for group in groups.unique():
-        idx = (groups == group).nonzero(as_tuple=True)[0]
-        idx = idx[scores[idx].argsort(descending=True)]
-        suppress = (_distance_iou_matrix(boxes[idx].double(), beta) > iou_thres).cpu().numpy()
+    for group in np.unique(all_groups):
+        idx = np.nonzero(all_groups == group)[0]
+        idx = idx[np.argsort(-all_scores[idx], kind="stable")]
+        exact = all_boxes[idx].numpy()
         alive = np.ones(len(idx), dtype=bool)
-        for i in range(len(idx)):
-            if alive[i]:
-                alive[i + 1:] &= ~suppress[i, i + 1:]
-        kept.append(idx[torch.from_numpy(alive).to(idx.device)])
-    keep = torch.cat(kept) if kept else groups.new_zeros((0,))
-    return keep[scores[keep].argsort(descending=True)]
+        for start in range(0, len(idx), _NMS_BLOCK):
+            stop = min(start + _NMS_BLOCK, len(idx))
+            # IoU - penalty <= IoU: only pairs whose IoU exceeds the threshold can suppress, so the
+            # penalty is needed for those pairs only.
+            rows, cols = np.nonzero(_iou_block(exact[start:stop], exact) > iou_thres)
+            later = cols > rows + start
+            rows, cols = rows[later], cols[later]
+            hit = _pair_distance_iou(exact[rows + start], exact[cols], beta) > iou_thres
+            suppress = np.zeros((stop - start, len(idx)), dtype=bool)
+            suppress[rows[hit], cols[hit]] = True
+            for r in np.nonzero(suppress.any(1))[0]:
+                if alive[start + r]:
+                    alive &= ~suppress[r]
+        kept.append(idx[alive])
+    keep = np.concatenate(kept) if kept else np.zeros((0,), dtype=np.int64)
+    keep = keep[np.argsort(-all_scores[keep], kind="stable")]
+    return torch.from_numpy(keep.astype(np.int64)).to(boxes.device)
 
 
 def postprocess(
