@@ -18,6 +18,7 @@ from .cfg import CfgError, Section, parse_cfg, parse_cfg_text, sections_to_text
 from .layers import (ACTIVATIONS, ConvBNAct, Dropout, GlobalAvgPool, HeadOptions, MaxPool, RegionLayer,
                      Reorg, Route, Shortcut, Softmax, Upsample, YOLOLayer)
 from . import layer_types  # noqa: F401  (registers the builders of the extra layer types)
+from .cfg_options import known_keys
 from .layer_types.registry import BUILDERS, LayerInfo, Shape, register
 from .layer_types.registry import activation as _activation
 from .layer_types.registry import layer_index as _layer_index
@@ -200,28 +201,14 @@ def build_region(section: Section, shapes: List[Shape], prev: Shape) -> LayerInf
 
 # ----------------------------------------------------------------------------- option tables
 
-# Options that Darknet uses only for training, data loading or post-processing: accepted silently.
+# Options that Darknet uses only for training, data loading or post-processing: accepted without a warning.
+# [net], [yolo] and [region] come from yolo.cfg_options, which says what training does with each one.
 TRAINING_OPTIONS = {
     "*": {"stopbackward", "dontload", "dontloadscales", "train_only_bn", "onlyforward", "learning_rate_scale",
           "learning_rate", "dont_update", "burnin_update", "clip", "grad_centr"},  # yolo.engine.optimizer
-    "net": {"batch", "subdivisions", "width", "height", "channels", "momentum", "decay", "angle", "saturation",
-            "exposure", "hue", "learning_rate", "burn_in", "max_batches", "policy", "steps", "scales", "step",
-            "gamma", "power", "mosaic", "cutmix", "mixup", "blur", "flip", "aspect", "max_crop", "min_crop",
-            "letter_box", "jitter", "adam", "b1", "b2", "B1", "B2", "eps", "learning_rate_min", "sgdr_cycle",
-            "sgdr_mult", "inputs", "max_chart_loss", "sequential_subdivisions",
-            "resize_step", "label_smooth_eps", "track", "time_steps", "gaussian_noise", "ema_alpha", "loss_scale",
-            "dynamic_minibatch", "optimized_memory", "workspace_size_limit_MB", "random", "seed", "rank",
-            "center", "crop_width", "crop_height", "hue_shift", "contrastive", "unsupervised", "mosaic_bound"},
-    "yolo": {"jitter", "random", "resize", "ignore_thresh", "truth_thresh", "iou_thresh", "iou_normalizer",
-             "obj_normalizer", "cls_normalizer", "delta_normalizer", "iou_loss", "iou_thresh_kind", "beta_nms",
-             "nms_kind", "max_delta", "counters_per_class", "label_smooth_eps", "focal_loss", "max", "thresh",
-             "objectness_smooth", "track_history_size", "sim_thresh", "dets_for_track", "dets_for_show",
-             "track_ciou_norm", "embedding_layer", "map", "rescore", "show_details", "nms_threshold"},
-    "region": {"jitter", "random", "rescore", "thresh", "object_scale", "noobject_scale", "class_scale",
-               "coord_scale", "absolute", "bias_match", "softmax", "max", "focal_loss", "tree", "map",
-               "classfix", "log", "sqrt", "ignore_thresh", "truth_thresh", "iou_thresh", "iou_loss",
-               "iou_normalizer", "obj_normalizer", "cls_normalizer", "label_smooth_eps", "max_delta",
-               "scale_x_y", "new_coords", "resize", "nms_threshold"},
+    "net": set(known_keys("net")),
+    "yolo": set(known_keys("yolo")),
+    "region": set(known_keys("region")),
     "softmax": {"spatial", "noloss", "tree"},
 }
 # Options that would change what a layer computes: refused unless they have their neutral value.
