@@ -442,6 +442,56 @@ def _class_delta_full(act_cls: Tensor, cls: Tensor, o: YoloLossOptions, mult: Te
     return delta
 
 
+def _objectness_writes(d_obj: Tensor, p_obj: Tensor, tt_s: Tensor, tt_iou: Tensor, w_s: Tensor, w_mult: Tensor,
+                       o: YoloLossOptions) -> Tensor:
+    """Objectness deltas Float[S] (flat slots) after pass 1's ``d_obj``: ``truth_thresh`` positives at slots
+    ``tt_s`` (IoU ``tt_iou``), then the assignments at ``w_s`` in order (class multipliers ``w_mult``): the
+    last one of a slot wins; with ``objectness_smooth`` only a zero delta is written, by the first one."""
+    d_obj = d_obj.clone()
+    if tt_s.numel():
+        target = tt_iou * tt_iou if o.objectness_smooth else torch.ones_like(tt_iou)
+        d_obj[tt_s] = o.obj_normalizer * (target - p_obj[tt_s])
+    if w_s.numel():
+        uniq, inv = torch.unique(w_s, return_inverse=True)
+        pos = torch.arange(w_s.numel(), device=w_s.device)
+        if o.objectness_smooth:
+            pick = torch.full((uniq.numel(),), w_s.numel(), dtype=torch.long, device=w_s.device)
+            pick = pick.scatter_reduce(0, inv, pos, reduce="amin")
+            zero = d_obj[uniq] == 0
+            slots, pick = uniq[zero], pick[zero]
+        else:
+            pick = torch.full((uniq.numel(),), -1, dtype=torch.long, device=w_s.device)
+            slots, pick = uniq, pick.scatter_reduce(0, inv, pos, reduce="amax")
+        d_obj[slots] = w_mult[pick] * o.obj_normalizer * (1 - p_obj[slots])
+    return d_obj
+
+
+def _class_writes(p_cls: Tensor, slots: Tensor, cls: Tensor, mult: Tensor, tt_iou: Tensor,
+                  o: YoloLossOptions) -> Tuple[Tensor, Tensor]:
+    """Class deltas of the written slots, Darknet's ``delta_yolo_class`` applied writer by writer.
+
+    ``p_cls`` Float[S, C] the class outputs of every flat slot; ``slots``, ``cls``, ``mult`` Long/Float[K] the
+    writers in order (the ``truth_thresh`` ones first, their IoUs ``tt_iou``). Returns the written slots
+    Long[U] and their class deltas Float[U, C]: the first writer of a slot sets every class, a later one only
+    its own class (a class delta is then already non-zero, which is Darknet's test)."""
+    uniq, inv = torch.unique(slots, return_inverse=True)
+    pos = torch.arange(slots.numel(), device=slots.device)
+    first = torch.full((uniq.numel(),), slots.numel(), dtype=torch.long, device=slots.device)
+    first = first.scatter_reduce(0, inv, pos, reduce="amin")
+    f_cls, f_mult = cls[first], mult[first]
+    p = p_cls[uniq]
+    delta = _class_delta_full(p, f_cls, o, f_mult)
+    if o.objectness_smooth:  # a truth_thresh writer then sets its class to iou^2 - p
+        r = torch.nonzero(first < tt_iou.numel()).squeeze(1)
+        delta[r, f_cls[r]] = f_mult[r] * (tt_iou[first[r]] ** 2 - p[r, f_cls[r]])
+    later = torch.ones(slots.numel(), dtype=torch.bool, device=slots.device)
+    later[first] = False
+    y1 = 1.0 * (1 - o.label_smooth_eps) + 0.5 * o.label_smooth_eps if o.label_smooth_eps else 1.0
+    rows, c = inv[later], cls[later]
+    delta[rows, c] = (y1 - p[rows, c]) * mult[later]
+    return uniq, delta
+
+
 @register_head_loss(YOLOLayer, check=check_yolo_head)
 def yolo_head_loss(head, out: Tensor, targets: Tensor, keep: Tensor,
                    img_size_hw: Tuple[int, int]) -> Tuple[Tensor, Tensor, Tensor, int]:
@@ -453,7 +503,6 @@ def yolo_head_loss(head, out: Tensor, targets: Tensor, keep: Tensor,
     """
     o = YoloLossOptions.of(head)
     batch, num_anchors, grid_h, grid_w, depth = out.shape
-    num_classes = head.num_classes
     device = out.device
     height, width = img_size_hw
     net_wh = torch.tensor([width, height], device=device, dtype=torch.float32)
@@ -478,7 +527,6 @@ def yolo_head_loss(head, out: Tensor, targets: Tensor, keep: Tensor,
         best_iou, best_t = _best_truths(pred.view(batch, -1, 4), boxes, valid)
         best_iou = best_iou.view(batch, num_anchors, grid_h, grid_w)
         best_t = index.gather(1, best_t).view(batch, num_anchors, grid_h, grid_w)  # into rows
-        delta = torch.zeros_like(act)
         p_obj = act[..., 4]
         d_obj = o.obj_normalizer * (0 - p_obj)
         # Darknet's ignore test counts a truth only when some class probability of the prediction exceeds 0.25.
@@ -510,62 +558,29 @@ def yolo_head_loss(head, out: Tensor, targets: Tensor, keep: Tensor,
         anchors_px = head.all_anchors.to(device=device, dtype=torch.float32)[mask]
         box_delta, w_iou = _box_deltas(out.detach(), act, pred, all_b, all_a, all_j, all_i, t_box[all_t],
                                        t_mult[all_t], anchors_px[all_a], net_wh, o)
+        delta = torch.zeros_like(act)
         flat = delta.view(-1, depth)
         slot_of = lambda b, a, j, i: ((b * num_anchors + a) * grid_h + j) * grid_w + i  # noqa: E731
         all_s = slot_of(all_b, all_a, all_j, all_i)
         flat[:, :4].index_add_(0, all_s, box_delta)
 
-        # Objectness: truth_thresh slots, then assignments (the last one wins, or the first on a zero with
-        # objectness_smooth).
-        d_obj = d_obj.reshape(-1).clone()
-        p_obj = p_obj.reshape(-1)
+        # Objectness: truth_thresh slots, then the assignments.
         tt_s = slot_of(tt_b, tt_a, tt_j, tt_i)
-        if tt_s.numel():
-            target = tt_iou * tt_iou if o.objectness_smooth else torch.ones_like(tt_iou)
-            d_obj[tt_s] = o.obj_normalizer * (target - p_obj[tt_s])
         w_s = slot_of(w_b, w_a, w_j, w_i)
-        if w_s.numel():
-            uniq, inv = torch.unique(w_s, return_inverse=True)
-            pos = torch.arange(w_s.numel(), device=device)
-            if o.objectness_smooth:
-                pick = torch.full((uniq.numel(),), w_s.numel(), dtype=torch.long, device=device)
-                pick = pick.scatter_reduce(0, inv, pos, reduce="amin")
-                s = uniq[d_obj[uniq] == 0]
-                pick = pick[d_obj[uniq] == 0]
-                d_obj[s] = t_mult[w_t[pick]] * o.obj_normalizer * (1 - p_obj[s])
-            else:
-                pick = torch.full((uniq.numel(),), -1, dtype=torch.long, device=device)
-                pick = pick.scatter_reduce(0, inv, pos, reduce="amax")
-                d_obj[uniq] = t_mult[w_t[pick]] * o.obj_normalizer * (1 - p_obj[uniq])
-        flat[:, 4] = d_obj
+        flat[:, 4] = _objectness_writes(d_obj.reshape(-1), act[..., 4].reshape(-1), tt_s, tt_iou, w_s,
+                                        t_mult[w_t], o)
 
         # Classes: the first writer of a slot sets every class; later writers set only their own class.
         if all_s.numel():
-            act_flat = act.reshape(-1, depth)
-            uniq, inv = torch.unique(all_s, return_inverse=True)
-            pos = torch.arange(all_s.numel(), device=device)  # truth_thresh writers come first, then in order
-            first = torch.full((uniq.numel(),), all_s.numel(), dtype=torch.long, device=device)
-            first = first.scatter_reduce(0, inv, pos, reduce="amin")
-            f_cls = t_cls[all_t[first]]
-            f_mult = t_mult[all_t[first]]
-            cls_delta = _class_delta_full(act_flat[uniq, 5:], f_cls, o, f_mult)
-            if o.objectness_smooth:  # a truth_thresh writer then sets its class to iou^2 - p
-                from_tt = first < tt_s.numel()
-                r = torch.nonzero(from_tt).squeeze(1)
-                iou2 = tt_iou[first[r]] ** 2
-                cls_delta[r, f_cls[r]] = f_mult[r] * (iou2 - act_flat[uniq[r], 5 + f_cls[r]])
-            later = torch.ones(all_s.numel(), dtype=torch.bool, device=device)
-            later[first] = False
-            y1 = 1.0 * (1 - o.label_smooth_eps) + 0.5 * o.label_smooth_eps if o.label_smooth_eps else 1.0
-            l_row = inv[later]
-            l_cls = t_cls[all_t[later]]
-            cls_delta[l_row, l_cls] = (y1 - act_flat[uniq[l_row], 5 + l_cls]) * t_mult[all_t[later]]
+            uniq, cls_delta = _class_writes(act.reshape(-1, depth)[:, 5:], all_s, t_cls[all_t], t_mult[all_t],
+                                            tt_iou, o)
             flat[uniq, 5:] = cls_delta
             if o.iou_thresh < 1.0:
-                # Darknet averages the box delta of every slot with an objectness delta over its positive classes.
-                n_pos = (flat[:, 5:] > 0).sum(1)
-                avg = (flat[:, 4] != 0) & (n_pos > 0)
-                flat[avg, :4] /= n_pos[avg, None].float()
+                # Darknet averages the box delta of every slot with an objectness delta over its positive classes
+                # (class deltas are non-zero only at written slots).
+                n_pos = (cls_delta > 0).sum(1)
+                avg = (flat[uniq, 4] != 0) & (n_pos > 0)
+                flat[uniq[avg], :4] /= n_pos[avg, None].float()
 
         # Values: Darknet's cost terms (show_details=1): the squared deltas, and for the IoU losses the
         # summed 1 - IoU (1 - GIoU for giou) of the assignments with obj_normalizer on the rest. Box and class
