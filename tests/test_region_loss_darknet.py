@@ -250,3 +250,33 @@ def test_trainer_trains_a_region_cfg_and_tells_it_the_images_seen(tmp_path, monk
     trainer.fit()
     head = trainer.model.yolo_layers[0]
     assert isinstance(head.train_opts.coord_scale, float) and head.images_seen == 16
+
+
+@pytest.mark.parametrize("seed", [2, 4])  # softmax=1, softmax=0
+def test_region_eval_rows_equal_darknet_output(darknet, tmp_path, seed):
+    """Objectness and class scores equal Darknet's region output (softmax, or the raw values without it); boxes
+    equal Darknet's get_region_box on its (raw) coordinate outputs."""
+    cfg = tmp_path / "region.cfg"
+    cfg.write_text(random_region_cfg(random.Random(seed)))
+    model = Darknet(cfg)
+    randomize_model(model, seed)
+    model.eval()
+    weights = write_weights(model, tmp_path / "w.weights", 0)
+    x = np.random.RandomState(seed).rand(2, 3, 96, 128).astype(np.float32)
+    dump = darknet.forward(cfg, weights, x)
+    head = model.yolo_layers[0]
+    a, k = head.num_anchors, head.num_classes + 5
+    meta = dump.layers[-1]
+    h, w = meta.out_h, meta.out_w
+    # Darknet's CPU region output is laid out (cell, anchor, entry).
+    ref = dump.out(len(model.module_list) - 1).reshape(2, h, w, a, k).transpose(0, 3, 1, 2, 4)
+    with torch.no_grad():
+        ours = model(torch.from_numpy(x)).reshape(2, a, h, w, k).numpy()
+    np.testing.assert_allclose(ours[..., 4:], ref[..., 4:], rtol=1e-5, atol=1e-6)
+    cells = head.anchors_cells.numpy()
+    sig = 1 / (1 + np.exp(-ref[..., :2]))
+    cx = (np.arange(w)[None, None, None, :] + sig[..., 0]) / w * 128
+    cy = (np.arange(h)[None, None, :, None] + sig[..., 1]) / h * 96
+    bw = np.exp(ref[..., 2]) * cells[None, :, None, None, 0] / w * 128
+    bh = np.exp(ref[..., 3]) * cells[None, :, None, None, 1] / h * 96
+    np.testing.assert_allclose(ours[..., :4], np.stack([cx, cy, bw, bh], -1), rtol=1e-5, atol=1e-3)

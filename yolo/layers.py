@@ -311,7 +311,7 @@ class RegionLayer(nn.Module):
 
     Anchors are given in grid cells; ``anchors`` here is kept in input pixels of the cfg's
     [net] size for the loss, while the decode uses cells: w = exp(tw) * anchor_cells / W * input_w.
-    Objectness is logistic; classes are a softmax when ``softmax=1`` (else logistic).
+    Objectness is logistic; classes are a softmax when ``softmax=1``, else left raw (as Darknet's region layer).
 
     Training (yolo/region_loss.py) reads ``train_opts`` (the section's training options, set by the builder) and
     ``images_seen`` (images trained on, the current batch included; the trainer keeps it up to date through
@@ -350,5 +350,6 @@ class RegionLayer(nn.Module):
         xy = (torch.sigmoid(raw[..., 0:2]) + grid) / cells * size
         wh = torch.exp(raw[..., 2:4]) * self.anchors_cells.to(x.dtype).reshape(1, -1, 1, 1, 2) / cells * size
         obj = torch.sigmoid(raw[..., 4:5])
-        cls = torch.softmax(raw[..., 5:], -1) if self.softmax else torch.sigmoid(raw[..., 5:])
+        # Without softmax Darknet's forward_region_layer leaves the class outputs as they are (no logistic).
+        cls = torch.softmax(raw[..., 5:], -1) if self.softmax else raw[..., 5:]
         return torch.cat((xy, wh, obj, cls), -1).reshape(n, a * h * w, k)
