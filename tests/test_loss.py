@@ -35,6 +35,7 @@ class Opts:
     obj_normalizer: float = 1.0
     cls_normalizer: float = 1.0
     label_smooth_eps: float = 0.0
+    counters_per_class: str = ""
 
 
 class FakeHead:
@@ -635,3 +636,33 @@ def test_ignore_decode_matches_the_heads_eval_decode(new_coords, scale_x_y):
     act = darknet_output(raw, YoloLossOptions.of(head))
     got = darknet_boxes(act, (head.anchors / size).view(1, 3, 1, 1, 2), gx, gy, (4, 6), new_coords)
     torch.testing.assert_close(got * torch.cat((size, size)), expected)
+
+
+def test_head_types_dispatch_to_their_registered_loss():
+    class OtherHead(FakeHead):
+        pass
+
+    class UnknownHead:
+        num_classes = NUM_CLASSES
+
+    calls = []
+
+    def other_loss(head, out, targets, keep, img_size_hw):
+        calls.append((type(head).__name__, tuple(out.shape), int(keep.sum()), img_size_hw))
+        zero = out.sum() * 0.0
+        return zero + 1.0, zero + 2.0, zero + 3.0, 7
+
+    register_head_loss(OtherHead)(other_loss)
+    heads = [FakeHead(MASKS[0]), OtherHead(MASKS[1])]
+    outputs = random_outputs(torch.Generator().manual_seed(0), heads + [FakeHead(MASKS[2])], 2)[:2]
+    targets = torch.tensor([[0, 1, 30.0, 20.0, 12.0, 18.0]])
+    loss, parts = YoloLoss(FakeModel(heads))(outputs, targets, IMG_HW)
+    assert calls == [("OtherHead", tuple(outputs[1].shape), 1, IMG_HW)]
+    assert parts["num_targets"] >= 7  # the other head's count is added to the [yolo] head's
+    with pytest.raises(ValueError, match="UnknownHead"):
+        YoloLoss(FakeModel([UnknownHead()]))
+
+
+def test_counters_per_class_of_the_wrong_length_is_refused():
+    with pytest.raises(ValueError, match="head 0: counters_per_class has 2 values but classes=3"):
+        YoloLoss(FakeModel([FakeHead(MASKS[0], counters_per_class="5,7")]))

@@ -38,6 +38,8 @@ objectness and classes unless ``new_coords=1``, where the conv before applied it
   ``max_delta``), else 1. Darknet applies ``cls_normalizer`` only then, to the truth's class delta.
 * With ``iou_thresh < 1`` every slot with an objectness delta has its box delta divided by its number of
   positive class deltas.
+* ``random`` and ``resize`` change the network's input size, not this loss; ``show_details=0`` changes only
+  Darknet's printed cost (to ``sum(delta^2)``), not the delta.
 
 **Surrogate terms.** The x/y rule and ``dx_box_iou`` are not the gradient of any simple loss, so the delta is
 built in closed form (without autograd) and each term is ``value + s - s.detach()`` with the surrogate
@@ -353,7 +355,10 @@ def check_yolo_head(head, index: int) -> None:
     kind = str(head.opts.iou_loss).lower()
     if kind not in IOU_LOSSES:
         raise ValueError(f"head {index}: iou_loss={head.opts.iou_loss!r} is not one of {', '.join(IOU_LOSSES)}")
-    YoloLossOptions.of(head)
+    try:
+        YoloLossOptions.of(head)
+    except ValueError as exc:
+        raise ValueError(f"head {index}: {exc}") from None
 
 
 def darknet_output(out: Tensor, o: YoloLossOptions) -> Tensor:
