@@ -217,7 +217,7 @@ def test_training_steps_lower_the_gaussian_loss(assets, tmp_path):
 def darknet_gaussian_detections(head_out: np.ndarray, head: GaussianYOLOLayer, input_hw, thresh: float):
     """Plain transcription of Darknet's get_gaussian_yolo_detections on its layer output (one image,
     Float[A*(9+C), H, W]): rows (score, class, cx, cy, w, h in input pixels, 4 sigmas) for every class whose
-    ``objectness * p * (1 - mean sigma)`` exceeds ``thresh``; boxes for the default yolo_point=center."""
+    ``objectness * p * (1 - mean sigma)`` exceeds ``thresh``; get_gaussian_yolo_box's yolo_point shifts."""
     in_h, in_w = input_hw
     k = 9 + head.num_classes
     _, grid_h, grid_w = head_out.shape
@@ -231,6 +231,9 @@ def darknet_gaussian_detections(head_out: np.ndarray, head: GaussianYOLOLayer, i
                     continue
                 box = [(col + v[0]) / grid_w * in_w, (row + v[2]) / grid_h * in_h,
                        np.exp(v[4]) * anchors[anchor, 0], np.exp(v[6]) * anchors[anchor, 1]]
+                shift = {"center": 0.0, "left_top": 0.5, "right_bottom": -0.5}[head.opts.yolo_point]
+                box[0] += shift * box[2]
+                box[1] += shift * box[3]
                 uc = v[[1, 3, 5, 7]]
                 for j in range(head.num_classes):
                     prob = v[8] * v[9 + j] * (1.0 - uc.mean())
@@ -239,21 +242,26 @@ def darknet_gaussian_detections(head_out: np.ndarray, head: GaussianYOLOLayer, i
     return np.array(sorted(rows, key=lambda r: -r[0]), dtype=np.float64).reshape(-1, 10)
 
 
-@pytest.fixture
-def small_gaussian(tmp_path):
-    """A random one-head [Gaussian_yolo] cfg (yolo_point=center) with random weights: (cfg, weights, model)."""
-    cfg, _ = write_cfg(tmp_path, 16)  # center, 3 classes
+def small_gaussian_model(tmp_path, seed: int = 16):
+    """A random one-head [Gaussian_yolo] cfg with random weights: (cfg, weights, model)."""
+    cfg, _ = write_cfg(tmp_path, seed)
     model = Darknet(cfg)
     randomize_model(model, 5)
     return cfg, write_weights(model, tmp_path / "small.weights", 0), model
 
 
-def test_detector_returns_darknet_detections_with_sigmas(darknet, assets, small_gaussian):
+@pytest.fixture
+def small_gaussian(tmp_path):
+    return small_gaussian_model(tmp_path)  # yolo_point=center, 3 classes
+
+
+@pytest.mark.parametrize("seed", [16, 4, 29])  # yolo_point center, left_top, right_bottom
+def test_detector_returns_darknet_detections_with_sigmas(darknet, assets, tmp_path, seed):
     """Every (box, class) Darknet's rule keeps (no NMS: iou_thres=1) with its score, box and uncertainties."""
     import cv2
     from yolo.detector import Detector, preprocess
 
-    cfg, weights, model = small_gaussian
+    cfg, weights, model = small_gaussian_model(tmp_path, seed)
     image = cv2.resize(cv2.imread(str(assets("images/dog.jpg"))), (128, 128))  # no letterbox padding
     thresh = 0.05
     detector = Detector(cfg, weights, img_size=128, conf_thres=thresh, iou_thres=1.0, multi_label=True,
