@@ -147,7 +147,6 @@ def test_random_head_activation_matches_darknet(darknet, tmp_path, seed):
 def test_builder_checks_options(tmp_path):
     cfg, text = write_cfg(tmp_path, 5, classes=3)
     bad = tmp_path / "bad.cfg"
-    bad.write_text(text.replace("filters=", "filters=1", 1).replace("[Gaussian_yolo]", "[Gaussian_yolo]"))
     line = text.splitlines().index("[Gaussian_yolo]") + 1
     bad.write_text(text.replace("classes=3", "classes=4"))
     with pytest.raises(CfgError, match=rf"bad\.cfg:{line}: \[gaussian_yolo\].*\(classes\+9\)\*len\(mask\)"):

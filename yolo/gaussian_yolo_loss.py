@@ -128,7 +128,7 @@ def gaussian_yolo_loss(head: GaussianYOLOLayer, out: Tensor, targets: Tensor, ke
     The ``box`` term holds the four coordinates and their four uncertainties.
     """
     opts = head.opts
-    batch, num_anchors, grid_h, grid_w, depth = out.shape
+    batch, num_anchors, grid_h, grid_w, _ = out.shape
     num_classes = head.num_classes
     device = out.device
     height, width = img_size_hw

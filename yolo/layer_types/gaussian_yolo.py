@@ -179,11 +179,6 @@ def build_gaussian_yolo(section: Section, shapes: List[Shape], prev: Shape) -> L
 
 
 # -------------------------------------------------------------------------------------------- post-processing
-def split_gaussian_rows(predictions: torch.Tensor, num_classes: int):
-    """Eval rows Float[N, B, 9+C] -> (rows Float[N, B, 5+C] as a [yolo] head's, sigmas Float[N, B, 4])."""
-    return predictions[..., :5 + num_classes], predictions[..., 5 + num_classes:5 + num_classes + 4]
-
-
 def postprocess_gaussian(predictions: torch.Tensor, num_classes: int, conf_thres: float = 0.25,
                          iou_thres: float = 0.45, classes: Optional[Sequence[int]] = None, agnostic: bool = False,
                          multi_label: bool = False, max_det: int = 300, nms_kind: str = "default",
