@@ -320,12 +320,12 @@ def test_export_onnx_and_torchscript_verified(small_gaussian, tmp_path):
 def test_postprocess_gaussian_uses_darknet_score_rule():
     """One row by hand: score = objectness * p * (1 - mean sigma), thresholded strictly."""
     row = torch.tensor([[[50.0, 40.0, 20.0, 10.0, 0.8, 0.5, 0.9, 0.1, 0.2, 0.3, 0.4]]])
-    (det,) = postprocess_gaussian(row, 2, conf_thres=0.1)
+    (det,) = postprocess_gaussian(row, conf_thres=0.1)
     assert det["labels"].tolist() == [1]
     assert det["scores"].item() == pytest.approx(0.8 * 0.9 * (1 - 0.25))
     assert det["boxes"].tolist() == [[40.0, 35.0, 60.0, 45.0]]
     assert det["box_sigmas"][0].tolist() == pytest.approx([0.1, 0.2, 0.3, 0.4])
-    (none,) = postprocess_gaussian(row, 2, conf_thres=0.8)
+    (none,) = postprocess_gaussian(row, conf_thres=0.8)
     assert none["boxes"].shape == (0, 4) and none["box_sigmas"].shape == (0, 4)
 
 
@@ -340,3 +340,36 @@ def test_detector_takes_nms_kind_from_a_last_gaussian_head(tmp_path):
         cfg.write_text(text.replace("[Gaussian_yolo]\n", f"[Gaussian_yolo]\nnms_kind={kind}\nbeta_nms=0.7\n"))
         detector = Detector(cfg, None, img_size=128, device="cpu", fast=False)
         assert detector.nms_kind == expected
+
+
+def test_evaluation_scores_gaussian_rows_by_darknet_rule():
+    """evaluate_model on [Gaussian_yolo] rows: the four sigmas are not taken for classes, and the score is
+    objectness * p * (1 - mean sigma)."""
+    from test_evaluation import make_gt
+    from yolo.evaluation import Evaluator, evaluate_model
+    from yolo.layer_types.gaussian_yolo import GaussianYoloOptions
+    from yolo.ops import LetterboxInfo
+
+    class RowsEcho(torch.nn.Module):
+        def __init__(self, rows):
+            super().__init__()
+            self.rows = rows
+            self.weight = torch.nn.Parameter(torch.zeros(1))
+            self.yolo_layers = [GaussianYOLOLayer(torch.ones(2), [0], 3, GaussianYoloOptions())]
+
+        def forward(self, x):
+            return self.rows
+
+    gt = make_gt(7, [[40, 30, 200, 150], [300, 200, 400, 300]], [2, 0], (416, 416))
+    rows = torch.zeros(1, 5, 9 + 3)
+    for j, ((x1, y1, x2, y2), label) in enumerate(zip(gt["boxes"].tolist(), gt["labels"].tolist())):
+        rows[0, j, :5] = torch.tensor([(x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1, 0.9])
+        rows[0, j, 5 + label] = 0.8
+        rows[0, j, 8:] = 0.2  # sigmas: as class probabilities they would add wrong detections
+    info = {"image_id": 7, "shape": (416, 416), "letterbox": LetterboxInfo(1.0, 1.0, 0.0, 0.0)}
+    evaluator = Evaluator(["a", "b", "c"], [gt])
+    metrics = evaluate_model(RowsEcho(rows), [(torch.rand(1, 3, 416, 416), torch.zeros(0, 6), [info])], evaluator,
+                             conf_thres=0.001, iou_thres=0.6, progress=False)
+    assert metrics["num_detections"] == 2 and metrics["mAP50_95"] == pytest.approx(1.0)
+    scores = sorted(r["score"] for r in evaluator.results_json())
+    assert scores == pytest.approx([0.9 * 0.8 * 0.8] * 2)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import copy
 import logging
 import time
-from functools import partial
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
@@ -516,7 +515,7 @@ class Detector:
     def postprocess(self, predictions: torch.Tensor, infos: Sequence[LetterboxInfo],
                     shapes: Sequence[Tuple[int, int]]) -> List[Dict]:
         """Model output ``Float[N, B, 5+C]`` -> per-image detections in original pixels (CPU tensors)."""
-        select = partial(postprocess_gaussian, num_classes=self.num_classes) if self.gaussian else postprocess
+        select = postprocess_gaussian if self.gaussian else postprocess
         dets = select(predictions.float(), conf_thres=self.conf_thres, iou_thres=self.iou_thres, classes=self.classes,
                       agnostic=self.agnostic, multi_label=self.multi_label, max_det=self.max_det,
                       nms_kind=self.nms_kind, beta_nms=self.beta_nms)

@@ -736,10 +736,14 @@ def evaluate_model(
     """
     from tqdm import tqdm
 
+    from .layer_types.gaussian_yolo import GaussianYOLOLayer, postprocess_gaussian
     from .ops import nms_settings, postprocess, scale_boxes_to_original
 
     # Darknet's own NMS variant for the cfg (its last [yolo]'s nms_kind / beta_nms).
     nms_kind, beta_nms = nms_settings(getattr(getattr(model, "module", model), "sections", ()))
+    # [Gaussian_yolo] rows end with four uncertainties, which Darknet's score for them uses.
+    heads = getattr(getattr(model, "module", model), "yolo_layers", ())
+    select = postprocess_gaussian if any(isinstance(h, GaussianYOLOLayer) for h in heads) else postprocess
     if device is None:
         device = next(model.parameters()).device
     device = torch.device(device)
@@ -768,8 +772,8 @@ def evaluate_model(
                     raise TypeError("the model returned raw head maps: is it an eval-mode Darknet detector?")
                 _sync(device)
                 t2 = time.perf_counter()
-                dets = postprocess(preds.float(), conf_thres, iou_thres, multi_label=multi_label, max_det=max_det,
-                                   nms_kind=nms_kind, beta_nms=beta_nms)
+                dets = select(preds.float(), conf_thres, iou_thres, multi_label=multi_label, max_det=max_det,
+                              nms_kind=nms_kind, beta_nms=beta_nms)
                 image_ids, out = [], []
                 for det, info in zip(dets, infos):
                     shape = _info_get(info, "shape", "original_shape", "orig_shape")

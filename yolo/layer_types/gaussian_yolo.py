@@ -179,20 +179,20 @@ def build_gaussian_yolo(section: Section, shapes: List[Shape], prev: Shape) -> L
 
 
 # -------------------------------------------------------------------------------------------- post-processing
-def postprocess_gaussian(predictions: torch.Tensor, num_classes: int, conf_thres: float = 0.25,
-                         iou_thres: float = 0.45, classes: Optional[Sequence[int]] = None, agnostic: bool = False,
+def postprocess_gaussian(predictions: torch.Tensor, conf_thres: float = 0.25, iou_thres: float = 0.45,
+                         classes: Optional[Sequence[int]] = None, agnostic: bool = False,
                          multi_label: bool = False, max_det: int = 300, nms_kind: str = "default",
                          beta_nms: float = 0.6) -> List[Dict[str, torch.Tensor]]:
     """Eval rows Float[N, B, 9+C] of Gaussian heads -> one dict per image, as :func:`yolo.ops.postprocess`
-    (``boxes`` Float[K, 4] xyxy input pixels, ``scores``, ``labels``) plus ``box_sigmas`` Float[K, 4]
-    (sigma_tx, sigma_ty, sigma_tw, sigma_th of each kept box).
+    (same arguments; ``boxes`` Float[K, 4] xyxy input pixels, ``scores``, ``labels``) plus ``box_sigmas``
+    Float[K, 4] (sigma_tx, sigma_ty, sigma_tw, sigma_th of each kept box).
 
     Darknet's rule (get_gaussian_yolo_detections): a box is a candidate when ``objectness > conf_thres``; a class
-    scores ``objectness * p_class * (1 - mean sigma)`` and is kept when that is ``> conf_thres``. The other
-    arguments mean what they mean for :func:`yolo.ops.postprocess`.
+    scores ``objectness * p_class * (1 - mean sigma)`` and is kept when that is ``> conf_thres``.
     """
-    if predictions.dim() != 3 or predictions.shape[-1] != NUM_BOX_ENTRIES + num_classes:
-        raise ValueError(f"predictions must be [N, B, 9 + {num_classes}], got {tuple(predictions.shape)}")
+    if predictions.dim() != 3 or predictions.shape[-1] < NUM_BOX_ENTRIES + 1:
+        raise ValueError(f"predictions must be [N, B, 9 + C], got {tuple(predictions.shape)}")
+    num_classes = predictions.shape[-1] - NUM_BOX_ENTRIES
     class_filter = None if classes is None else torch.as_tensor(list(classes), dtype=torch.int64,
                                                                    device=predictions.device)
     results = []
@@ -205,8 +205,10 @@ def postprocess_gaussian(predictions: torch.Tensor, num_classes: int, conf_thres
             box_idx, labels = (scores_all > conf_thres).nonzero(as_tuple=True)
             scores = scores_all[box_idx, labels]
         else:
-            scores, labels = scores_all.max(dim=1) if len(pred) else (scores_all.new_zeros(0),
-                                                                         torch.zeros(0, dtype=torch.int64))
+            if len(pred):
+                scores, labels = scores_all.max(dim=1)
+            else:
+                scores, labels = scores_all.new_zeros(0), torch.zeros(0, dtype=torch.int64, device=pred.device)
             box_idx = (scores > conf_thres).nonzero().squeeze(1)
             scores, labels = scores[box_idx], labels[box_idx]
         if class_filter is not None:
@@ -226,4 +228,6 @@ def postprocess_gaussian(predictions: torch.Tensor, num_classes: int, conf_thres
             "box_sigmas": sigmas[box_idx][keep].to(predictions.dtype),
         })
     return results
+
+
 from .. import gaussian_yolo_loss  # noqa: E402,F401  (registers the head's training loss)
