@@ -713,6 +713,7 @@ class Trainer:
     @torch.no_grad()
     def _log_predictions(self, model: nn.Module, step: int) -> None:
         """A few validation images with their predicted boxes (input pixels), to TensorBoard."""
+        from ..layer_types.gaussian_yolo import GaussianYOLOLayer, postprocess_gaussian
         from ..ops import postprocess
         from ..visualize import draw_detections
 
@@ -724,7 +725,9 @@ class Trainer:
         was_training = model.training
         model.eval()
         try:
-            dets = postprocess(model(images).float(), conf_thres=0.25, iou_thres=0.45)
+            gaussian = any(isinstance(h, GaussianYOLOLayer) for h in self.model.yolo_layers)  # rows with 4 sigmas
+            dets = (postprocess_gaussian if gaussian else postprocess)(model(images).float(), conf_thres=0.25,
+                                                                       iou_thres=0.45)
         finally:
             model.train(was_training)
         drawn = []
