@@ -123,7 +123,7 @@ def make_upsample(net: Net, rng: random.Random) -> Optional[str]:
     if 2 * max(h, w) > MAX_SIDE:
         return None
     net.shapes.append((c, 2 * h, 2 * w))
-    return "[upsample]\nstride=2"
+    return "[upsample]\nstride=2" + (f"\nscale={rng.choice([0.5, 2.0])}" if rng.random() < 0.3 else "")
 
 
 def make_route(net: Net, rng: random.Random) -> Optional[str]:
@@ -175,13 +175,15 @@ def make_yolo(net: Net, rng: random.Random) -> Optional[str]:
     classes, masks = rng.randint(1, 3), rng.randint(1, 3)
     anchors = [rng.randint(4, 60) for _ in range(2 * 4)]
     mask = sorted(rng.sample(range(4), masks))
-    conv = make_convolutional(net, rng, filters=(classes + 5) * masks, size=1, activation="linear")
+    new_coords = rng.random() < 0.3  # the conv then applies the logistic, the head none
+    conv = make_convolutional(net, rng, filters=(classes + 5) * masks, size=1,
+                              activation="logistic" if new_coords else "linear")
     net.types.append("convolutional")
     net.sections.append(conv)
     net.shapes.append(net.shape)
     scale = rng.choice([1.0, 1.05, 1.2])
     return "\n".join(["[yolo]", f"mask={','.join(map(str, mask))}", f"anchors={','.join(map(str, anchors))}",
-                      f"classes={classes}", "num=4", f"scale_x_y={scale}"])
+                      f"classes={classes}", "num=4", f"scale_x_y={scale}", f"new_coords={int(new_coords)}"])
 
 
 def make_rnn(net: Net, rng: random.Random) -> Optional[str]:
@@ -405,13 +407,16 @@ def randomize_weights(model: torch.nn.Module, seed: int) -> None:
 
 def yolo_output(head_input: np.ndarray, head) -> np.ndarray:
     """Darknet's [yolo] layer output for its input Float[N, A*(5+C), H, W]: logistic on x, y, objectness and
-    classes, x and y then scaled by scale_x_y around 0.5 (src/yolo_layer.c ``forward_yolo_layer``)."""
+    classes (none with new_coords=1), x and y then scaled by scale_x_y around 0.5 (src/yolo_layer.c
+    ``forward_yolo_layer``)."""
     n, _, h, w = head_input.shape
     x = head_input.reshape(n, -1, 5 + head.num_classes, h, w).copy()
     s = head.opts.scale_x_y
-    logistic = 1 / (1 + np.exp(-x))
-    x[:, :, 0:2] = logistic[:, :, 0:2] * s - 0.5 * (s - 1)
-    x[:, :, 4:] = logistic[:, :, 4:]
+    if not head.opts.new_coords:
+        logistic = 1 / (1 + np.exp(-x))
+        x[:, :, 0:2] = logistic[:, :, 0:2]
+        x[:, :, 4:] = logistic[:, :, 4:]
+    x[:, :, 0:2] = x[:, :, 0:2] * s - 0.5 * (s - 1)
     return x.reshape(head_input.shape)
 
 
