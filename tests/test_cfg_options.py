@@ -87,9 +87,8 @@ def test_neutral_values_pass():
 def test_head_options_and_opt_in():
     sections = _sections(head_extra="random=1\n")
     heads = [s for s in sections if s.type == "yolo"]
-    with pytest.raises(CfgError, match=r"train.cfg:18: \[yolo\] option 'random=1' is not implemented for training"):
-        resolve_hyp(sections[0], heads, None, {})
-    # Naming this framework's multi-scale in --hyp is an explicit choice: the cfg key is then accepted.
+    # random=1 trains with Darknet's size rule (yolo.data.darknet_multiscale); --hyp may choose ours or none.
+    assert resolve_hyp(sections[0], heads, None, {})["multi_scale"] == {"random": 1.0, "resize_step": 32}
     assert resolve_hyp(sections[0], heads, {"multi_scale": True}, {})["multi_scale"] is True
     assert resolve_hyp(sections[0], heads, {"multi_scale": False}, {})["multi_scale"] is False
     mosaic = _sections("mosaic=1\n")
@@ -107,15 +106,14 @@ def test_darknet_pipeline_settings_come_from_the_cfg():
 
 
 def test_shipped_cfgs_detect_but_refuse_training(assets):
-    """yolov4.cfg (mosaic=1, random=1) still builds for inference; training names its first refused key."""
+    """yolov4.cfg (mosaic=1) still builds for inference; training names its first refused key."""
     cfg = assets("cfg/yolov4.cfg")
     Darknet(cfg)  # no error: inference never consults the table
     errors = refusals(parse_cfg(cfg))
-    assert [e.problem.split("'")[1] for e in errors] == ["mosaic=1", "random=1"]  # random=1 in the last [yolo]
+    assert [e.problem.split("'")[1] for e in errors] == ["mosaic=1"]  # random=1 (last [yolo]) is trained
     assert str(errors[0]).startswith(f"{cfg}:25: [net] option 'mosaic=1'")
     check_training_options(parse_cfg(assets("cfg/yolov4-tiny.cfg")))  # nothing refused there
-    v2 = refusals(parse_cfg(assets("cfg/yolov2.cfg")))  # [region] heads are checked too
-    assert [e.problem.split("'")[1] for e in v2] == ["random=1"] and "[region]" in str(v2[0])
+    check_training_options(parse_cfg(assets("cfg/yolov2.cfg")))  # [region] with random=1: trained too
 
 
 def test_keys_outside_darknet_still_warn(caplog):

@@ -111,8 +111,7 @@ NET_OPTIONS: Dict[str, CfgOption] = {
     "contrastive_color": _r("contrastive learning", ("0",), _REMOVE),
     "unsupervised": _r("unsupervised contrastive learning", ("0",), _REMOVE),
     # multi-scale, sequences, robustness tricks
-    "resize_step": _r("size step of Darknet's random=1 resizing", ("32",),
-                      "remove resize_step (multi-scale uses the network stride)", ("multi_scale",)),
+    "resize_step": _t("size step of the random multi-scale sizes (yolo.data.darknet_multiscale)"),
     "dynamic_minibatch": _r("changes the batch with the input size under random=1", ("0",), _REMOVE),
     "track": _r("sequence (video) training", ("0",), _REMOVE),
     "time_steps": _r("recurrent sequence training", ("1",), "set time_steps=1"),
@@ -143,9 +142,8 @@ YOLO_OPTIONS: Dict[str, CfgOption] = {
     "max": _t(_AUGMENT + ": at most max truths per image, a random subset (fill_truth_detection)"),
     "jitter": _t(_AUGMENT + ": crop jitter (the last layer's, as train_detector)"),
     "resize": _t(_AUGMENT + ": random zoom of the crop (the last layer's)"),
-    "random": _r("Darknet's multi-scale draws rand_scale(random or 1.4) and rounds to resize_step + 1 step",
-                 ("0",), "set random=0, or add 'multi_scale: true' to --hyp for this framework's multi-scale "
-                 "(a different size rule: uniform in multi_scale_range)", ("multi_scale",)),
+    "random": _t("multi-scale: a size drawn every 10 updates by Darknet's rule, images loaded at it "
+                 "(yolo.data.darknet_multiscale; the last head's; 'multi_scale' in --hyp overrides)"),
     "nms_kind": _i("detection only: yolo.ops.nms"), "beta_nms": _i("detection only: yolo.ops.nms"),
     "show_details": _i("console output"),
     "map": _r("class remapping for the loss", (), "remove map"),

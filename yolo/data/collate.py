@@ -1,4 +1,4 @@
-"""Batching: the collate function, batch resizing and Darknet-style multi-scale sizes.
+"""Batching: the collate function, batch resizing and this framework's own multi-scale sizes.
 
 Batch format (what the loss and the trainer consume)::
 
@@ -68,7 +68,9 @@ def resize_batch(images: torch.Tensor, targets: torch.Tensor, size_hw: Tuple[int
 
 
 class MultiScale:
-    """Darknet's ``random=1``: a new input size every ``every`` batches, deterministic under ``seed``.
+    """This framework's own multi-scale rule (``multi_scale: true`` in ``--hyp``; the cfg's ``random`` follows
+    Darknet's rule, :mod:`yolo.data.darknet_multiscale`): a new input size every ``every`` batches,
+    deterministic under ``seed``.
 
     The size for batch ``b`` depends only on ``(seed, b // every)``: a factor is drawn uniformly from
     ``[low, high]`` and each side of ``base_hw`` is scaled by it and rounded to a multiple of

@@ -127,16 +127,18 @@ class DetectionDataset(Dataset):
             image = cv2.resize(image, (record.width, record.height), interpolation=cv2.INTER_LINEAR)
         return image, record.boxes.copy(), record.labels.copy()
 
-    def __getitem__(self, index: int):
+    def __getitem__(self, item):
+        """Item ``index`` at ``img_size``, or ``(index, (h, w))`` at that size (multi-scale batches)."""
+        index, size_hw = (item, self.img_size) if isinstance(item, (int, np.integer)) else item
         record = self.records[index]
         if self.augment:
             rng = item_rng(self.seed, self.epoch, index)
             image, boxes, labels, matrix = train_transform(self.load_sample, index, len(self), rng,
-                                                           self.img_size, self.hyp)
+                                                           size_hw, self.hyp)
             letterbox = matrix_to_letterbox(matrix) if matrix is not None else None
         else:
             image, boxes, labels = self.load_sample(index)
-            image, boxes, letterbox = letterbox_sample(image, boxes, self.img_size, self.hyp["fill"])
+            image, boxes, letterbox = letterbox_sample(image, boxes, size_hw, self.hyp["fill"])
             matrix = np.array([[letterbox.scale_x, 0, letterbox.pad_x],
                                [0, letterbox.scale_y, letterbox.pad_y], [0, 0, 1]], np.float64)
         targets = torch.zeros((len(labels), 6), dtype=torch.float32)

@@ -1,7 +1,7 @@
 """A DataLoader with the project's collate and a seeded shuffle."""
 from __future__ import annotations
 
-from typing import Iterator, Optional
+from typing import Callable, Iterator, List, Optional, Tuple
 
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
@@ -28,6 +28,36 @@ class EpochShuffleSampler(Sampler[int]):
         return self.num_items
 
 
+class SizedBatchSampler(Sampler[List[Tuple[int, Tuple[int, int]]]]):
+    """Mini-batches of ``(index, (h, w))``: every image of mini-batch ``i`` is loaded at ``size_of(first + i)``.
+
+    This is how a multi-scale size reaches the dataset (and its worker processes) before the images are
+    decoded and augmented, as Darknet loads a resized batch at the new size rather than scaling it after.
+    ``first`` is the run-wide index of the first mini-batch (a resumed epoch starts past 0).
+    """
+
+    def __init__(self, sampler: Sampler[int], batch_size: int, size_of: Callable[[int], Tuple[int, int]],
+                 first: int = 0):
+        self.sampler, self.batch_size, self.size_of, self.first = sampler, int(batch_size), size_of, int(first)
+
+    def __iter__(self):
+        batch: List[int] = []
+        number = self.first
+        for index in self.sampler:
+            batch.append(index)
+            if len(batch) == self.batch_size:  # whole mini-batches only (drop_last)
+                hw = tuple(int(v) for v in self.size_of(number))
+                yield [(i, hw) for i in batch]
+                batch, number = [], number + 1
+
+    def __len__(self) -> int:
+        return len(self.sampler) // self.batch_size
+
+    def set_epoch(self, epoch: int) -> None:
+        if hasattr(self.sampler, "set_epoch"):
+            self.sampler.set_epoch(epoch)
+
+
 def set_epoch(loader: DataLoader, epoch: int) -> None:
     """Select ``epoch``'s shuffle (sampler) and augmentation (dataset) before iterating ``loader``."""
     for obj in (loader.sampler, getattr(loader, "batch_sampler", None), loader.dataset):
@@ -37,18 +67,29 @@ def set_epoch(loader: DataLoader, epoch: int) -> None:
 
 def create_dataloader(dataset: Dataset, batch_size: int, shuffle: bool = False, num_workers: int = 0,
                       seed: int = 0, drop_last: bool = False, sampler: Optional[Sampler] = None,
-                      pin_memory: bool = False) -> DataLoader:
+                      pin_memory: bool = False,
+                      size_of: Optional[Callable[[int], Tuple[int, int]]] = None, first_batch: int = 0
+                      ) -> DataLoader:
     """``DataLoader`` yielding ``(images Float[B,3,H,W], targets Float[M,6], infos)``.
 
     The shuffle order is a function of ``(seed, epoch)`` (:class:`EpochShuffleSampler`) and the
     augmentation comes from the dataset's per-item seeding, so batches do not depend on
     ``num_workers`` and a resumed run sees the same data. Call :func:`set_epoch` before each
     epoch. Pass a ``sampler`` (e.g. ``DistributedSampler``) for DDP; ``shuffle`` is then ignored.
+    With ``size_of`` (multi-scale: run-wide mini-batch index -> ``(h, w)``), the images of each mini-batch
+    are loaded at that size (:class:`SizedBatchSampler`, whole mini-batches only); ``first_batch`` is the
+    run-wide index of the first one.
     """
     if sampler is None and shuffle:
         sampler = EpochShuffleSampler(len(dataset), seed)
     generator = torch.Generator()
     generator.manual_seed(int(seed))
+    if size_of is not None:
+        if sampler is None:
+            sampler = torch.utils.data.SequentialSampler(dataset)
+        batches = SizedBatchSampler(sampler, batch_size, size_of, first_batch)
+        return DataLoader(dataset, batch_sampler=batches, num_workers=num_workers, collate_fn=collate_fn,
+                          pin_memory=pin_memory, generator=generator, persistent_workers=False)
     return DataLoader(
         dataset,
         batch_size=batch_size,

@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 TRAINER_DEFAULTS: Dict[str, Any] = {
     "epochs": None,             # None: enough epochs to reach max_batches updates
     "max_steps_per_epoch": None,  # cap on optimizer updates per epoch (None: the whole split)
-    "multi_scale": None,        # None: on when a [yolo] head has random=1 (Darknet's rule)
+    "multi_scale": None,        # None: the cfg's random (Darknet's rule); true: ours (multi_scale_range)
     "multi_scale_range": [0.7, 1.3],  # input side factor range for multi-scale
     "multi_scale_every": 10,    # mini-batches between size changes (Darknet: 10)
     "augment": {},              # overrides for yolo.data.transforms (hue, saturation, mosaic, ...)
@@ -209,9 +209,7 @@ def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, 
         raise ConfigError("the run length is unknown: give --epochs (or epochs in --hyp), or max_batches in [net]")
     if not isinstance(hyp["augment"], dict):
         raise ConfigError(f"{where}: 'augment' must be a mapping of augmentation settings")
-    if hyp["multi_scale"] is None:
-        hyp["multi_scale"] = any(h.get_int("random", 0) for h in heads)
-    hyp["multi_scale"] = bool(hyp["multi_scale"])
+    hyp["multi_scale"] = _multi_scale(hyp["multi_scale"], net, heads, where)
     low, high = (float(v) for v in hyp["multi_scale_range"])
     hyp["multi_scale_range"] = [low, high]
     try:
@@ -219,6 +217,32 @@ def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, 
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     return hyp
+
+
+def _multi_scale(value: Any, net, heads: Sequence, where: str) -> Union[bool, Dict[str, Any]]:
+    """``multi_scale`` resolved: ``{"random": r, "resize_step": s}`` for Darknet's rule
+    (yolo.data.darknet_multiscale; from the cfg when not named), ``True`` for this framework's own rule
+    (uniform in ``multi_scale_range``), ``False`` for none."""
+    from ..cfg_options import last_head
+
+    if value is None:  # the cfg decides, as train_detector: the last head's random (a float), [net] resize_step
+        head = last_head(heads)
+        random = head.get_float("random", 0.0) if head is not None else 0.0
+        if not random:
+            return False
+        if random < 0:
+            raise head.error(f"random={random:g} must not be negative (Darknet would draw sizes below zero)", "random")
+        step = int(net.get_float("resize_step", 32))  # Darknet stores the float in an int
+        if step < 1:
+            raise net.error(f"resize_step={step} must be at least 1 (random={random:g} resizes in its steps)",
+                            "resize_step")
+        return {"random": random, "resize_step": step}
+    if isinstance(value, dict):  # a saved run's resolved value
+        if set(value) != {"random", "resize_step"} or not value["random"] or int(value["resize_step"]) < 1:
+            raise ConfigError(f"{where}: multi_scale as a mapping needs random (non-zero) and resize_step (>= 1), "
+                              f"got {value}")
+        return {"random": float(value["random"]), "resize_step": int(value["resize_step"])}
+    return bool(value)
 
 
 __all__ = ["ConfigError", "NET_KEYS", "TRAINER_DEFAULTS", "TrainOptions", "read_hyp", "resolve_hyp"]

@@ -403,8 +403,16 @@ class Trainer:
         if workers is None:
             workers = min(4, max(0, (os.cpu_count() or 1) - 1))
         self.workers = int(workers)
+        # Multi-scale: run-wide mini-batch index -> (h, w) its images are loaded at (None: img_size).
         self.multi_scale = None
-        if hyp["multi_scale"]:
+        if isinstance(hyp["multi_scale"], dict):  # the cfg's random: Darknet's rule, one size per update
+            from ..data.darknet_multiscale import DarknetMultiScale
+
+            sizes = DarknetMultiScale(self.img_size, random=hyp["multi_scale"]["random"],
+                                      resize_step=hyp["multi_scale"]["resize_step"],
+                                      total_updates=self.total_steps, seed=opt.seed)
+            self.multi_scale = lambda minibatch: sizes(minibatch // self.accumulate)
+        elif hyp["multi_scale"]:
             from ..data import MultiScale
 
             low, high = hyp["multi_scale_range"]
@@ -499,7 +507,8 @@ class Trainer:
             sampler = SkipSampler(sampler, skip_steps * self.accumulate * self.mini_batch)
         loader = create_dataloader(self.train_set, batch_size=self.mini_batch, num_workers=self.workers,
                                    seed=self.options.seed + epoch, drop_last=True, sampler=sampler,
-                                   pin_memory=self.device.type == "cuda")
+                                   pin_memory=self.device.type == "cuda", size_of=self.multi_scale,
+                                   first_batch=(epoch * self.steps_per_epoch + skip_steps) * self.accumulate)
         set_epoch(loader, epoch)
         return loader
 
@@ -551,8 +560,6 @@ class Trainer:
         """One epoch (from ``self.epoch_step``); returns True when a stop was requested and saved."""
         from tqdm import tqdm
 
-        from ..data import resize_batch
-
         model, hyp = self.train_model, self.hyp
         model.train()
         if self.options.freeze:
@@ -579,8 +586,6 @@ class Trainer:
                 global_b = epoch * minibatches_per_epoch + b
                 images = images.to(self.device, non_blocking=True)
                 targets = targets.to(self.device)
-                if self.multi_scale is not None:
-                    images, targets, _ = resize_batch(images, targets, self.multi_scale(global_b))
                 size_hw = tuple(images.shape[-2:])
                 last_of_update = (b + 1) % self.accumulate == 0
                 sync = last_of_update or not self.dist.enabled
