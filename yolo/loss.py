@@ -81,11 +81,12 @@ _IOU_BLOCK = 1 << 24
 
 @dataclass
 class HeadTargets:
-    """The positive slots of one head, K rows, each slot unique.
+    """The assigned slots of one head, K rows, each slot unique (see :func:`assign_targets`).
 
     ``image``, ``anchor`` (index into the head's masked anchors), ``gy``, ``gx``: Long[K], the slot;
-    ``truth``: Long[K], the row of ``targets`` that gives the slot its box target;
-    ``classes``: Float[K, C], multi-hot class target (union of every truth assigned to the slot).
+    ``truth``: Long[K], the row of ``targets`` written last to the slot (in the loss its objectness delta
+    wins, while the box deltas of every truth of the slot add up);
+    ``classes``: Float[K, C], multi-hot: every class written to the slot.
     """
 
     image: Tensor
@@ -165,7 +166,7 @@ def darknet_assignments(truth: Tensor, head, iou_thresh: float, iou_thresh_kind:
 
 def _merge_slots(image: Tensor, anchor: Tensor, gy: Tensor, gx: Tensor, truth: Tensor, cls: Tensor,
                  num_anchors: int, grid_hw: Tuple[int, int], num_classes: int) -> HeadTargets:
-    """Collapse rows that share a slot: the last row wins the box, classes are united."""
+    """Collapse rows that share a slot: the last row is kept, classes are united."""
     device = image.device
     if image.numel() == 0:
         empty = torch.zeros(0, dtype=torch.long, device=device)
