@@ -196,8 +196,8 @@ def test_region_training_refuses_hierarchical_softmax(tmp_path):
     text = random_region_cfg(random.Random(0)).replace("[region]\n", "[region]\ntree=data/9k.tree\n")
     cfg = tmp_path / "tree.cfg"
     cfg.write_text(text)
-    with pytest.raises(ValueError, match=r"tree\.cfg:\d+: \[region\] tree=data/9k.tree"):
-        YoloLoss(Darknet(cfg))
+    with pytest.raises(ValueError, match=r"tree\.cfg:\d+: \[region\].* tree=data/9k.tree"):
+        YoloLoss(Darknet(cfg))  # refused by the builder or, at the latest, by the loss
 
 
 def sgd_losses(model, x, targets, steps: int = 8, lr: float = 1e-3):
