@@ -47,7 +47,9 @@ def test_finetune_yolov3_tiny_on_coco128_keeps_map(assets, tmp_path):
                            epochs=1, device="cpu", project=str(tmp_path), progress=False,
                            hyp={"workers": 0, "tensorboard": False, "plots": False, "ema": False, "burn_in": 0,
                                 "learning_rate": 0.001, "max_steps_per_epoch": 6,
-                                "multi_scale": True})  # the cfg's random=1: our multi-scale, named
+                                # our multi-scale, named: Darknet's rule for the cfg's random=1 would run the
+                                # first 10 updates at its largest size (480 px here, 2.25x the pixels of 320)
+                                "multi_scale": True})
     trainer = Trainer(options)
     result = trainer.fit()
     assert result.global_step == 6 and trainer.multi_scale is not None

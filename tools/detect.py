@@ -268,7 +268,9 @@ def parse_args(argv=None):
     p.add_argument("--img-size", type=image_side, nargs="+", default=[416], help="network input: S or H W")
     p.add_argument("--conf-thres", type=fraction, default=0.25, help="score threshold (objectness x class)")
     p.add_argument("--iou-thres", type=fraction, default=0.45, help="NMS IoU threshold")
-    p.add_argument("--resize", default="letterbox", choices=["letterbox", "stretch"], help="pre-processing")
+    p.add_argument("--resize", default=None, choices=["letterbox", "stretch"],
+                   help="pre-processing (default: the cfg's, as Darknet: letter_box=1 in [net] letterboxes, "
+                        "else stretch)")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 or a GPU index (default: CUDA if present)")
     p.add_argument("--half", action="store_true", help="fp16 inference (CUDA only)")
     p.add_argument("--classes", type=non_negative_int, nargs="+", default=None, help="keep only these class indices")

@@ -28,6 +28,7 @@ from tools._common import (ToolParser, fail, fraction, image_side, increment_pat
                            positive_int, setup_logging)
 from yolo.cfg import CfgError  # noqa: E402
 from yolo.data import DataError, DetectionDataset, build_dataset, create_dataloader, load_data_config  # noqa: E402
+from yolo.detector import cfg_resize_mode  # noqa: E402
 from yolo.evaluation import Evaluator, evaluate_model  # noqa: E402
 from yolo.model import load_model  # noqa: E402
 from yolo.weights import WeightsError  # noqa: E402
@@ -106,9 +107,10 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--max-det", type=positive_int, default=300, help="detections kept per image (default: %(default)s)")
     p.add_argument("--single-label", action="store_true",
                    help="one class per box (default: every class above --conf-thres, as Darknet evaluates)")
-    p.add_argument("--resize", default="letterbox", choices=RESIZE_MODES,
-                   help="letterbox (default) keeps the aspect ratio as Darknet's letterbox_image; "
-                        "stretch resizes to the input size")
+    p.add_argument("--resize", default=None, choices=RESIZE_MODES,
+                   help="letterbox keeps the aspect ratio (Darknet's letterbox_image), stretch resizes to the "
+                        "input size (resize_image); default: the cfg's, as Darknet's detector map "
+                        "(letter_box=1 in [net]: letterbox, else stretch)")
     p.add_argument("--batch-size", type=positive_int, default=16, help="images per batch (default: %(default)s)")
     p.add_argument("--workers", type=non_negative_int, default=min(4, os.cpu_count() or 1),
                    help="data loading processes (default: %(default)s)")
@@ -136,6 +138,7 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
             fail(f"the model predicts {model.num_classes} classes but {args.data} names {data.num_classes}: "
                  "wrong --data or --cfg?")
         model.eval().fuse()
+        resize = args.resize or cfg_resize_mode(model)
         img_size = _img_size(args.img_size, model)
         dataset = build_dataset(data, args.split, img_size=img_size, augment=False)
         split = data.split(args.split)
@@ -144,7 +147,7 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
                               annotation_file=split if split.suffix.lower() == ".json" else None)
     except (CfgError, WeightsError, DataError, FileNotFoundError) as exc:
         fail(str(exc))
-    items = dataset if args.resize == "letterbox" else ResizedView(dataset, img_size, args.resize)
+    items = dataset if resize == "letterbox" else ResizedView(dataset, img_size, resize)
     loader = create_dataloader(items, batch_size=args.batch_size, shuffle=False, num_workers=args.workers,
                                pin_memory=device.type == "cuda")
     if args.save_dir:
@@ -156,7 +159,7 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
         save_dir = increment_path(Path(args.project) / args.name)
 
     logger.info("evaluating %s on %s (%d images) at %dx%d, %s, conf %g, NMS IoU %g", args.weights, args.data,
-                len(dataset), img_size[0], img_size[1], args.resize, args.conf_thres, args.iou_thres)
+                len(dataset), img_size[0], img_size[1], resize, args.conf_thres, args.iou_thres)
     metrics = evaluate_model(model, loader, evaluator, conf_thres=args.conf_thres, iou_thres=args.iou_thres,
                              device=device, max_det=args.max_det, multi_label=not args.single_label,
                              amp=args.amp, progress=use_bars(not args.no_progress), desc=f"eval {args.split}")
@@ -168,7 +171,7 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
 
     evaluator.save_results_json(save_dir / "predictions.json")
     settings = {"cfg": args.cfg, "weights": str(args.weights), "data": str(args.data), "split": args.split,
-                "img_size": list(img_size), "resize": args.resize, "conf_thres": args.conf_thres,
+                "img_size": list(img_size), "resize": resize, "conf_thres": args.conf_thres,
                 "iou_thres": args.iou_thres, "max_det": args.max_det, "multi_label": not args.single_label}
     evaluator.save_metrics(save_dir / "metrics.json", {"settings": settings})
     if not args.no_plots:

@@ -1,7 +1,7 @@
 """``Detector``: images in, detections in original-image pixels out.
 
-Pipeline: BGR ``uint8`` image -> resize (``letterbox`` as Darknet, or ``stretch`` as
-``cv2.dnn.blobFromImage``) on ``uint8`` -> one conversion to RGB float 0..1 -> model (eval decode)
+Pipeline: BGR ``uint8`` image -> resize (``letterbox`` or ``stretch``: by default the cfg's choice, as
+Darknet's ``letter_box``) on ``uint8`` -> one conversion to RGB float 0..1 -> model (eval decode)
 -> :func:`yolo.ops.postprocess` -> boxes mapped back to the original image and clipped.
 
 For speed the model is prepared for inference once (:func:`prepare_for_inference`): BatchNorm folded
@@ -378,6 +378,13 @@ def prepare_for_inference(
     return model
 
 
+def cfg_resize_mode(model) -> str:
+    """The pre-processing Darknet's ``detector test``/``detector map`` apply for ``model``'s cfg:
+    ``"letterbox"`` when its ``[net]`` sets ``letter_box`` (non-zero), else ``"stretch"``."""
+    net = getattr(model, "net", None)
+    return "letterbox" if net is not None and net.get_int("letter_box", 0) else "stretch"
+
+
 # ------------------------------------------------------------------------------------ detector
 class Detector:
     """Run a Darknet detector on images.
@@ -390,7 +397,9 @@ class Detector:
         device: ``"cpu"``, ``"cuda"``, ...; default CUDA when available.
         img_size: network input, an int (square) or ``(h, w)``; multiples of the network stride.
         conf_thres, iou_thres: score threshold (objectness x class probability) and NMS IoU.
-        resize: ``"letterbox"`` (Darknet) or ``"stretch"`` (OpenCV ``blobFromImage``).
+        resize: ``"letterbox"`` (Darknet's ``letterbox_image``) or ``"stretch"`` (Darknet's ``resize_image``,
+            as OpenCV ``blobFromImage``); default: the cfg's, as Darknet (``letter_box=1`` in ``[net]``
+            letterboxes, else stretch; :func:`cfg_resize_mode`).
         half: fp16 on CUDA (ignored on the CPU).
         classes: keep only these class indices. agnostic: class-agnostic NMS.
         multi_label: every class above the threshold per box (for evaluation).
@@ -419,7 +428,7 @@ class Detector:
         img_size: Union[int, Tuple[int, int]] = 416,
         conf_thres: float = 0.25,
         iou_thres: float = 0.45,
-        resize: str = "letterbox",
+        resize: Optional[str] = None,
         half: bool = False,
         classes: Optional[Sequence[int]] = None,
         agnostic: bool = False,
@@ -433,7 +442,7 @@ class Detector:
     ):
         from .model import load_model
 
-        if resize not in ("letterbox", "stretch"):
+        if resize not in ("letterbox", "stretch", None):
             raise ValueError(f"unknown resize mode {resize!r}: use 'letterbox' or 'stretch'")
         self.device = torch.device(device) if device is not None else \
             torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -450,7 +459,7 @@ class Detector:
         self.gaussian = any(isinstance(h, GaussianYOLOLayer) for h in self.model.yolo_layers)
         self.names = self._resolve_names(names, weights)
         self.conf_thres, self.iou_thres = float(conf_thres), float(iou_thres)
-        self.resize = resize
+        self.resize = resize if resize is not None else cfg_resize_mode(self.model)
         self.classes = list(classes) if classes is not None else None
         self.agnostic, self.multi_label, self.max_det = agnostic, multi_label, int(max_det)
         cfg_kind, cfg_beta = nms_settings(getattr(self.model, "sections", ()))
