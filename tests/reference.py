@@ -89,7 +89,8 @@ def randomize_model(model, seed: int = 0, calibrate_hw=(96, 96)) -> None:
             bn.momentum = 0.01
         # Damp the convs that feed a head so that exp(tw) stays in a realistic range.
         for i, module in enumerate(model.module_list):
-            if i + 1 < len(model.module_list) and model.module_list[i + 1] in model.yolo_layers:
+            if i + 1 < len(model.module_list) and model.module_list[i + 1] in model.yolo_layers \
+                    and hasattr(module, "conv"):
                 module.conv.weight.mul_(0.3)
     model.eval()
 

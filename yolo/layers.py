@@ -37,10 +37,8 @@ ACTIVATIONS: Dict[str, Callable[[], nn.Module]] = {
     "mish": Mish,
     "swish": nn.SiLU,
     "tanh": nn.Tanh,
-    "elu": nn.ELU,
-    "selu": nn.SELU,
-    "gelu": nn.GELU,
 }
+# Darknet's other activations join at the end of this module (see there).
 
 
 def create_activation(name: str) -> nn.Module:
@@ -75,7 +73,10 @@ class ConvBNAct(nn.Module):
 
     def darknet_weights(self) -> List[torch.Tensor]:
         """Tensors in ``.weights`` file order (see :mod:`yolo.weights`): biases (BN beta), then with BN
-        scales, rolling mean, rolling variance, then the OIHW weights."""
+        scales, rolling mean, rolling variance, then the OIHW weights. None for a layer that uses another
+        layer's weights (``share_index``)."""
+        if getattr(self, "shared_from", None) is not None:
+            return []
         if self.bn is not None:
             return [self.bn.bias, self.bn.weight, self.bn.running_mean, self.bn.running_var, self.conv.weight]
         if self.conv.bias is None or self.batch_normalize:
@@ -91,7 +92,7 @@ class ConvBNAct(nn.Module):
         std = torch.sqrt(bn.running_var + bn.eps)
         scale = bn.weight / std
         fused = nn.Conv2d(conv.in_channels, conv.out_channels, conv.kernel_size, conv.stride,
-                          conv.padding, groups=conv.groups, bias=True).to(conv.weight.device, conv.weight.dtype)
+                          conv.padding, dilation=conv.dilation, groups=conv.groups, bias=True).to(conv.weight.device, conv.weight.dtype)
         fused.weight.copy_(conv.weight * scale.reshape(-1, 1, 1, 1))
         fused.bias.copy_(bn.bias - bn.running_mean * scale)
         self.conv = fused
@@ -353,3 +354,10 @@ class RegionLayer(nn.Module):
         # Without softmax Darknet's forward_region_layer leaves the class outputs as they are (no logistic).
         cls = torch.softmax(raw[..., 5:], -1) if self.softmax else raw[..., 5:]
         return torch.cat((xy, wh, obj, cls), -1).reshape(n, a * h * w, k)
+
+
+# Darknet's other activations (exact formulas of src/activations.h; elu, selu and gelu with Darknet's constants).
+# Imported last: importing yolo.layer_types runs every layer-type module, and those import this one.
+from .layer_types.activations import DARKNET_ACTIVATIONS  # noqa: E402
+
+ACTIVATIONS.update(DARKNET_ACTIVATIONS)

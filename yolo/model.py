@@ -41,7 +41,7 @@ def build_convolutional(section: Section, shapes: List[Shape], prev: Shape) -> L
     pad_flag = section.get_int("pad", 0)
     padding = size // 2 if pad_flag else section.get_int("padding", 0)
     bn = bool(section.get_int("batch_normalize", 0))
-    act = _activation(section, "logistic")  # Darknet's default when the key is missing
+    act = _activation(section, "logistic", conv=True)  # Darknet's default when the key is missing
     if c % groups or filters % groups:
         raise section.error(f"groups={groups} must divide input channels ({c}) and filters ({filters})", "groups")
     out_h = (h + 2 * padding - size) // stride + 1
@@ -50,8 +50,27 @@ def build_convolutional(section: Section, shapes: List[Shape], prev: Shape) -> L
         raise section.error(f"input {h}x{w} is too small for size={size} stride={stride} padding={padding}")
     check_layer_size(section, filters * (c // groups) * size * size, (filters, out_h, out_w),
                      "size" if size * size > filters else "filters", f"filters={filters} size={size} on a {c}x{h}x{w} input")
-    module = ConvBNAct(c, filters, size, stride, padding, groups, bn, act)
-    return LayerInfo(module, (filters, out_h, out_w), prev)
+    xnor, binary = bool(section.get_int("xnor", 0)), bool(section.get_int("binary", 0))
+    if xnor or binary:
+        from .layer_types.xnor import BinaryConvBNAct
+        module = BinaryConvBNAct(c, filters, size, stride, padding, groups, bn, act, xnor=xnor)
+    else:
+        module = ConvBNAct(c, filters, size, stride, padding, groups, bn, act)
+    shares = None
+    if "share_index" in section.options:  # this layer uses another layer's weights (Darknet's share_layer)
+        shares = _layer_index(section, "share_index", section.get_int("share_index", 0))
+    dilation = _positive(section, "dilation", section.get_int("dilation", 1)) if size > 1 else 1
+    if dilation > 1:
+        # Darknet pads by padding*dilation but sizes the output as if undilated; the two agree only for
+        # "same" padding (padding = size // 2 with odd size), the only case Darknet computes consistently.
+        span = dilation * (size - 1) + 1
+        if (h + 2 * padding * dilation - span) // stride + 1 != out_h or \
+                (w + 2 * padding * dilation - span) // stride + 1 != out_w:
+            raise section.error(f"dilation={dilation} with size={size} padding={padding}: Darknet's output size "
+                                f"disagrees with its dilated windows (only padding=size//2 is consistent)", "dilation")
+        module.conv.dilation = (dilation, dilation)
+        module.conv.padding = (padding * dilation, padding * dilation)
+    return LayerInfo(module, (filters, out_h, out_w), prev, shares=shares)
 
 
 @register("maxpool")
@@ -100,29 +119,21 @@ def build_route(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo
     return LayerInfo(Route(layers, groups, group_id), (channels, *hw), prev, tuple(layers))
 
 
-@register("shortcut")
-def build_shortcut(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
-    sources = section.get_ints("from")
-    if len(sources) != 1:
-        raise section.error(f"'from' must name exactly one layer, got {sources}", "from")
-    weights_type = section.get_str("weights_type", "none")
-    if weights_type != "none":
-        raise section.error(f"weighted shortcut (weights_type={weights_type}) is not supported", "weights_type")
-    source = _layer_index(section, "from", sources[0])
-    if shapes[source][1:] != prev[1:]:
-        raise section.error(f"layer {source} is {shapes[source][1]}x{shapes[source][2]} but the previous layer is "
-                            f"{prev[1]}x{prev[2]}: a shortcut needs equal sizes", "from")
-    act = _activation(section, "linear")
-    return LayerInfo(Shortcut(source, act), prev, prev, (source,))
-
-
 @register("reorg")
 def build_reorg(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
     c, h, w = prev
     stride = _positive(section, "stride", section.get_int("stride", 1))
-    if h % stride or w % stride or c % (stride * stride):
-        raise section.error(f"reorg stride {stride} does not divide input {c}x{h}x{w}", "stride")
-    return LayerInfo(Reorg(stride), (c * stride * stride, h // stride, w // stride), prev)
+    if h % stride or w % stride:
+        raise section.error(f"reorg stride {stride} does not divide the {h}x{w} input", "stride")
+    out = (c * stride * stride, h // stride, w // stride)
+    if c % (stride * stride):
+        from .layer_types.reorg_old import ReorgAnyChannels, reorg_gather_index
+        index = reorg_gather_index(c, h, w, stride)
+        if index is None:
+            raise section.error(f"reorg stride {stride} on {c} channels: Darknet divides by zero or reads outside "
+                                "its input", "stride")
+        return LayerInfo(ReorgAnyChannels(stride, index), out, prev)
+    return LayerInfo(Reorg(stride), out, prev)
 
 
 @register("avgpool")
@@ -166,12 +177,18 @@ def _check_head_filters(section: Section, prev: Shape, expected: int, why: str) 
 def build_yolo(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
     classes = section.get_int("classes", 20)
     anchors = section.get_floats("anchors", [])
-    if not anchors or len(anchors) % 2:
-        raise section.error(f"'anchors' needs pairs of w,h, got {len(anchors)} values", "anchors")
+    if not anchors:
+        raise section.error("'anchors' is missing or empty", "anchors")
     num = section.get_int("num", len(anchors) // 2)
-    if num * 2 > len(anchors):
-        raise section.error(f"num={num} but only {len(anchors) // 2} anchors are given", "num")
+    given = len(anchors)
     mask = section.get_ints("mask", list(range(num)))
+    if given < 2 * num:
+        # Darknet reads the values given and leaves the rest 0 (cspx-p7-mish_hp.cfg misses a comma).
+        used = [m for m in mask if 2 * m + 1 >= given]
+        logger.warning("%s:%d: [yolo] num=%d needs %d anchor values, %d given: the missing ones are 0, as in Darknet%s",
+                       section.source, section.line, num, 2 * num, given,
+                       f" (this layer's mask uses anchors {used})" if used else "")
+        anchors = anchors + [0.0] * (2 * num - given)
     bad = [m for m in mask if not 0 <= m < len(anchors) // 2]
     if bad:
         raise section.error(f"mask {bad} refers to anchors outside 0..{len(anchors) // 2 - 1}", "mask")
@@ -184,6 +201,8 @@ def build_yolo(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
 @register("region")
 def build_region(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
     classes = section.get_int("classes", 20)
+    if "tree" in section.options:  # YOLO9000's hierarchical softmax over a class tree
+        raise section.error(f"tree={section.options['tree']}: hierarchical softmax is not supported", "tree")
     coords = section.get_int("coords", 4)
     if coords != 4:
         raise section.error(f"coords={coords} is not supported (only 4)", "coords")
@@ -209,13 +228,14 @@ TRAINING_OPTIONS = {
     "net": set(known_keys("net")),
     "yolo": set(known_keys("yolo")),
     "region": set(known_keys("region")),
-    "softmax": {"spatial", "noloss", "tree"},
+    "softmax": {"spatial", "noloss"},
 }
 # Options that would change what a layer computes: refused unless they have their neutral value.
 UNSUPPORTED_OPTIONS = {
-    "dilation": {"1"}, "antialiasing": {"0"}, "binary": {"0"}, "xnor": {"0"}, "share_index": set(),
+    "antialiasing": {"0"},
     "stride_x": set(), "stride_y": set(), "reverse": {"0"}, "flatten": {"0"}, "extra": {"0"},
-    "maxpool_depth": {"0"}, "weights_type": {"none"}, "weights_normalization": {"none"}, "deform": {"0"},
+    "maxpool_depth": {"0"}, "deform": {"0"},
+    "tree": set(),  # hierarchical softmax (YOLO9000): changes [region]/[softmax] outputs
 }
 
 # ----------------------------------------------------------------------------- the model
@@ -223,7 +243,9 @@ UNSUPPORTED_OPTIONS = {
 
 from .layer_types.gaussian_yolo import GaussianYOLOLayer  # noqa: E402
 
-HEAD_TYPES = (YOLOLayer, RegionLayer, GaussianYOLOLayer)
+from .layer_types.detection import DetectionLayer  # noqa: E402
+
+HEAD_TYPES = (YOLOLayer, RegionLayer, GaussianYOLOLayer, DetectionLayer)
 
 
 class Darknet(nn.Module):
@@ -273,17 +295,36 @@ class Darknet(nn.Module):
             shapes.append(info.out_shape)
             prev = info.out_shape
         self._warn_unused_options()
+        self._share_weights()
         for module in self.module_list.modules():
             if isinstance(module, nn.BatchNorm2d):
                 module.eps = bn_eps
 
         self.yolo_layers = [m for m in self.module_list if isinstance(m, HEAD_TYPES)]
         self.num_classes = self.yolo_layers[0].num_classes if self.yolo_layers else prev[0]
-        # Indices whose outputs a later route/shortcut reads: forward keeps only those.
-        self._saved = sorted({i for info in self.layer_infos for i in info.inputs})
+        # Earlier layers each layer reads (route, shortcut, sam, scale_channels, ...): forward keeps only those.
+        self._sources = [tuple(info.inputs) for info in self.layer_infos]
+        self._saved = sorted({i for sources in self._sources for i in sources})
         self._is_head = [isinstance(m, HEAD_TYPES) for m in self.module_list]
         self.stride = self._network_stride()
         self.darknet_header = (0, 2, 0, 0)  # major, minor, revision, seen: what a loaded file had
+
+    def _share_weights(self) -> None:
+        """Layers with ``share_index``: use that layer's conv weights, bias and BatchNorm (statistics included),
+        keeping their own stride, padding, dilation and activation, as Darknet's share_layer does."""
+        for i, info in enumerate(self.layer_infos):
+            if info.shares is None:
+                continue
+            module, source = self.module_list[i], self.module_list[info.shares]
+            section = self.sections[i + 1]
+            if not isinstance(source, ConvBNAct) or source.conv.weight.shape != module.conv.weight.shape \
+                    or (source.bn is None) != (module.bn is None):
+                raise section.error(f"share_index: layer {info.shares} is not a [convolutional] with the same "
+                                    "filters, size, channels and batch_normalize", "share_index")
+            module.conv.weight = source.conv.weight
+            module.conv.bias = source.conv.bias
+            module.bn = source.bn
+            module.shared_from = info.shares
 
     def _network_stride(self) -> int:
         """The largest input/output ratio over the layers (32 for YOLOv3): inputs must be multiples of it."""
@@ -323,12 +364,13 @@ class Darknet(nn.Module):
         saved: Dict[int, torch.Tensor] = {}
         keep = set(self._saved) if every is None else set(range(len(self.module_list)))
         for i, module in enumerate(self.module_list):
+            sources = self._sources[i]
             if isinstance(module, Route):
-                x = module([saved[j] for j in module.layers])
-            elif isinstance(module, Shortcut):
-                x = module(x, saved[module.source])
+                x = module([saved[j] for j in sources])
             elif self._is_head[i]:
                 head_outputs.append(module(x, input_hw))
+            elif sources:  # a layer that reads earlier outputs: module(previous output, *those outputs)
+                x = module(x, *[saved[j] for j in sources])
             else:
                 x = module(x)
             if i in keep:

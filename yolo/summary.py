@@ -1,7 +1,10 @@
 """A Darknet-style model summary: per layer type, filters, size/stride, input -> output, BFLOPs.
 
-BFLOPs are counted Darknet's way: 2 * n * (c/groups) * k * k * out_h * out_w / 1e9 per conv
-(other layers count 0), so totals compare with Darknet's printout (yolov3 at 416: 65.9).
+BFLOPs are counted Darknet's way (its ``l.bflops``, as printed when it parses a cfg): per conv
+2 * n * (c/groups) * k * k * out_h * out_w / 1e9; per maxpool size * size * c * out_h * out_w / 1e9; per
+shortcut out_c * out_h * out_w * (number of ``from`` layers) / 1e9; a module with a ``bflops(in_shape,
+out_shape)`` method gives its own; other layers count 0 (as in Darknet, [connected] included).
+Totals compare with Darknet's printout (yolov3 at 416: 65.9).
 """
 from __future__ import annotations
 
@@ -50,7 +53,7 @@ def layer_rows(model: "Darknet", img_size: Optional[Tuple[int, int]] = None) -> 
     was_training = model.training
     device = next(model.parameters()).device
     try:
-        model.train()  # heads return the raw map, whose channel layout matches Darknet's
+        model.eval()  # batch statistics of one image would fail in [connected] BatchNorm; heads' rows are skipped
         with torch.no_grad():
             model(torch.zeros(1, model.input_channels, h, w, device=device))
     finally:
@@ -65,6 +68,8 @@ def layer_rows(model: "Darknet", img_size: Optional[Tuple[int, int]] = None) -> 
             out_shape = in_shape
         in_shape = tuple(in_shape) if len(in_shape) == 3 else (in_shape[0], 1, 1)
         filters, size, bflops = "", "", 0.0
+        if hasattr(module, "bflops"):
+            bflops = module.bflops(in_shape, out_shape)
         if isinstance(module, ConvBNAct):
             conv = module.conv
             k, s = conv.kernel_size[0], conv.stride[0]
@@ -74,12 +79,15 @@ def layer_rows(model: "Darknet", img_size: Optional[Tuple[int, int]] = None) -> 
                 * out_shape[1] * out_shape[2] / 1e9
         elif isinstance(module, MaxPool):
             size = f"{module.size} x {module.size} / {module.stride}"
+            bflops = module.size * module.size * in_shape[0] * out_shape[1] * out_shape[2] / 1e9
         elif isinstance(module, (Upsample, Reorg)):
             size = f"     / {module.stride}"
         elif isinstance(module, Route):
             filters = " ".join(str(v) for v in module.layers)
         elif isinstance(module, Shortcut):
-            filters = str(module.source)
+            filters = " ".join(str(v) for v in getattr(module, "sources", [module.source]))
+            if not hasattr(module, "bflops"):
+                bflops = out_shape[0] * out_shape[1] * out_shape[2] / 1e9
         rows.append(LayerRow(i, SHORT_NAMES.get(section.type, section.type), filters, size, in_shape, out_shape,
                              bflops))
     return rows

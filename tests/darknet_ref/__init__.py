@@ -119,6 +119,7 @@ class LayerMeta:
     outputs: int
     batch: int
     cost: float
+    bflops: float = 0.0  # Darknet's l.bflops (``layers`` mode only)
 
 
 class LayerDump:
@@ -281,7 +282,7 @@ class DarknetRef:
         return rates, dumps, job / "final.weights"
 
     def layers(self, cfg: CfgLike, **net_options) -> List[LayerMeta]:
-        """Darknet's layer table for ``cfg`` (parse only, batch 1; ``cost`` is 0).
+        """Darknet's layer table for ``cfg`` (parse only, batch 1; ``cost`` is 0, ``bflops`` as Darknet counts).
 
         Raises ``RuntimeError`` with Darknet's message when Darknet refuses the cfg.
         """
@@ -291,9 +292,10 @@ class DarknetRef:
         metas = []
         for line in out.splitlines():
             parts = line.split()
-            if len(parts) == 8 and parts[0].isdigit():
-                i, kind, c, h, w, outputs, batch, cost = parts
-                metas.append(LayerMeta(int(i), kind, int(c), int(h), int(w), int(outputs), int(batch), float(cost)))
+            if len(parts) == 9 and parts[0].isdigit():
+                i, kind, c, h, w, outputs, batch, cost, bflops = parts
+                metas.append(LayerMeta(int(i), kind, int(c), int(h), int(w), int(outputs), int(batch), float(cost),
+                                       float(bflops)))
         return metas
 
     def kmeans(self, points: np.ndarray, init: Sequence[int]) -> "tuple[np.ndarray, int]":

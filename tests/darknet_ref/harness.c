@@ -7,7 +7,7 @@
  *   harness step    CFG WEIGHTS INPUT TRUTH OUTW    as train, then one update_network; writes the new weights
  *   harness rate    CFG N                            get_current_rate at update numbers 0..N: 'rate R' lines
  *   harness layers  CFG                              parse only (batch 1): one line per layer on stdout,
- *                                                    'index type out_c out_h out_w outputs batch 0' as layers.txt
+ *                                                    'index type out_c out_h out_w outputs batch 0 bflops'
  *   harness updates CFG WEIGHTS INPUT TRUTH K OUTDIR
  *                          K rounds on the same data, each train_network_datum per sub-batch then one
  *                          update_network (momentum carries over, *net.seen grows as in training): after
@@ -259,8 +259,8 @@ int main(int argc, char **argv) {
         int i;
         for (i = 0; i < net.n; ++i) {
             layer l = net.layers[i];
-            printf("%d %s %d %d %d %d %d 0\n", i, get_layer_string(l.type), l.out_c, l.out_h, l.out_w, l.outputs,
-                   l.batch);
+            printf("%d %s %d %d %d %d %d 0 %.9g\n", i, get_layer_string(l.type), l.out_c, l.out_h, l.out_w,
+                   l.outputs, l.batch, l.bflops);
         }
         return 0;
     }

@@ -4,5 +4,7 @@ Each module defines its ``nn.Module`` and registers its builder in :data:`yolo.l
 importing this package registers them all.
 """
 from . import registry  # noqa: F401
+from . import activation, batchnorm, connected, contrastive, cost, crop, detection, local  # noqa: F401,E401
+from . import local_avgpool, reorg3d, scale_channels, shortcut  # noqa: F401,E401
 from . import gaussian_yolo  # noqa: F401
 from . import recurrent_rnn, recurrent_gru, recurrent_lstm, recurrent_conv_lstm  # noqa: F401,E401

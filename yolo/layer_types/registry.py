@@ -7,12 +7,11 @@ raise ``section.error(...)`` so that a bad cfg fails at build time with the file
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch.nn as nn
 
 from ..cfg import Section
-from ..layers import ACTIVATIONS
 
 Shape = Tuple[int, int, int]  # (channels, height, width)
 
@@ -25,6 +24,7 @@ class LayerInfo:
     out_shape: Shape
     in_shape: Shape
     inputs: Tuple[int, ...] = ()  # absolute indices of earlier layers this one reads (route, shortcut)
+    shares: Optional[int] = None  # absolute index of an earlier layer whose weights this one uses (share_index)
 
 
 Builder = Callable[[Section, List[Shape], Shape], LayerInfo]
@@ -47,9 +47,20 @@ def positive(section: Section, key: str, value: int) -> int:
     return value
 
 
-def activation(section: Section, default: str) -> str:
-    """The section's ``activation`` name, checked against the known activations."""
+def activation(section: Section, default: str, conv: bool = False, refuse: Tuple[str, ...] = ()) -> str:
+    """The section's ``activation`` name, checked against the known activations.
+
+    ``conv=False`` (every layer but [convolutional]) also refuses the activations that only Darknet's
+    convolution computes (elsewhere its generic ``activate()`` returns 0 for them); ``refuse`` names more
+    (swish and mish, which only [convolutional] and [shortcut] compute).
+    """
+    from ..layers import ACTIVATIONS  # here, not at the top: yolo.layers imports this package
+    from .activations import CONV_ONLY
+
     name = section.get_str("activation", default)
+    if name in refuse or (not conv and name in CONV_ONLY):
+        raise section.error(f"activation '{name}' is computed by Darknet only in [convolutional] layers "
+                            f"(elsewhere Darknet outputs 0)", "activation")
     if name not in ACTIVATIONS:
         raise section.error(f"unknown activation '{name}' (known: {', '.join(sorted(ACTIVATIONS))})", "activation")
     return name
