@@ -15,7 +15,7 @@ import torch
 
 from random_cfg import randomize_weights, relative_error, yolo_output
 from yolo.cfg import CfgError, parse_cfg_text
-from yolo.layer_types.recurrent_base import RecurrentLayer, set_time_steps
+from yolo.layer_types.recurrent_base import reset_states, set_time_steps
 from yolo.model import Darknet
 
 # A first conv keeps Darknet's parser happy: it divides by the count of layers wider and taller than 1.
@@ -81,9 +81,7 @@ def test_sequence_layer_matches_darknet(darknet, tmp_path, body, time_steps, seq
 
     # Control: without the carried state, the last call differs from Darknet's (so the state was tested).
     last = len(model.module_list) - 1
-    for module in model.modules():
-        if isinstance(module, RecurrentLayer):
-            module.reset_state()
+    reset_states(model)
     with torch.no_grad():
         fresh = model.layer_outputs(torch.from_numpy(x).chunk(calls)[-1])[0][last].numpy()
     assert relative_error(dumps[-1].out(last).reshape(fresh.shape), fresh) > 1e-3
@@ -107,6 +105,16 @@ def test_training_mode_state_is_darknets(darknet, tmp_path, body):
     compare_calls(model, dumps, x, 2)
 
 
+@pytest.mark.parametrize("body", ["[lstm]\noutput=4", "[conv_lstm]\noutput=4\nsize=3\npad=1"],
+                         ids=["lstm", "conv_lstm"])
+def test_darknet_cpu_cannot_forward_lstm_types_in_training(darknet, body):
+    """Why the training-mode check above leaves them out: Darknet's CPU build crashes (SIGSEGV) clearing their
+    never-allocated ``l.delta``; Darknet trains them on CUDA only, and ours gets autograd's gradients."""
+    x = np.random.RandomState(0).rand(4, 3, 5, 4).astype(np.float32)
+    with pytest.raises(RuntimeError, match=r"failed \(-11\)"):
+        darknet.sequence(HEAD + body + "\n", None, x, 2, calls=1, train=True)
+
+
 def _with_net(text: str, **options) -> str:
     """``text`` with [net] options replaced (written here, not with our parser)."""
     for key, value in options.items():
@@ -117,7 +125,7 @@ def _with_net(text: str, **options) -> str:
 
 
 def test_real_occlusion_track_cfg_matches_darknet(darknet, tmp_path):
-    """yolov3-tiny_occlusion_track.cfg ([crnn] twice, two [yolo] heads) at 64x64, two sequences of two frames,
+    """yolov3-tiny_occlusion_track.cfg ([crnn] twice, two [yolo] heads) at 64x64, one sequence of two frames,
     two calls."""
     path = darknet_cfg("yolov3-tiny_occlusion_track.cfg")
     text = _with_net(path.read_text(), width=64, height=64)
@@ -125,7 +133,7 @@ def test_real_occlusion_track_cfg_matches_darknet(darknet, tmp_path):
     weights = tmp_path / "w.weights"
     model.save_darknet_weights(weights)
     set_time_steps(model, 2)
-    x = np.random.RandomState(3).rand(2 * 4, 3, 64, 64).astype(np.float32)
+    x = np.random.RandomState(3).rand(2 * 2, 3, 64, 64).astype(np.float32)
     dumps = darknet.sequence(text, weights, x, 2, calls=2)
     assert {m.type for m in dumps[0].layers} >= {"crnn", "yolo"}
     compare_calls(model, dumps, x, 2, "yolov3-tiny_occlusion_track")
@@ -218,3 +226,23 @@ def test_refusals_name_file_and_line(body, key, message):
     with pytest.raises(CfgError, match=re.escape(message)) as info:
         Darknet(parse_cfg_text(text, source="seq.cfg"))
     assert str(info.value).startswith(f"seq.cfg:{line}:")
+
+
+@pytest.mark.parametrize("body", [
+    "[crnn]\noutput=32\nhidden=24\nsize=3\npad=1\ngroups=2\nactivation=leaky",
+    "[conv_lstm]\noutput=32\nsize=3\npad=1\nbatch_normalize=1",
+    "[conv_lstm]\noutput=32\nsize=3\npad=1\npeephole=1",
+    "[conv_lstm]\noutput=32\nsize=1\n[rnn]\noutput=32\nhidden=32",  # Darknet counts 0 for connected layers
+], ids=["crnn", "conv_lstm", "conv_lstm-peephole", "rnn"])
+def test_bflops_are_darknets(darknet, tmp_path, body):
+    """The summary's total equals the "Total BFLOPS" Darknet prints when it parses the cfg (3 decimals)."""
+    import subprocess
+    from yolo.summary import total_bflops
+    cfg = tmp_path / "b.cfg"
+    cfg.write_text("[net]\nchannels=32\nheight=128\nwidth=96\n" + body + "\n")
+    run = subprocess.run([str(darknet.harness), "layers", str(cfg)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    theirs = float(re.search(r"Total BFLOPS\s+(\S+)", run.stdout + run.stderr).group(1))
+    ours = total_bflops(Darknet(parse_cfg_text(cfg.read_text())))
+    assert abs(ours - theirs) <= 0.0005 + 1e-6, (ours, theirs)
+    assert theirs > 0.2  # so that 3 decimals resolve even the 9 or 12 operations per [conv_lstm] output

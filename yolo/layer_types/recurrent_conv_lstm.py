@@ -111,7 +111,8 @@ def build_conv_lstm(section: Section, shapes: List[Shape], prev: Shape) -> Layer
                      f"output={outputs} size={size} on {c} input channels")
     section.get_int("shortcut", 0)  # acts only with a bottleneck (CUDA): no effect here
     section.get_float("time_normalizer", 1.0)  # scales only the bottleneck's backward
-    module = ConvLSTM(c, outputs, size, padding, groups, activation(section, "linear"),
+    act = activation(section, "linear", conv=True)  # applied by each inner [convolutional]
+    module = ConvLSTM(c, outputs, size, padding, groups, act,
                       bool(section.get_int("batch_normalize", 0)), bool(section.get_int("peephole", 0)),
                       state_constrain)
     return LayerInfo(module, (outputs, h, w), prev)

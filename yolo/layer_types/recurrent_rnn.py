@@ -143,7 +143,7 @@ def build_crnn(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
     for name, n in (("input channels", c), ("hidden", hidden), ("output", outputs)):
         if n % groups:
             raise section.error(f"groups={groups} does not divide the {name} ({n})", "groups")
-    act = activation(section, "logistic")
+    act = activation(section, "logistic", conv=True)  # applied by each inner [convolutional]
     weights = size * size * (c * hidden + hidden * hidden + hidden * outputs) // groups
     check_layer_size(section, weights, (max(hidden, outputs), h, w), "hidden",
                      f"hidden={hidden} output={outputs} size={size} on {c} input channels")
