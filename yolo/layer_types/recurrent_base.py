@@ -25,6 +25,7 @@ import torch
 import torch.nn as nn
 
 from ..cfg import Section
+from .connected import Connected as ConnectedLayer
 
 
 class RecurrentLayer(nn.Module):
@@ -76,34 +77,18 @@ def reset_states(model: nn.Module) -> None:
             module.reset_state()
 
 
-class Connected(nn.Module):
-    """Darknet's fully connected layer as used inside [rnn], [gru] and [lstm] (src/connected_layer.c).
-
-    Float[B, inputs] -> Float[B, outputs]: ``act(BN(x @ W.T) + b)`` with BN, else ``act(x @ W.T + b)``.
-    Darknet keeps ``biases`` in both cases and adds them after the BN scale, so with BN they are the BN beta.
-    BN eps is 1e-5 (src/blas.c ``normalize_cpu``); running stats move by 0.01 per step as on Darknet's CUDA path
-    (its CPU path uses 0.05, src/connected_layer.c ``forward_connected_layer``).
-    """
+class Connected(ConnectedLayer):
+    """A [connected] layer on one time step, as [rnn], [gru] and [lstm] use it inside (src/connected_layer.c):
+    Float[B, inputs] -> Float[B, outputs], same weights, file order and BN (eps 1e-5, the biases as BN beta)."""
 
     def __init__(self, inputs: int, outputs: int, batch_normalize: bool, activation: str = "linear"):
-        super().__init__()
-        from ..layers import create_activation  # here, not at the top: yolo.layers imports this package
-        self.linear = nn.Linear(inputs, outputs, bias=not batch_normalize)
-        self.bn = nn.BatchNorm1d(outputs, eps=1e-5, momentum=0.01) if batch_normalize else None
-        self.act = create_activation(activation)
+        super().__init__(inputs, outputs, batch_normalize, activation)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.linear(x)
         if self.bn is not None:
             x = self.bn(x)
         return self.act(x)
-
-    def darknet_weights(self) -> List[torch.Tensor]:
-        """Tensors in .weights order (src/parser.c ``save_connected_weights``): biases, weights[out][in],
-        then with BN scales, rolling mean, rolling variance."""
-        if self.bn is None:
-            return [self.linear.bias, self.linear.weight]
-        return [self.bn.bias, self.linear.weight, self.bn.weight, self.bn.running_mean, self.bn.running_var]
 
 
 def conv_bflops(conv: nn.Module, out_h: int, out_w: int) -> float:
