@@ -184,3 +184,20 @@ def test_batched_shortcut_follows_cuda_not_the_cpu_read(darknet, assets, tmp_pat
         for i in shortcuts:
             ref = dump.out(i)[0]
             np.testing.assert_allclose(batched[i][image].numpy(), ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+
+
+def test_detector_runs_a_yolov1_cfg(tmp_path):
+    """The Detector takes [detection] rows like any head's: boxes in original-image pixels, one dict per image."""
+    from yolo.detector import Detector
+    k = 2 * 2 * ((1 + 4) * 2 + 3)
+    text = _cfg(f"[convolutional]\nfilters=4\nsize=3\nstride=2\npad=1\nactivation=leaky\n\n[connected]\noutput={k}\n"
+                f"activation=logistic\n\n[detection]\nclasses=3\ncoords=4\nside=2\nnum=2\nsoftmax=1\nsqrt=1\n", size=64)
+    (tmp_path / "v1.cfg").write_text(text)
+    model = Darknet(tmp_path / "v1.cfg")
+    randomize_model(model, calibrate_hw=(64, 64))
+    model.save_darknet_weights(tmp_path / "v1.weights")
+    detector = Detector(tmp_path / "v1.cfg", tmp_path / "v1.weights", img_size=64, conf_thres=0.0, iou_thres=1.0)
+    image = (np.random.RandomState(0).rand(48, 80, 3) * 255).astype(np.uint8)
+    (result,) = detector([image])
+    assert result["boxes"].shape[1] == 4 and len(result["boxes"]) > 0
+    assert set(result) == {"boxes", "scores", "labels", "names"}

@@ -28,6 +28,9 @@ class Connected(nn.Module):
         self.act = create_activation(activation_name)
 
     def forward(self, x):
+        if x[0].numel() != self.linear.in_features:
+            raise ValueError(f"[connected] was built for {self.linear.in_features} inputs (the cfg's width and height), "
+                             f"got {tuple(x.shape[1:])} = {x[0].numel()}: run the network at the cfg's size")
         y = self.linear(x.flatten(1))
         if self.bn is not None:
             y = self.bn(y)
