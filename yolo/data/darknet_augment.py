@@ -15,6 +15,8 @@ tosses one coin per loading thread, which holds one image whenever ``batch`` is 
 Everything random is drawn once into a :class:`DarknetDraw`; the image and box functions are pure functions
 of it (and are compared with Darknet's C functions called with the same values, tests/test_augment_darknet.py).
 Images are float32 ``H x W x 3`` RGB in [0, 1] (Darknet's ``image`` data), arithmetic float32 as in C.
+Internally the pixels are ``3 x H x W`` planes, only the pixels the resize reads are converted to float, and
+the whole-array steps reuse their buffers: the values are the same, several times faster.
 """
 from __future__ import annotations
 
@@ -114,6 +116,19 @@ def draw_darknet(rng: np.random.Generator, orig_hw: Tuple[int, int], net_hw: Tup
 
 
 # ---------------------------------------------------------------------------------------------- image
+# The image functions work on channel planes (float32 ``3 x H x W``): every step is a whole-array numpy
+# operation in C's float32 order (no fused or reordered arithmetic), so the values are Darknet's.
+ONE = F32(1)
+
+
+def _planes(pixels: np.ndarray) -> np.ndarray:
+    """``H x W x 3`` pixels -> float32 ``3 x H x W`` (``uint8`` divided by 255, as Darknet's loaded data)."""
+    planes = np.ascontiguousarray(pixels.transpose(2, 0, 1)).astype(F32)
+    if pixels.dtype == np.uint8:
+        planes /= F32(255)
+    return planes
+
+
 def crop_image(image: np.ndarray, dx: int, dy: int, w: int, h: int) -> np.ndarray:
     """Darknet's ``crop_image``: the ``h x w`` window at ``(dx, dy)``; outside pixels repeat the border."""
     ih, iw = image.shape[:2]
@@ -122,98 +137,170 @@ def crop_image(image: np.ndarray, dx: int, dy: int, w: int, h: int) -> np.ndarra
     return np.take(np.take(image, rows, axis=0), cols, axis=1)
 
 
-def resize_image(image: np.ndarray, w: int, h: int) -> np.ndarray:
-    """Darknet's ``resize_image``: bilinear, corners aligned (scale ``(in - 1) / (out - 1)``), rows then columns."""
+def _axis(n_in: int, n_out: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """resize_image's sampling along one axis: left index, float32 fraction, right index (clamped)."""
+    scale = F32(n_in - 1) / F32(n_out - 1)  # corners aligned
+    pos = np.arange(n_out, dtype=F32) * scale
+    left = pos.astype(np.int64)
+    return left, pos - left.astype(F32), np.minimum(left + 1, n_in - 1)
+
+
+def crop_resize(image: np.ndarray, dx: int, dy: int, crop_w: int, crop_h: int, w: int, h: int,
+                flip: bool = False) -> np.ndarray:
+    """Darknet's ``crop_image``, ``resize_image`` to ``h x w`` and, with ``flip``, ``flip_image``:
+    ``H x W x 3`` -> float32 ``3 x h x w``.
+
+    Bilinear with corners aligned (scale ``(in - 1) / (out - 1)``), columns first then rows, the last
+    column and row taking the crop's last ones as Darknet does. Only the pixels the resize reads are
+    gathered and converted; ``uint8`` input is divided by 255 first (the same floats as Darknet's data).
+    The mirror reverses the output columns by reversing the column sampling (the same values, in order).
+    """
     ih, iw = image.shape[:2]
-    if (ih, iw) == (h, w):
-        return image.astype(F32, copy=True)
-    image = image.astype(F32, copy=False)
-    # Pass 1: along x, into an ih x w image.
-    w_scale = F32(iw - 1) / F32(w - 1)
-    sx = np.arange(w, dtype=F32) * w_scale
-    ix = sx.astype(np.int64)
-    dx = (sx - ix.astype(F32))[None, :, None]
-    right = np.minimum(ix + 1, iw - 1)
-    part = (F32(1) - dx) * image[:, ix] + dx * image[:, right]
-    if iw == 1:
-        part = np.repeat(image[:, -1:], w, axis=1)
+    cols = np.clip(np.arange(crop_w) + dx, 0, iw - 1)
+    if dy >= 0 and dy + crop_h <= ih:
+        rows_of = image[dy:dy + crop_h]
     else:
-        part[:, -1] = image[:, -1]  # the last column takes the last input column
+        rows_of = np.take(image, np.clip(np.arange(crop_h) + dy, 0, ih - 1), axis=0)
+    order = slice(None, None, -1) if flip else slice(None)
+    if (crop_h, crop_w) == (h, w):
+        return _planes(np.take(rows_of, cols[order], axis=1))
+    # Pass 1: along x, into a crop_h x w image.
+    ix, fx, right = (a[order] for a in _axis(crop_w, w))
+    part = _planes(np.take(rows_of, cols[ix], axis=1))
+    part *= ONE - fx
+    after = _planes(np.take(rows_of, cols[right], axis=1))
+    after *= fx
+    part += after
+    last = _planes(rows_of[:, cols[-1:]])
+    if crop_w == 1:
+        part = np.repeat(last, w, axis=2)
+    else:  # the last output column takes the last input column
+        part[:, :, slice(0, 1) if flip else slice(-1, None)] = last
     # Pass 2: along y; the last row (or a one-row input) has no lower neighbour.
-    h_scale = F32(ih - 1) / F32(h - 1)
-    sy = np.arange(h, dtype=F32) * h_scale
-    iy = sy.astype(np.int64)
-    dy = (sy - iy.astype(F32))[:, None, None]
-    below = np.minimum(iy + 1, ih - 1)
-    upper = (F32(1) - dy) * part[iy]
-    if ih == 1:
-        return upper.astype(F32)
-    out = upper + dy * part[below]
-    out[-1] = upper[-1]  # Darknet adds nothing to its last row
-    return out.astype(F32)
+    iy, fy, below = _axis(crop_h, h)
+    fy = fy[:, None]
+    upper = np.take(part, iy, axis=1)
+    upper *= ONE - fy
+    if crop_h == 1:
+        return upper
+    out = np.take(part, below, axis=1)
+    out *= fy
+    out += upper
+    out[:, -1] = upper[:, -1]  # Darknet adds nothing to its last row
+    return out
+
+
+def resize_image(image: np.ndarray, w: int, h: int) -> np.ndarray:
+    """Darknet's ``resize_image`` on ``H x W x 3`` pixels (float32 result; ``uint8`` is divided by 255)."""
+    ih, iw = image.shape[:2]
+    return crop_resize(image, 0, 0, iw, ih, w, h).transpose(1, 2, 0)
+
+
+def _rgb_to_hsv(r: np.ndarray, g: np.ndarray, b: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Darknet's ``rgb_to_hsv`` on float32 planes: hue in turns [0, 1), saturation, value (new arrays).
+
+    Written with few temporaries: allocating and first touching large arrays costs more than the arithmetic.
+    """
+    mx = np.maximum(r, g)
+    np.maximum(mx, b, out=mx)
+    delta = np.minimum(r, g)
+    np.minimum(delta, b, out=delta)
+    np.subtract(mx, delta, out=delta)
+    r_max, g_max = r == mx, g == mx
+    # hue sixths: (g - b) / delta when r is the max, 2 + (b - r) / delta when g is, else 4 + (r - g) / delta
+    h = r - g
+    scratch = b - r
+    np.copyto(h, scratch, where=g_max)
+    np.subtract(g, b, out=scratch)
+    np.copyto(h, scratch, where=r_max)
+    np.copyto(scratch, delta)
+    np.copyto(scratch, ONE, where=delta == 0)
+    h /= scratch
+    offset = np.where(g_max, F32(2), F32(4))
+    np.copyto(offset, F32(0), where=r_max)
+    h += offset
+    np.add(h, F32(6), out=h, where=h < 0)
+    h /= F32(6)  # C divides by the double 6.; float32 division rounds the same (53 >= 2 * 24 + 2 bits)
+    black = mx == 0
+    np.copyto(scratch, mx)
+    np.copyto(scratch, ONE, where=black)
+    s = np.divide(delta, scratch, out=delta)
+    np.copyto(h, F32(0), where=black)
+    np.copyto(s, F32(0), where=black)
+    return h, s, mx
+
+
+# Darknet's hsv_to_rgb by hue sector 0..5 (index 6, hue exactly 1, is its "else", as 5): the channel that
+# takes v and the one that takes p = v (1 - s); the third takes q = v (1 - s f) in odd sectors and
+# t = v (1 - s (1 - f)) in even ones (f: the fraction of the sector).
+_V_CHANNEL = np.array([0, 1, 1, 2, 2, 0], np.uint8)
+_P_CHANNEL = np.array([2, 2, 0, 0, 1, 1], np.uint8)
+
+
+def _hsv_to_rgb(h: np.ndarray, s: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Darknet's ``hsv_to_rgb`` on float32 planes -> ``3 x H x W``; overwrites ``h`` and ``s``.
+
+    Gray (``s == 0``) needs no case of its own: p, q and t are then exactly v.
+    """
+    h *= F32(6)
+    index = np.floor(h)
+    f = np.subtract(h, index, out=h)
+    np.clip(index, 0, 5, out=index)
+    sector = index.astype(np.uint8)
+    third = np.subtract(ONE, f, out=index)        # 1 - f (even sectors) ...
+    np.copyto(third, f, where=(sector & 1).view(bool))  # ... or f (odd)
+    third *= s
+    np.subtract(ONE, third, out=third)
+    third *= v
+    p = np.subtract(ONE, s, out=s)
+    p *= v
+    out = np.empty((3,) + v.shape, F32)
+    out[:] = third
+    v_channel, p_channel = _V_CHANNEL[sector], _P_CHANNEL[sector]
+    for c in range(3):
+        np.copyto(out[c], v, where=v_channel == c)
+        np.copyto(out[c], p, where=p_channel == c)
+    return out
 
 
 def rgb_to_hsv(image: np.ndarray) -> np.ndarray:
-    """Darknet's ``rgb_to_hsv`` on float32 RGB in [0, 1]: hue in turns [0, 1), saturation, value."""
-    r, g, b = (image[..., k].astype(F32) for k in range(3))
-    mx = np.maximum(np.maximum(r, g), b)
-    mn = np.minimum(np.minimum(r, g), b)
-    delta = mx - mn
-    safe = np.where(delta == 0, F32(1), delta)
-    h = np.where(r == mx, (g - b) / safe, np.where(g == mx, F32(2) + (b - r) / safe, F32(4) + (r - g) / safe))
-    h = np.where(h < 0, h + F32(6), h)
-    h = (h.astype(np.float64) / 6.0).astype(F32)  # C divides by the double 6.
-    s = delta / np.where(mx == 0, F32(1), mx)
-    zero = mx == 0
-    h, s = np.where(zero, F32(0), h), np.where(zero, F32(0), s)
-    return np.stack([h, s, mx], -1).astype(F32)
+    """Darknet's ``rgb_to_hsv`` on float32 RGB ``H x W x 3`` in [0, 1]: hue in turns [0, 1), saturation, value."""
+    image = image.astype(F32, copy=False)
+    return np.stack(_rgb_to_hsv(image[..., 0], image[..., 1], image[..., 2]), -1)
 
 
 def hsv_to_rgb(image: np.ndarray) -> np.ndarray:
-    """Darknet's ``hsv_to_rgb`` (inverse of :func:`rgb_to_hsv`)."""
-    h = F32(6) * image[..., 0].astype(F32)
-    s, v = image[..., 1].astype(F32), image[..., 2].astype(F32)
-    index = np.floor(h)
-    f = h - index
-    p = v * (F32(1) - s)
-    q = v * (F32(1) - s * f)
-    t = v * (F32(1) - s * (F32(1) - f))
-    # Darknet's six sectors (index 0..4 and "else"); which of v, q, p, t each channel takes in each.
-    candidates = np.stack([v, q, p, t])  # 4, H, W
-    sector = np.clip(index, 0, 5).astype(np.intp)[None]
-    pick = np.array([[0, 1, 2, 2, 3, 0],   # r: v q p p t v
-                     [3, 0, 0, 1, 2, 2],   # g: t v v q p p
-                     [2, 2, 3, 0, 0, 1]])  # b: p p t v v q
-    rgb = np.stack([np.take_along_axis(candidates, pick[c][sector], 0)[0] for c in range(3)], -1)
-    gray = (s == 0)[..., None]
-    return np.where(gray, v[..., None], rgb).astype(F32)
+    """Darknet's ``hsv_to_rgb`` (inverse of :func:`rgb_to_hsv`) on ``H x W x 3``."""
+    h, s, v = _planes(np.asarray(image, F32))
+    return _hsv_to_rgb(h, s, v).transpose(1, 2, 0)
+
+
+def _distort(planes: np.ndarray, dhue: float, dsat: float, dexp: float) -> np.ndarray:
+    """:func:`distort_image` on float32 ``3 x H x W`` planes."""
+    h, s, v = _rgb_to_hsv(planes[0], planes[1], planes[2])
+    s *= F32(dsat)
+    v *= F32(dexp)
+    h += F32(dhue)
+    np.subtract(h, ONE, out=h, where=h > 1)
+    np.add(h, ONE, out=h, where=h < 0)
+    out = _hsv_to_rgb(h, s, v)
+    return np.clip(out, 0, 1, out=out)
 
 
 def distort_image(image: np.ndarray, dhue: float, dsat: float, dexp: float) -> np.ndarray:
     """Darknet's ``distort_image``: scale saturation and value, shift hue (wrapping), back to RGB, clip to [0, 1]."""
-    hsv = rgb_to_hsv(image)
-    hsv[..., 1] = hsv[..., 1] * F32(dsat)
-    hsv[..., 2] = hsv[..., 2] * F32(dexp)
-    hue = hsv[..., 0] + F32(dhue)
-    hue = np.where(hue > 1, hue - F32(1), hue)
-    hsv[..., 0] = np.where(hue < 0, hue + F32(1), hue)
-    return np.clip(hsv_to_rgb(hsv), 0, 1).astype(F32)
+    return _distort(_planes(image), dhue, dsat, dexp).transpose(1, 2, 0)
 
 
 def augment_image(image: np.ndarray, draw: DarknetDraw, net_hw: Tuple[int, int]) -> np.ndarray:
     """``H x W x 3`` RGB -> the network input ``net_h x net_w x 3`` float32 [0, 1]: crop, resize, flip, distort.
 
-    ``image`` is float32 in [0, 1] (Darknet's data) or ``uint8`` (divided by 255 after the crop, which only
-    moves pixels: the same floats, with less to convert).
+    ``image`` is float32 in [0, 1] (Darknet's data) or ``uint8`` (divided by 255 as it is read: the same floats).
+    The result is a transposed view of ``3 x net_h x net_w`` planes (the layout the network takes).
     """
     sheight, swidth = draw.crop_size(image.shape[:2])
-    cropped = crop_image(image, draw.pleft, draw.ptop, swidth, sheight)
-    if cropped.dtype == np.uint8:
-        cropped = cropped.astype(F32) / F32(255)
-    out = resize_image(cropped, net_hw[1], net_hw[0])
-    if draw.flip:
-        out = out[:, ::-1].copy()
-    return distort_image(out, draw.dhue, draw.dsat, draw.dexp)
+    planes = crop_resize(image, draw.pleft, draw.ptop, swidth, sheight, net_hw[1], net_hw[0], draw.flip)
+    return _distort(planes, draw.dhue, draw.dsat, draw.dexp).transpose(1, 2, 0)
 
 
 # ---------------------------------------------------------------------------------------------- truths
@@ -293,7 +380,9 @@ def _one_image(image: np.ndarray, boxes: np.ndarray, labels: np.ndarray, rng: np
 
 def _to_uint8(pixels: np.ndarray) -> np.ndarray:
     """Darknet's float input rounded to ``uint8`` (within half a level)."""
-    return np.clip(np.rint(pixels * 255), 0, 255).astype(np.uint8)
+    levels = pixels * F32(255)
+    np.rint(levels, out=levels)
+    return np.clip(levels, 0, 255, out=levels).astype(np.uint8)
 
 
 def darknet_sample(image: np.ndarray, boxes: np.ndarray, labels: np.ndarray, rng: np.random.Generator,
@@ -330,6 +419,6 @@ def darknet_item(load: Callable[[int], tuple], index: int, num_items: int, rng: 
     return _to_uint8(pixels), boxes, labels, matrix
 
 
-__all__ = ["DarknetDraw", "augment_image", "augment_truths", "crop_image", "darknet_item", "darknet_sample",
-           "distort_image", "draw_darknet", "hsv_to_rgb", "input_matrix", "mixup_images", "mixup_truths",
-           "resize_image", "rgb_to_hsv"]
+__all__ = ["DarknetDraw", "augment_image", "augment_truths", "crop_image", "crop_resize", "darknet_item",
+           "darknet_sample", "distort_image", "draw_darknet", "hsv_to_rgb", "input_matrix", "mixup_images",
+           "mixup_truths", "resize_image", "rgb_to_hsv"]
