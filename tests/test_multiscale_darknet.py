@@ -201,3 +201,15 @@ def test_training_loads_each_update_at_darknet_size(tmp_path, monkeypatch):
     assert [asked for asked, _, _ in loaded[:44]] == want
     assert all(asked == made == shown for asked, made, shown in loaded)
     assert want[:20] == [(64, 128)] * 20 and len(set(want)) >= 2  # largest first, then drawn sizes
+
+    # A resumed run goes on with the sizes of the uninterrupted one (a function of the seed and update index).
+    loaded.clear()
+    resumed = Trainer(TrainOptions(resume=str(result.run_dir / "last.pt"), progress=False))
+
+    def stop_again(t):
+        if t.global_step == 26:
+            t.request_stop()
+
+    resumed.hooks["step_end"].append(stop_again)
+    assert resumed.fit().global_step == 26
+    assert [asked for asked, _, _ in loaded[:8]] == [rule(b // 2) for b in range(44, 52)]
