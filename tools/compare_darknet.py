@@ -147,6 +147,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     for key, label, hyp in runs:
         if key in args.skip:
             continue
+        hyp = {**hyp, "eval_interval": args.epochs}  # evaluate once, at the end: images/s is training alone
         name = f"ours_{key}"
         shutil.rmtree(out / name, ignore_errors=True)
         cmd = [sys.executable, str(REPO / "tools" / "train.py"), "--cfg", str(cfg), "--data", str(out / "train.yaml"),
