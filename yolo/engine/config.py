@@ -39,11 +39,11 @@ TRAINER_DEFAULTS: Dict[str, Any] = {
     "multi_scale_range": [0.7, 1.3],  # input side factor range for multi-scale
     "multi_scale_every": 10,    # mini-batches between size changes (Darknet: 10)
     "augment": {},              # overrides for yolo.data.transforms (hue, saturation, mosaic, ...)
-    "ema": True,                # keep an exponential moving average of the weights (evaluated and saved)
+    "ema": False,               # our improvement, off for Darknet's training: evaluate/save an EMA of the weights
     "ema_decay": 0.9999,
     "ema_tau": 2000.0,
     "amp": True,                # mixed precision on CUDA (ignored on the CPU)
-    "head_prior": True,         # start fresh heads' objectness/class biases at a prior (not 0.5)
+    "head_prior": False,        # our improvement: fresh heads' objectness/class biases start at a prior (Darknet: 0)
     "bn_momentum": None,        # None: Darknet's 0.01 per batch
     "max_grad_norm": None,      # clip the gradient norm (None: no clipping, as Darknet)
     "conf_thres": 0.001,        # evaluation thresholds (COCO-style mAP)

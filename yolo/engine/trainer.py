@@ -336,7 +336,7 @@ class Trainer:
                 if self.main:
                     for line in self.transfer_report.summary().splitlines():
                         logger.info("%s", line)
-            if hyp.get("head_prior", True):
+            if hyp.get("head_prior", False):
                 prior_head_biases(model, tuple(hyp["img_size"]), fresh)
         self.frozen = freeze_layers(model, opt.freeze) if opt.freeze else []
         if self.frozen and self.main:
