@@ -24,6 +24,7 @@ import torch
 from darknet_ref import darknet_source, set_net_options
 from reference import randomize_model
 from yolo.cfg import CfgError
+from yolo.layer_types.crop import Crop
 from yolo.layer_types.xnor import BinaryConvBNAct
 from yolo.model import Darknet
 
@@ -86,6 +87,11 @@ def _smallest_model(cfg: str, tmp_path: Path):
 
 def randomize(model: Darknet, size: int, seed: int = 0) -> None:
     """randomize_model's conv/BN weights, then random weights and non-trivial statistics for the other types."""
+    # The calibration passes run in training mode, where [crop] refuses its CUDA-only colour augmentation:
+    # lift that refusal for them (only BatchNorm statistics are wanted from these passes).
+    crops = [(m, m.training_refusal) for m in model.modules() if isinstance(m, Crop)]
+    for m, _ in crops:
+        m.training_refusal = ""
     randomize_model(model, seed=seed, calibrate_hw=(size, size))
     g = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
@@ -121,6 +127,8 @@ def randomize(model: Darknet, size: int, seed: int = 0) -> None:
             bn.momentum = None
         model.train()
         model(torch.rand(8, model.input_channels, size, size, generator=g))
+        for m, refusal in crops:
+            m.training_refusal = refusal
         for bn in bns:
             bn.momentum = 0.01
             # A wider variance than the 8-image estimate: the test image then stays in range through hundreds
