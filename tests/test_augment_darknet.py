@@ -132,6 +132,8 @@ def test_cfg_selects_the_darknet_pipeline(assets):
     assert hyp["resize"] == heads[-1].get_float("resize", 1.0)
     with pytest.raises(ValueError, match="pipeline: affine"):
         augment_from_cfg(sections[0], heads, overrides={"min_visible": 0.5})
+    # A saved hyp (every key, the other pipeline's at their no-op values) is accepted again as it is.
+    assert augment_from_cfg(sections[0], heads, overrides=dict(hyp)) == hyp
     # yolov4-tiny's resize=1.5 exists only in Darknet's pipeline: our own one refuses it rather than drop it.
     with pytest.raises(ValueError, match="resize=1.5"):
         augment_from_cfg(sections[0], heads, overrides={"pipeline": "affine"})
@@ -139,6 +141,8 @@ def test_cfg_selects_the_darknet_pipeline(assets):
     affine = augment_from_cfg(v3[0], [s for s in v3 if s.type == "yolo"],
                               overrides={"pipeline": "affine", "mosaic": 0.5})
     assert affine["pipeline"] == "affine" and affine["mosaic"] == 0.5
+    with pytest.raises(ValueError, match="belong to Darknet's pipeline"):
+        augment_from_cfg(v3[0], [s for s in v3 if s.type == "yolo"], overrides={"pipeline": "affine", "mixup": 1})
 
 
 def test_train_transform_runs_the_darknet_pipeline():

@@ -149,14 +149,21 @@ def augment_from_cfg(net, heads: Sequence = (), mosaic_prob: float = 0.5,
         hyp["jitter"] = last.get_float("jitter", 0.2)
         cfg_darknet_only["resize"] = last.get_float("resize", 1.0)
         cfg_darknet_only["max_boxes"] = float(last.get_int("max", 200))
+    # A key of the other pipeline is an error unless it has its no-op value (a saved hyp.yaml lists them all).
+    neutral = {**DEFAULT_AUGMENT, "scale": 0.0, "translate": 0.0, "degrees": 0.0, "mosaic": 0.0}
     if pipeline == "darknet":
-        wrong = [key for key in AFFINE_ONLY if key in overrides]
+        wrong = [key for key in AFFINE_ONLY if key in overrides and overrides[key] is not None
+                 and float(overrides[key]) != neutral[key]]
         if wrong:
             raise ValueError(f"augment {wrong} belong to this framework's own pipeline: add 'pipeline: affine' "
                              "to 'augment' (Darknet's pipeline, the default with a cfg, has no such setting)")
         hyp.update(cfg_darknet_only)
         hyp.update({"scale": 0.0, "translate": 0.0, "degrees": 0.0, "mosaic": 0.0})
     else:
+        wrong = [key for key in DARKNET_ONLY if key in overrides and overrides[key] is not None
+                 and float(overrides[key]) != neutral[key]]
+        if wrong:
+            raise ValueError(f"augment {wrong} belong to Darknet's pipeline: remove them or 'pipeline: affine'")
         changed = [f"{k}={v:g}" for k, v in cfg_darknet_only.items() if v != DEFAULT_AUGMENT[k]]
         if changed:
             raise ValueError(f"the cfg sets {', '.join(changed)}, which only Darknet's pipeline applies: remove "
