@@ -275,9 +275,13 @@ class Darknet(nn.Module):
             self.cfg_text = sections_to_text(sections)
         self.sections = sections
         self.net = sections[0]
-        self.input_channels = _positive(self.net, "channels", self.net.get_int("channels", 3))
-        height = _positive(self.net, "height", self.net.get_int("height", 416))
-        width = _positive(self.net, "width", self.net.get_int("width", 416))
+        if self.net.has("inputs") and not any(self.net.has(k) for k in ("height", "width", "channels")):
+            # A vector network (Darknet's text rnn/gru/lstm cfgs): 'inputs' values, seen as inputs x 1 x 1.
+            self.input_channels, height, width = _positive(self.net, "inputs", self.net.get_int("inputs")), 1, 1
+        else:
+            self.input_channels = _positive(self.net, "channels", self.net.get_int("channels", 3))
+            height = _positive(self.net, "height", self.net.get_int("height", 416))
+            width = _positive(self.net, "width", self.net.get_int("width", 416))
         self.input_size = (height, width)
 
         self.module_list = nn.ModuleList()
@@ -306,8 +310,21 @@ class Darknet(nn.Module):
         self._sources = [tuple(info.inputs) for info in self.layer_infos]
         self._saved = sorted({i for sources in self._sources for i in sources})
         self._is_head = [isinstance(m, HEAD_TYPES) for m in self.module_list]
+        self._check_head_outputs_unread(sections[1:])
         self.stride = self._network_stride()
         self.darknet_header = (0, 2, 0, 0)  # major, minor, revision, seen: what a loaded file had
+
+    def _check_head_outputs_unread(self, layers: Sequence[Section]) -> None:
+        """Refuse a layer that reads a head's output. Darknet's heads output their activated input (its own
+        layout per head type), which this model does not reproduce: heads here return raw or decoded maps."""
+        for i, section in enumerate(layers):
+            read = set(self._sources[i])
+            if i > 0 and not isinstance(self.module_list[i], Route):
+                read.add(i - 1)  # every layer but [route] also reads the previous layer's output
+            heads = sorted(j for j in read if self._is_head[j])
+            if heads:
+                raise section.error(f"reads the output of head layer {heads[0]} ([{layers[heads[0]].type}]): "
+                                    "only [route] may follow a head, and it may not read the head itself")
 
     def _share_weights(self) -> None:
         """Layers with ``share_index``: use that layer's conv weights, bias and BatchNorm (statistics included),
