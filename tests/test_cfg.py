@@ -83,7 +83,7 @@ def test_tiny_cfg_builds(tmp_path):
     (("width=64", "width=64\nheight"), "height\n", "expected 'key=value' or '[section]'"),
     (("[net]", "width=1\n[net]"), "width=1", "comes before any [section]"),
     (("[maxpool]", "[max pool"), "[max pool", "malformed section header"),
-    (("filters=8\n", "filters=8\ndilation=2\n"), "dilation=2", "'dilation=2' changes the computation"),
+    (("filters=8\n", "filters=8\nantialiasing=1\n"), "antialiasing=1", "'antialiasing=1' changes the computation"),
 ])
 def test_bad_cfg_errors_name_file_line_and_problem(tmp_path, edit, at, message):
     old, new = edit
