@@ -19,7 +19,7 @@ from .layers import (ACTIVATIONS, ConvBNAct, Dropout, GlobalAvgPool, HeadOptions
                      Reorg, Route, Shortcut, Softmax, Upsample, YOLOLayer)
 from . import layer_types  # noqa: F401  (registers the builders of the extra layer types)
 from .cfg_options import known_keys
-from .layer_types.registry import BUILDERS, LayerInfo, Shape, register
+from .layer_types.registry import BUILDERS, LayerInfo, Shape, pool_window, register
 from .layer_types.registry import activation as _activation
 from .layer_types.registry import layer_index as _layer_index
 from .layer_types.registry import positive as _positive
@@ -75,17 +75,8 @@ def build_convolutional(section: Section, shapes: List[Shape], prev: Shape) -> L
 
 @register("maxpool")
 def build_maxpool(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
-    c, h, w = prev
-    stride = _positive(section, "stride", section.get_int("stride", 1))
-    size = _positive(section, "size", section.get_int("size", stride))
-    padding = section.get_int("padding", size - 1)
-    if padding < 0:
-        raise section.error(f"'padding' must not be negative, got {padding}", "padding")
-    out_h = (h + padding - size) // stride + 1
-    out_w = (w + padding - size) // stride + 1
-    if out_h <= 0 or out_w <= 0:
-        raise section.error(f"input {h}x{w} is too small for size={size} stride={stride}")
-    return LayerInfo(MaxPool(size, stride, padding), (c, out_h, out_w), prev)
+    size, stride, padding, out_shape = pool_window(section, prev)
+    return LayerInfo(MaxPool(size, stride, padding), out_shape, prev)
 
 
 @register("upsample")

@@ -13,7 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..cfg import Section
-from .registry import LayerInfo, Shape, positive, register
+from .registry import LayerInfo, Shape, pool_window, register
 
 
 class LocalAvgPool(nn.Module):
@@ -36,14 +36,5 @@ class LocalAvgPool(nn.Module):
 
 @register("local_avgpool", "local_avg")
 def build_local_avgpool(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
-    c, h, w = prev
-    stride = positive(section, "stride", section.get_int("stride", 1))
-    size = positive(section, "size", section.get_int("size", stride))
-    padding = section.get_int("padding", size - 1)
-    if padding < 0:
-        raise section.error(f"'padding' must not be negative, got {padding}", "padding")
-    out_h = (h + padding - size) // stride + 1
-    out_w = (w + padding - size) // stride + 1
-    if out_h <= 0 or out_w <= 0:
-        raise section.error(f"input {h}x{w} is too small for size={size} stride={stride}")
-    return LayerInfo(LocalAvgPool(size, stride, padding), (c, out_h, out_w), prev)
+    size, stride, padding, out_shape = pool_window(section, prev)
+    return LayerInfo(LocalAvgPool(size, stride, padding), out_shape, prev)

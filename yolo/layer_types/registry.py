@@ -72,3 +72,21 @@ def layer_index(section: Section, key: str, value: int) -> int:
     if not 0 <= index < section.index:
         raise section.error(f"'{key}' refers to layer {value} -> {index}, outside layers 0..{section.index - 1}", key)
     return index
+
+
+def pool_window(section: Section, prev: Shape) -> Tuple[int, int, int, Shape]:
+    """``(size, stride, padding, out_shape)`` of a Darknet pooling section ([maxpool], [local_avgpool]).
+
+    ``padding`` is the total padding (default size-1); out = (in + padding - size) // stride + 1.
+    """
+    c, h, w = prev
+    stride = positive(section, "stride", section.get_int("stride", 1))
+    size = positive(section, "size", section.get_int("size", stride))
+    padding = section.get_int("padding", size - 1)
+    if padding < 0:
+        raise section.error(f"'padding' must not be negative, got {padding}", "padding")
+    out_h = (h + padding - size) // stride + 1
+    out_w = (w + padding - size) // stride + 1
+    if out_h <= 0 or out_w <= 0:
+        raise section.error(f"input {h}x{w} is too small for size={size} stride={stride}")
+    return size, stride, padding, (c, out_h, out_w)
