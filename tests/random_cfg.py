@@ -39,7 +39,7 @@ CONV_ONLY_ACTIVATIONS = ["mish", "swish", "hard_mish", "normalize_channels", "no
 
 def activations(conv: bool = False) -> List[str]:
     """Activation names for a layer; ``conv=True`` for [convolutional] and the convolutions inside a layer."""
-    from yolo.layers import ACTIVATIONS
+    from yolo.models.layers import ACTIVATIONS
     extra = MORE_ACTIVATIONS + (CONV_ONLY_ACTIVATIONS if conv else [])
     return BASIC_ACTIVATIONS + [name for name in extra if name in ACTIVATIONS]
 MAX_SIDE = 24
@@ -332,8 +332,8 @@ RECURRENT = {"rnn", "gru", "lstm", "crnn", "conv_lstm"}
 
 def available_makers() -> List[Tuple[str, float, Maker]]:
     """The makers whose section type the model builds today (types land one module at a time)."""
-    from yolo.layer_types.registry import BUILDERS
-    import yolo.model  # noqa: F401  (registers the core builders)
+    from yolo.models.layer_types.registry import BUILDERS
+    import yolo.models.model  # noqa: F401  (registers the core builders)
     return [m for m in MAKERS if m[0] in BUILDERS]
 NOT_READABLE = {"yolo", "gru"}
 AFTER_NON_IMAGE = {"route", "rnn", "gru", "lstm"}  # what Darknet accepts after a layer with no image shape

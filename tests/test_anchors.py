@@ -86,7 +86,7 @@ def test_tool_prints_and_writes(assets, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert f"anchors = {format_anchors(result.anchors, 416)}" in printed
     assert re.search(r"mean IoU = \d+\.\d\d %", printed)
-    from yolo.cfg import parse_cfg
+    from yolo.models.cfg import parse_cfg
     heads = [s for s in parse_cfg(out) if s.type == "yolo"]
     assert len(heads) == 2
     for head in heads:

@@ -122,7 +122,7 @@ def test_max_boxes_keeps_a_random_subset():
 
 
 def test_cfg_selects_the_darknet_pipeline(assets):
-    from yolo.cfg import parse_cfg
+    from yolo.models.cfg import parse_cfg
 
     sections = parse_cfg(assets("cfg/yolov4-tiny.cfg"))
     heads = [s for s in sections if s.type == "yolo"]

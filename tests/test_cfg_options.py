@@ -5,11 +5,11 @@ import re
 
 import pytest
 
-from yolo.cfg import CfgError, parse_cfg, parse_cfg_text
-from yolo.cfg_options import (INERT, NET_OPTIONS, REFUSED, REGION_OPTIONS, TRAINED, YOLO_OPTIONS,
+from yolo.models.cfg import CfgError, parse_cfg, parse_cfg_text
+from yolo.models.cfg_options import (INERT, NET_OPTIONS, REFUSED, REGION_OPTIONS, TRAINED, YOLO_OPTIONS,
                               check_training_options, refusals)
 from yolo.engine.config import resolve_hyp
-from yolo.model import TRAINING_OPTIONS, Darknet
+from yolo.models.model import TRAINING_OPTIONS, Darknet
 
 
 def _darknet_parser_keys(function: str):

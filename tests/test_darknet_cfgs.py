@@ -23,10 +23,10 @@ import torch
 
 from darknet_ref import darknet_source, set_net_options
 from reference import randomize_model
-from yolo.cfg import CfgError
-from yolo.layer_types.crop import Crop
-from yolo.layer_types.xnor import BinaryConvBNAct
-from yolo.model import Darknet
+from yolo.models.cfg import CfgError
+from yolo.models.layer_types.crop import Crop
+from yolo.models.layer_types.xnor import BinaryConvBNAct
+from yolo.models.model import Darknet
 
 CFG_DIR = darknet_source() / "cfg"
 ALL_CFGS = sorted(str(p.relative_to(CFG_DIR)) for p in CFG_DIR.rglob("*.cfg")) if CFG_DIR.is_dir() else []
@@ -214,7 +214,7 @@ def test_cfgs_darknet_refuses_are_refused(cfg, darknet):
                                  "yolov4-sam-mish-csp-reorg-bfm.cfg"])
 def test_bflops_per_layer_equal_darknets(cfg, darknet, tmp_path):
     """Each layer's BFLOPs in our summary equal Darknet's ``l.bflops`` (as it prints them when parsing)."""
-    from yolo.summary import layer_rows
+    from yolo.models.summary import layer_rows
 
     model, path, size = _smallest_model(cfg, tmp_path)
     metas = darknet.layers(path)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from conftest import asset
-from yolo.cfg import parse_cfg
+from yolo.models.cfg import parse_cfg
 from yolo.data import (MultiScale, YoloDataset, augment_config, augment_from_cfg, collate_fn, create_dataloader,
                        resize_batch, set_epoch)
 from yolo.data.transforms import item_rng, train_transform

@@ -7,10 +7,10 @@ import torch.nn.functional as F
 
 from conftest import asset
 from reference import cfg_with_thresh0, cv2
-from yolo.detector import (Detector, FusedConvCPU, ImageReadError, WinogradConv3x3, _FastMaxPool,
+from yolo.inference.detector import (Detector, FusedConvCPU, ImageReadError, WinogradConv3x3, _FastMaxPool,
                            _onednn_conv_available, prepare_for_inference, preprocess)
-from yolo.layers import ConvBNAct, MaxPool
-from yolo.model import Darknet, load_model
+from yolo.models.layers import ConvBNAct, MaxPool
+from yolo.models.model import Darknet, load_model
 
 IMAGES = ["dog.jpg", "horses.jpg", "person.jpg", "eagle.jpg", "giraffe.jpg", "kite.jpg", "scream.jpg"]
 CONF, IOU = 0.25, 0.45
@@ -196,7 +196,7 @@ def test_bad_arguments(tiny_paths):
 
 
 def test_pt_checkpoint_gives_same_detections(detector_stretch, tiny_paths, tmp_path):
-    from yolo.checkpoint import model_checkpoint, save_checkpoint
+    from yolo.models.checkpoint import model_checkpoint, save_checkpoint
 
     cfg, weights, names = tiny_paths
     model = load_model(cfg, weights)

@@ -10,11 +10,11 @@ import torch
 
 from reference import randomize_model
 from test_region_loss_darknet import assert_deltas_equal, coco_batch, head_deltas, write_weights
-from yolo.cfg import CfgError
-from yolo.gaussian_yolo_loss import gaussian_yolo_loss
-from yolo.layer_types.gaussian_yolo import GaussianYOLOLayer, postprocess_gaussian
-from yolo.loss import YoloLoss
-from yolo.model import Darknet
+from yolo.models.cfg import CfgError
+from yolo.losses.gaussian_yolo_loss import gaussian_yolo_loss
+from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer, postprocess_gaussian
+from yolo.losses.yolo_loss import YoloLoss
+from yolo.models.model import Darknet
 
 BDD = "Gaussian_yolov3_BDD.cfg"
 
@@ -258,7 +258,7 @@ def small_gaussian(tmp_path):
 def test_detector_returns_darknet_detections_with_sigmas(darknet, assets, tmp_path, seed):
     """Every (box, class) Darknet's rule keeps (no NMS: iou_thres=1) with its score, box and uncertainties."""
     import cv2
-    from yolo.detector import Detector, preprocess
+    from yolo.inference.detector import Detector, preprocess
 
     cfg, weights, model = small_gaussian_model(tmp_path, seed)
     image = cv2.resize(cv2.imread(str(assets("images/dog.jpg"))), (128, 128))  # no letterbox padding
@@ -332,7 +332,7 @@ def test_postprocess_gaussian_uses_darknet_score_rule():
 def test_detector_takes_nms_kind_from_a_last_gaussian_head(tmp_path):
     """Darknet's detector reads nms_kind from the last layer, here a [Gaussian_yolo] (cornersnms suppresses by
     IoU like the default)."""
-    from yolo.detector import Detector
+    from yolo.inference.detector import Detector
 
     _, text = write_cfg(tmp_path, 16)
     for kind, expected in (("diounms", "diounms"), ("cornersnms", "default")):
@@ -347,7 +347,7 @@ def test_evaluation_scores_gaussian_rows_by_darknet_rule():
     objectness * p * (1 - mean sigma)."""
     from test_evaluation import make_gt
     from yolo.evaluation import Evaluator, evaluate_model
-    from yolo.layer_types.gaussian_yolo import GaussianYoloOptions
+    from yolo.models.layer_types.gaussian_yolo import GaussianYoloOptions
     from yolo.ops import LetterboxInfo
 
     class RowsEcho(torch.nn.Module):

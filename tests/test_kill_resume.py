@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from yolo.checkpoint import load_checkpoint_file
+from yolo.models.checkpoint import load_checkpoint_file
 from yolo.data import SHAPE_NAMES, ensure_shapes_dataset
 from yolo.engine import TrainOptions, Trainer
 from yolo.engine.trainer import fitness

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from reference import randomize_model
-from yolo.cfg import CfgError
-from yolo.model import Darknet
+from yolo.models.cfg import CfgError
+from yolo.models.model import Darknet
 
 GENERIC = ["linear", "logistic", "loggy", "relu", "relu6", "elu", "selu", "gelu", "relie", "ramp", "leaky", "tanh",
            "plse", "stair", "hardtan", "lhtan", "revleaky"]
@@ -66,7 +66,7 @@ def test_conv_only_activation_is_refused_elsewhere(name, tmp_path):
 
 
 def test_gelu_is_darknets_tanh_form():
-    from yolo.layers import create_activation
+    from yolo.models.layers import create_activation
     x = torch.linspace(-5, 5, 101)
     expected = 0.5 * x * (1 + torch.tanh(0.797885 * x + 0.035677 * x ** 3))
     assert torch.equal(create_activation("gelu")(x), expected)
@@ -147,7 +147,7 @@ def test_yolov1_detection_decode(tmp_path):
 def test_binary_convolution_is_cudas_per_filter_formula():
     """xnor=1: sign(x) (x > 0 -> 1, else -1) convolved with sign(w) * mean|w| of each filter, padding 0."""
     text = _cfg("[convolutional]\nxnor=1\nfilters=3\nsize=3\npad=1\nactivation=linear\n", size=5, channels=2)
-    from yolo.cfg import parse_cfg_text
+    from yolo.models.cfg import parse_cfg_text
     model = Darknet(parse_cfg_text(text, source="xnor.cfg")).eval()
     w = model.module_list[0].conv.weight.detach().numpy()
     b = model.module_list[0].conv.bias.detach().numpy()
@@ -188,7 +188,7 @@ def test_batched_shortcut_follows_cuda_not_the_cpu_read(darknet, assets, tmp_pat
 
 def test_detector_runs_a_yolov1_cfg(tmp_path):
     """The Detector takes [detection] rows like any head's: boxes in original-image pixels, one dict per image."""
-    from yolo.detector import Detector
+    from yolo.inference.detector import Detector
     k = 2 * 2 * ((1 + 4) * 2 + 3)
     text = _cfg(f"[convolutional]\nfilters=4\nsize=3\nstride=2\npad=1\nactivation=leaky\n\n[connected]\noutput={k}\n"
                 f"activation=logistic\n\n[detection]\nclasses=3\ncoords=4\nside=2\nnum=2\nsoftmax=1\nsqrt=1\n", size=64)

@@ -13,7 +13,7 @@ import cv2
 import numpy as np
 import pytest
 
-from yolo.detector import Detector
+from yolo.inference.detector import Detector
 
 REPO = Path(__file__).resolve().parents[1]
 

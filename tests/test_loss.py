@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from yolo.loss import YoloLoss, assign_targets, check_yolo_head, register_head_loss, yolo_head_loss
+from yolo.losses.yolo_loss import YoloLoss, assign_targets, check_yolo_head, register_head_loss, yolo_head_loss
 
 from conftest import asset
 
@@ -586,7 +586,7 @@ def test_gradient_steps_lower_the_loss(kind):
 
 
 def test_darknet_yolov3_tiny_trains():
-    from yolo.model import Darknet
+    from yolo.models.model import Darknet
 
     torch.manual_seed(0)
     model = Darknet(str(asset("cfg/yolov3-tiny.cfg")))
@@ -621,8 +621,8 @@ def test_darknet_yolov3_tiny_trains():
 
 @pytest.mark.parametrize("new_coords,scale_x_y", [(0, 1.0), (0, 1.2), (1, 2.0)])
 def test_ignore_decode_matches_the_heads_eval_decode(new_coords, scale_x_y):
-    from yolo.layers import HeadOptions, YOLOLayer
-    from yolo.loss import YoloLossOptions, darknet_boxes, darknet_output
+    from yolo.models.layers import HeadOptions, YOLOLayer
+    from yolo.losses.yolo_loss import YoloLossOptions, darknet_boxes, darknet_output
 
     anchors = torch.tensor(ANCHORS, dtype=torch.float32)
     head = YOLOLayer(anchors, [3, 4, 5], NUM_CLASSES, HeadOptions(scale_x_y=scale_x_y, new_coords=new_coords))

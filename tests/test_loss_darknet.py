@@ -27,8 +27,8 @@ import pytest
 import torch
 
 from reference import randomize_model
-from yolo.loss import YoloLoss, usable_targets, yolo_head_loss
-from yolo.model import Darknet
+from yolo.losses.yolo_loss import YoloLoss, usable_targets, yolo_head_loss
+from yolo.models.model import Darknet
 
 TOLERANCE = 1e-5
 DARKNET_CFGS = Path(__file__).resolve().parents[2] / "shared" / "darknet" / "cfg"

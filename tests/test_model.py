@@ -8,8 +8,8 @@ import torch
 from conftest import CLASSIFIER_CFGS, DETECTION_CFGS, asset
 from reference import randomize_model
 from yolo import Darknet
-from yolo.layers import ConvBNAct, HeadOptions, MaxPool, Reorg, YOLOLayer
-from yolo.summary import total_bflops
+from yolo.models.layers import ConvBNAct, HeadOptions, MaxPool, Reorg, YOLOLayer
+from yolo.models.summary import total_bflops
 
 
 @pytest.mark.parametrize("name", DETECTION_CFGS + CLASSIFIER_CFGS)

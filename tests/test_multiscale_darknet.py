@@ -91,7 +91,7 @@ def test_schedule_periods_seed_and_last_iterations():
 
 
 def test_random_is_trained_and_resolved_from_the_last_head(tmp_path):
-    from yolo.cfg import parse_cfg
+    from yolo.models.cfg import parse_cfg
     from yolo.engine.config import resolve_hyp
 
     path = tmp_path / "m.cfg"

@@ -10,7 +10,7 @@ import random
 import pytest
 import torch
 
-from yolo.cfg import parse_cfg, parse_cfg_text
+from yolo.models.cfg import parse_cfg, parse_cfg_text
 from yolo.ops import nms, nms_settings, postprocess
 
 
@@ -138,8 +138,8 @@ def test_shipped_cfgs(assets):
 
 def test_detector_takes_the_cfg_choice(assets, tmp_path):
     from yolo import Detector
-    from yolo.model import Darknet
-    from yolo.weights import save_darknet_weights
+    from yolo.models.model import Darknet
+    from yolo.models.weights import save_darknet_weights
 
     model = Darknet(assets("cfg/yolov4-tiny.cfg"))
     weights = tmp_path / "w.weights"

@@ -310,7 +310,7 @@ def test_batchnorm_in_training_follows_cudnn_and_differs_from_darknet_cpu_by_the
 def test_two_updates_with_our_loss_equal_darknets(darknet, assets, tmp_path):
     """As above, but with nothing taken from Darknet on our side: our loss (yolo.loss.YoloLoss), divided by
     subdivisions as the trainer does, backward, and the trainer's update; two updates of two sub-batches."""
-    from yolo.loss import YoloLoss
+    from yolo.losses.yolo_loss import YoloLoss
 
     x, truths = coco128_batch(assets, 4)
     cfg = tmp_path / "net.cfg"
@@ -406,7 +406,7 @@ def test_dont_update_burnin_update_and_clip_follow_darknets_cuda_update(darknet,
     ("dont_update=5", "'dont_update' with adam=1 is not supported"),
 ])
 def test_update_options_not_reproduced_are_refused_with_the_line(tmp_path, line, message):
-    from yolo.cfg import CfgError
+    from yolo.models.cfg import CfgError
 
     text = CFG.format(batch=2, subdivisions=1).replace("[convolutional]\nfilters=16\nsize=3\nstride=2\npad=1\n"
                                                        "activation=leaky\nlearning_rate=0.5",
@@ -459,7 +459,7 @@ learning_rate=0.5
 
 def weighted_shortcut_model(cfg: Path):
     """The model of SHORTCUT_CFG, or a skip where the model builder does not build weighted shortcuts."""
-    from yolo.cfg import CfgError
+    from yolo.models.cfg import CfgError
 
     try:
         return load_model(cfg)
@@ -510,7 +510,7 @@ def test_weighted_shortcut_follows_darknets_cuda_update(tmp_path):
 
 
 def test_adam_with_layers_other_than_convolutions_is_refused_with_the_line(tmp_path):
-    from yolo.cfg import CfgError
+    from yolo.models.cfg import CfgError
 
     text = SHORTCUT_CFG.replace("momentum=0.9", "adam=1")
     cfg = tmp_path / "adam.cfg"

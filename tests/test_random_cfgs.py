@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from random_cfg import available_makers, random_cfg, randomize_weights, relative_error, yolo_output
-from yolo.cfg import parse_cfg_text
-from yolo.layer_types.recurrent_base import set_time_steps
-from yolo.model import Darknet
+from yolo.models.cfg import parse_cfg_text
+from yolo.models.layer_types.recurrent_base import set_time_steps
+from yolo.models.model import Darknet
 
 SEEDS = range(40)
 

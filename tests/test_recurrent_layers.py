@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from random_cfg import randomize_weights, relative_error, yolo_output
-from yolo.cfg import CfgError, parse_cfg_text
-from yolo.layer_types.recurrent_base import reset_states, set_time_steps
-from yolo.model import Darknet
+from yolo.models.cfg import CfgError, parse_cfg_text
+from yolo.models.layer_types.recurrent_base import reset_states, set_time_steps
+from yolo.models.model import Darknet
 
 # A first conv keeps Darknet's parser happy: it divides by the count of layers wider and taller than 1.
 HEAD = "[net]\nchannels=3\nheight=5\nwidth=4\n[convolutional]\nfilters=4\nsize=3\npad=1\nactivation=leaky\n"
@@ -156,7 +156,7 @@ def test_real_text_cfgs_crash_darknet_and_run_here_behind_a_conv(darknet, tmp_pa
     the count of layers wider and taller than 1 (src/parser.c ``avg_outputs / avg_counter``, SIGFPE). With
     ``output``/``hidden`` cut from 1024 to 32 (CI time; the crash does not depend on it), then a 1x1 conv in front
     on a 4x4x16 input (the same 256 inputs), every layer of the real cfg matches Darknet."""
-    from yolo.layer_types.registry import BUILDERS
+    from yolo.models.layer_types.registry import BUILDERS
     text = re.sub(r"^\s*(output|hidden)\s*=\s*1024\s*$", r"\1=32", darknet_cfg(name).read_text(), flags=re.M)
     with pytest.raises(RuntimeError, match=r"failed \(-8\)"):  # SIGFPE
         darknet.layers(text)
@@ -237,7 +237,7 @@ def test_refusals_name_file_and_line(body, key, message):
 def test_bflops_are_darknets(darknet, tmp_path, body):
     """The summary's total equals the "Total BFLOPS" Darknet prints when it parses the cfg (3 decimals)."""
     import subprocess
-    from yolo.summary import total_bflops
+    from yolo.models.summary import total_bflops
     cfg = tmp_path / "b.cfg"
     cfg.write_text("[net]\nchannels=32\nheight=128\nwidth=96\n" + body + "\n")
     run = subprocess.run([str(darknet.harness), "layers", str(cfg)], capture_output=True, text=True)

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from reference import randomize_model
-from yolo.loss import YoloLoss, usable_targets
-from yolo.model import Darknet
-from yolo.region_loss import PRIOR_IMAGES, region_loss, set_images_seen
-from yolo.weights import DarknetHeader, save_darknet_weights
+from yolo.losses.yolo_loss import YoloLoss, usable_targets
+from yolo.models.model import Darknet
+from yolo.losses.region_loss import PRIOR_IMAGES, region_loss, set_images_seen
+from yolo.models.weights import DarknetHeader, save_darknet_weights
 
 TOLERANCE = 1e-5  # relative to the largest |delta|
 

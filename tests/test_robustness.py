@@ -13,13 +13,13 @@ import torch
 import yaml
 
 from test_kill_resume import CFG as TINY_CFG
-from yolo.cfg import CfgError, parse_cfg, parse_cfg_text
-from yolo.checkpoint import load_checkpoint_file, model_checkpoint, save_checkpoint
+from yolo.models.cfg import CfgError, parse_cfg, parse_cfg_text
+from yolo.models.checkpoint import load_checkpoint_file, model_checkpoint, save_checkpoint
 from yolo.data import SHAPE_NAMES, ensure_shapes_dataset
 from yolo.data.validation import read_label_file
-from yolo.model import Darknet
+from yolo.models.model import Darknet
 from yolo.progress import use_bars
-from yolo.weights import WeightsError
+from yolo.models.weights import WeightsError
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 
 from darknet_ref import set_net_options
-from yolo.cfg import CfgError, parse_cfg_text
+from yolo.models.cfg import CfgError, parse_cfg_text
 from yolo.engine.config import ConfigError, resolve_hyp
 from yolo.engine.schedule import LRSchedule, read_net_schedule, resolve_steps, schedule_from_hyp
 from yolo.engine.trainer import build_optimizer
@@ -212,7 +212,7 @@ def test_sgd_decays_only_conv_weights_and_steps_as_darknet():
 
 def test_adam_decays_every_parameter_and_layers_scale_their_rate():
     from yolo.engine.schedule import set_lr
-    from yolo.model import Darknet
+    from yolo.models.model import Darknet
 
     cfg = ("[net]\nwidth=16\nheight=16\nchannels=3\n[convolutional]\nfilters=4\nsize=3\nbatch_normalize=1\n"
            "learning_rate=0.5\nactivation=leaky\n[convolutional]\nfilters=2\nsize=1\nactivation=linear\n")

@@ -14,7 +14,7 @@ import pytest
 import torch
 import yaml
 
-from yolo.checkpoint import load_checkpoint_file
+from yolo.models.checkpoint import load_checkpoint_file
 from yolo.data import SHAPE_NAMES, ensure_shapes_dataset
 from yolo.engine import NonFiniteLossError, TrainOptions, Trainer
 from yolo.engine.trainer import RESULTS_COLUMNS
@@ -252,7 +252,7 @@ def test_loss_falls_and_map_rises(shapes, tmp_path):
     assert best["train"]["best_fitness"] == pytest.approx(best_map, abs=1e-4)
 
     # The checkpoint serves inference straight away.
-    from yolo.model import load_model
+    from yolo.models.model import load_model
 
     model = load_model(weights=run_dir / "best.pt").eval()
     assert model(torch.rand(1, 3, 96, 96)).shape[-1] == 10

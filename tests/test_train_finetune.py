@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader
 from yolo.data import build_dataset, collate_fn, load_data_config
 from yolo.engine import TrainOptions, Trainer
 from yolo.evaluation import Evaluator, evaluate_model
-from yolo.model import load_model
+from yolo.models.model import load_model
 
 REPO = Path(__file__).resolve().parent.parent
 IMG = 320

@@ -2,12 +2,12 @@
 import pytest
 import torch
 
-from yolo.cfg import parse_cfg
-from yolo.checkpoint import model_checkpoint, save_checkpoint
+from yolo.models.cfg import parse_cfg
+from yolo.models.checkpoint import model_checkpoint, save_checkpoint
 from yolo.engine.trainer import build_optimizer
 from yolo.engine.transfer import freeze_layers, frozen_to_eval, load_pretrained, with_num_classes
-from yolo.model import Darknet
-from yolo.weights import WeightsError, layer_tensors
+from yolo.models.model import Darknet
+from yolo.models.weights import WeightsError, layer_tensors
 
 HEAD_CONVS = [15, 22]  # the convs before yolov3-tiny's two [yolo] layers
 

@@ -9,7 +9,7 @@ import torch
 
 from conftest import asset
 from yolo import Darknet, WeightsError, load_model
-from yolo.weights import float_count, read_header
+from yolo.models.weights import float_count, read_header
 
 REPO = Path(__file__).resolve().parents[1]
 REAL = [("yolov3-tiny.cfg", "yolov3-tiny.weights"), ("yolo-fastest-1.1.cfg", "yolo-fastest-1.1.weights"),

@@ -38,7 +38,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(args: argparse.Namespace):
     from yolo.anchors import AnchorCfgError, kmeans_anchors, label_sizes, write_cfg_with_anchors
-    from yolo.cfg import CfgError, parse_cfg
+    from yolo.models.cfg import CfgError, parse_cfg
     from yolo.data.config import DataError, load_data_config
     from yolo.data.dataset import build_dataset
 

@@ -34,7 +34,7 @@ import cv2  # noqa: E402
 import torch  # noqa: E402
 
 from tools._common import ToolParser, fail, fraction, image_side, non_negative_int, positive_int  # noqa: E402
-from yolo.detector import Detector, load_image, preprocess  # noqa: E402
+from yolo.inference.detector import Detector, load_image, preprocess  # noqa: E402
 
 
 # ------------------------------------------------------------------------------ OpenCV pipeline
@@ -82,7 +82,7 @@ class OpenCVPipeline:
 def random_weights_file(cfg: Path, folder: Path, seed: int = 0) -> Path:
     """Write Darknet weights for ``cfg`` with random, well-scaled values (conv ~ N(0, 1/fan_in),
     BN gamma ~ 1, beta/mean small, variance ~ 1) so activations neither vanish nor overflow."""
-    from yolo.model import Darknet
+    from yolo.models.model import Darknet
 
     model = Darknet(cfg)
     g = torch.Generator().manual_seed(seed)

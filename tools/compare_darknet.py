@@ -31,7 +31,7 @@ if __package__ in (None, ""):
 
 import yaml  # noqa: E402
 
-from yolo.cfg import parse_cfg, sections_to_text  # noqa: E402
+from yolo.models.cfg import parse_cfg, sections_to_text  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")

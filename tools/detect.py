@@ -42,7 +42,7 @@ from tqdm import tqdm  # noqa: E402
 from tools._common import (ToolParser, fail, fraction, image_side, increment_path, non_negative_int,  # noqa: E402
                            positive_int)
 from yolo.progress import use_bars  # noqa: E402
-from yolo.detector import IMAGE_SUFFIXES, Detector, ImageReadError, load_image  # noqa: E402
+from yolo.inference.detector import IMAGE_SUFFIXES, Detector, ImageReadError, load_image  # noqa: E402
 
 logger = logging.getLogger("yolo.detect")
 
@@ -299,8 +299,8 @@ def _device(arg: Optional[str]) -> Optional[str]:
 
 def main(args) -> Path:
     """Run detection as described by ``args``; returns the run folder."""
-    from yolo.cfg import CfgError
-    from yolo.weights import WeightsError
+    from yolo.models.cfg import CfgError
+    from yolo.models.weights import WeightsError
 
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(message)s")
     try:

@@ -100,12 +100,12 @@ def _check_args(args) -> None:
 
 
 def _names(args, num_classes: int):
-    from yolo.cfg import read_names
+    from yolo.models.cfg import read_names
 
     if args.names is not None:
         names = read_names(args.names)
     elif args.weights.suffix in (".pt", ".pth"):
-        from yolo.checkpoint import load_checkpoint_file
+        from yolo.models.checkpoint import load_checkpoint_file
         names = load_checkpoint_file(args.weights).get("names")
     else:
         return None
@@ -118,7 +118,7 @@ def run(args) -> Dict[str, object]:
     """Export, verify and optionally benchmark; returns what was done (paths, difference, latencies)."""
     from yolo.export import (NMSOptions, export_darknet, export_onnx, export_torchscript, compare_latency,
                              sample_input, second_size, verify_darknet, verify_onnx, verify_torchscript)
-    from yolo.model import load_model
+    from yolo.models.model import load_model
 
     _check_args(args)
     model = load_model(args.cfg, args.weights, device="cpu").eval()
@@ -187,10 +187,10 @@ def run(args) -> Dict[str, object]:
 def main(args) -> Dict[str, object]:
     """Run the tool; a bad input or a failed check is a one-line error and a non-zero exit."""
     setup_logging(args.verbose)
-    from yolo.cfg import CfgError
-    from yolo.detector import ImageReadError
+    from yolo.models.cfg import CfgError
+    from yolo.inference.detector import ImageReadError
     from yolo.export import ExportError
-    from yolo.weights import WeightsError
+    from yolo.models.weights import WeightsError
 
     try:
         return run(args)

@@ -6,10 +6,10 @@ Public API::
     model = load_model("yolov3-tiny.cfg", "yolov3-tiny.weights")
     detector = Detector("yolov3-tiny.cfg", "yolov3-tiny.weights", names="coco.names")
 """
-from .cfg import CfgError, parse_cfg, parse_cfg_text, read_names
-from .model import Darknet, load_model
-from .weights import WeightsError, load_darknet_weights, save_darknet_weights
-from .detector import Detector
+from yolo.models.cfg import CfgError, parse_cfg, parse_cfg_text, read_names
+from yolo.models.model import Darknet, load_model
+from yolo.models.weights import WeightsError, load_darknet_weights, save_darknet_weights
+from yolo.inference.detector import Detector
 
 __all__ = ["CfgError", "Darknet", "Detector", "WeightsError", "load_model", "load_darknet_weights",
            "parse_cfg", "parse_cfg_text", "read_names", "save_darknet_weights"]

@@ -636,7 +636,7 @@ class Evaluator:
         """Matplotlib figures of the last :meth:`evaluate` (for TensorBoard ``add_figure``):
         ``pr_curves`` (every class + mean), ``pr_curves_per_class`` (one panel per class) and
         ``confusion_matrix``. They are standalone figures (no pyplot state): nothing to close."""
-        from . import plots
+        from yolo import plots
 
         if "pr_curves" not in self.results:
             raise RuntimeError("call evaluate() before figures()")
@@ -652,7 +652,7 @@ class Evaluator:
 
     def save_plots(self, save_dir: Union[str, Path]) -> List[Path]:
         """Write ``pr_curves.png``, ``pr_curves_per_class.png`` and ``confusion_matrix.png`` into ``save_dir``."""
-        from . import plots
+        from yolo import plots
 
         save_dir = Path(save_dir)
         save_dir.mkdir(parents=True, exist_ok=True)
@@ -736,8 +736,8 @@ def evaluate_model(
     """
     from tqdm import tqdm
 
-    from .layer_types.gaussian_yolo import GaussianYOLOLayer, postprocess_gaussian
-    from .ops import nms_settings, postprocess, scale_boxes_to_original
+    from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer, postprocess_gaussian
+    from yolo.ops import nms_settings, postprocess, scale_boxes_to_original
 
     # Darknet's own NMS variant for the cfg (its last [yolo]'s nms_kind / beta_nms).
     nms_kind, beta_nms = nms_settings(getattr(getattr(model, "module", model), "sections", ()))

@@ -35,8 +35,8 @@ import torch
 import torch.nn as nn
 import torchvision
 
-from .layer_types.gaussian_yolo import GaussianYOLOLayer
-from .layers import RegionLayer
+from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer
+from yolo.models.layers import RegionLayer
 
 logger = logging.getLogger(__name__)
 
@@ -109,13 +109,13 @@ def sample_input(img_size: Size, batch_size: int = 1, image: Union[str, Path, np
     """
     import cv2
 
-    from .detector import load_image, preprocess
+    from yolo.inference.detector import load_image, preprocess
 
     if image is not None:
         base = load_image(image) if isinstance(image, (str, Path)) else image
         images = [base if i % 2 == 0 else np.ascontiguousarray(base[:, ::-1]) for i in range(batch_size)]
     else:
-        from .data.shapes import render_sample
+        from yolo.data.shapes import render_sample
 
         images = []
         for i in range(batch_size):
@@ -488,7 +488,7 @@ def verify_onnx(path: Union[str, Path], model, inputs: Sequence[torch.Tensor], t
     ``tol`` defaults to :data:`TOLERANCE` (:data:`HALF_TOLERANCE` for float16); over it raises
     :class:`ExportError`.
     """
-    from .ops import postprocess
+    from yolo.ops import postprocess
 
     session = onnxruntime_session(path)
     half = _onnx_input_dtype(session) == np.float16
@@ -577,7 +577,7 @@ def export_darknet(model, weights_path: Union[str, Path],
 
     The model must not be fused (Darknet stores BatchNorm separately).
     """
-    from .weights import save_darknet_weights
+    from yolo.models.weights import save_darknet_weights
 
     weights_path = Path(weights_path)
     weights_path.parent.mkdir(parents=True, exist_ok=True)
@@ -629,8 +629,8 @@ def verify_darknet(weights_path: Union[str, Path], cfg_path: Union[str, Path], m
        eps 1e-6, so the comparison uses a copy of ``model`` with that epsilon. For ``[region]`` heads
        only boxes and objectness are compared (OpenCV applies its own NMS to their class scores).
     """
-    from .model import Darknet
-    from .weights import layer_tensors, load_darknet_weights
+    from yolo.models.model import Darknet
+    from yolo.models.weights import layer_tensors, load_darknet_weights
 
     weights_path, cfg_path = Path(weights_path), Path(cfg_path)
     fresh = Darknet(cfg_path)
@@ -730,7 +730,7 @@ def compare_latency(model, onnx_path: Union[str, Path], inputs: torch.Tensor, ru
 def _interleaved_latency(model, onnx_path, inputs, runs, warmup, threads, darknet):
     import cv2
 
-    from .detector import prepare_for_inference
+    from yolo.inference.detector import prepare_for_inference
 
     x = inputs.float().contiguous()
     session = onnxruntime_session(onnx_path, threads, spinning=False)

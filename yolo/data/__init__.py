@@ -10,14 +10,14 @@ Typical use::
     for images, targets, infos in loader:                  # Float[B,3,H,W], Float[M,6], list[dict]
         ...
 """
-from .collate import MultiScale, collate_fn, resize_batch
-from .config import DataConfig, DataError, expand_env, load_data_config, read_names_file
-from .dataset import (CocoDataset, DetectionDataset, ImageRecord, YoloDataset, build_dataset, label_path_for,
+from yolo.data.collate import MultiScale, collate_fn, resize_batch
+from yolo.data.config import DataConfig, DataError, expand_env, load_data_config, read_names_file
+from yolo.data.dataset import (CocoDataset, DetectionDataset, ImageRecord, YoloDataset, build_dataset, label_path_for,
                       read_image, scan_yolo)
-from .loader import EpochShuffleSampler, create_dataloader, set_epoch
-from .shapes import SHAPE_NAMES, ensure_shapes_dataset
-from .transforms import DEFAULT_AUGMENT, augment_config, augment_from_cfg
-from .validation import Problem, ValidationReport
+from yolo.data.loader import EpochShuffleSampler, create_dataloader, set_epoch
+from yolo.data.shapes import SHAPE_NAMES, ensure_shapes_dataset
+from yolo.data.transforms import DEFAULT_AUGMENT, augment_config, augment_from_cfg
+from yolo.data.validation import Problem, ValidationReport
 
 __all__ = [
     "DataConfig", "DataError", "load_data_config", "expand_env", "read_names_file",

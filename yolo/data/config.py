@@ -270,7 +270,7 @@ def load_data_config(path: PathLike, prepare: bool = True) -> DataConfig:
             raise DataError(f"'generate': unknown generator {generate.get('name')!r} (known: shapes)", yaml_path)
         _check_generate(generate, yaml_path)
         if prepare:
-            from .shapes import ensure_shapes_dataset
+            from yolo.data.shapes import ensure_shapes_dataset
 
             kwargs = {k: v for k, v in generate.items() if k != "name"}
             ensure_shapes_dataset(root, **kwargs)

@@ -33,11 +33,11 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from ..ops import xyxy_to_xywh
-from .cache import LabelCache
-from .config import DataConfig, DataError, is_coco_json
-from .transforms import NO_AUGMENT, augment_config, item_rng, letterbox_sample, matrix_to_letterbox, train_transform
-from .validation import IMAGE_EXTENSIONS, Problem, ValidationReport, image_size, read_label_file
+from yolo.ops import xyxy_to_xywh
+from yolo.data.cache import LabelCache
+from yolo.data.config import DataConfig, DataError, is_coco_json
+from yolo.data.transforms import NO_AUGMENT, augment_config, item_rng, letterbox_sample, matrix_to_letterbox, train_transform
+from yolo.data.validation import IMAGE_EXTENSIONS, Problem, ValidationReport, image_size, read_label_file
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from typing import Callable, Iterator, List, Optional, Tuple
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from .collate import collate_fn
+from yolo.data.collate import collate_fn
 
 
 class EpochShuffleSampler(Sampler[int]):

@@ -51,8 +51,8 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 import cv2
 import numpy as np
 
-from ..ops import LETTERBOX_FILL, LetterboxInfo, letterbox, letterbox_params
-from .darknet_augment import darknet_item
+from yolo.ops import LETTERBOX_FILL, LetterboxInfo, letterbox, letterbox_params
+from yolo.data.darknet_augment import darknet_item
 
 Sample = Tuple[np.ndarray, np.ndarray, np.ndarray]  # image HxWx3 uint8, boxes Float32[N,4] xyxy, labels Int64[N]
 

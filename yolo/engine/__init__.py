@@ -7,11 +7,11 @@ Typical use::
                                   hyp="configs/hyp.shapes.yaml", device="cpu")).fit()
     print(result.run_dir, result.metrics["mAP50"])
 """
-from .config import ConfigError, TrainOptions, resolve_hyp
-from .ema import ModelEMA
-from .schedule import LRSchedule, schedule_from_hyp
-from .trainer import NonFiniteLossError, TrainResult, Trainer, build_optimizer, fitness, train
-from .transfer import TransferReport, freeze_layers, load_pretrained, with_num_classes
+from yolo.engine.config import ConfigError, TrainOptions, resolve_hyp
+from yolo.engine.ema import ModelEMA
+from yolo.engine.schedule import LRSchedule, schedule_from_hyp
+from yolo.engine.trainer import NonFiniteLossError, TrainResult, Trainer, build_optimizer, fitness, train
+from yolo.engine.transfer import TransferReport, freeze_layers, load_pretrained, with_num_classes
 
 __all__ = ["ConfigError", "LRSchedule", "ModelEMA", "NonFiniteLossError", "TrainOptions", "TrainResult", "Trainer",
            "TransferReport", "build_optimizer", "fitness", "freeze_layers", "load_pretrained", "resolve_hyp",

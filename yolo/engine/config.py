@@ -27,7 +27,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 import yaml
 
-from .schedule import SCHEDULE_DEFAULTS, LRSchedule, read_net_schedule, resolve_steps
+from yolo.engine.schedule import SCHEDULE_DEFAULTS, LRSchedule, read_net_schedule, resolve_steps
 
 logger = logging.getLogger(__name__)
 
@@ -140,8 +140,8 @@ def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, 
     (YAML-ready): the keys of ``NET_KEYS`` and ``TRAINER_DEFAULTS``, ``img_size`` [h, w] and ``augment``
     (the full augmentation settings of :func:`yolo.data.transforms.augment_from_cfg`).
     """
-    from ..cfg_options import check_training_options
-    from ..data.transforms import augment_from_cfg
+    from yolo.models.cfg_options import check_training_options
+    from yolo.data.transforms import augment_from_cfg
 
     where = str(hyp_source) if isinstance(hyp_source, (str, Path)) else "hyp"
     user = read_hyp(hyp_source)
@@ -223,7 +223,7 @@ def _multi_scale(value: Any, net, heads: Sequence, where: str) -> Union[bool, Di
     """``multi_scale`` resolved: ``{"random": r, "resize_step": s}`` for Darknet's rule
     (yolo.data.darknet_multiscale; from the cfg when not named), ``True`` for this framework's own rule
     (uniform in ``multi_scale_range``), ``False`` for none."""
-    from ..cfg_options import last_head
+    from yolo.models.cfg_options import last_head
 
     if value is None:  # the cfg decides, as train_detector: the last head's random (a float), [net] resize_step
         head = last_head(heads)

@@ -39,20 +39,20 @@ import torch
 import torch.nn as nn
 import yaml
 
-from ..runs import increment_path
-from ..cfg import parse_cfg, parse_cfg_text
-from ..checkpoint import load_checkpoint_file, model_checkpoint, remove_stale_temp_files, save_checkpoint, temp_path
-from ..loss import YoloLoss
-from ..region_loss import set_images_seen
-from ..model import Darknet
-from ..progress import use_bars
-from .config import ConfigError, TrainOptions, resolve_hyp
-from .distributed import (DistInfo, DistributedEpochSampler, SkipSampler, any_true, barrier, broadcast_object,
+from yolo.runs import increment_path
+from yolo.models.cfg import parse_cfg, parse_cfg_text
+from yolo.models.checkpoint import load_checkpoint_file, model_checkpoint, remove_stale_temp_files, save_checkpoint, temp_path
+from yolo.losses.yolo_loss import YoloLoss
+from yolo.losses.region_loss import set_images_seen
+from yolo.models.model import Darknet
+from yolo.progress import use_bars
+from yolo.engine.config import ConfigError, TrainOptions, resolve_hyp
+from yolo.engine.distributed import (DistInfo, DistributedEpochSampler, SkipSampler, any_true, barrier, broadcast_object,
                           cleanup_distributed, init_distributed)
-from .ema import ModelEMA
-from .optimizer import build_optimizer, clip_weights, hold_gradients, holds_gradients, optimizer_from_hyp
-from .schedule import LRSchedule, schedule_from_hyp, set_lr
-from .transfer import freeze_layers, frozen_to_eval, load_pretrained, with_num_classes
+from yolo.engine.ema import ModelEMA
+from yolo.engine.optimizer import build_optimizer, clip_weights, hold_gradients, holds_gradients, optimizer_from_hyp
+from yolo.engine.schedule import LRSchedule, schedule_from_hyp, set_lr
+from yolo.engine.transfer import freeze_layers, frozen_to_eval, load_pretrained, with_num_classes
 
 logger = logging.getLogger(__name__)
 
@@ -281,7 +281,7 @@ class Trainer:
             if not opt.cfg:
                 raise ConfigError("--cfg is required (a Darknet .cfg)")
             sections = parse_cfg(opt.cfg)
-        from ..data.config import load_data_config
+        from yolo.data.config import load_data_config
 
         if not opt.data:
             raise ConfigError("--data is required (a dataset YAML)")
@@ -357,7 +357,7 @@ class Trainer:
         self.model = model  # unwrapped
 
         # Data.
-        from ..data import build_dataset
+        from yolo.data import build_dataset
 
         self.img_size = tuple(hyp["img_size"])
         stride = model.stride
@@ -406,14 +406,14 @@ class Trainer:
         # Multi-scale: run-wide mini-batch index -> (h, w) its images are loaded at (None: img_size).
         self.multi_scale = None
         if isinstance(hyp["multi_scale"], dict):  # the cfg's random: Darknet's rule, one size per update
-            from ..data.darknet_multiscale import DarknetMultiScale
+            from yolo.data.darknet_multiscale import DarknetMultiScale
 
             sizes = DarknetMultiScale(self.img_size, random=hyp["multi_scale"]["random"],
                                       resize_step=hyp["multi_scale"]["resize_step"],
                                       total_updates=self.total_steps, seed=opt.seed)
             self.multi_scale = lambda minibatch: sizes(minibatch // self.accumulate)
         elif hyp["multi_scale"]:
-            from ..data import MultiScale
+            from yolo.data import MultiScale
 
             low, high = hyp["multi_scale_range"]
             self.multi_scale = MultiScale(self.img_size, stride=stride, low=low, high=high,
@@ -494,8 +494,8 @@ class Trainer:
 
     # ---------------------------------------------------------------- data per epoch
     def _train_loader(self, epoch: int, skip_steps: int):
-        from ..data import create_dataloader, set_epoch
-        from ..data.loader import EpochShuffleSampler
+        from yolo.data import create_dataloader, set_epoch
+        from yolo.data.loader import EpochShuffleSampler
 
         if self.dist.enabled:
             sampler = DistributedEpochSampler(self.train_set, num_replicas=self.dist.world_size,
@@ -687,8 +687,8 @@ class Trainer:
     def _evaluate(self, epoch: int, final: bool) -> Dict[str, Any]:
         from torch.utils.data import DataLoader
 
-        from ..data import collate_fn
-        from ..evaluation import Evaluator, evaluate_model
+        from yolo.data import collate_fn
+        from yolo.evaluation import Evaluator, evaluate_model
 
         evaluator = Evaluator(self.data.names, self.val_set.ground_truth(),
                               category_ids=getattr(self.val_set, "category_ids", None), use_pycocotools=final)
@@ -718,9 +718,9 @@ class Trainer:
     @torch.no_grad()
     def _log_predictions(self, model: nn.Module, step: int) -> None:
         """A few validation images with their predicted boxes (input pixels), to TensorBoard."""
-        from ..layer_types.gaussian_yolo import GaussianYOLOLayer, postprocess_gaussian
-        from ..ops import postprocess
-        from ..visualize import draw_detections
+        from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer, postprocess_gaussian
+        from yolo.ops import postprocess
+        from yolo.visualize import draw_detections
 
         count = min(int(self.hyp.get("tb_images") or 0), len(self.val_set))
         if count <= 0:

@@ -25,9 +25,9 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import torch
 import torch.nn as nn
 
-from ..cfg import Section
-from ..checkpoint import load_checkpoint_file
-from ..weights import WeightsError, float_count, read_header
+from yolo.models.cfg import Section
+from yolo.models.checkpoint import load_checkpoint_file
+from yolo.models.weights import WeightsError, float_count, read_header
 
 logger = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ def with_num_classes(sections: Sequence[Section], num_classes: int) -> List[Sect
 
 def _solve_source_classes(model, floats: int) -> Optional[int]:
     """The class count for which the model's cfg needs exactly ``floats`` weights (None if there is none)."""
-    from ..model import Darknet
+    from yolo.models.model import Darknet
 
     base = model.num_classes
     try:
@@ -177,7 +177,7 @@ def _solve_source_classes(model, floats: int) -> Optional[int]:
 def _layer_boundary(model, floats: int) -> Optional[int]:
     """The cutoff ``k`` (layers 0..k-1) whose weights are exactly ``floats`` values, if any."""
     total = 0
-    from ..weights import layer_tensors
+    from yolo.models.weights import layer_tensors
 
     for index, tensors in layer_tensors(model):
         total += sum(t.numel() for t in tensors)
@@ -208,7 +208,7 @@ def load_pretrained(model, path: PathLike, cutoff: Optional[int] = None) -> Tran
         WeightsError: the file is unreadable, or a Darknet file fits neither the cfg, a prefix of it, nor
             the cfg with another class count.
     """
-    from ..model import Darknet
+    from yolo.models.model import Darknet
 
     path = Path(path)
     if path.suffix in (".pt", ".pth"):

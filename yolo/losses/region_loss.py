@@ -1,0 +1,243 @@
+"""Training loss of a ``[region]`` head (YOLOv2), equal to Darknet's src/region_layer.c delta.
+
+Convention: for the loss returned here (summed over the batch), ``-d(loss)/d(head input)`` is exactly Darknet's
+``l.delta`` (the head input is the conv output, viewed as Float[N, A, H, W, 5+C]). Every term is a plain loss whose
+gradient is that delta: Darknet's region deltas are gradients of squared errors and of a softmax cross-entropy.
+
+Per image, with boxes normalized to the input (cx, cy, w, h in 0..1), cell ``(i, j)`` of a ``W x H`` grid, anchor
+``n`` with ``(bw, bh)`` in grid cells (``absolute`` is read but has no effect: Darknet compiles DOABS=1), and the
+prediction ``x = (i + sigmoid(tx)) / W``, ``y = (j + sigmoid(ty)) / H``, ``w = exp(tw) * bw / W``,
+``h = exp(th) * bh / H``:
+
+* **No object.** Every prediction: ``0.5 * noobject_scale * sigmoid(to)^2``, dropped where the prediction's best
+  IoU with a truth of its image exceeds ``thresh``. ``classfix=-1``: the target is that best IoU instead, never
+  dropped; ``classfix=1`` (``2``): such predictions also get the class term of that truth, scaled by 1 (by the
+  objectness).
+* **Prior** (only while fewer than 12800 images have been seen, Darknet's ``*net.seen < 12800``, counting the
+  current batch): every prediction is pulled to its anchor at the cell centre,
+  ``0.5 * 0.01 * ((sigmoid(tx) - .5)^2 + (sigmoid(ty) - .5)^2 + tw^2 + th^2)``.
+* **Truths.** Each truth goes to cell ``(int(x * W), int(y * H))`` and to the anchor whose box (``bias_match=1``:
+  the anchor, else the current prediction there), centred on the truth, overlaps it best (first maximum).
+  That slot gets ``0.5 * coord_scale * ((sigmoid(tx) - tx*)^2 + (sigmoid(ty) - ty*)^2 + (tw - tw*)^2 +
+  (th - th*)^2)`` with ``tx* = x * W - i``, ``tw* = log(w * W / bw)``; objectness
+  ``0.5 * object_scale * (sigmoid(to) - 1)^2`` (``rescore=1``: the target is the IoU of the prediction with the
+  truth, a constant); and the class term ``class_scale * CE(softmax(classes), one-hot)`` (``softmax=0``: Darknet
+  leaves the class outputs raw, ``0.5 * class_scale * (c - one-hot)^2``; ``focal_loss=1``: the cross-entropy
+  weighted by Darknet's constant factor ``0.5 * (1 - pt) * (1 - pt - 2 pt log pt)``). When several truths land
+  on one slot, the last one in ``targets`` sets all of the slot's terms (Darknet overwrites).
+
+At most ``max`` truths per image take part (the first ones), as Darknet's truth buffer holds ``max`` rows.
+``tree`` (hierarchical softmax) and ``map`` are refused for training.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from yolo.models.cfg import Section
+from yolo.losses.darknet_box import box_iou
+from yolo.models.layers import RegionLayer
+from yolo.losses.yolo_loss import register_head_loss
+
+PRIOR_IMAGES = 12800  # Darknet pulls predictions to their anchors while seen < 12800 images
+PRIOR_SCALE = 0.01
+
+
+@dataclass
+class RegionTrainOptions:
+    """The training options of a ``[region]`` section (Darknet's parse_region defaults)."""
+
+    coord_scale: float = 1.0
+    object_scale: float = 1.0
+    noobject_scale: float = 1.0
+    class_scale: float = 1.0
+    thresh: float = 0.5
+    rescore: int = 0
+    bias_match: int = 0
+    classfix: int = 0
+    focal_loss: int = 0
+    max_boxes: int = 200
+    tree: Optional[str] = None
+    map: Optional[str] = None
+    where: str = "<cfg>"  # "path:line" of the section
+
+
+def region_train_options(section: Section) -> RegionTrainOptions:
+    """Read (and check) a ``[region]`` section's training options."""
+    opts = RegionTrainOptions(where=f"{section.source}:{section.line}")
+    for key in ("coord_scale", "object_scale", "noobject_scale", "class_scale", "thresh"):
+        setattr(opts, key, section.get_float(key, getattr(opts, key)))
+    for key in ("rescore", "bias_match", "classfix", "focal_loss"):
+        setattr(opts, key, section.get_int(key, getattr(opts, key)))
+    opts.max_boxes = section.get_int("max", 200)
+    if opts.max_boxes <= 0:
+        raise section.error(f"max={opts.max_boxes} must be positive", "max")
+    if opts.classfix not in (-1, 0, 1, 2):
+        raise section.error(f"classfix={opts.classfix} is not one of -1, 0, 1, 2", "classfix")
+    section.get_int("absolute", 0)  # read for the record: Darknet's region layer always works in absolute mode
+    opts.tree = section.get_str("tree", None)
+    opts.map = section.get_str("map", None)
+    return opts
+
+
+def check_region_head(head: RegionLayer, index: int) -> None:
+    """Raise ``ValueError`` for a [region] head whose options this loss cannot reproduce."""
+    opts = getattr(head, "train_opts", None)
+    if opts is None:
+        raise ValueError(f"head {index}: [region] head built without its training options")
+    for key in ("tree", "map"):
+        if getattr(opts, key):
+            raise ValueError(f"{opts.where}: [region] {key}={getattr(opts, key)} is not supported for training")
+    if opts.focal_loss and not head.softmax:
+        raise ValueError(f"{opts.where}: [region] focal_loss=1 needs softmax=1 for training")
+
+
+def darknet_truth_rows(targets: Tensor, keep: Tensor, max_boxes: int) -> Tensor:
+    """Rows of ``targets`` that Darknet's truth buffer would hold: usable, at most ``max_boxes`` per image."""
+    rows = keep.nonzero().squeeze(1)
+    if rows.numel() == 0:
+        return rows
+    image = targets[rows, 0].long()
+    order = torch.argsort(image, stable=True)
+    sorted_image = image[order]
+    counts = torch.bincount(sorted_image)
+    starts = torch.cumsum(counts, 0) - counts
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(order.numel(), device=rows.device) - starts[sorted_image]
+    return rows[rank < max_boxes]
+
+
+def _class_loss(logits: Tensor, labels: Tensor, weight: Tensor, softmax: bool, focal: bool) -> Tensor:
+    """Summed class term over K slots: ``logits`` Float[K, C], ``labels`` Long[K], ``weight`` Float[K]."""
+    if logits.shape[0] == 0:
+        return logits.sum() * 0.0
+    onehot = F.one_hot(labels, logits.shape[1]).to(logits.dtype)
+    if not softmax:
+        return (weight[:, None] * 0.5 * (logits - onehot) ** 2).sum()
+    log_p = torch.log_softmax(logits, dim=1)
+    ce = -(onehot * log_p).sum(1)
+    if focal:
+        # Darknet scales the softmax delta by alpha * grad, grad = -(1 - pt) * (2 pt log pt + pt - 1), alpha = 0.5,
+        # computed from the current probability: a constant factor of the cross-entropy's gradient.
+        with torch.no_grad():
+            pt = log_p.exp().gather(1, labels[:, None]).squeeze(1) + 1e-15
+            factor = 0.5 * -(1 - pt) * (2 * pt * torch.log(pt) + pt - 1)
+        weight = weight * factor
+    return (weight * ce).sum()
+
+
+def region_loss(head: RegionLayer, out: Tensor, targets: Tensor, keep: Tensor, img_size_hw: Tuple[int, int],
+                seen: int) -> Tuple[Tensor, Tensor, Tensor, int]:
+    """Summed (box, obj, cls) terms of one [region] head over the batch, and its number of positive slots.
+
+    Args:
+        head: the :class:`RegionLayer` (with ``train_opts`` from :func:`region_train_options`).
+        out: Float[N, A, H, W, 5+C] raw head map (training-mode output), float32.
+        targets: Float[M, 6] (image, class, cx, cy, w, h in input pixels); ``keep`` Bool[M] the usable rows.
+        img_size_hw: the network input (H, W) in pixels.
+        seen: images trained on so far *including this batch* (Darknet's ``*net.seen`` at the forward pass);
+            below 12800 the prior term is on.
+    """
+    opts: RegionTrainOptions = head.train_opts
+    batch, num_anchors, grid_h, grid_w, _ = out.shape
+    device = out.device
+    height, width = img_size_hw
+    bias = head.anchors_cells.to(device=device, dtype=torch.float32)  # [A, 2] in grid cells
+    sig_xy = torch.sigmoid(out[..., 0:2])
+    sig_obj = torch.sigmoid(out[..., 4])
+
+    with torch.no_grad():
+        ys = torch.arange(grid_h, device=device, dtype=torch.float32).view(1, 1, grid_h, 1)
+        xs = torch.arange(grid_w, device=device, dtype=torch.float32).view(1, 1, 1, grid_w)
+        pred = torch.stack(((xs + sig_xy[..., 0]) / grid_w, (ys + sig_xy[..., 1]) / grid_h,
+                            torch.exp(out[..., 2]) * bias[:, 0].view(1, -1, 1, 1) / grid_w,
+                            torch.exp(out[..., 3]) * bias[:, 1].view(1, -1, 1, 1) / grid_h), -1)  # [N, A, H, W, 4]
+        rows = darknet_truth_rows(targets, keep, opts.max_boxes)
+        truth = targets[rows]
+        image = truth[:, 0].long()
+        cls_id = truth[:, 1].long()
+        tbox = torch.stack((truth[:, 2] / width, truth[:, 3] / height, truth[:, 4] / width, truth[:, 5] / height), 1)
+
+        # Best IoU of every prediction with the truths of its own image (first maximum, as the strict '>' scan).
+        best_iou = torch.zeros(batch, num_anchors, grid_h, grid_w, device=device)
+        best_cls = torch.zeros(batch, num_anchors, grid_h, grid_w, dtype=torch.long, device=device)
+        for b in image.unique().tolist():
+            mine = (image == b).nonzero().squeeze(1)
+            ious = box_iou(pred[b].unsqueeze(-2), tbox[mine].view(1, 1, 1, -1, 4))  # [A, H, W, T]
+            value, arg = ious.max(-1)
+            best_iou[b] = value
+            best_cls[b] = cls_id[mine][arg]
+
+        # Objectness: target 0 (classfix=-1: the best IoU), weight noobject_scale, 0 where ignored.
+        obj_target = torch.zeros_like(sig_obj)
+        obj_weight = torch.full_like(sig_obj, opts.noobject_scale)
+        cls_weight = torch.zeros_like(sig_obj)
+        cls_target = best_cls.clone()
+        if opts.classfix == -1:
+            obj_target = best_iou.clone()
+        else:
+            matched = best_iou > opts.thresh
+            obj_weight[matched] = 0.0
+            if opts.classfix > 0:
+                cls_weight[matched] = opts.class_scale * (sig_obj[matched] if opts.classfix == 2 else 1.0)
+
+        # Box: the prior term everywhere while seen < 12800, else nothing, before the truths' slots.
+        box_target = torch.zeros_like(out[..., :4])
+        box_target[..., :2] = 0.5
+        box_weight = torch.full_like(sig_obj, PRIOR_SCALE if seen < PRIOR_IMAGES else 0.0)
+
+        # Truths -> slots: cell of the centre, best anchor by centred IoU; the last truth on a slot wins.
+        num_positive = 0
+        if rows.numel():
+            gi = (tbox[:, 0] * grid_w).long().clamp(0, grid_w - 1)
+            gj = (tbox[:, 1] * grid_h).long().clamp(0, grid_h - 1)
+            if opts.bias_match:
+                shape = (bias / torch.tensor([grid_w, grid_h], device=device)).expand(len(rows), -1, -1)
+            else:
+                shape = pred[image, :, gj, gi, 2:4]  # [T, A, 2] predicted w, h at the truth's cell
+            zeros = torch.zeros_like(shape)
+            centred = torch.cat((zeros, shape), -1)
+            t_centred = torch.cat((torch.zeros_like(tbox[:, :2]), tbox[:, 2:]), 1)[:, None, :]
+            anchor = box_iou(centred, t_centred).argmax(1)  # first maximum; 0 when every IoU is 0
+
+            key = ((image * num_anchors + anchor) * grid_h + gj) * grid_w + gi
+            unique, inverse = torch.unique(key, return_inverse=True)
+            winner = torch.full((unique.numel(),), -1, dtype=torch.long, device=device)
+            winner = winner.scatter_reduce(0, inverse, torch.arange(key.numel(), device=device), reduce="amax")
+            b, a, j, i = image[winner], anchor[winner], gj[winner], gi[winner]
+            t = tbox[winner]
+            box_target[b, a, j, i] = torch.stack((t[:, 0] * grid_w - i, t[:, 1] * grid_h - j,
+                                                  torch.log(t[:, 2] * grid_w / bias[a, 0]),
+                                                  torch.log(t[:, 3] * grid_h / bias[a, 1])), 1)
+            box_weight[b, a, j, i] = opts.coord_scale
+            obj_target[b, a, j, i] = box_iou(pred[b, a, j, i], t) if opts.rescore else 1.0
+            obj_weight[b, a, j, i] = opts.object_scale
+            cls_target[b, a, j, i] = cls_id[winner]
+            cls_weight[b, a, j, i] = opts.class_scale
+            num_positive = int(unique.numel())
+
+    coords = torch.cat((sig_xy, out[..., 2:4]), -1)
+    box = (box_weight * 0.5 * ((coords - box_target) ** 2).sum(-1)).sum()
+    obj = (obj_weight * 0.5 * (sig_obj - obj_target) ** 2).sum()
+    has_cls = cls_weight != 0
+    cls = _class_loss(out[..., 5:][has_cls], cls_target[has_cls], cls_weight[has_cls], head.softmax,
+                      bool(opts.focal_loss))
+    return box, obj, cls, num_positive
+
+
+def set_images_seen(model, seen: int) -> None:
+    """Tell every [region] head of ``model`` how many images training has seen, this batch included."""
+    for head in getattr(model, "yolo_layers", []):
+        if isinstance(head, RegionLayer):
+            head.images_seen = int(seen)
+
+
+@register_head_loss(RegionLayer, check=check_region_head)
+def region_head_loss(head: RegionLayer, out: Tensor, targets: Tensor, keep: Tensor,
+                     img_size_hw: Tuple[int, int]) -> Tuple[Tensor, Tensor, Tensor, int]:
+    """The registered per-head loss: :func:`region_loss` with ``seen`` from :func:`set_images_seen`."""
+    return region_loss(head, out, targets, keep, img_size_hw, seen=head.images_seen)

@@ -1,0 +1,81 @@
+"""Darknet ``[detection]``: the YOLOv1 head, on the flat output of a [connected] layer.
+
+Input Float[N, side*side*((1+coords)*num + classes)] (as Float[N, K, 1, 1]), laid out as Darknet's:
+class probabilities [side*side, classes], then confidences [side*side, num], then boxes
+[side*side, num, 4] (x, y within the cell; w, h relative to the image, squared when ``sqrt=1``).
+With ``softmax=1`` the class probabilities of each cell go through a softmax.
+
+Training mode returns the (softmaxed) flat map Float[N, K]; eval returns Float[N, side*side*num, 5 + classes]
+rows (cx, cy, w, h in input pixels, confidence, class probabilities), ordered by cell then box, decoded as
+Darknet's ``get_detection_detections``: cx = (x + col) / side * input_w, w = w^(sqrt ? 2 : 1) * input_w.
+"""
+from __future__ import annotations
+
+from typing import List, Sequence
+
+import torch
+import torch.nn as nn
+
+from yolo.models.cfg import Section
+from yolo.models.layer_types.registry import LayerInfo, Shape, positive, register
+
+
+class DetectionLayer(nn.Module):
+    def __init__(self, side: int, num: int, classes: int, coords: int, softmax: bool, sqrt: bool):
+        super().__init__()
+        self.side, self.num, self.num_classes, self.coords = side, num, classes, coords
+        self.softmax, self.sqrt = softmax, sqrt
+        self.num_anchors = num  # boxes per cell, under the name the other heads use
+        self.mask = list(range(num))
+        self.stride = None
+
+    def activated(self, x: torch.Tensor) -> torch.Tensor:
+        """Darknet's layer output: the input, with the class block softmaxed per cell when ``softmax=1``."""
+        flat = x.flatten(1)
+        if not self.softmax:
+            return flat
+        cells = self.side * self.side
+        probs = flat[:, :cells * self.num_classes].reshape(-1, cells, self.num_classes).softmax(-1)
+        return torch.cat([probs.flatten(1), flat[:, cells * self.num_classes:]], 1)
+
+    def forward(self, x: torch.Tensor, input_hw: Sequence[int]):
+        in_h, in_w = input_hw
+        self.stride = (in_h / self.side, in_w / self.side)
+        out = self.activated(x)
+        if self.training:
+            return out
+        n, s, b, k = out.shape[0], self.side, self.num, self.num_classes
+        cells = s * s
+        probs = out[:, :cells * k].reshape(n, cells, 1, k).expand(n, cells, b, k)
+        conf = out[:, cells * k:cells * (k + b)].reshape(n, cells, b, 1)
+        boxes = out[:, cells * (k + b):cells * (k + b + b * 4)].reshape(n, cells, b, 4)
+        index = torch.arange(cells, device=x.device, dtype=out.dtype)
+        col, row = (index % s).reshape(1, cells, 1), torch.div(index, s, rounding_mode="floor").reshape(1, cells, 1)
+        cx = (boxes[..., 0] + col) / s * in_w
+        cy = (boxes[..., 1] + row) / s * in_h
+        wh = boxes[..., 2:4] ** 2 if self.sqrt else boxes[..., 2:4]
+        w, h = wh[..., 0] * in_w, wh[..., 1] * in_h
+        rows = torch.cat([torch.stack([cx, cy, w, h], -1), conf, probs], -1)
+        return rows.reshape(n, cells * b, 5 + k)
+
+
+@register("detection")
+def build_detection(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
+    coords = section.get_int("coords", 1)
+    if coords != 4:
+        raise section.error(f"coords={coords} is not supported (the decode reads 4 box values)", "coords")
+    classes = positive(section, "classes", section.get_int("classes", 1))
+    num = positive(section, "num", section.get_int("num", 1))
+    side = positive(section, "side", section.get_int("side", 7))
+    inputs = prev[0] * prev[1] * prev[2]
+    expected = side * side * ((1 + coords) * num + classes)
+    if inputs != expected:
+        raise section.error(f"the layer before outputs {inputs} values, but side*side*((1+coords)*num+classes) = "
+                            f"{side}*{side}*((1+{coords})*{num}+{classes}) = {expected}")
+    for key in ("rescore", "forced", "random", "reorg", "max"):
+        section.get_int(key, 0)  # read: training-only options
+    for key in ("coord_scale", "object_scale", "noobject_scale", "class_scale", "jitter", "resize"):
+        section.get_float(key, 1.0)
+    module = DetectionLayer(side, num, classes, coords, bool(section.get_int("softmax", 0)),
+                            bool(section.get_int("sqrt", 0)))
+    return LayerInfo(module, prev, prev)

@@ -1,0 +1,233 @@
+"""Darknet ``[Gaussian_yolo]`` head (Gaussian YOLOv3): a [yolo] head that also predicts, for each of its four box
+coordinates, an uncertainty (the standard deviation of a Gaussian around the coordinate).
+
+Channel order of one anchor's ``9 + C`` inputs, as Darknet's src/gaussian_yolo_layer.c lays them out:
+
+    0 tx   1 sigma_tx   2 ty   3 sigma_ty   4 tw   5 sigma_tw   6 th   7 sigma_th   8 objectness   9.. classes
+
+Activation (Darknet's CPU forward): logistic on 0, 1, 2, 3, 5, 7, 8 and the classes; ``scale_x_y = s`` then maps the
+two offsets (0 and 2 only, not their sigmas) to ``sigmoid * s - (s - 1) / 2``; 4 and 6 stay raw. Decode, with
+``(i, j)`` the cell, ``W x H`` the grid and ``net_w x net_h`` the network input:
+
+    cx = (i + tx) / W * net_w     cy = (j + ty) / H * net_h     w = exp(tw) * anchor_w     h = exp(th) * anchor_h
+
+With ``yolo_point=left_top`` (``right_bottom``) the offset locates the box's top-left (bottom-right) corner, so the
+centre is shifted by ``+w/2, +h/2`` (``-w/2, -h/2``). Darknet scores a class as
+``objectness * p_class * (1 - mean of the four sigmas)`` (:func:`postprocess_gaussian`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence
+
+import torch
+import torch.nn as nn
+
+from yolo.models.cfg import Section
+from yolo.ops import empty_detections, nms, xywh_to_xyxy
+from yolo.models.layer_types.registry import LayerInfo, Shape, register
+
+YOLO_POINTS = ("center", "left_top", "right_bottom")
+IOU_KINDS = ("mse", "iou", "giou", "diou", "ciou")
+NUM_BOX_ENTRIES = 9  # 4 coordinates, 4 sigmas, objectness
+
+
+@dataclass
+class GaussianYoloOptions:
+    """The options of a ``[Gaussian_yolo]`` section, with Darknet's defaults (src/parser.c parse_gaussian_yolo)."""
+
+    scale_x_y: float = 1.0
+    yolo_point: str = "center"
+    ignore_thresh: float = 0.5
+    truth_thresh: float = 1.0
+    iou_thresh: float = 1.0
+    iou_thresh_kind: str = "iou"
+    iou_loss: str = "mse"
+    iou_normalizer: float = 0.75
+    uc_normalizer: float = 1.0
+    obj_normalizer: float = 1.0
+    cls_normalizer: float = 1.0
+    delta_normalizer: float = 1.0
+    max_delta: float = float("inf")
+    label_smooth_eps: float = 0.0
+    objectness_smooth: int = 0
+    counters_per_class: Optional[List[int]] = None
+    map: Optional[str] = None
+    beta_nms: float = 0.6
+    nms_kind: str = "default"
+    jitter: float = 0.2
+    resize: float = 1.0
+    random: float = 0.0
+    max_boxes: int = 200
+    where: str = "<cfg>"  # "path:line" of the section, for messages about options the loss cannot honour
+
+
+class GaussianYOLOLayer(nn.Module):
+    """Darknet ``[Gaussian_yolo]`` head.
+
+    Input Float[N, A*(9+C), H, W] (the preceding conv). Training: the same values, raw, viewed as
+    Float[N, A, H, W, 9+C] in Darknet's channel order (module docstring). Eval: Float[N, A*H*W, 9+C] rows
+
+        cx, cy, w, h (input pixels), objectness, C class probabilities, sigma_tx, sigma_ty, sigma_tw, sigma_th
+
+    i.e. a [yolo] head's ``5 + C`` columns followed by the four uncertainties (logistic, 0..1, in the units of
+    the raw coordinates tx, ty, tw, th). ``anchors`` are pixels of the network input.
+    """
+
+    num_box_entries = NUM_BOX_ENTRIES
+
+    def __init__(self, anchors: torch.Tensor, mask: Sequence[int], num_classes: int, opts: GaussianYoloOptions):
+        super().__init__()
+        self.mask = list(mask)
+        self.num_classes = num_classes
+        self.num_anchors = len(self.mask)
+        self.num_outputs = NUM_BOX_ENTRIES + num_classes
+        self.opts = opts
+        self.register_buffer("all_anchors", anchors.float().reshape(-1, 2), persistent=False)
+        self.register_buffer("anchors", self.all_anchors[self.mask].clone(), persistent=False)
+        self.stride = None  # (stride_y, stride_x) of the last forward, in input pixels per cell
+
+    def forward(self, x: torch.Tensor, input_hw: Sequence[int]):
+        n, _, h, w = x.shape
+        a, k = self.num_anchors, self.num_outputs
+        self.stride = (input_hw[0] / h, input_hw[1] / w)
+        raw = x.reshape(n, a, k, h, w).permute(0, 1, 3, 4, 2)
+        if self.training:
+            return raw.contiguous()
+        return self.decode(raw, input_hw).reshape(n, a * h * w, k)
+
+    def activate(self, raw: torch.Tensor) -> torch.Tensor:
+        """Float[N, A, H, W, 9+C] raw -> the same with Darknet's activations (what Darknet's layer outputs)."""
+        s = self.opts.scale_x_y
+        act = torch.sigmoid(raw)
+        offsets = act[..., (0, 2)]
+        if s != 1.0:
+            offsets = offsets * s - 0.5 * (s - 1.0)
+        return torch.cat((offsets[..., :1], act[..., 1:2], offsets[..., 1:], act[..., 3:4], raw[..., 4:5],
+                          act[..., 5:6], raw[..., 6:7], act[..., 7:]), -1)
+
+    def decode(self, raw: torch.Tensor, input_hw: Sequence[int]) -> torch.Tensor:
+        """Float[N, A, H, W, 9+C] raw -> Float[N, A, H, W, 9+C] eval rows (class docstring), boxes in input pixels."""
+        _, _, h, w, _ = raw.shape
+        in_h, in_w = input_hw
+        act = self.activate(raw)
+        ys, xs = torch.meshgrid(torch.arange(h, device=raw.device, dtype=raw.dtype),
+                                torch.arange(w, device=raw.device, dtype=raw.dtype), indexing="ij")
+        anchors = self.anchors.to(raw.dtype).reshape(1, -1, 1, 1, 2)
+        bw = torch.exp(act[..., 4]) * anchors[..., 0]
+        bh = torch.exp(act[..., 6]) * anchors[..., 1]
+        cx = (xs + act[..., 0]) / w * in_w
+        cy = (ys + act[..., 2]) / h * in_h
+        if self.opts.yolo_point == "left_top":
+            cx, cy = cx + bw / 2, cy + bh / 2
+        elif self.opts.yolo_point == "right_bottom":
+            cx, cy = cx - bw / 2, cy - bh / 2
+        sigmas = act[..., (1, 3, 5, 7)]
+        return torch.cat((torch.stack((cx, cy, bw, bh), -1), act[..., 8:], sigmas), -1)
+
+
+# ------------------------------------------------------------------------------------------------ the builder
+def _choice(section: Section, key: str, default: str, choices: Sequence[str]) -> str:
+    value = section.get_str(key, default)
+    if value not in choices:
+        raise section.error(f"{key}={value} is not one of {', '.join(choices)}", key)
+    return value
+
+
+@register("Gaussian_yolo", "gaussian_yolo")
+def build_gaussian_yolo(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
+    """``[Gaussian_yolo]``: options checked as for ``[yolo]``; filters must be (classes + 9) * len(mask)."""
+    classes = section.get_int("classes", 20)
+    if classes <= 0:
+        raise section.error(f"classes={classes} must be positive", "classes")
+    anchors = section.get_floats("anchors", [])
+    if not anchors or len(anchors) % 2:
+        raise section.error(f"'anchors' needs pairs of w,h, got {len(anchors)} values", "anchors")
+    num = section.get_int("num", 1)
+    if num * 2 > len(anchors):
+        raise section.error(f"num={num} but only {len(anchors) // 2} anchors are given", "num")
+    mask = section.get_ints("mask", list(range(num)))
+    bad = [m for m in mask if not 0 <= m < min(num, len(anchors) // 2)]
+    if bad:
+        raise section.error(f"mask {bad} refers to anchors outside 0..{num - 1} (num={num})", "mask")
+    opts = GaussianYoloOptions(where=f"{section.source}:{section.line}")
+    for key in ("scale_x_y", "ignore_thresh", "truth_thresh", "iou_thresh", "iou_normalizer", "uc_normalizer",
+                "obj_normalizer", "cls_normalizer", "delta_normalizer", "label_smooth_eps", "beta_nms", "jitter",
+                "resize", "random"):
+        setattr(opts, key, section.get_float(key, getattr(opts, key)))
+    opts.max_delta = section.get_float("max_delta", float("inf"))
+    opts.objectness_smooth = section.get_int("objectness_smooth", 0)
+    opts.max_boxes = section.get_int("max", 200)
+    opts.yolo_point = _choice(section, "yolo_point", "center", YOLO_POINTS)
+    opts.iou_loss = _choice(section, "iou_loss", "mse", IOU_KINDS)
+    opts.iou_thresh_kind = _choice(section, "iou_thresh_kind", "iou", IOU_KINDS[1:])
+    opts.nms_kind = _choice(section, "nms_kind", "default", ("default", "greedynms", "diounms", "cornersnms"))
+    opts.map = section.get_str("map", None)
+    if section.has("counters_per_class"):
+        counts = section.get_ints("counters_per_class")
+        if len(counts) != classes:
+            raise section.error(f"counters_per_class has {len(counts)} values for classes={classes}",
+                                "counters_per_class")
+        opts.counters_per_class = counts
+    if opts.scale_x_y <= 0:
+        raise section.error(f"scale_x_y={opts.scale_x_y} must be positive", "scale_x_y")
+    if prev[0] != (classes + NUM_BOX_ENTRIES) * len(mask):
+        raise section.error(f"the layer before has filters={prev[0]}, but this head needs (classes+9)*len(mask) = "
+                            f"({classes}+9)*{len(mask)} = {(classes + NUM_BOX_ENTRIES) * len(mask)}")
+    module = GaussianYOLOLayer(torch.tensor(anchors[: 2 * num]), mask, classes, opts)
+    return LayerInfo(module, prev, prev)
+
+
+# -------------------------------------------------------------------------------------------- post-processing
+def postprocess_gaussian(predictions: torch.Tensor, conf_thres: float = 0.25, iou_thres: float = 0.45,
+                         classes: Optional[Sequence[int]] = None, agnostic: bool = False,
+                         multi_label: bool = False, max_det: int = 300, nms_kind: str = "default",
+                         beta_nms: float = 0.6) -> List[Dict[str, torch.Tensor]]:
+    """Eval rows Float[N, B, 9+C] of Gaussian heads -> one dict per image, as :func:`yolo.ops.postprocess`
+    (same arguments; ``boxes`` Float[K, 4] xyxy input pixels, ``scores``, ``labels``) plus ``box_sigmas``
+    Float[K, 4] (sigma_tx, sigma_ty, sigma_tw, sigma_th of each kept box).
+
+    Darknet's rule (get_gaussian_yolo_detections): a box is a candidate when ``objectness > conf_thres``; a class
+    scores ``objectness * p_class * (1 - mean sigma)`` and is kept when that is ``> conf_thres``.
+    """
+    if predictions.dim() != 3 or predictions.shape[-1] < NUM_BOX_ENTRIES + 1:
+        raise ValueError(f"predictions must be [N, B, 9 + C], got {tuple(predictions.shape)}")
+    num_classes = predictions.shape[-1] - NUM_BOX_ENTRIES
+    class_filter = None if classes is None else torch.as_tensor(list(classes), dtype=torch.int64,
+                                                                   device=predictions.device)
+    results = []
+    for image_pred in predictions.float():
+        pred = image_pred[image_pred[:, 4] > conf_thres]
+        sigmas = pred[:, 5 + num_classes:]
+        scores_all = pred[:, 5:5 + num_classes] * pred[:, 4:5] * (1.0 - sigmas.mean(1, keepdim=True))
+        boxes = xywh_to_xyxy(pred[:, :4])
+        if multi_label:
+            box_idx, labels = (scores_all > conf_thres).nonzero(as_tuple=True)
+            scores = scores_all[box_idx, labels]
+        else:
+            if len(pred):
+                scores, labels = scores_all.max(dim=1)
+            else:
+                scores, labels = scores_all.new_zeros(0), torch.zeros(0, dtype=torch.int64, device=pred.device)
+            box_idx = (scores > conf_thres).nonzero().squeeze(1)
+            scores, labels = scores[box_idx], labels[box_idx]
+        if class_filter is not None:
+            keep = torch.isin(labels, class_filter)
+            box_idx, scores, labels = box_idx[keep], scores[keep], labels[keep]
+        if scores.numel() == 0:
+            out = empty_detections(predictions.device, predictions.dtype)
+            out["box_sigmas"] = torch.zeros((0, 4), device=predictions.device, dtype=predictions.dtype)
+            results.append(out)
+            continue
+        group = torch.zeros_like(labels) if agnostic else labels
+        keep = nms(boxes[box_idx], scores, group, iou_thres, nms_kind, beta_nms)[:max_det]
+        results.append({
+            "boxes": boxes[box_idx][keep].to(predictions.dtype),
+            "scores": scores[keep].to(predictions.dtype),
+            "labels": labels[keep].to(torch.int64),
+            "box_sigmas": sigmas[box_idx][keep].to(predictions.dtype),
+        })
+    return results
+
+
+from yolo.losses import gaussian_yolo_loss  # noqa: E402,F401  (registers the head's training loss)

@@ -1,0 +1,463 @@
+"""``Darknet``: a Darknet cfg turned into an ``nn.Module`` whose ``module_list`` mirrors the cfg's layers.
+
+Each section is built by a builder looked up by section name in :data:`BUILDERS`. A builder gets the
+section and the shapes of every earlier layer's output, checks its options, and returns the module and
+its output shape ``(channels, height, width)`` at the cfg's [net] size. So a bad cfg fails at build
+time with the file and line, never deep inside ``forward``.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import torch
+import torch.nn as nn
+
+from yolo.models.cfg import CfgError, Section, parse_cfg, parse_cfg_text, sections_to_text
+from yolo.models.layers import (ACTIVATIONS, ConvBNAct, Dropout, GlobalAvgPool, HeadOptions, MaxPool, RegionLayer,
+                     Reorg, Route, Shortcut, Softmax, Upsample, YOLOLayer)
+from yolo.models import layer_types  # noqa: F401  (registers the builders of the extra layer types)
+from yolo.models.cfg_options import known_keys
+from yolo.models.layer_types.registry import BUILDERS, LayerInfo, Shape, pool_window, register
+from yolo.models.layer_types.registry import activation as _activation
+from yolo.models.layer_types.registry import layer_index as _layer_index
+from yolo.models.layer_types.registry import positive as _positive
+from yolo.models.layer_types.limits import check_layer_size
+
+logger = logging.getLogger(__name__)
+
+
+# ----------------------------------------------------------------------------- builders
+
+
+@register("convolutional", "conv")
+def build_convolutional(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
+    c, h, w = prev
+    filters = _positive(section, "filters", section.get_int("filters", 1))
+    size = _positive(section, "size", section.get_int("size", 1))
+    stride = _positive(section, "stride", section.get_int("stride", 1))
+    groups = _positive(section, "groups", section.get_int("groups", 1))
+    pad_flag = section.get_int("pad", 0)
+    padding = size // 2 if pad_flag else section.get_int("padding", 0)
+    bn = bool(section.get_int("batch_normalize", 0))
+    act = _activation(section, "logistic", conv=True)  # Darknet's default when the key is missing
+    if c % groups or filters % groups:
+        raise section.error(f"groups={groups} must divide input channels ({c}) and filters ({filters})", "groups")
+    out_h = (h + 2 * padding - size) // stride + 1
+    out_w = (w + 2 * padding - size) // stride + 1
+    if out_h <= 0 or out_w <= 0:
+        raise section.error(f"input {h}x{w} is too small for size={size} stride={stride} padding={padding}")
+    check_layer_size(section, filters * (c // groups) * size * size, (filters, out_h, out_w),
+                     "size" if size * size > filters else "filters", f"filters={filters} size={size} on a {c}x{h}x{w} input")
+    xnor, binary = bool(section.get_int("xnor", 0)), bool(section.get_int("binary", 0))
+    if xnor or binary:
+        from yolo.models.layer_types.xnor import BinaryConvBNAct
+        module = BinaryConvBNAct(c, filters, size, stride, padding, groups, bn, act, xnor=xnor)
+    else:
+        module = ConvBNAct(c, filters, size, stride, padding, groups, bn, act)
+    shares = None
+    if "share_index" in section.options:  # this layer uses another layer's weights (Darknet's share_layer)
+        shares = _layer_index(section, "share_index", section.get_int("share_index", 0))
+    dilation = _positive(section, "dilation", section.get_int("dilation", 1)) if size > 1 else 1
+    if dilation > 1:
+        # Darknet pads by padding*dilation but sizes the output as if undilated; the two agree only for
+        # "same" padding (padding = size // 2 with odd size), the only case Darknet computes consistently.
+        span = dilation * (size - 1) + 1
+        if (h + 2 * padding * dilation - span) // stride + 1 != out_h or \
+                (w + 2 * padding * dilation - span) // stride + 1 != out_w:
+            raise section.error(f"dilation={dilation} with size={size} padding={padding}: Darknet's output size "
+                                f"disagrees with its dilated windows (only padding=size//2 is consistent)", "dilation")
+        module.conv.dilation = (dilation, dilation)
+        module.conv.padding = (padding * dilation, padding * dilation)
+    return LayerInfo(module, (filters, out_h, out_w), prev, shares=shares)
+
+
+@register("maxpool")
+def build_maxpool(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
+    size, stride, padding, out_shape = pool_window(section, prev)
+    return LayerInfo(MaxPool(size, stride, padding), out_shape, prev)
+
+
+@register("upsample")
+def build_upsample(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
+    c, h, w = prev
+    stride = _positive(section, "stride", section.get_int("stride", 2))
+    scale = section.get_float("scale", 1.0)
+    check_layer_size(section, 0, (c, h * stride, w * stride), "stride", f"stride={stride} on a {c}x{h}x{w} input")
+    return LayerInfo(Upsample(stride, scale), (c, h * stride, w * stride), prev)
+
+
+@register("route")
+def build_route(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
+    raw = section.get_ints("layers")
+    if not raw:
+        raise section.error("'layers' is empty", "layers")
+    layers = [_layer_index(section, "layers", v) for v in raw]
+    groups = _positive(section, "groups", section.get_int("groups", 1))
+    group_id = section.get_int("group_id", 0)
+    if not 0 <= group_id < groups:
+        raise section.error(f"group_id={group_id} must be in 0..{groups - 1}", "group_id")
+    in_shapes = [shapes[i] for i in layers]
+    hw = in_shapes[0][1:]
+    for i, s in zip(layers, in_shapes):
+        if s[1:] != hw:
+            raise section.error(f"layers {layers} have different sizes: layer {i} is {s[1]}x{s[2]}, "
+                                f"layer {layers[0]} is {hw[0]}x{hw[1]}", "layers")
+        if s[0] % groups:
+            raise section.error(f"groups={groups} does not divide the {s[0]} channels of layer {i}", "groups")
+    channels = sum(s[0] for s in in_shapes) // groups
+    return LayerInfo(Route(layers, groups, group_id), (channels, *hw), prev, tuple(layers))
+
+
+@register("reorg")
+def build_reorg(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
+    c, h, w = prev
+    stride = _positive(section, "stride", section.get_int("stride", 1))
+    if h % stride or w % stride:
+        raise section.error(f"reorg stride {stride} does not divide the {h}x{w} input", "stride")
+    out = (c * stride * stride, h // stride, w // stride)
+    if c % (stride * stride):
+        from yolo.models.layer_types.reorg_old import ReorgAnyChannels, reorg_gather_index
+        index = reorg_gather_index(c, h, w, stride)
+        if index is None:
+            raise section.error(f"reorg stride {stride} on {c} channels: Darknet divides by zero or reads outside "
+                                "its input", "stride")
+        return LayerInfo(ReorgAnyChannels(stride, index), out, prev)
+    return LayerInfo(Reorg(stride), out, prev)
+
+
+@register("avgpool")
+def build_avgpool(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
+    return LayerInfo(GlobalAvgPool(), (prev[0], 1, 1), prev)
+
+
+@register("softmax")
+def build_softmax(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
+    groups = _positive(section, "groups", section.get_int("groups", 1))
+    if prev[0] % groups:
+        raise section.error(f"groups={groups} does not divide {prev[0]} channels", "groups")
+    return LayerInfo(Softmax(groups, section.get_float("temperature", 1.0)), prev, prev)
+
+
+@register("dropout")
+def build_dropout(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
+    p = section.get_float("probability", 0.5)
+    if not 0.0 <= p < 1.0:
+        raise section.error(f"probability={p} must be in [0, 1)", "probability")
+    return LayerInfo(Dropout(p), prev, prev)
+
+
+def _head_options(section: Section) -> HeadOptions:
+    opts = HeadOptions()
+    for key, default in vars(HeadOptions()).items():
+        getter = section.get_str if isinstance(default, str) else (
+            section.get_int if isinstance(default, int) else section.get_float)
+        setattr(opts, key, getter(key, default))
+    if opts.iou_loss not in ("mse", "iou", "giou", "diou", "ciou"):
+        raise section.error(f"unknown iou_loss '{opts.iou_loss}'", "iou_loss")
+    return opts
+
+
+def _check_head_filters(section: Section, prev: Shape, expected: int, why: str) -> None:
+    if prev[0] != expected:
+        raise section.error(f"the layer before has filters={prev[0]}, but this head needs {why} = {expected}")
+
+
+@register("yolo")
+def build_yolo(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
+    classes = section.get_int("classes", 20)
+    anchors = section.get_floats("anchors", [])
+    if not anchors:
+        raise section.error("'anchors' is missing or empty", "anchors")
+    num = section.get_int("num", len(anchors) // 2)
+    given = len(anchors)
+    mask = section.get_ints("mask", list(range(num)))
+    if given < 2 * num:
+        # Darknet reads the values given and leaves the rest 0 (cspx-p7-mish_hp.cfg misses a comma).
+        used = [m for m in mask if 2 * m + 1 >= given]
+        logger.warning("%s:%d: [yolo] num=%d needs %d anchor values, %d given: the missing ones are 0, as in Darknet%s",
+                       section.source, section.line, num, 2 * num, given,
+                       f" (this layer's mask uses anchors {used})" if used else "")
+        anchors = anchors + [0.0] * (2 * num - given)
+    bad = [m for m in mask if not 0 <= m < len(anchors) // 2]
+    if bad:
+        raise section.error(f"mask {bad} refers to anchors outside 0..{len(anchors) // 2 - 1}", "mask")
+    opts = _head_options(section)
+    _check_head_filters(section, prev, (classes + 5) * len(mask), f"(classes+5)*len(mask) = ({classes}+5)*{len(mask)}")
+    module = YOLOLayer(torch.tensor(anchors[: 2 * max(num, max(mask) + 1)]), mask, classes, opts)
+    return LayerInfo(module, prev, prev)
+
+
+@register("region")
+def build_region(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
+    classes = section.get_int("classes", 20)
+    if "tree" in section.options:  # YOLO9000's hierarchical softmax over a class tree
+        raise section.error(f"tree={section.options['tree']}: hierarchical softmax is not supported", "tree")
+    coords = section.get_int("coords", 4)
+    if coords != 4:
+        raise section.error(f"coords={coords} is not supported (only 4)", "coords")
+    num = section.get_int("num", 1)
+    anchors = section.get_floats("anchors", [0.5] * (2 * num))
+    if len(anchors) < 2 * num:
+        raise section.error(f"num={num} needs {2 * num} anchor values, got {len(anchors)}", "anchors")
+    opts = _head_options(section)
+    _check_head_filters(section, prev, (classes + 5) * num, f"(classes+5)*num = ({classes}+5)*{num}")
+    module = RegionLayer(torch.tensor(anchors[: 2 * num]), classes, bool(section.get_int("softmax", 0)), opts)
+    from yolo.losses.region_loss import region_train_options  # also registers the [region] training loss
+    module.train_opts = region_train_options(section)
+    return LayerInfo(module, prev, prev)
+
+
+# ----------------------------------------------------------------------------- option tables
+
+# Options that Darknet uses only for training, data loading or post-processing: accepted without a warning.
+# [net], [yolo] and [region] come from yolo.cfg_options, which says what training does with each one.
+TRAINING_OPTIONS = {
+    "*": {"stopbackward", "dontload", "dontloadscales", "train_only_bn", "onlyforward", "learning_rate_scale",
+          "learning_rate", "dont_update", "burnin_update", "clip", "grad_centr"},  # yolo.engine.optimizer
+    "net": set(known_keys("net")),
+    "yolo": set(known_keys("yolo")),
+    "region": set(known_keys("region")),
+    "softmax": {"spatial", "noloss"},
+}
+# Options that would change what a layer computes: refused unless they have their neutral value.
+UNSUPPORTED_OPTIONS = {
+    "antialiasing": {"0"},
+    "stride_x": set(), "stride_y": set(), "reverse": {"0"}, "flatten": {"0"}, "extra": {"0"},
+    "maxpool_depth": {"0"}, "deform": {"0"},
+    "tree": set(),  # hierarchical softmax (YOLO9000): changes [region]/[softmax] outputs
+}
+
+# ----------------------------------------------------------------------------- the model
+
+
+from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer  # noqa: E402
+
+from yolo.models.layer_types.detection import DetectionLayer  # noqa: E402
+
+HEAD_TYPES = (YOLOLayer, RegionLayer, GaussianYOLOLayer, DetectionLayer)
+
+
+class Darknet(nn.Module):
+    """A Darknet network built from a cfg.
+
+    Args:
+        cfg: path to a ``.cfg`` file, or sections from :func:`yolo.cfg.parse_cfg`.
+        bn_eps: BatchNorm epsilon, (x - mean) / sqrt(var + eps). Darknet uses 1e-5 (AlexeyAB's CPU
+            path and cuDNN in both forks); OpenCV's Darknet importer uses 1e-6. It matters only for
+            layers with tiny running variances (depthwise convs, e.g. Yolo-Fastest).
+
+    Forward takes Float[N, C, H, W] (RGB, 0..1; H and W multiples of :attr:`stride`) and returns
+    in training mode a list of raw head maps Float[N, A, Hg, Wg, 5+C], one per head; in eval mode
+    Float[N, boxes, 5+C] rows (cx, cy, w, h in input pixels, objectness, class probabilities).
+    A network without heads (a classifier) returns its last layer's output.
+    """
+
+    def __init__(self, cfg: Union[str, Path, Sequence[Section]], bn_eps: float = 1e-5):
+        super().__init__()
+        if isinstance(cfg, (str, Path)):
+            self.cfg_path = str(cfg)
+            self.cfg_text = Path(cfg).read_text(encoding="utf-8", errors="replace") if Path(cfg).is_file() else ""
+            sections = parse_cfg(cfg)
+        else:
+            sections = list(cfg)
+            self.cfg_path = sections[0].source if sections else "<cfg>"
+            self.cfg_text = sections_to_text(sections)
+        self.sections = sections
+        self.net = sections[0]
+        if self.net.has("inputs") and not any(self.net.has(k) for k in ("height", "width", "channels")):
+            # A vector network (Darknet's text rnn/gru/lstm cfgs): 'inputs' values, seen as inputs x 1 x 1.
+            self.input_channels, height, width = _positive(self.net, "inputs", self.net.get_int("inputs")), 1, 1
+        else:
+            self.input_channels = _positive(self.net, "channels", self.net.get_int("channels", 3))
+            height = _positive(self.net, "height", self.net.get_int("height", 416))
+            width = _positive(self.net, "width", self.net.get_int("width", 416))
+        self.input_size = (height, width)
+
+        self.module_list = nn.ModuleList()
+        self.layer_infos: List[LayerInfo] = []
+        shapes: List[Shape] = []
+        prev: Shape = (self.input_channels, height, width)
+        for section in sections[1:]:
+            builder = BUILDERS.get(section.type)
+            if builder is None:
+                raise CfgError(f"unknown section type [{section.type}] (known: "
+                               f"{', '.join(sorted(BUILDERS))})", section.source, section.line)
+            info = builder(section, shapes, prev)
+            self.module_list.append(info.module)
+            self.layer_infos.append(info)
+            shapes.append(info.out_shape)
+            prev = info.out_shape
+        self._warn_unused_options()
+        self._share_weights()
+        for module in self.module_list.modules():
+            if isinstance(module, nn.BatchNorm2d):
+                module.eps = bn_eps
+
+        self.yolo_layers = [m for m in self.module_list if isinstance(m, HEAD_TYPES)]
+        self.num_classes = self.yolo_layers[0].num_classes if self.yolo_layers else prev[0]
+        # Earlier layers each layer reads (route, shortcut, sam, scale_channels, ...): forward keeps only those.
+        self._sources = [tuple(info.inputs) for info in self.layer_infos]
+        self._saved = sorted({i for sources in self._sources for i in sources})
+        self._is_head = [isinstance(m, HEAD_TYPES) for m in self.module_list]
+        self._check_head_outputs_unread(sections[1:])
+        self.stride = self._network_stride()
+        self.darknet_header = (0, 2, 0, 0)  # major, minor, revision, seen: what a loaded file had
+
+    def _check_head_outputs_unread(self, layers: Sequence[Section]) -> None:
+        """Refuse a layer that reads a head's output. Darknet's heads output their activated input (its own
+        layout per head type), which this model does not reproduce: heads here return raw or decoded maps."""
+        for i, section in enumerate(layers):
+            read = set(self._sources[i])
+            if i > 0 and not isinstance(self.module_list[i], Route):
+                read.add(i - 1)  # every layer but [route] also reads the previous layer's output
+            heads = sorted(j for j in read if self._is_head[j])
+            if heads:
+                raise section.error(f"reads the output of head layer {heads[0]} ([{layers[heads[0]].type}]): "
+                                    "only [route] may follow a head, and it may not read the head itself")
+
+    def _share_weights(self) -> None:
+        """Layers with ``share_index``: use that layer's conv weights, bias and BatchNorm (statistics included),
+        keeping their own stride, padding, dilation and activation, as Darknet's share_layer does."""
+        for i, info in enumerate(self.layer_infos):
+            if info.shares is None:
+                continue
+            module, source = self.module_list[i], self.module_list[info.shares]
+            section = self.sections[i + 1]
+            if not isinstance(source, ConvBNAct) or source.conv.weight.shape != module.conv.weight.shape \
+                    or (source.bn is None) != (module.bn is None):
+                raise section.error(f"share_index: layer {info.shares} is not a [convolutional] with the same "
+                                    "filters, size, channels and batch_normalize", "share_index")
+            module.conv.weight = source.conv.weight
+            module.conv.bias = source.conv.bias
+            module.bn = source.bn
+            module.shared_from = info.shares
+
+    def _network_stride(self) -> int:
+        """The largest input/output ratio over the layers (32 for YOLOv3): inputs must be multiples of it."""
+        height = self.input_size[0]
+        return max((height // info.out_shape[1] for info in self.layer_infos if info.out_shape[1] > 1), default=1)
+
+    def _warn_unused_options(self) -> None:
+        """One warning listing options the cfg carries that nothing here reads (training-only keys
+        that Darknet documents are accepted silently)."""
+        unknown = []
+        for section in self.sections:
+            known = TRAINING_OPTIONS.get(section.type, set()) | TRAINING_OPTIONS["*"]
+            for key in section.unused_options():
+                if key in UNSUPPORTED_OPTIONS and section.options[key] not in UNSUPPORTED_OPTIONS[key]:
+                    raise section.error(f"option '{key}={section.options[key]}' changes the computation and "
+                                        "is not supported", key)
+                if key not in known:
+                    unknown.append(f"{section.option_lines[key]}:[{section.type}] {key}")
+        if unknown:
+            logger.warning("%s: ignoring options this framework does not use: %s", self.cfg_path, ", ".join(unknown))
+
+    # ------------------------------------------------------------------ forward
+    def forward(self, x: torch.Tensor):
+        head_outputs = []
+        x = self._run_layers(x, head_outputs)
+        if not head_outputs:
+            return x.flatten(1) if x.shape[-1] == 1 and x.shape[-2] == 1 else x
+        if self.training:
+            return head_outputs
+        return torch.cat(head_outputs, 1)
+
+    def _run_layers(self, x: torch.Tensor, head_outputs: List[torch.Tensor],
+                    every: Optional[List[torch.Tensor]] = None) -> torch.Tensor:
+        """Run every layer; heads append to ``head_outputs``; ``every`` (if given) gets each layer's output
+        (a head's entry is its input: heads pass their input on unchanged, as in Darknet)."""
+        input_hw = x.shape[-2:]
+        saved: Dict[int, torch.Tensor] = {}
+        keep = set(self._saved) if every is None else set(range(len(self.module_list)))
+        for i, module in enumerate(self.module_list):
+            sources = self._sources[i]
+            if isinstance(module, Route):
+                x = module([saved[j] for j in sources])
+            elif self._is_head[i]:
+                head_outputs.append(module(x, input_hw))
+            elif sources:  # a layer that reads earlier outputs: module(previous output, *those outputs)
+                x = module(x, *[saved[j] for j in sources])
+            else:
+                x = module(x)
+            if i in keep:
+                saved[i] = x
+            if every is not None:
+                every.append(x)
+        return x
+
+    def layer_outputs(self, x: torch.Tensor) -> Tuple[List[torch.Tensor], List[torch.Tensor]]:
+        """Every layer's output (for comparisons with Darknet, layer by layer) and the head outputs.
+
+        Returns ``(outputs, heads)``: ``outputs[i]`` is layer i's output Float[N, C, H, W] (for a head, its
+        input), ``heads`` what :meth:`forward` would collect from the heads in the current mode.
+        """
+        outputs: List[torch.Tensor] = []
+        heads: List[torch.Tensor] = []
+        self._run_layers(x, heads, outputs)
+        return outputs, heads
+
+    # ------------------------------------------------------------------ utilities
+    def fuse(self) -> "Darknet":
+        """Fold every BatchNorm into its conv (inference only); returns self."""
+        for module in self.module_list:
+            if isinstance(module, ConvBNAct):
+                module.fuse()
+        return self
+
+    def load_darknet_weights(self, path: Union[str, Path], cutoff: Optional[int] = None) -> "Darknet":
+        """Load a Darknet ``.weights`` file (see :func:`yolo.weights.load_darknet_weights`); returns self."""
+        from yolo.models.weights import load_darknet_weights
+        load_darknet_weights(self, path, cutoff)
+        return self
+
+    def save_darknet_weights(self, path: Union[str, Path], cutoff: Optional[int] = None) -> None:
+        """Write a Darknet ``.weights`` file (see :func:`yolo.weights.save_darknet_weights`)."""
+        from yolo.models.weights import save_darknet_weights
+        save_darknet_weights(self, path, cutoff)
+
+    def summary(self, img_size: Optional[Tuple[int, int]] = None) -> str:
+        """A Darknet-style per-layer table with shapes and BFLOPs (see :mod:`yolo.summary`)."""
+        from yolo.models.summary import model_summary
+        return model_summary(self, img_size)
+
+
+def load_model(cfg: Union[str, Path, None] = None, weights: Union[str, Path, None] = None,
+               device: Union[str, torch.device, None] = None, cutoff: Optional[int] = None) -> Darknet:
+    """Build a model from a cfg and/or weights, moved to ``device``.
+
+    ``weights`` is a Darknet ``.weights`` file or a ``.pt`` checkpoint (``{"model", "cfg", ...}``, read with
+    ``weights_only=True``). ``cfg`` may be omitted for a ``.pt`` that carries its cfg text.
+    """
+    from yolo.models.weights import WeightsError
+    from yolo.models.checkpoint import load_checkpoint_file
+
+    model: Optional[Darknet] = None
+    if weights is not None and Path(weights).suffix in (".pt", ".pth"):
+        ckpt = load_checkpoint_file(weights)
+        if cfg is not None:
+            model = Darknet(cfg)
+        elif ckpt.get("cfg"):
+            model = Darknet(parse_cfg_text(ckpt["cfg"], source=f"{weights}:cfg"))
+            model.cfg_text = ckpt["cfg"]
+        else:
+            raise WeightsError(f"{weights}: the checkpoint carries no cfg text; pass the cfg")
+        state = ckpt["model"]
+        try:
+            model.load_state_dict(state, strict=True)
+        except RuntimeError as exc:
+            first = str(exc).strip().splitlines()
+            raise WeightsError(f"{weights}: does not match cfg {model.cfg_path}: {' '.join(first[:3])}") from None
+        header = ckpt.get("darknet_header")
+        if header:
+            model.darknet_header = tuple(int(v) for v in header)
+    else:
+        if cfg is None:
+            raise ValueError("a cfg is needed to build the model (only .pt checkpoints carry their own)")
+        model = Darknet(cfg)
+        if weights is not None:
+            model.load_darknet_weights(weights, cutoff=cutoff)
+    if device is not None:
+        model.to(device)
+    return model

@@ -1,0 +1,172 @@
+"""Darknet ``.weights`` files: read into and write from a :class:`yolo.model.Darknet`.
+
+Layout: int32 major, int32 minor, int32 revision, then ``seen`` (images trained on) as 8 bytes when
+major*10 + minor >= 2, else 4 bytes; then float32 values for every layer that has weights, in cfg order.
+Each layer type stores its own tensors in its own order, given by its module's ``darknet_weights()``
+(see :func:`layer_tensors`). A ``[convolutional]`` layer stores biases[n] (the BN beta when batch_normalize=1),
+then with BN scales[n], rolling mean[n], rolling variance[n], then weights[n * c/groups * k * k] (OIHW order).
+
+``cutoff=N`` limits reading/writing to layers 0..N-1 (how partial files such as ``darknet53.conv.74``
+are made and used). Without a cutoff the file must hold exactly the floats the cfg needs.
+"""
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, List, Optional, Tuple, Union
+
+import numpy as np
+import torch
+
+if TYPE_CHECKING:
+    from yolo.models.model import Darknet
+
+
+class WeightsError(ValueError):
+    """A weights file that does not fit the model, or is not a Darknet weights file."""
+
+
+@dataclass(frozen=True)
+class DarknetHeader:
+    major: int = 0
+    minor: int = 2
+    revision: int = 0
+    seen: int = 0
+
+    @property
+    def seen_bytes(self) -> int:
+        """8 for version 0.2 and later (size_t ``seen``), 4 for older files."""
+        return 8 if (self.major * 10 + self.minor) >= 2 and self.major < 1000 and self.minor < 1000 else 4
+
+    @property
+    def nbytes(self) -> int:
+        return 12 + self.seen_bytes
+
+    def to_bytes(self) -> bytes:
+        fmt = "<iiiQ" if self.seen_bytes == 8 else "<iiiI"
+        return struct.pack(fmt, self.major, self.minor, self.revision, self.seen)
+
+
+def read_header(path: Union[str, Path]) -> DarknetHeader:
+    """Read and check the header of a ``.weights`` file."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(20)
+    except FileNotFoundError:
+        raise WeightsError(f"{path}: weights file not found") from None
+    except IsADirectoryError:
+        raise WeightsError(f"{path}: is a folder, not a weights file") from None
+    if len(head) < 12:
+        raise WeightsError(f"{path}: {len(head)} bytes is too short for a Darknet weights header (needs 16 or 20)")
+    major, minor, revision = struct.unpack("<iii", head[:12])
+    if not (0 <= major < 1000 and 0 <= minor < 1000 and revision >= 0):
+        raise WeightsError(f"{path}: not a Darknet weights file (header version {major}.{minor}.{revision} "
+                           f"is implausible{'; it looks like a zip/.pt file' if head[:2] == b'PK' else ''})")
+    header = DarknetHeader(major, minor, revision, 0)
+    if len(head) < header.nbytes:
+        raise WeightsError(f"{path}: {len(head)} bytes is too short for a version {major}.{minor} header "
+                           f"({header.nbytes} bytes)")
+    fmt = "<Q" if header.seen_bytes == 8 else "<I"
+    seen = struct.unpack(fmt, head[12:header.nbytes])[0]
+    return DarknetHeader(major, minor, revision, seen)
+
+
+def layer_tensors(model: "Darknet", cutoff: Optional[int] = None) -> List[Tuple[int, List[torch.Tensor]]]:
+    """(layer index, tensors in file order) for each layer with weights, layers 0..cutoff-1.
+
+    The protocol: a module that has weights in a ``.weights`` file defines ``darknet_weights()``, returning
+    its tensors in Darknet's file order (e.g. :meth:`yolo.layers.ConvBNAct.darknet_weights`); modules
+    without it hold nothing in the file. A module may raise ``ValueError`` when it cannot be written
+    (a fused conv).
+    """
+    n_layers = len(model.module_list) if cutoff is None else cutoff
+    if not 0 <= n_layers <= len(model.module_list):
+        raise WeightsError(f"cutoff={cutoff} is outside 0..{len(model.module_list)} (the cfg has "
+                           f"{len(model.module_list)} layers)")
+    out = []
+    for index, module in enumerate(model.module_list[:n_layers]):
+        method = getattr(module, "darknet_weights", None)
+        if method is None:
+            continue
+        try:
+            tensors = list(method())
+        except ValueError as exc:
+            raise WeightsError(f"layer {index}: {exc}") from None
+        if tensors:
+            out.append((index, tensors))
+    return out
+
+
+def float_count(model: "Darknet", cutoff: Optional[int] = None) -> int:
+    """Number of float32 values a weights file holds for layers 0..cutoff-1."""
+    return sum(t.numel() for _, tensors in layer_tensors(model, cutoff) for t in tensors)
+
+
+def load_darknet_weights(model: "Darknet", path: Union[str, Path], cutoff: Optional[int] = None) -> DarknetHeader:
+    """Copy a ``.weights`` file into ``model`` (every shape checked); returns the header.
+
+    Raises :class:`WeightsError` naming expected and actual float counts when the file does not fit.
+    """
+    path = Path(path)
+    header = read_header(path)
+    payload = path.stat().st_size - header.nbytes
+    if payload % 4:
+        raise WeightsError(f"{path}: {payload} bytes after the header is not a whole number of float32 values "
+                           "(the file is truncated or not a Darknet weights file)")
+    actual = payload // 4
+    layers = layer_tensors(model, cutoff)
+    expected = sum(t.numel() for _, tensors in layers for t in tensors)
+    if actual < expected or (actual > expected and cutoff is None):
+        raise WeightsError(_mismatch_message(model, path, layers, expected, actual, cutoff))
+
+    data = np.fromfile(path, dtype="<f4", count=expected, offset=header.nbytes)
+    values = torch.from_numpy(data)
+    offset = 0
+    with torch.no_grad():
+        for _, tensors in layers:
+            for t in tensors:
+                n = t.numel()
+                t.copy_(values[offset: offset + n].view_as(t))
+                offset += n
+    model.darknet_header = (header.major, header.minor, header.revision, header.seen)
+    return header
+
+
+def _mismatch_message(model, path, layers, expected, actual, cutoff) -> str:
+    scope = f"layers 0..{cutoff - 1} of " if cutoff is not None else ""
+    msg = (f"{path}: {scope}cfg {model.cfg_path} needs {expected} float32 values after the header, "
+           f"the file has {actual}")
+    if actual < expected:
+        # A file cut on a layer boundary is a partial file: say which cutoff explains it.
+        total = 0
+        for index, tensors in layers:
+            total += sum(t.numel() for t in tensors)
+            if total == actual and cutoff is None:
+                return msg + (f": it holds exactly layers 0..{index}; pass cutoff={index + 1} to load a partial file")
+            if total > actual:
+                return msg + f": the file ends inside layer {index} (truncated, or weights for another cfg)"
+    return msg + f": {actual - expected} values too many (weights for another cfg?)"
+
+
+def save_darknet_weights(model: "Darknet", path: Union[str, Path], cutoff: Optional[int] = None,
+                         header: Optional[DarknetHeader] = None) -> None:
+    """Write ``model`` (layers 0..cutoff-1) as a Darknet ``.weights`` file, atomically.
+
+    The header is the one the model was loaded with (so load -> save is byte-identical), else
+    version 0.2.0 with an 8-byte ``seen``, which Darknet and OpenCV read back correctly.
+    """
+    path = Path(path)
+    if header is None:
+        header = DarknetHeader(*model.darknet_header)
+    chunks = [header.to_bytes()]
+    for _, tensors in layer_tensors(model, cutoff):
+        for t in tensors:
+            chunks.append(t.detach().to("cpu", torch.float32).contiguous().numpy().astype("<f4").tobytes())
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        for chunk in chunks:
+            f.write(chunk)
+    os.replace(tmp, path)
