@@ -5,7 +5,8 @@ import re
 
 import pytest
 
-from yolo.models.cfg import CfgError, parse_cfg, parse_cfg_text
+from yolo.models.cfg import parse_cfg, parse_cfg_text
+from yolo.errors import CfgError
 from yolo.models.cfg_options import (INERT, NET_OPTIONS, REFUSED, REGION_OPTIONS, TRAINED, YOLO_OPTIONS,
                               check_training_options, refusals)
 from yolo.engine.config import resolve_hyp

@@ -23,7 +23,7 @@ import torch
 
 from darknet_ref import darknet_source, set_net_options
 from reference import randomize_model
-from yolo.models.cfg import CfgError
+from yolo.errors import CfgError
 from yolo.models.layer_types.crop import Crop
 from yolo.models.layer_types.xnor import BinaryConvBNAct
 from yolo.models.model import Darknet

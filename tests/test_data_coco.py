@@ -6,7 +6,8 @@ import cv2
 import numpy as np
 import pytest
 
-from yolo.data import CocoDataset, DataError, build_dataset, load_data_config
+from yolo.data import CocoDataset, build_dataset, load_data_config
+from yolo.errors import DataError
 from yolo.ops import xywh_to_xyxy
 
 CATEGORIES = [{"id": 7, "name": "dog"}, {"id": 3, "name": "cat"}, {"id": 12, "name": "bird"}]

@@ -4,7 +4,8 @@ from pathlib import Path
 import pytest
 
 from conftest import asset
-from yolo.data import DataError, load_data_config
+from yolo.data import load_data_config
+from yolo.errors import DataError
 
 REPO = Path(__file__).resolve().parents[1]
 

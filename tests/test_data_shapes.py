@@ -5,7 +5,8 @@ import cv2
 import numpy as np
 import pytest
 
-from yolo.data import DataError, SHAPE_NAMES, YoloDataset, ensure_shapes_dataset, load_data_config
+from yolo.data import SHAPE_NAMES, YoloDataset, ensure_shapes_dataset, load_data_config
+from yolo.errors import DataError
 from yolo.data.shapes import render_sample
 
 SMALL = dict(num_train=6, num_val=3, seed=1)

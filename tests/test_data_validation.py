@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from conftest import asset
-from yolo.data import DataError, YoloDataset, load_data_config
+from yolo.data import YoloDataset, load_data_config
+from yolo.errors import DataError
 from yolo.data import dataset as dataset_module
 from yolo.data.cache import fallback_path
 

@@ -7,7 +7,8 @@ import torch.nn.functional as F
 
 from conftest import asset
 from reference import cfg_with_thresh0, cv2
-from yolo.inference.detector import (Detector, FusedConvCPU, ImageReadError, WinogradConv3x3, _FastMaxPool,
+from yolo.errors import ImageReadError
+from yolo.inference.detector import (Detector, FusedConvCPU, WinogradConv3x3, _FastMaxPool,
                            _onednn_conv_available, prepare_for_inference, preprocess)
 from yolo.models.layers import ConvBNAct, MaxPool
 from yolo.models.model import Darknet, load_model

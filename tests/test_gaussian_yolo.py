@@ -10,7 +10,7 @@ import torch
 
 from reference import randomize_model
 from test_region_loss_darknet import assert_deltas_equal, coco_batch, head_deltas, write_weights
-from yolo.models.cfg import CfgError
+from yolo.errors import CfgError
 from yolo.losses.gaussian_yolo_loss import gaussian_yolo_loss
 from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer, postprocess_gaussian
 from yolo.losses.yolo_loss import YoloLoss

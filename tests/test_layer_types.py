@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from reference import randomize_model
-from yolo.models.cfg import CfgError
+from yolo.errors import CfgError
 from yolo.models.model import Darknet
 
 GENERIC = ["linear", "logistic", "loggy", "relu", "relu6", "elu", "selu", "gelu", "relie", "ramp", "leaky", "tanh",

@@ -4,7 +4,6 @@ The reference below follows Darknet's src/box.c ``do_nms_sort`` / ``diounms_sort
 detections by that class's probability, then each surviving one zeroes the probability of every later one
 whose overlap measure exceeds the threshold) on centre-format boxes, in plain Python floats.
 """
-import math
 import random
 
 import pytest

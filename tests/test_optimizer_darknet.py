@@ -406,7 +406,7 @@ def test_dont_update_burnin_update_and_clip_follow_darknets_cuda_update(darknet,
     ("dont_update=5", "'dont_update' with adam=1 is not supported"),
 ])
 def test_update_options_not_reproduced_are_refused_with_the_line(tmp_path, line, message):
-    from yolo.models.cfg import CfgError
+    from yolo.errors import CfgError
 
     text = CFG.format(batch=2, subdivisions=1).replace("[convolutional]\nfilters=16\nsize=3\nstride=2\npad=1\n"
                                                        "activation=leaky\nlearning_rate=0.5",
@@ -459,7 +459,7 @@ learning_rate=0.5
 
 def weighted_shortcut_model(cfg: Path):
     """The model of SHORTCUT_CFG, or a skip where the model builder does not build weighted shortcuts."""
-    from yolo.models.cfg import CfgError
+    from yolo.errors import CfgError
 
     try:
         return load_model(cfg)
@@ -510,7 +510,7 @@ def test_weighted_shortcut_follows_darknets_cuda_update(tmp_path):
 
 
 def test_adam_with_layers_other_than_convolutions_is_refused_with_the_line(tmp_path):
-    from yolo.models.cfg import CfgError
+    from yolo.errors import CfgError
 
     text = SHORTCUT_CFG.replace("momentum=0.9", "adam=1")
     cfg = tmp_path / "adam.cfg"

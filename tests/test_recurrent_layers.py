@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from random_cfg import randomize_weights, relative_error, yolo_output
-from yolo.models.cfg import CfgError, parse_cfg_text
+from yolo.models.cfg import parse_cfg_text
+from yolo.errors import CfgError
 from yolo.models.layer_types.recurrent_base import reset_states, set_time_steps
 from yolo.models.model import Darknet
 

@@ -13,13 +13,14 @@ import torch
 import yaml
 
 from test_kill_resume import CFG as TINY_CFG
-from yolo.models.cfg import CfgError, parse_cfg, parse_cfg_text
+from yolo.models.cfg import parse_cfg, parse_cfg_text
+from yolo.errors import CfgError
 from yolo.models.checkpoint import load_checkpoint_file, model_checkpoint, save_checkpoint
 from yolo.data import SHAPE_NAMES, ensure_shapes_dataset
 from yolo.data.validation import read_label_file
 from yolo.models.model import Darknet
 from yolo.progress import use_bars
-from yolo.models.weights import WeightsError
+from yolo.errors import WeightsError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -249,7 +250,8 @@ def test_checkpoint_errors_are_complete_and_never_advise_unsafe_loading(tiny_pt,
     ("max_shape: 3", "unknown setting 'max_shape'"),
 ])
 def test_generator_settings_out_of_range_are_refused_with_their_line(tmp_path, setting, words):
-    from yolo.data import DataError, load_data_config
+    from yolo.data import load_data_config
+    from yolo.errors import DataError
 
     path = tmp_path / "data.yaml"
     path.write_text(f"path: {tmp_path / 'shapes'}\ntrain: images/train\nval: images/val\nnames: [a, b]\n"

@@ -6,8 +6,10 @@ import torch
 import torch.nn as nn
 
 from darknet_ref import set_net_options
-from yolo.models.cfg import CfgError, parse_cfg_text
-from yolo.engine.config import ConfigError, resolve_hyp
+from yolo.models.cfg import parse_cfg_text
+from yolo.errors import CfgError
+from yolo.engine.config import resolve_hyp
+from yolo.errors import ConfigError
 from yolo.engine.schedule import LRSchedule, read_net_schedule, resolve_steps, schedule_from_hyp
 from yolo.engine.trainer import build_optimizer
 

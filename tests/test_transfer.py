@@ -7,7 +7,8 @@ from yolo.models.checkpoint import model_checkpoint, save_checkpoint
 from yolo.engine.trainer import build_optimizer
 from yolo.engine.transfer import freeze_layers, frozen_to_eval, load_pretrained, with_num_classes
 from yolo.models.model import Darknet
-from yolo.models.weights import WeightsError, layer_tensors
+from yolo.models.weights import layer_tensors
+from yolo.errors import WeightsError
 
 HEAD_CONVS = [15, 22]  # the convs before yolov3-tiny's two [yolo] layers
 

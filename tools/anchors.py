@@ -37,9 +37,12 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def main(args: argparse.Namespace):
-    from yolo.anchors import AnchorCfgError, kmeans_anchors, label_sizes, write_cfg_with_anchors
-    from yolo.models.cfg import CfgError, parse_cfg
-    from yolo.data.config import DataError, load_data_config
+    from yolo.anchors import kmeans_anchors, label_sizes, write_cfg_with_anchors
+    from yolo.errors import AnchorCfgError
+    from yolo.models.cfg import parse_cfg
+    from yolo.errors import CfgError
+    from yolo.data.config import load_data_config
+    from yolo.errors import DataError
     from yolo.data.dataset import build_dataset
 
     if args.write is not None and args.cfg is None:

@@ -21,10 +21,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tools._common import ToolParser, fail, non_negative_int  # noqa: E402
-from yolo.models.cfg import CfgError, read_names  # noqa: E402
+from yolo.files.names import read_names  # noqa: E402
+from yolo.errors import CfgError
 from yolo.models.checkpoint import model_checkpoint, save_checkpoint  # noqa: E402
 from yolo.models.model import Darknet, load_model  # noqa: E402
-from yolo.models.weights import WeightsError, float_count  # noqa: E402
+from yolo.models.weights import float_count  # noqa: E402
+from yolo.errors import WeightsError
 
 
 def parse_args(argv=None) -> argparse.Namespace:

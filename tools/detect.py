@@ -42,7 +42,8 @@ from tqdm import tqdm  # noqa: E402
 from tools._common import (ToolParser, fail, fraction, image_side, increment_path, non_negative_int,  # noqa: E402
                            positive_int)
 from yolo.progress import use_bars  # noqa: E402
-from yolo.inference.detector import IMAGE_SUFFIXES, Detector, ImageReadError, load_image  # noqa: E402
+from yolo.inference.detector import IMAGE_SUFFIXES, Detector, load_image  # noqa: E402
+from yolo.errors import ImageReadError
 
 logger = logging.getLogger("yolo.detect")
 
@@ -299,8 +300,8 @@ def _device(arg: Optional[str]) -> Optional[str]:
 
 def main(args) -> Path:
     """Run detection as described by ``args``; returns the run folder."""
-    from yolo.models.cfg import CfgError
-    from yolo.models.weights import WeightsError
+    from yolo.errors import CfgError
+    from yolo.errors import WeightsError
 
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(message)s")
     try:

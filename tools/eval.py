@@ -26,12 +26,13 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 
 from tools._common import (ToolParser, fail, fraction, image_side, increment_path, non_negative_int,  # noqa: E402
                            positive_int, setup_logging)
-from yolo.models.cfg import CfgError  # noqa: E402
-from yolo.data import DataError, DetectionDataset, build_dataset, create_dataloader, load_data_config  # noqa: E402
+from yolo.errors import CfgError
+from yolo.data import DetectionDataset, build_dataset, create_dataloader, load_data_config  # noqa: E402
+from yolo.errors import DataError
 from yolo.inference.detector import cfg_resize_mode  # noqa: E402
 from yolo.evaluation import Evaluator, evaluate_model  # noqa: E402
 from yolo.models.model import load_model  # noqa: E402
-from yolo.models.weights import WeightsError  # noqa: E402
+from yolo.errors import WeightsError
 from yolo.ops import resize_image  # noqa: E402
 from yolo.progress import use_bars  # noqa: E402
 

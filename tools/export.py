@@ -31,6 +31,7 @@ if __name__ == "__main__":
 
 import torch  # noqa: E402
 
+from yolo.files.names import read_names  # noqa: E402
 from tools._common import (ToolParser, fail, fraction, image_side, non_negative_int, number, positive_int,  # noqa: E402
                            setup_logging)
 
@@ -100,7 +101,6 @@ def _check_args(args) -> None:
 
 
 def _names(args, num_classes: int):
-    from yolo.models.cfg import read_names
 
     if args.names is not None:
         names = read_names(args.names)
@@ -156,7 +156,7 @@ def run(args) -> Dict[str, object]:
     print(f"wrote {', '.join(str(p) for p in written)}")
 
     if not args.no_verify:
-        from yolo.export import ExportError
+        from yolo.errors import ExportError
         try:
             diff = verify()
         except ExportError:
@@ -187,10 +187,10 @@ def run(args) -> Dict[str, object]:
 def main(args) -> Dict[str, object]:
     """Run the tool; a bad input or a failed check is a one-line error and a non-zero exit."""
     setup_logging(args.verbose)
-    from yolo.models.cfg import CfgError
-    from yolo.inference.detector import ImageReadError
-    from yolo.export import ExportError
-    from yolo.models.weights import WeightsError
+    from yolo.errors import CfgError
+    from yolo.errors import ImageReadError
+    from yolo.errors import ExportError
+    from yolo.errors import WeightsError
 
     try:
         return run(args)

@@ -87,10 +87,11 @@ def newest_run(project: Path) -> Path:
 def main(args: argparse.Namespace) -> int:
     """Train as described by ``args``; returns the exit status (0 finished, 130 interrupted, 3 NaN/inf loss)."""
     from tools._common import fail, setup_logging
-    from yolo.models.cfg import CfgError
-    from yolo.data import DataError
-    from yolo.engine import ConfigError, NonFiniteLossError, TrainOptions, Trainer
-    from yolo.models.weights import WeightsError
+    from yolo.errors import CfgError
+    from yolo.errors import DataError
+    from yolo.engine import TrainOptions, Trainer
+    from yolo.errors import ConfigError, NonFiniteLossError
+    from yolo.errors import WeightsError
 
     setup_logging(args.verbose)
     logging.getLogger("yolo.cfg").setLevel(logging.WARNING)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
+from yolo.errors import AnchorCfgError
 
 MAX_ROUNDS = 1000
 
@@ -127,10 +128,6 @@ def label_sizes(records: Sequence, net_hw: Tuple[int, int]) -> np.ndarray:
 
 # ------------------------------------------------------------------------------------------ cfg rewriting
 _SECTION = re.compile(r"^\s*\[([^\]]+)\]")
-
-
-class AnchorCfgError(ValueError):
-    """A cfg that cannot take the new anchors; the message names the file and line."""
 
 
 def _key(line: str) -> Optional[str]:

@@ -37,6 +37,7 @@ import torchvision
 
 from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer
 from yolo.models.layers import RegionLayer
+from yolo.errors import ExportError
 
 logger = logging.getLogger(__name__)
 
@@ -73,10 +74,6 @@ NMS_OUTPUT_NAMES = ("boxes", "scores", "labels", "batch_index")
 
 Size = Tuple[int, int]
 ArrayLike = Union[np.ndarray, torch.Tensor]
-
-
-class ExportError(RuntimeError):
-    """An export that could not be written, or whose file does not reproduce the PyTorch model."""
 
 
 # ----------------------------------------------------------------------------------- inputs

@@ -11,7 +11,8 @@ Typical use::
         ...
 """
 from yolo.data.collate import MultiScale, collate_fn, resize_batch
-from yolo.data.config import DataConfig, DataError, expand_env, load_data_config, read_names_file
+from yolo.data.config import DataConfig, expand_env, load_data_config
+from yolo.errors import DataError
 from yolo.data.dataset import (CocoDataset, DetectionDataset, ImageRecord, YoloDataset, build_dataset, label_path_for,
                       read_image, scan_yolo)
 from yolo.data.loader import EpochShuffleSampler, create_dataloader, set_epoch
@@ -20,7 +21,7 @@ from yolo.data.transforms import DEFAULT_AUGMENT, augment_config, augment_from_c
 from yolo.data.validation import Problem, ValidationReport
 
 __all__ = [
-    "DataConfig", "DataError", "load_data_config", "expand_env", "read_names_file",
+    "DataConfig", "DataError", "load_data_config", "expand_env",
     "DetectionDataset", "YoloDataset", "CocoDataset", "ImageRecord", "build_dataset", "scan_yolo",
     "label_path_for", "read_image",
     "collate_fn", "resize_batch", "MultiScale", "create_dataloader", "set_epoch", "EpochShuffleSampler",

@@ -13,9 +13,10 @@ import json
 import logging
 import os
 import stat
-import tempfile
 from pathlib import Path
 from typing import Any, Dict, Optional
+
+from yolo.files.atomic import write_text_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -63,15 +64,7 @@ def fallback_path(preferred: Path) -> Path:
 
 def _write_json(path: Path, data: Dict[str, Any]) -> bool:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(data, f, separators=(",", ":"))
-            os.replace(tmp, path)  # atomic: a reader never sees half a file
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        write_text_atomic(path, json.dumps(data, separators=(",", ":")))  # a reader never sees half a file
         return True
     except OSError as e:
         logger.debug("cannot write label cache %s: %s", path, e)

@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
 import yaml
+from yolo.errors import DataError
+from yolo.files.names import read_names
 
 logger = logging.getLogger(__name__)
 
@@ -33,22 +35,6 @@ PathLike = Union[str, os.PathLike]
 
 # ${VAR}, ${VAR:-default} and $VAR
 _ENV_PATTERN = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
-
-
-class DataError(ValueError):
-    """A problem with a dataset or its config, located at ``source`` (file, and line when known)."""
-
-    def __init__(self, message: str, source: Optional[PathLike] = None, line: Optional[int] = None):
-        self.source = str(source) if source is not None else None
-        self.line = line
-        self.problem = message
-        if source is None:
-            text = message
-        elif line is None:
-            text = f"{source}: {message}"
-        else:
-            text = f"{source}:{line}: {message}"
-        super().__init__(text)
 
 
 def expand_env(text: str, source: Optional[PathLike] = None) -> str:
@@ -143,12 +129,6 @@ class DataConfig:
         return getattr(self, f"{name}_images")
 
 
-def read_names_file(path: PathLike) -> List[str]:
-    """Class names from a Darknet ``.names`` file: one per line, blank lines ignored."""
-    with open(path, encoding="utf-8") as f:
-        return [line.strip() for line in f if line.strip()]
-
-
 def _names_from_coco(path: Path) -> List[str]:
     with open(path, encoding="utf-8") as f:
         categories = json.load(f).get("categories", [])
@@ -172,7 +152,7 @@ def _parse_names(raw: Any, yaml_path: Path, root: Path) -> List[str]:
         candidates = [Path(text)] if os.path.isabs(text) else [root / text, yaml_path.parent / text]
         for candidate in candidates:
             if candidate.is_file():
-                names = read_names_file(candidate)
+                names = read_names(candidate)
                 if not names:
                     raise DataError(f"'names' file {candidate} is empty", yaml_path)
                 return names

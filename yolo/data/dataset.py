@@ -35,7 +35,8 @@ from torch.utils.data import Dataset
 
 from yolo.ops import xyxy_to_xywh
 from yolo.data.cache import LabelCache
-from yolo.data.config import DataConfig, DataError, is_coco_json
+from yolo.data.config import DataConfig, is_coco_json
+from yolo.errors import DataError
 from yolo.data.transforms import NO_AUGMENT, augment_config, item_rng, letterbox_sample, matrix_to_letterbox, train_transform
 from yolo.data.validation import IMAGE_EXTENSIONS, Problem, ValidationReport, image_size, read_label_file
 

@@ -176,7 +176,7 @@ def ensure_shapes_dataset(root: Union[str, os.PathLike], num_train: int = 400, n
             return root
         if existing is None:
             if any(root.iterdir()):
-                from yolo.data.config import DataError
+                from yolo.errors import DataError
 
                 raise DataError(f"folder exists and is not a generated shapes dataset (no {_MARKER}); "
                                 "refusing to overwrite it", root)

@@ -128,7 +128,7 @@ class ValidationReport:
 
     def raise_if_unusable(self) -> None:
         """Raise :class:`DataError` when no image has a usable box; the message says why."""
-        from yolo.data.config import DataError
+        from yolo.errors import DataError
 
         if self.num_boxes > 0:
             return

@@ -7,10 +7,12 @@ Typical use::
                                   hyp="configs/hyp.shapes.yaml", device="cpu")).fit()
     print(result.run_dir, result.metrics["mAP50"])
 """
-from yolo.engine.config import ConfigError, TrainOptions, resolve_hyp
+from yolo.engine.config import TrainOptions, resolve_hyp
+from yolo.errors import ConfigError
 from yolo.engine.ema import ModelEMA
 from yolo.engine.schedule import LRSchedule, schedule_from_hyp
-from yolo.engine.trainer import NonFiniteLossError, TrainResult, Trainer, build_optimizer, fitness, train
+from yolo.engine.trainer import TrainResult, Trainer, build_optimizer, fitness, train
+from yolo.errors import NonFiniteLossError
 from yolo.engine.transfer import TransferReport, freeze_layers, load_pretrained, with_num_classes
 
 __all__ = ["ConfigError", "LRSchedule", "ModelEMA", "NonFiniteLossError", "TrainOptions", "TrainResult", "Trainer",

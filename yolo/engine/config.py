@@ -28,6 +28,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 import yaml
 
 from yolo.engine.schedule import SCHEDULE_DEFAULTS, LRSchedule, read_net_schedule, resolve_steps
+from yolo.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -65,10 +66,6 @@ NET_KEYS: Dict[str, Any] = {
 _INT_KEYS = {"batch", "subdivisions", "burn_in", "step", "max_batches", "adam", "sgdr_mult"}
 _FLOAT_KEYS = {"learning_rate", "momentum", "decay", "power", "scale", "gamma", "B1", "B2", "eps",
                "learning_rate_min"}
-
-
-class ConfigError(ValueError):
-    """A bad training setting; names where it came from."""
 
 
 @dataclass

@@ -41,27 +41,26 @@ import yaml
 
 from yolo.runs import increment_path
 from yolo.models.cfg import parse_cfg, parse_cfg_text
-from yolo.models.checkpoint import load_checkpoint_file, model_checkpoint, remove_stale_temp_files, save_checkpoint, temp_path
+from yolo.files.atomic import atomic_path, remove_stale_temp_files
+from yolo.models.checkpoint import load_checkpoint_file, model_checkpoint, save_checkpoint
 from yolo.losses.yolo_loss import YoloLoss
 from yolo.losses.region_loss import set_images_seen
 from yolo.models.model import Darknet
 from yolo.progress import use_bars
-from yolo.engine.config import ConfigError, TrainOptions, resolve_hyp
+from yolo.engine.config import TrainOptions, resolve_hyp
+from yolo.errors import ConfigError
 from yolo.engine.distributed import (DistInfo, DistributedEpochSampler, SkipSampler, any_true, barrier, broadcast_object,
                           cleanup_distributed, init_distributed)
 from yolo.engine.ema import ModelEMA
 from yolo.engine.optimizer import build_optimizer, clip_weights, hold_gradients, holds_gradients, optimizer_from_hyp
 from yolo.engine.schedule import LRSchedule, schedule_from_hyp, set_lr
 from yolo.engine.transfer import freeze_layers, frozen_to_eval, load_pretrained, with_num_classes
+from yolo.errors import NonFiniteLossError
 
 logger = logging.getLogger(__name__)
 
 RESULTS_COLUMNS = ("epoch", "box_loss", "obj_loss", "cls_loss", "loss", "lr", "precision", "recall",
                    "mAP50", "mAP50_95", "time_s")
-
-
-class NonFiniteLossError(RuntimeError):
-    """The loss became NaN or infinite; the message names the epoch and iteration."""
 
 
 @dataclass
@@ -754,12 +753,10 @@ class Trainer:
         path = self.run_dir / "results.csv"
         rows = _read_results(path, before_epoch=epoch + 1)
         rows.append({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
-        tmp = temp_path(path)
-        with open(tmp, "w", newline="", encoding="utf-8") as f:
+        with atomic_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
             writer = csv.DictWriter(f, fieldnames=RESULTS_COLUMNS)
             writer.writeheader()
             writer.writerows(rows)
-        os.replace(tmp, path)
         if self.writer is not None:
             for key in ("box_loss", "obj_loss", "cls_loss", "loss"):
                 self.writer.add_scalar(f"epoch/{key}", row[key], epoch + 1)

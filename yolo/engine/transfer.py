@@ -27,7 +27,8 @@ import torch.nn as nn
 
 from yolo.models.cfg import Section
 from yolo.models.checkpoint import load_checkpoint_file
-from yolo.models.weights import WeightsError, float_count, read_header
+from yolo.models.weights import float_count, read_header
+from yolo.errors import WeightsError
 
 logger = logging.getLogger(__name__)
 

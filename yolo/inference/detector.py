@@ -29,6 +29,8 @@ import torch.nn.functional as F
 
 from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer, postprocess_gaussian
 from yolo.ops import LetterboxInfo, letterbox_params, nms_settings, postprocess, scale_boxes_to_original
+from yolo.errors import ImageReadError
+from yolo.files.names import read_names
 
 logger = logging.getLogger(__name__)
 
@@ -44,10 +46,6 @@ __all__ = [
 
 ImageInput = Union[str, Path, np.ndarray]
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".ppm", ".pgm", ".pbm", ".jp2")
-
-
-class ImageReadError(OSError):
-    """An image file that is missing, unreadable or not a decodable image."""
 
 
 def load_image(path: Union[str, Path]) -> np.ndarray:
@@ -482,7 +480,6 @@ class Detector:
         if names is None:
             return [str(i) for i in range(self.num_classes)]
         if isinstance(names, (str, Path)):
-            from yolo.models.cfg import read_names
             names = read_names(names)
         names = [str(n) for n in names]
         if len(names) != self.num_classes:

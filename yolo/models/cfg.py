@@ -12,21 +12,11 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Union
+from yolo.errors import CfgError
 
 logger = logging.getLogger(__name__)
 
 _MISSING = object()
-
-
-class CfgError(ValueError):
-    """A problem in a Darknet cfg, located at ``source:line``."""
-
-    def __init__(self, message: str, source: str = "<cfg>", line: Optional[int] = None):
-        self.source = source
-        self.line = line
-        self.problem = message
-        where = f"{source}:{line}" if line is not None else source
-        super().__init__(f"{where}: {message}")
 
 
 @dataclass
@@ -186,16 +176,6 @@ def parse_cfg_text(text: str, source: str = "<cfg>") -> List[Section]:
 def _visible(text: str) -> str:
     """``text`` with invisible and control characters written as escapes (``\\ufeff``), for messages."""
     return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
-
-
-def read_names(path: CfgSource) -> List[str]:
-    """Class names from a ``.names`` file: one per line, blank lines ignored."""
-    path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{path}: names file not found") from None
-    return [line.strip() for line in lines if line.strip()]
 
 
 def sections_to_text(sections: Sequence[Section]) -> str:

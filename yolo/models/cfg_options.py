@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
-from yolo.models.cfg import CfgError
+from yolo.errors import CfgError
 
 TRAINED, INERT, REFUSED = "trained", "inert", "refused"
 

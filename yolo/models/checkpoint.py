@@ -6,14 +6,14 @@ Files are written atomically (temp file + rename), so an interrupted save never 
 """
 from __future__ import annotations
 
-import os
 import warnings
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, Optional, Sequence, Union
 
 import torch
 
-from yolo.models.weights import WeightsError
+from yolo.errors import WeightsError
+from yolo.files.atomic import atomic_path
 
 FORMAT = "yolo-darknet/1"
 
@@ -38,34 +38,9 @@ def model_checkpoint(model, names: Optional[Sequence[str]] = None, **extra: Any)
 def save_checkpoint(ckpt: Dict[str, Any], path: Union[str, Path]) -> Path:
     """Write ``ckpt`` to ``path`` atomically; returns the path."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_path(path)
-    try:
+    with atomic_path(path) as tmp:
         torch.save(ckpt, tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
     return path
-
-
-def temp_path(path: Path) -> Path:
-    """Where :func:`save_checkpoint` writes ``path`` before renaming it: ``.NAME.PID.tmp`` beside it."""
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
-
-
-def remove_stale_temp_files(folder: Union[str, Path]) -> List[Path]:
-    """Delete the ``.NAME.PID.tmp`` files that a process killed during a save left in ``folder``.
-
-    Only names of that form whose PID is not this process's are removed; returns the removed paths.
-    """
-    removed = []
-    for tmp in Path(folder).glob(".*.*.tmp"):
-        pid = tmp.name[:-len(".tmp")].rsplit(".", 1)[-1]
-        if pid.isdigit() and int(pid) != os.getpid() and tmp.is_file():
-            tmp.unlink(missing_ok=True)
-            removed.append(tmp)
-    return removed
 
 
 def load_checkpoint_file(path: Union[str, Path]) -> Dict[str, Any]:

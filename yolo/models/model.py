@@ -14,7 +14,8 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import torch
 import torch.nn as nn
 
-from yolo.models.cfg import CfgError, Section, parse_cfg, parse_cfg_text, sections_to_text
+from yolo.models.cfg import Section, parse_cfg, parse_cfg_text, sections_to_text
+from yolo.errors import CfgError
 from yolo.models.layers import (ACTIVATIONS, ConvBNAct, Dropout, GlobalAvgPool, HeadOptions, MaxPool, RegionLayer,
                      Reorg, Route, Shortcut, Softmax, Upsample, YOLOLayer)
 from yolo.models import layer_types  # noqa: F401  (registers the builders of the extra layer types)
@@ -430,7 +431,7 @@ def load_model(cfg: Union[str, Path, None] = None, weights: Union[str, Path, Non
     ``weights`` is a Darknet ``.weights`` file or a ``.pt`` checkpoint (``{"model", "cfg", ...}``, read with
     ``weights_only=True``). ``cfg`` may be omitted for a ``.pt`` that carries its cfg text.
     """
-    from yolo.models.weights import WeightsError
+    from yolo.errors import WeightsError
     from yolo.models.checkpoint import load_checkpoint_file
 
     model: Optional[Darknet] = None

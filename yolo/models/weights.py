@@ -11,7 +11,6 @@ are made and used). Without a cutoff the file must hold exactly the floats the c
 """
 from __future__ import annotations
 
-import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,13 +18,11 @@ from typing import TYPE_CHECKING, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
+from yolo.errors import WeightsError
+from yolo.files.atomic import write_bytes_atomic
 
 if TYPE_CHECKING:
     from yolo.models.model import Darknet
-
-
-class WeightsError(ValueError):
-    """A weights file that does not fit the model, or is not a Darknet weights file."""
 
 
 @dataclass(frozen=True)
@@ -165,8 +162,4 @@ def save_darknet_weights(model: "Darknet", path: Union[str, Path], cutoff: Optio
     for _, tensors in layer_tensors(model, cutoff):
         for t in tensors:
             chunks.append(t.detach().to("cpu", torch.float32).contiguous().numpy().astype("<f4").tobytes())
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        for chunk in chunks:
-            f.write(chunk)
-    os.replace(tmp, path)
+    write_bytes_atomic(path, b"".join(chunks))

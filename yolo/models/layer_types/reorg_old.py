@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
-import torch.nn as nn
 
 from yolo.models.layers import Reorg
 

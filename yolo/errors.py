@@ -1,0 +1,59 @@
+"""Every error the package raises on bad input. Each message is one line that names where the problem is
+(file, and line when known), so the tools can print it as it is instead of a traceback."""
+from __future__ import annotations
+
+import os
+from typing import Optional, Union
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class CfgError(ValueError):
+    """A problem in a Darknet cfg, located at ``source:line``."""
+
+    def __init__(self, message: str, source: str = "<cfg>", line: Optional[int] = None):
+        self.source = source
+        self.line = line
+        self.problem = message
+        where = f"{source}:{line}" if line is not None else source
+        super().__init__(f"{where}: {message}")
+
+
+class WeightsError(ValueError):
+    """A weights file that does not fit the model, or is not a Darknet weights file."""
+
+
+class DataError(ValueError):
+    """A problem with a dataset or its config, located at ``source`` (file, and line when known)."""
+
+    def __init__(self, message: str, source: Optional[PathLike] = None, line: Optional[int] = None):
+        self.source = str(source) if source is not None else None
+        self.line = line
+        self.problem = message
+        if source is None:
+            text = message
+        elif line is None:
+            text = f"{source}: {message}"
+        else:
+            text = f"{source}:{line}: {message}"
+        super().__init__(text)
+
+
+class ImageReadError(OSError):
+    """An image file that is missing, unreadable or not a decodable image."""
+
+
+class ConfigError(ValueError):
+    """A bad training setting; names where it came from."""
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss became NaN or infinite; the message names the epoch and iteration."""
+
+
+class ExportError(RuntimeError):
+    """An export that could not be written, or whose file does not reproduce the PyTorch model."""
+
+
+class AnchorCfgError(ValueError):
+    """A cfg that cannot take the new anchors; the message names the file and line."""

@@ -1,0 +1,1 @@
+"""Small file jobs done one way everywhere: atomic writes, ``.names`` files, images."""
