@@ -43,7 +43,8 @@ from tools._common import (ToolParser, fail, fraction, image_side, increment_pat
                            positive_int)
 from yolo.progress import use_bars  # noqa: E402
 from yolo.inference.detector import IMAGE_SUFFIXES, Detector, load_image  # noqa: E402
-from yolo.errors import ImageReadError
+from yolo.device import parse_device  # noqa: E402
+from yolo.errors import ConfigError, ImageReadError  # noqa: E402
 
 logger = logging.getLogger("yolo.detect")
 
@@ -292,12 +293,6 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def _device(arg: Optional[str]) -> Optional[str]:
-    if arg is None:
-        return None
-    return f"cuda:{arg}" if arg.isdigit() else arg
-
-
 def main(args) -> Path:
     """Run detection as described by ``args``; returns the run folder."""
     from yolo.errors import CfgError
@@ -315,9 +310,10 @@ def main(args) -> Path:
         fail(f"{args.cfg}: cfg not found")
     if not args.weights.is_file():
         fail(f"{args.weights}: weights not found")
-    device = _device(args.device)
-    if device is not None and device.startswith("cuda") and not torch.cuda.is_available():
-        fail(f"--device {args.device}: CUDA is not available")
+    try:
+        device = parse_device(args.device)
+    except ConfigError as exc:
+        fail(f"--device: {exc}")
     if len(args.img_size) > 2:
         fail(f"--img-size takes one value or two (height width), got {len(args.img_size)}")
     img_size = args.img_size[0] if len(args.img_size) == 1 else tuple(args.img_size[:2])

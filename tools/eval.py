@@ -28,7 +28,8 @@ from tools._common import (ToolParser, fail, fraction, image_side, increment_pat
                            positive_int, setup_logging)
 from yolo.errors import CfgError
 from yolo.data import DetectionDataset, build_dataset, create_dataloader, load_data_config  # noqa: E402
-from yolo.errors import DataError
+from yolo.device import parse_device  # noqa: E402
+from yolo.errors import ConfigError, DataError  # noqa: E402
 from yolo.inference.detector import cfg_resize_mode  # noqa: E402
 from yolo.evaluation import Evaluator, evaluate_model  # noqa: E402
 from yolo.models.model import load_model  # noqa: E402
@@ -86,14 +87,6 @@ def _img_size(values: Optional[Sequence[int]], model) -> tuple:
     return size
 
 
-def _device(name: Optional[str]) -> torch.device:
-    if name in (None, ""):
-        return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
-    if name.isdigit():
-        name = f"cuda:{name}"
-    return torch.device(name)
-
-
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p = ToolParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cfg", default=None, help="Darknet .cfg (optional for a .pt checkpoint that carries its cfg)")
@@ -131,8 +124,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 
 def main(args: argparse.Namespace) -> Dict[str, Any]:
     """Evaluate as described by ``args`` (see :func:`parse_args`); returns the metrics dict."""
-    device = _device(args.device)
     try:
+        device = parse_device(args.device)
         data = load_data_config(args.data)
         model = load_model(args.cfg, args.weights, device=device)
         if model.num_classes != data.num_classes:
@@ -146,7 +139,7 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
         evaluator = Evaluator(data.names, dataset.ground_truth(), category_ids=getattr(dataset, "category_ids", None),
                               use_pycocotools=not args.fast,
                               annotation_file=split if split.suffix.lower() == ".json" else None)
-    except (CfgError, WeightsError, DataError, FileNotFoundError) as exc:
+    except (CfgError, ConfigError, WeightsError, DataError, FileNotFoundError) as exc:
         fail(str(exc))
     items = dataset if resize == "letterbox" else ResizedView(dataset, img_size, resize)
     loader = create_dataloader(items, batch_size=args.batch_size, shuffle=False, num_workers=args.workers,

@@ -41,6 +41,7 @@ import yaml
 
 from yolo.runs import increment_path
 from yolo.models.cfg import parse_cfg, parse_cfg_text
+from yolo.device import parse_device
 from yolo.files.atomic import atomic_path, remove_stale_temp_files
 from yolo.models.checkpoint import load_checkpoint_file, model_checkpoint, save_checkpoint
 from yolo.losses.yolo_loss import YoloLoss
@@ -81,21 +82,6 @@ class TrainResult:
 def fitness(metrics: Dict[str, Any]) -> float:
     """The number ``best.pt`` maximizes: ``0.1 * mAP50 + 0.9 * mAP50_95``."""
     return 0.1 * max(float(metrics.get("mAP50", 0.0)), 0.0) + 0.9 * max(float(metrics.get("mAP50_95", 0.0)), 0.0)
-
-
-def select_device(name: Optional[str], local_rank: int = 0) -> torch.device:
-    """``cpu``, ``cuda``, ``cuda:N`` or ``N``; default CUDA when available. Under torchrun: ``cuda:LOCAL_RANK``."""
-    if name in (None, ""):
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name.isdigit():
-        name = f"cuda:{name}"
-    device = torch.device(name)
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ConfigError(f"--device {name}: CUDA is not available")
-        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-            device = torch.device("cuda", local_rank)
-    return device
 
 
 # ------------------------------------------------------------------------------ RNG state
@@ -267,7 +253,7 @@ class Trainer:
                 if value and Path(value).exists():
                     setattr(opt, key, str(Path(value).resolve()))
 
-        self.device = select_device(opt.device, int(os.environ.get("LOCAL_RANK", "0")))
+        self.device = parse_device(opt.device, int(os.environ.get("LOCAL_RANK", "0")))
         self.dist: DistInfo = init_distributed(self.device)
         self.main = self.dist.is_main
         if not self.main:
@@ -849,4 +835,4 @@ def train(**kwargs) -> TrainResult:
 
 
 __all__ = ["NonFiniteLossError", "RESULTS_COLUMNS", "TrainOptions", "TrainResult", "Trainer", "build_optimizer",
-           "fitness", "rng_state", "seed_everything", "select_device", "set_rng_state", "train"]
+           "fitness", "rng_state", "seed_everything", "set_rng_state", "train"]

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 
 from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer, postprocess_gaussian
 from yolo.ops import LetterboxInfo, letterbox_params, nms_settings, postprocess, scale_boxes_to_original
+from yolo.device import parse_device
 from yolo.errors import ImageReadError
 from yolo.files.names import read_names
 
@@ -442,8 +443,7 @@ class Detector:
 
         if resize not in ("letterbox", "stretch", None):
             raise ValueError(f"unknown resize mode {resize!r}: use 'letterbox' or 'stretch'")
-        self.device = torch.device(device) if device is not None else \
-            torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self.device = parse_device(device)
         self.half = bool(half) and self.device.type == "cuda"
         self.model = load_model(cfg, weights, device="cpu").eval()
         if getattr(self.model, "input_channels", 3) != 3 or not self.model.yolo_layers:

@@ -1,0 +1,36 @@
+"""The one reading of a ``--device`` / ``device=`` setting, for every tool and API."""
+from __future__ import annotations
+
+import os
+from typing import Union
+
+import torch
+
+from yolo.errors import ConfigError
+
+
+def parse_device(name: Union[str, torch.device, None], local_rank: int = 0) -> torch.device:
+    """``cpu``, ``cuda``, ``cuda:N`` or ``N`` (a CUDA index) as a :class:`torch.device`.
+
+    ``None`` or ``""`` picks CUDA when available, else the CPU. A CUDA device on a machine without CUDA is a
+    one-line :class:`ConfigError`. Under ``torchrun`` (``WORLD_SIZE`` > 1) each process takes
+    ``cuda:LOCAL_RANK``.
+    """
+    if isinstance(name, torch.device):
+        device = name
+    else:
+        name = (name or "").strip()
+        if not name:
+            name = "cuda" if torch.cuda.is_available() else "cpu"
+        if name.isdigit():
+            name = f"cuda:{name}"
+        try:
+            device = torch.device(name)
+        except RuntimeError:
+            raise ConfigError(f"device '{name}' is not one of cpu, cuda, cuda:N or N") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(f"device '{device}': CUDA is not available on this machine")
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            device = torch.device("cuda", local_rank)
+    return device
