@@ -76,7 +76,7 @@ def test_cli_agrees_with_darknet_calc_anchors(darknet, coco128_sizes, tmp_path):
 def test_tool_prints_and_writes(assets, tmp_path, capsys):
     import sys
     sys.path.insert(0, str(REPO))
-    from tools.anchors import main, parse_args
+    from yolo.cli.anchors import main, parse_args
 
     assets("coco128/images/train2017")
     cfg = assets("cfg/yolov3-tiny.cfg")
@@ -136,7 +136,7 @@ def test_kmeans_small_cases():
 def test_tool_errors_are_one_line(tmp_path, capsys):
     import sys
     sys.path.insert(0, str(REPO))
-    from tools.anchors import main, parse_args
+    from yolo.cli.anchors import main, parse_args
 
     with pytest.raises(SystemExit) as exit_info:
         main(parse_args(["--data", str(tmp_path / "missing.yaml")]))

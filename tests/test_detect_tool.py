@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import asset
-from tools._common import increment_path
+from yolo.runs import increment_path
 from tools.detect import collect_sources, main, parse_args
 
 REPO = Path(__file__).resolve().parents[1]

@@ -152,7 +152,8 @@ def test_invisible_characters_are_shown_in_cfg_errors():
 def test_out_of_range_flags_are_one_line_errors(capsys, tool, argv, flag):
     import importlib
 
-    module = importlib.import_module(f"tools.{tool}")
+    moved = (REPO / "yolo" / "cli" / f"{tool}.py").exists()
+    module = importlib.import_module(f"yolo.cli.{tool}" if moved else f"tools.{tool}")
     err = one_line_error(capsys, lambda: module.parse_args(argv))
     assert f"argument {flag}:" in err, err
 
@@ -167,7 +168,7 @@ def test_more_than_two_image_sides_is_an_error(capsys, tiny_pt, tmp_path):
 
 # ------------------------------------------------------------------------------------------ tools
 def test_convert_writes_weights_into_a_new_folder(tiny_pt, tmp_path):
-    from tools import convert
+    from yolo.cli import convert
 
     for output in (tmp_path / "new" / "a" / "tiny.weights", tmp_path / "new" / "b" / "tiny.pt"):
         convert.main(convert.parse_args(["--weights", str(tiny_pt if output.suffix == ".weights" else

@@ -33,7 +33,7 @@ if __name__ == "__main__":
 import cv2  # noqa: E402
 import torch  # noqa: E402
 
-from tools._common import ToolParser, fail, fraction, image_side, non_negative_int, positive_int  # noqa: E402
+from yolo.cli.args import ToolParser, fail, fraction, image_side, non_negative_int, positive_int  # noqa: E402
 from yolo.inference.detector import Detector, load_image, preprocess  # noqa: E402
 
 

@@ -30,7 +30,7 @@ TARGET_MAP50 = 0.9
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    from tools._common import ToolParser, positive_int
+    from yolo.cli.args import ToolParser, positive_int
 
     p = ToolParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cfg", default=str(REPO / "configs" / "yolov3-tiny-shapes.cfg"), help="model cfg")

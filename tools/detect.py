@@ -39,8 +39,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from tools._common import (ToolParser, fail, fraction, image_side, increment_path, non_negative_int,  # noqa: E402
-                           positive_int)
+from yolo.runs import increment_path  # noqa: E402
+from yolo.cli.args import ToolParser, fail, fraction, image_side, non_negative_int, positive_int  # noqa: E402
 from yolo.progress import use_bars  # noqa: E402
 from yolo.inference.detector import IMAGE_SUFFIXES, Detector, load_image  # noqa: E402
 from yolo.device import parse_device  # noqa: E402

@@ -24,8 +24,8 @@ from torch.utils.data import Dataset
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tools._common import (ToolParser, fail, fraction, image_side, increment_path, non_negative_int,  # noqa: E402
-                           positive_int, setup_logging)
+from yolo.runs import increment_path  # noqa: E402
+from yolo.cli.args import ToolParser, fail, fraction, image_side, non_negative_int, positive_int, setup_logging  # noqa: E402
 from yolo.errors import CfgError
 from yolo.data import DetectionDataset, build_dataset, create_dataloader, load_data_config  # noqa: E402
 from yolo.device import parse_device  # noqa: E402

@@ -32,7 +32,7 @@ if __name__ == "__main__":
 import torch  # noqa: E402
 
 from yolo.files.names import read_names  # noqa: E402
-from tools._common import (ToolParser, fail, fraction, image_side, non_negative_int, number, positive_int,  # noqa: E402
+from yolo.cli.args import (ToolParser, fail, fraction, image_side, non_negative_int, number, positive_int,  # noqa: E402
                            setup_logging)
 
 logger = logging.getLogger("yolo.export")

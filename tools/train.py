@@ -45,7 +45,7 @@ EXIT_NON_FINITE = 3
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    from tools._common import ToolParser, image_side, non_negative_int, positive_int
+    from yolo.cli.args import ToolParser, image_side, non_negative_int, positive_int
 
     p = ToolParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cfg", default=None, help="Darknet .cfg (not needed with --resume)")
@@ -86,7 +86,7 @@ def newest_run(project: Path) -> Path:
 
 def main(args: argparse.Namespace) -> int:
     """Train as described by ``args``; returns the exit status (0 finished, 130 interrupted, 3 NaN/inf loss)."""
-    from tools._common import fail, setup_logging
+    from yolo.cli.args import fail, setup_logging
     from yolo.errors import CfgError
     from yolo.errors import DataError
     from yolo.engine import TrainOptions, Trainer

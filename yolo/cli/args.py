@@ -1,4 +1,4 @@
-"""Helpers shared by the command-line tools."""
+"""What every tool's argument parsing shares: one-line errors, checked numeric flags, logging setup."""
 from __future__ import annotations
 
 import argparse
@@ -6,9 +6,7 @@ import logging
 import math
 import sys
 from pathlib import Path
-from typing import Callable, Optional
-
-from yolo.runs import increment_path  # noqa: F401  (re-exported for the tools)
+from typing import Callable, NoReturn, Optional
 
 
 def setup_logging(verbose: bool = False) -> None:
@@ -16,7 +14,7 @@ def setup_logging(verbose: bool = False) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s", stream=sys.stderr)
 
 
-def fail(message: str, code: int = 2) -> "NoReturn":  # noqa: F821
+def fail(message: str, code: int = 2) -> NoReturn:
     """Print a one-line error to stderr and exit with a non-zero status."""
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(code)
@@ -25,7 +23,7 @@ def fail(message: str, code: int = 2) -> "NoReturn":  # noqa: F821
 class ToolParser(argparse.ArgumentParser):
     """``argparse`` whose errors are our one line (``error: argument --x: ...``), not usage plus error."""
 
-    def error(self, message: str) -> "NoReturn":  # noqa: F821
+    def error(self, message: str) -> NoReturn:
         fail(f"{message} (see {Path(self.prog).name} --help)")
 
 

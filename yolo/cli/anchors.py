@@ -1,0 +1,85 @@
+"""Compute anchors for a dataset as Darknet's ``detector calc_anchors`` does (k-means, 1 - IoU distance).
+
+    # 9 anchors for a 416x416 network from the training split of a dataset YAML
+    python tools/anchors.py --data configs/coco128.yaml -n 9 --width 416 --height 416
+
+    # take the size and the anchor count from a cfg and write a copy of it with the new anchors
+    python tools/anchors.py --data configs/coco128.yaml --cfg yolov3-tiny.cfg --write yolov3-tiny-new.cfg
+
+Prints the anchors in Darknet's format (paste them into every [yolo] section) and their mean IoU with the
+label boxes. Darknet starts from randomly drawn boxes (seeded by the clock); here ``--seed`` fixes the draw.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from yolo.cli.args import fail
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", required=True, help="dataset YAML (its train split's labels are used)")
+    p.add_argument("--cfg", default=None,
+                   help="Darknet cfg: default width/height ([net]) and anchor count ([yolo] num)")
+    p.add_argument("-n", "--num-of-clusters", type=int, default=None,
+                   help="number of anchors (default: the cfg's, else 9)")
+    p.add_argument("--width", type=int, default=None, help="network input width (default: the cfg's, else 416)")
+    p.add_argument("--height", type=int, default=None, help="network input height (default: the cfg's, else 416)")
+    p.add_argument("--split", default="train", choices=["train", "val"], help="which split's labels")
+    p.add_argument("--seed", type=int, default=0, help="seed of the initial draw")
+    p.add_argument("--write", type=Path, default=None, help="write a copy of --cfg with these anchors here")
+    return p.parse_args(argv)
+
+
+def main(args: argparse.Namespace):
+    from yolo.anchors import kmeans_anchors, label_sizes, write_cfg_with_anchors
+    from yolo.errors import AnchorCfgError
+    from yolo.models.cfg import parse_cfg
+    from yolo.errors import CfgError
+    from yolo.data.config import load_data_config
+    from yolo.errors import DataError
+    from yolo.data.dataset import build_dataset
+
+    if args.write is not None and args.cfg is None:
+        fail("--write needs --cfg (the cfg to copy)")
+    width, height, k = args.width, args.height, args.num_of_clusters
+    if args.cfg is not None:
+        try:
+            sections = parse_cfg(args.cfg)
+        except (CfgError, OSError) as exc:
+            fail(str(exc).strip().splitlines()[0])
+        net = sections[0]
+        width = width or net.get_int("width", 416)
+        height = height or net.get_int("height", 416)
+        heads = [s for s in sections if s.type == "yolo"]
+        if k is None and heads:
+            k = heads[0].get_int("num", len(heads[0].get_floats("anchors", [])) // 2)
+    width, height, k = width or 416, height or 416, k or 9
+    if width <= 0 or height <= 0 or k <= 0:
+        fail(f"width={width}, height={height} and -n {k} must be positive")
+    try:
+        config = load_data_config(args.data)
+        dataset = build_dataset(config, args.split, img_size=(height, width), augment=False)
+    except (DataError, OSError) as exc:
+        fail(str(exc).strip().splitlines()[0])
+    sizes = label_sizes(dataset.records, (height, width))
+    if len(sizes) < k:
+        fail(f"{args.data}: {len(sizes)} label boxes in the {args.split} split, fewer than the {k} anchors asked for")
+    result = kmeans_anchors(sizes, k, seed=args.seed)
+    print(f"num_of_clusters = {k}, width = {width}, height = {height}: {len(sizes)} boxes, "
+          f"{result.rounds} iterations")
+    print(f"anchors = {result.format(width)}")
+    print(f"mean IoU = {result.mean_iou:.2f} %")
+    if args.write is not None:
+        try:
+            out = write_cfg_with_anchors(args.cfg, result.anchors, args.write, width)
+        except AnchorCfgError as exc:
+            fail(str(exc))
+        print(f"wrote {out}")
+    return result
+
+
+def cli(argv=None) -> None:
+    """Console entry point: ``yolo-anchors``."""
+    main(parse_args(argv))
