@@ -298,10 +298,10 @@ def test_cli_missing_weights_is_a_one_line_error(tmp_path, capsys):
 
 def test_tolerance_grows_only_to_the_models_own_float32_rounding():
     """Deep random networks round past 1e-4 in float32 by themselves; a file within 3x that passes."""
-    from yolo.export import _check
+    from yolo.export.compare import check_difference
 
-    assert _check("file", 3e-4, 1e-4, noise=lambda: 2e-4) == 3e-4
+    assert check_difference("file", 3e-4, 1e-4, noise=lambda: 2e-4) == 3e-4
     with pytest.raises(ExportError, match="over the tolerance"):
-        _check("file", 3e-4, 1e-4, noise=lambda: 5e-5)
+        check_difference("file", 3e-4, 1e-4, noise=lambda: 5e-5)
     with pytest.raises(ExportError):
-        _check("file", float("nan"), 1e-4, noise=lambda: 1.0)
+        check_difference("file", float("nan"), 1e-4, noise=lambda: 1.0)

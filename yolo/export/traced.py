@@ -1,0 +1,91 @@
+"""What the traced exports (ONNX and TorchScript) share: the input size, the traced copy of the model,
+quiet tracing, the file's metadata, and the atomic write that turns any failure into :class:`ExportError`."""
+from __future__ import annotations
+
+import copy
+import json
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Dict, Iterator, Optional, Sequence, Tuple, Union
+
+import torch
+
+from yolo.errors import ExportError
+from yolo.export.heads import keep_heads_float32, output_columns
+from yolo.files.atomic import atomic_path
+
+Size = Tuple[int, int]
+SizeLike = Union[int, Sequence[int], None]
+
+
+def as_size(img_size: SizeLike, model) -> Size:
+    """``416`` / ``[416]`` / ``(h, w)`` / ``None`` (the cfg's [net] size) -> ``(h, w)``, checked against the
+    stride."""
+    if img_size is None:
+        size = tuple(int(v) for v in model.input_size)
+    elif isinstance(img_size, int):
+        size = (img_size, img_size)
+    else:
+        size = tuple(int(v) for v in img_size) * (2 if len(img_size) == 1 else 1)
+    if len(size) != 2 or min(size) <= 0 or size[0] % model.stride or size[1] % model.stride:
+        raise ValueError(f"image size {size} must be two positive multiples of the network stride {model.stride}")
+    return size
+
+
+def inference_copy(model, half: bool = False, fuse: bool = True):
+    """A CPU eval copy of ``model`` for tracing: BatchNorm folded, optionally float16 with float32 heads."""
+    net = copy.deepcopy(model).cpu().eval()
+    for p in net.parameters():
+        p.requires_grad_(False)
+    if fuse:
+        net.fuse()
+    if half:
+        net.half()
+        keep_heads_float32(net)
+    return net
+
+
+@contextmanager
+def quiet_tracing() -> Iterator[None]:
+    """Silence the tracer's notes (constants such as the head strides are meant to be constant) and
+    the deprecation notes of the tracing exporters."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+        warnings.filterwarnings("ignore", category=FutureWarning)
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", message=".*[Cc]onstant folding.*")
+        warnings.filterwarnings("ignore", message=".*legacy TorchScript-based ONNX export.*")
+        warnings.filterwarnings("ignore", message=".*will be removed.*")
+        yield
+
+
+def metadata(model, img_size: Size, half: bool, names: Optional[Sequence[str]], **extra) -> Dict[str, str]:
+    """The string key/value pairs stored in an exported file: format, size, stride, classes, what the output
+    rows hold, float16 or not, the cfg text, the class names when given, and ``extra`` (JSON unless a string)."""
+    meta = {
+        "format": "yolo-darknet-export/1",
+        "img_size": json.dumps(list(img_size)),
+        "stride": str(int(model.stride)),
+        "num_classes": str(int(model.num_classes)),
+        "output": output_columns(model),
+        "half": str(bool(half)).lower(),
+        "cfg": model.cfg_text,
+    }
+    if names is not None:
+        meta["names"] = json.dumps(list(names))
+    meta.update({k: v if isinstance(v, str) else json.dumps(v) for k, v in extra.items()})
+    return meta
+
+
+@contextmanager
+def writing_export(path: Path, kind: str) -> Iterator[Path]:
+    """Yield a temporary path to write the ``kind`` file (e.g. ``"ONNX"``) to; on success it replaces
+    ``path``. Any failure leaves ``path`` untouched and is raised as a one-line :class:`ExportError`."""
+    try:
+        with atomic_path(path) as tmp:
+            yield tmp
+    except ExportError:
+        raise
+    except Exception as exc:
+        raise ExportError(f"{path}: {kind} export failed: {str(exc).strip().splitlines()[0][:300]}") from exc
