@@ -263,7 +263,7 @@ def test_verify_darknet_rejects_a_corrupted_file(tiny_v3, tmp_path):
 
 # ------------------------------------------------------------------------------------------ CLI
 def run_cli(argv):
-    from tools.export import main, parse_args
+    from yolo.cli.export import main, parse_args
     return main(parse_args([str(a) for a in argv]))
 
 

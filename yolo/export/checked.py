@@ -1,0 +1,71 @@
+"""Export in one of the three formats and check the written file at once, removing it when the check fails:
+what ``tools/export.py`` runs."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+import torch
+
+from yolo.errors import ExportError
+from yolo.export.darknet import export_darknet, verify_darknet
+from yolo.export.nms import NMSOptions
+from yolo.export.onnx import DEFAULT_OPSET, export_onnx, verify_onnx
+from yolo.export.torchscript import export_torchscript, verify_torchscript
+
+SUFFIXES = {"onnx": ".onnx", "torchscript": ".torchscript", "darknet": ".weights"}  # format -> file suffix
+RUNTIMES = {"onnx": "onnxruntime", "torchscript": "torch.jit", "darknet": "OpenCV DNN"}  # what runs the check
+
+
+@dataclass
+class CheckedExport:
+    """What :func:`export_checked` wrote and how it compared."""
+
+    files: List[Path]  # the written files (Darknet: the weights, and the cfg when one was written)
+    cfg: Optional[Path] = None  # Darknet: the cfg that goes with the weights
+    max_difference: Optional[float] = None  # largest difference to the PyTorch model; None when not checked
+    checked_on: List[torch.Size] = field(default_factory=list)  # the input shapes of the check
+
+
+def export_checked(model, fmt: str, output: Path, inputs: Sequence[torch.Tensor], verify: bool = True,
+                   dynamic: bool = False, half: bool = False, nms: Optional[NMSOptions] = None,
+                   opset: int = DEFAULT_OPSET, names: Optional[Sequence[str]] = None,
+                   source_cfg: Optional[Path] = None) -> CheckedExport:
+    """Write ``model`` as ``fmt`` (a key of :data:`SUFFIXES`) to ``output``, traced on ``inputs[0]``, and with
+    ``verify`` run the file on every input ``Float[N, C, H, W]`` (Darknet: the first two) in its own runtime.
+
+    Darknet writes the cfg beside the weights (``output`` with ``.cfg``) unless that is ``source_cfg``, the
+    model's own cfg file, which is then used as it is. A failed check removes the written files and raises
+    :class:`ExportError`.
+    """
+    files, cfg = [output], None
+    if fmt == "onnx":
+        export_onnx(model, output, inputs[0].shape[-2:], dynamic=dynamic, half=half, nms=nms, opset=opset,
+                    names=names, example=inputs[0])
+        check = lambda: verify_onnx(output, model, inputs, nms=nms)  # noqa: E731
+    elif fmt == "torchscript":
+        export_torchscript(model, output, inputs[0].shape[-2:], half=half, names=names, example=inputs[0])
+        check = lambda: verify_torchscript(output, model, inputs)  # noqa: E731
+    elif fmt == "darknet":
+        cfg = output.with_suffix(".cfg")
+        if source_cfg is not None and cfg.resolve() == source_cfg.resolve():
+            export_darknet(model, output)  # the cfg is already there, unchanged
+            cfg = source_cfg
+        else:
+            export_darknet(model, output, cfg)
+            files.append(cfg)
+        inputs = inputs[:2]
+        check = lambda: verify_darknet(output, cfg, model, inputs)  # noqa: E731
+    else:
+        raise ValueError(f"unknown export format {fmt!r}: one of {', '.join(SUFFIXES)}")
+    result = CheckedExport(files=files, cfg=cfg)
+    if verify:
+        try:
+            result.max_difference = check()
+        except ExportError:
+            for p in result.files:
+                p.unlink(missing_ok=True)
+            raise
+        result.checked_on = [x.shape for x in inputs]
+    return result
