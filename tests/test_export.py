@@ -186,6 +186,19 @@ def test_onnxruntime_latency_times_the_file(tiny_v4, onnx_files, tmp_path_factor
     assert timing["runs"] == 2 and 0 < timing["min_ms"] <= timing["median_ms"]
 
 
+def test_latency_of_a_checkpoint_runs_opencv_on_a_darknet_pair_written_from_it(tiny_v4, onnx_files,
+                                                                                tmp_path_factory, tmp_path):
+    """A .pt has no .weights/.cfg pair for OpenCV DNN: one is written from the model for the timing."""
+    from yolo.export.latency import compare_latency_with_darknet_pair
+
+    model, hw, batch = tiny_v4
+    path = exported_onnx(model, hw, onnx_files, tmp_path_factory)
+    pt = save_checkpoint(model_checkpoint(model), tmp_path / "model.pt")
+    timing = compare_latency_with_darknet_pair(model, path, batch(hw, 1), pt, None, runs=2, threads=1)
+    assert set(timing) == {"onnxruntime", "torch eval", "torch prepared", "opencv dnn"}
+    assert all(0 < t["min_ms"] <= t["median_ms"] for t in timing.values())
+
+
 # ---------------------------------------------------------------------------------- TorchScript
 def test_torchscript_equals_eval_output_at_batch_1_and_2_and_another_size(case, tmp_path):
     model, hw, batch = case

@@ -14,16 +14,15 @@ the tolerance is an error (exit status 1) and the file is removed.
 from __future__ import annotations
 
 import argparse
-import tempfile
 from pathlib import Path
 from typing import Dict
 
 from yolo.cli.args import (ToolParser, fail, fraction, image_side, non_negative_int, number, positive_int,
                            setup_logging)
 from yolo.errors import CfgError, ExportError, ImageReadError, WeightsError
-from yolo.export import NMSOptions, compare_latency, export_darknet
+from yolo.export import NMSOptions
 from yolo.export.checked import RUNTIMES, SUFFIXES, export_checked
-from yolo.export.latency import latency_report
+from yolo.export.latency import compare_latency_with_darknet_pair, latency_report
 from yolo.export.samples import check_inputs
 from yolo.export.traced import as_size
 from yolo.files.names import read_names
@@ -111,11 +110,8 @@ def run(args) -> Dict[str, object]:
         print(f"verified in {RUNTIMES[args.format]} on inputs {shapes}: largest difference to the PyTorch model "
               f"{done.max_difference:.3g}")
     if args.benchmark:
-        with tempfile.TemporaryDirectory() as tmp:
-            darknet = (args.cfg, args.weights) if args.weights.suffix == ".weights" else \
-                export_darknet(model, Path(tmp) / "model.weights", Path(tmp) / "model.cfg")
-            result["latency_ms"] = compare_latency(model, output, inputs[0], runs=args.benchmark,
-                                                   threads=args.threads, darknet=darknet)
+        result["latency_ms"] = compare_latency_with_darknet_pair(model, output, inputs[0], args.weights, args.cfg,
+                                                                 runs=args.benchmark, threads=args.threads)
         print(latency_report(result["latency_ms"], size, args.threads, args.benchmark))
     return result
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import os
 import statistics
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple, Union
@@ -17,7 +18,7 @@ import cv2
 import torch
 
 from yolo.export.compare import ArrayLike
-from yolo.export.darknet import opencv_darknet_net
+from yolo.export.darknet import export_darknet, opencv_darknet_net
 from yolo.export.onnx import onnxruntime_session, session_feed
 from yolo.inference.detector import prepare_for_inference
 
@@ -77,6 +78,17 @@ def compare_latency(model, onnx_path: PathLike, inputs: torch.Tensor, runs: int 
     finally:
         torch.set_num_threads(torch_threads)
         cv2.setNumThreads(cv2_threads)
+
+
+def compare_latency_with_darknet_pair(model, onnx_path: PathLike, inputs: torch.Tensor, weights: Path,
+                                      cfg: Optional[Path], runs: int = 20,
+                                      threads: int = 2) -> Dict[str, Dict[str, float]]:
+    """:func:`compare_latency` with OpenCV DNN on ``model``'s Darknet pair: ``weights`` and ``cfg`` when
+    ``weights`` is a Darknet ``.weights`` file, else (a checkpoint) a temporary pair written from ``model``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        if weights.suffix != ".weights":
+            weights, cfg = export_darknet(model, Path(tmp) / "model.weights", Path(tmp) / "model.cfg")
+        return compare_latency(model, onnx_path, inputs, runs=runs, threads=threads, darknet=(cfg, weights))
 
 
 def _runtimes(model, onnx_path: PathLike, inputs: torch.Tensor, threads: int,
