@@ -117,7 +117,8 @@ def _names(args, num_classes: int):
 def run(args) -> Dict[str, object]:
     """Export, verify and optionally benchmark; returns what was done (paths, difference, latencies)."""
     from yolo.export import (NMSOptions, export_darknet, export_onnx, export_torchscript, compare_latency,
-                             sample_input, second_size, verify_darknet, verify_onnx, verify_torchscript)
+                             opencv_reads, sample_input, second_size, verify_darknet, verify_onnx,
+                             verify_torchscript)
     from yolo.model import load_model
 
     _check_args(args)
@@ -150,7 +151,8 @@ def run(args) -> Dict[str, object]:
             cfg_out = None  # the cfg is already there, unchanged
         export_darknet(model, output, cfg_out)
         result["cfg"] = cfg_out or args.cfg
-        runtime = "OpenCV DNN"
+        # OpenCV has no [detection] (YOLOv1) layer: the file is then checked by reading it back only.
+        runtime = "OpenCV DNN" if opencv_reads(model) else "our loader (bit-exact read-back; OpenCV has no [detection])"
         verify = lambda: verify_darknet(output, cfg_out or args.cfg, model, inputs[:2])  # noqa: E731
     written = [p for p in (output, cfg_out) if p is not None]
     print(f"wrote {', '.join(str(p) for p in written)}")

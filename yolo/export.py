@@ -35,6 +35,7 @@ import torch
 import torch.nn as nn
 import torchvision
 
+from .layer_types.detection import DetectionLayer
 from .layer_types.gaussian_yolo import GaussianYOLOLayer
 from .layers import RegionLayer
 
@@ -53,6 +54,7 @@ __all__ = [
     "verify_onnx",
     "verify_torchscript",
     "verify_darknet",
+    "opencv_reads",
     "sample_input",
     "second_size",
     "max_difference",
@@ -90,6 +92,7 @@ def _as_size(img_size: Union[int, Sequence[int], None], model) -> Size:
         size = tuple(int(v) for v in img_size)
     if len(size) != 2 or min(size) <= 0 or size[0] % model.stride or size[1] % model.stride:
         raise ValueError(f"image size {size} must be two positive multiples of the network stride {model.stride}")
+    model.check_input_size(size, "export size")
     return size
 
 
@@ -408,10 +411,14 @@ def export_onnx(model, path: Union[str, Path], img_size: Union[int, Sequence[int
     path = Path(path)
     size = _as_size(img_size, model)
     if nms is not None and not model.yolo_layers:
-        raise ValueError("NMS needs a detection model; this cfg has no [yolo]/[region] head")
+        raise ValueError("NMS needs a detection model; this cfg has no [yolo]/[region]/[detection] head")
     if nms is not None and _has_gaussian_heads(model):
         raise ValueError("NMS in the graph is not available for [Gaussian_yolo] heads (their scores use the "
                          "box uncertainties): export without it and post-process with yolo.Detector")
+    if dynamic and model.size_fixed_by is not None:
+        fixed = model.size_fixed_by
+        raise ValueError(f"{fixed.source}:{fixed.line}: [{fixed.type}] ties the weights to the cfg's input size, "
+                         "so the ONNX input size cannot be dynamic: export without dynamic")
     net = _inference_copy(model, half=half)
     if nms is not None:
         net = DetectionsWithNMS(net, nms)
@@ -593,6 +600,11 @@ def export_darknet(model, weights_path: Union[str, Path],
     return weights_path, cfg_path
 
 
+def opencv_reads(model) -> bool:
+    """Whether OpenCV's Darknet importer knows ``model``'s heads (it has no ``[detection]`` layer)."""
+    return not any(isinstance(h, DetectionLayer) for h in getattr(model, "yolo_layers", []))
+
+
 def _cfg_for_raw_opencv_output(cfg_text: str) -> str:
     """The cfg with ``thresh=0`` and ``nms_threshold=0`` in every head: OpenCV then returns every
     decoded box instead of zeroing class scores under ``thresh`` (0.2 by default)."""
@@ -628,6 +640,7 @@ def verify_darknet(weights_path: Union[str, Path], cfg_path: Union[str, Path], m
        ``model``'s eval output in OpenCV's layout within ``tol``. OpenCV normalizes BatchNorm with
        eps 1e-6, so the comparison uses a copy of ``model`` with that epsilon. For ``[region]`` heads
        only boxes and objectness are compared (OpenCV applies its own NMS to their class scores).
+       OpenCV has no ``[detection]`` (YOLOv1) layer: such a model is checked by step 1 only (returns 0).
     """
     from .model import Darknet
     from .weights import layer_tensors, load_darknet_weights
@@ -640,7 +653,7 @@ def verify_darknet(weights_path: Union[str, Path], cfg_path: Union[str, Path], m
             if not torch.equal(a.detach().cpu().float(), b):
                 raise ExportError(f"{weights_path}: layer {index} reads back different from the model")
     logger.info("%s reads back bit-exact with our loader", weights_path.name)
-    if not opencv:
+    if not opencv or not opencv_reads(model):
         return 0.0
 
     import cv2

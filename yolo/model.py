@@ -303,6 +303,7 @@ class Darknet(nn.Module):
         self._is_head = [isinstance(m, HEAD_TYPES) for m in self.module_list]
         self._check_head_outputs_unread(sections[1:])
         self.stride = self._network_stride()
+        self.size_fixed_by = self._size_fixing_section(sections[1:])
         self.darknet_header = (0, 2, 0, 0)  # major, minor, revision, seen: what a loaded file had
 
     def _check_head_outputs_unread(self, layers: Sequence[Section]) -> None:
@@ -333,6 +334,23 @@ class Darknet(nn.Module):
             module.conv.bias = source.conv.bias
             module.bn = source.bn
             module.shared_from = info.shares
+
+    def _size_fixing_section(self, layers: Sequence[Section]) -> Optional[Section]:
+        """The first layer whose weights are tied to the cfg's input size, or None: a [connected] reading a
+        map larger than 1x1 (one weight per input value) or a [local] (one weight set per output cell)."""
+        for section, info in zip(layers, self.layer_infos):
+            if section.type == "local" or (section.type == "connected" and info.in_shape[1] * info.in_shape[2] > 1):
+                return section
+        return None
+
+    def check_input_size(self, size_hw: Sequence[int], what: str = "input size") -> None:
+        """Raise ``ValueError`` (naming the cfg line) when ``size_hw`` differs from the cfg's [net] size in a
+        network whose weights are tied to that size (:attr:`size_fixed_by`, e.g. YOLOv1's [connected])."""
+        section = self.size_fixed_by
+        if section is not None and tuple(int(v) for v in size_hw) != tuple(self.input_size):
+            h, w = self.input_size
+            raise ValueError(f"{section.source}:{section.line}: [{section.type}] ties the weights to the cfg's "
+                             f"{h}x{w} input; {what} {size_hw[0]}x{size_hw[1]} cannot be used")
 
     def _network_stride(self) -> int:
         """The largest input/output ratio over the layers (32 for YOLOv3): inputs must be multiples of it."""
