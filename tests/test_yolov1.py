@@ -33,6 +33,8 @@ def write_model(tmp_path: Path, text: str, size: int, seed: int = 0):
     g = torch.Generator().manual_seed(seed)
     linear = model.module_list[-2].linear
     with torch.no_grad():
+        linear.weight.copy_(torch.randn(linear.weight.shape, generator=g))  # randomize_model leaves it as built
+        linear.bias.zero_()
         outputs, _ = model.eval().layer_outputs(torch.rand(2, 3, size, size, generator=g))
         linear.weight.mul_(0.15 / (outputs[-2] - linear.bias[:, None, None]).std())
         linear.bias.copy_(0.2 + 0.3 * torch.rand(linear.bias.shape, generator=g))

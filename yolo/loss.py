@@ -296,7 +296,13 @@ class YoloLoss:
 
 
 def _check_output_shape(index: int, head, out: Tensor) -> None:
-    """``out`` must be Float[N, A, Hg, Wg, 5 + C] for the head's A anchors and C classes."""
+    """``out`` must be Float[N, A, Hg, Wg, 5 + C] for the head's A anchors and C classes ([detection]: its flat
+    Float[N, K], K = ``head.flat_size``)."""
+    flat = getattr(head, "flat_size", None)
+    if flat is not None:
+        if out.ndim != 2 or out.shape[1] != flat:
+            raise ValueError(f"head {index}: output shape {tuple(out.shape)} is not [N, {flat}]")
+        return
     depth = getattr(head, "num_outputs", 5 + head.num_classes)  # [Gaussian_yolo]: 9 + C
     if out.ndim != 5 or out.shape[1] != head.num_anchors or out.shape[4] != depth:
         raise ValueError(f"head {index}: output shape {tuple(out.shape)} does not match "

@@ -43,6 +43,7 @@ from ..runs import increment_path
 from ..cfg import parse_cfg, parse_cfg_text
 from ..checkpoint import load_checkpoint_file, model_checkpoint, remove_stale_temp_files, save_checkpoint, temp_path
 from ..loss import YoloLoss
+from ..cfg_options import TRAINED_HEADS
 from ..region_loss import set_images_seen
 from ..model import Darknet
 from ..progress import use_bars
@@ -307,7 +308,7 @@ class Trainer:
                 f"set classes={self.data.num_classes} in each [yolo] and filters=(classes+5)*len(mask) in the "
                 "[convolutional] before it, or pass --adapt-classes")
         if resume_ckpt is None:
-            self.hyp = resolve_hyp(model.net, [s for s in model.sections if s.type in ("yolo", "region")], opt.hyp,
+            self.hyp = resolve_hyp(model.net, [s for s in model.sections if s.type in TRAINED_HEADS], opt.hyp,
                                    {"epochs": opt.epochs, "batch": opt.batch_size,
                                     "img_size": opt.img_size, "workers": opt.workers})
         else:
