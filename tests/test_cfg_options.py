@@ -6,7 +6,7 @@ import re
 import pytest
 
 from yolo.cfg import CfgError, parse_cfg, parse_cfg_text
-from yolo.cfg_options import (INERT, NET_OPTIONS, REFUSED, REGION_OPTIONS, TRAINED, YOLO_OPTIONS,
+from yolo.cfg_options import (DETECTION_OPTIONS, INERT, NET_OPTIONS, REFUSED, REGION_OPTIONS, TRAINED, YOLO_OPTIONS,
                               check_training_options, refusals)
 from yolo.engine.config import resolve_hyp
 from yolo.model import TRAINING_OPTIONS, Darknet
@@ -27,7 +27,8 @@ def _darknet_parser_keys(function: str):
 
 @pytest.mark.parametrize("function,table", [("void parse_net_options(", NET_OPTIONS),
                                             ("layer parse_yolo(", YOLO_OPTIONS),
-                                            ("layer parse_region(", REGION_OPTIONS)])
+                                            ("layer parse_region(", REGION_OPTIONS),
+                                            ("detection_layer parse_detection(", DETECTION_OPTIONS)])
 def test_table_covers_exactly_what_darknet_reads(function, table):
     keys = _darknet_parser_keys(function)
     assert keys, function
@@ -43,6 +44,7 @@ def test_model_option_lists_derive_from_the_table():
     assert TRAINING_OPTIONS["net"] == set(NET_OPTIONS)
     assert TRAINING_OPTIONS["yolo"] == set(YOLO_OPTIONS)
     assert TRAINING_OPTIONS["region"] == set(REGION_OPTIONS)
+    assert TRAINING_OPTIONS["detection"] == set(DETECTION_OPTIONS)
 
 
 HEAD = """

@@ -212,13 +212,14 @@ def build_region(section: Section, shapes: List[Shape], prev: Shape) -> LayerInf
 # ----------------------------------------------------------------------------- option tables
 
 # Options that Darknet uses only for training, data loading or post-processing: accepted without a warning.
-# [net], [yolo] and [region] come from yolo.cfg_options, which says what training does with each one.
+# [net], [yolo], [region] and [detection] come from yolo.cfg_options, which says what training does with each one.
 TRAINING_OPTIONS = {
     "*": {"stopbackward", "dontload", "dontloadscales", "train_only_bn", "onlyforward", "learning_rate_scale",
           "learning_rate", "dont_update", "burnin_update", "clip", "grad_centr"},  # yolo.engine.optimizer
     "net": set(known_keys("net")),
     "yolo": set(known_keys("yolo")),
     "region": set(known_keys("region")),
+    "detection": set(known_keys("detection")),
     "softmax": {"spatial", "noloss"},
 }
 # Options that would change what a layer computes: refused unless they have their neutral value.
