@@ -96,6 +96,7 @@ static float *read_truth(FILE *f, network *net, int batch) {
     int truths = 0, i;
     for (i = 0; i < net->n; ++i)
         if (net->layers[i].truths > truths) truths = net->layers[i].truths;
+    if (!truths) truths = net->layers[net->n - 1].outputs;  /* [cost]: one truth per value it compares */
     float *y = (float *)calloc((size_t)batch * (truths ? truths : 1), sizeof(float));
     int b;
     for (b = 0; b < batch; ++b) {

@@ -1,8 +1,8 @@
 """Darknet ``[cost]``: the classifier's training loss (sse/masked/smooth) against the labels.
 
 In inference it computes nothing (Darknet's network output is the layer before it), so here it passes
-its input on unchanged: Float[N, C, H, W] -> the same. The loss itself belongs to training code:
-:attr:`Cost.loss` and :attr:`Cost.scale` carry the cfg's ``type`` and ``scale``.
+its input on unchanged: Float[N, C, H, W] -> the same. The loss itself, equal to Darknet's delta, is
+:func:`yolo.cost_loss.cost_loss`: :attr:`Cost.loss` and :attr:`Cost.scale` carry the cfg's ``type`` and ``scale``.
 """
 from __future__ import annotations
 
@@ -30,5 +30,5 @@ def build_cost(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
     loss = section.get_str("type", "sse")
     if loss not in COST_TYPES:
         raise section.error(f"unknown cost type '{loss}' (known: {', '.join(COST_TYPES)})", "type")
-    section.get_float("ratio", 0.0)  # read: a training-only option
+    section.get_float("ratio", 0.0)  # read: Darknet's top-k suppression, whose threshold it forces to 0
     return LayerInfo(Cost(loss, section.get_float("scale", 1.0)), prev, prev)
