@@ -133,7 +133,7 @@ def test_training_refuses_random_and_forced_with_one_box(tmp_path):
 
 def test_trainer_trains_a_yolov1_cfg(tmp_path, monkeypatch):
     """The trainer takes a YOLOv1 cfg (its [detection] options checked, the loss from the dispatch): on a few
-    shapes images the loss falls, and the checkpoint detects at the cfg's size."""
+    shapes images the loss falls, the run is evaluated, and the checkpoint detects at the cfg's size."""
     from test_train import SHAPE_NAMES, ensure_shapes_dataset, write_data
     from yolo.engine import TrainOptions, Trainer
     from yolo.model import load_model
@@ -149,7 +149,8 @@ def test_trainer_trains_a_yolov1_cfg(tmp_path, monkeypatch):
     cfg.write_text(text.replace("activation=linear", "activation=logistic"))
     options = TrainOptions(cfg=str(cfg), data=str(data), device="cpu", project=str(tmp_path), name="v1",
                            progress=False, epochs=6,
-                           hyp={"workers": 0, "tensorboard": False, "plots": False, "eval_interval": 100,
+                           hyp={"workers": 0, "tensorboard": False, "plots": False, "eval_interval": 6,
+                                "head_prior": True, "conf_thres": 0.01,
                                 "augment": {"jitter": 0.0, "hue": 0.0, "saturation": 1.0, "exposure": 1.0,
                                             "flip": 0.0}})
     result = Trainer(options).fit()
@@ -158,5 +159,6 @@ def test_trainer_trains_a_yolov1_cfg(tmp_path, monkeypatch):
     with open(result.run_dir / "results.csv", newline="") as f:
         losses = [float(row["loss"]) for row in csv.DictReader(f)]
     assert losses[-1] < 0.7 * losses[0], losses
+    assert 0.0 <= result.metrics["mAP50"] <= 1.0
     model = load_model(weights=result.run_dir / "last.pt").eval()
     assert model(torch.rand(1, 3, 96, 96)).shape == (1, 3 * 3 * 2, 5 + len(SHAPE_NAMES))

@@ -179,8 +179,8 @@ DETECTION_OPTIONS: Dict[str, CfgOption] = {
                  ("0",), "set random=0"),
     "reorg": _i("read by Darknet, its use is commented out (detection_layer.c)"),
     "max": _i("not read by Darknet's YOLOv1 training (load_data_region fills one truth per cell)"),
-    "jitter": _t(_AUGMENT + ": crop jitter (the last layer's; Darknet's yolo training crops alike in "
-                 "load_data_region)"),
+    "jitter": _t(_AUGMENT + ": crop jitter (the last layer's; Darknet's yolo training crops similarly in "
+                 "load_data_region, not compared)"),
     "resize": _t(_AUGMENT + ": random zoom of the crop (the last layer's)"),
 }
 

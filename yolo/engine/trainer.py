@@ -147,7 +147,7 @@ def prior_head_biases(model: nn.Module, img_hw: Tuple[int, int], layers: Optiona
     """
     done = []
     for i, head in enumerate(model.module_list):
-        if not hasattr(head, "mask") or int(getattr(head.opts, "new_coords", 0)):
+        if not hasattr(head, "mask") or int(getattr(getattr(head, "opts", None), "new_coords", 0)):
             continue
         prev = model.module_list[i - 1]
         conv = getattr(prev, "conv", None)
