@@ -172,7 +172,9 @@ def run(args) -> Dict[str, object]:
     if args.benchmark:
         x = sample_input(size, 1, args.image, model.input_channels)
         with tempfile.TemporaryDirectory() as tmp:
-            if args.weights.suffix == ".weights":
+            if not opencv_reads(model):
+                darknet = None  # OpenCV DNN has no [detection] layer: timed without it
+            elif args.weights.suffix == ".weights":
                 darknet = (args.cfg, args.weights)
             else:
                 darknet = export_darknet(model, Path(tmp) / "model.weights", Path(tmp) / "model.cfg")
