@@ -242,5 +242,5 @@ def known_keys(section_type: str) -> frozenset:
     return frozenset(OPTIONS_BY_SECTION.get(section_type, {}))
 
 
-__all__ = ["CfgOption", "DETECTION_OPTIONS", "INERT", "TRAINED_HEADS", "NET_OPTIONS", "OPTIONS_BY_SECTION", "REFUSED", "REGION_OPTIONS", "TRAINED",
-           "YOLO_OPTIONS", "check_training_options", "known_keys", "last_head", "refusals"]
+__all__ = ["CfgOption", "DETECTION_OPTIONS", "INERT", "NET_OPTIONS", "OPTIONS_BY_SECTION", "REFUSED", "REGION_OPTIONS",
+           "TRAINED", "TRAINED_HEADS", "YOLO_OPTIONS", "check_training_options", "known_keys", "last_head", "refusals"]

@@ -27,7 +27,8 @@ SECRET_NUM = -1234.0  # Darknet's marker for "no truth here" (include/darknet.h)
 def cost_loss(cost: Cost, x: Tensor, truth: Tensor) -> Tensor:
     """The [cost] layer's loss, summed over the batch: ``x`` and ``truth`` Float[N, ...] of one shape."""
     if x.shape != truth.shape:
-        raise ValueError(f"[cost]: truth shape {tuple(truth.shape)} differs from the input's {tuple(x.shape)}")
+        raise ValueError(f"{cost.where}: [cost] truth shape {tuple(truth.shape)} differs from the input's "
+                         f"{tuple(x.shape)}")
     diff = truth.to(x.dtype) - x
     if cost.loss == "masked":
         diff = torch.where(truth == SECRET_NUM, torch.zeros_like(diff), diff)

@@ -250,7 +250,8 @@ class Darknet(nn.Module):
             layers with tiny running variances (depthwise convs, e.g. Yolo-Fastest).
 
     Forward takes Float[N, C, H, W] (RGB, 0..1; H and W multiples of :attr:`stride`) and returns
-    in training mode a list of raw head maps Float[N, A, Hg, Wg, 5+C], one per head; in eval mode
+    in training mode a list of raw head maps Float[N, A, Hg, Wg, 5+C], one per head (a [detection] head: its
+    flat input Float[N, side*side*(5*num+C)]); in eval mode
     Float[N, boxes, 5+C] rows (cx, cy, w, h in input pixels, objectness, class probabilities).
     A network without heads (a classifier) returns its last layer's output.
     """

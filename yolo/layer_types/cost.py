@@ -17,9 +17,10 @@ COST_TYPES = ("sse", "masked", "smooth")
 
 
 class Cost(nn.Module):
-    def __init__(self, loss: str, scale: float):
+    def __init__(self, loss: str, scale: float, where: str = "<cfg>"):
         super().__init__()
         self.loss, self.scale = loss, scale
+        self.where = where  # "path:line" of the section, for messages about its truth
 
     def forward(self, x):
         return x
@@ -31,4 +32,4 @@ def build_cost(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
     if loss not in COST_TYPES:
         raise section.error(f"unknown cost type '{loss}' (known: {', '.join(COST_TYPES)})", "type")
     section.get_float("ratio", 0.0)  # read: Darknet's top-k suppression, whose threshold it forces to 0
-    return LayerInfo(Cost(loss, section.get_float("scale", 1.0)), prev, prev)
+    return LayerInfo(Cost(loss, section.get_float("scale", 1.0), f"{section.source}:{section.line}"), prev, prev)

@@ -6,9 +6,10 @@ class probabilities [side*side, classes], then confidences [side*side, num], the
 With ``softmax=1`` the class probabilities of each cell go through a softmax.
 
 Training mode returns the flat input Float[N, K], raw (no softmax: Darknet's backward passes its delta to the
-input without the softmax's Jacobian, so the loss, yolo/detection_loss.py, applies the softmax itself); eval returns Float[N, side*side*num, 5 + classes]
-rows (cx, cy, w, h in input pixels, confidence, class probabilities), ordered by cell then box, decoded as
-Darknet's ``get_detection_detections``: cx = (x + col) / side * input_w, w = w^(sqrt ? 2 : 1) * input_w.
+input without the softmax's Jacobian, so the loss, yolo/detection_loss.py, applies the softmax itself); eval
+returns Float[N, side*side*num, 5 + classes] rows (cx, cy, w, h in input pixels, confidence, class
+probabilities), ordered by cell then box, decoded as Darknet's ``get_detection_detections``:
+cx = (x + col) / side * input_w, w = w^(sqrt ? 2 : 1) * input_w.
 """
 from __future__ import annotations
 
