@@ -7,7 +7,7 @@ import pytest
 
 from yolo.models.cfg import parse_cfg, parse_cfg_text
 from yolo.errors import CfgError
-from yolo.models.cfg_options import (INERT, NET_OPTIONS, REFUSED, REGION_OPTIONS, TRAINED, YOLO_OPTIONS,
+from yolo.models.cfg_options import (DETECTION_OPTIONS, INERT, NET_OPTIONS, REFUSED, REGION_OPTIONS, TRAINED, YOLO_OPTIONS,
                               check_training_options, refusals)
 from yolo.engine.config import resolve_hyp
 from yolo.models.model import TRAINING_OPTIONS, Darknet

@@ -267,7 +267,8 @@ def parse_args(argv=None):
     p.add_argument("--weights", type=Path, required=True, help="Darknet .weights or our .pt")
     p.add_argument("--source", required=True, help="image, video, folder, glob or camera index")
     p.add_argument("--names", type=Path, default=None, help=".names file (one class name a line)")
-    p.add_argument("--img-size", type=image_side, nargs="+", default=[416], help="network input: S or H W")
+    p.add_argument("--img-size", type=image_side, nargs="+", default=None,
+                   help="network input: S or H W (default: 416, or the cfg's size when a [connected] layer fixes it)")
     p.add_argument("--conf-thres", type=fraction, default=0.25, help="score threshold (objectness x class)")
     p.add_argument("--iou-thres", type=fraction, default=0.45, help="NMS IoU threshold")
     p.add_argument("--resize", default=None, choices=["letterbox", "stretch"],
@@ -314,9 +315,10 @@ def main(args) -> Path:
         device = parse_device(args.device)
     except ConfigError as exc:
         fail(f"--device: {exc}")
-    if len(args.img_size) > 2:
+    if args.img_size is not None and len(args.img_size) > 2:
         fail(f"--img-size takes one value or two (height width), got {len(args.img_size)}")
-    img_size = args.img_size[0] if len(args.img_size) == 1 else tuple(args.img_size[:2])
+    img_size = None if args.img_size is None else \
+        args.img_size[0] if len(args.img_size) == 1 else tuple(args.img_size[:2])
     try:
         detector = Detector(args.cfg, args.weights, names=args.names, device=device, img_size=img_size,
                             conf_thres=args.conf_thres, iou_thres=args.iou_thres, resize=args.resize,

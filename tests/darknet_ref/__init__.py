@@ -165,10 +165,16 @@ class LayerDump:
 
 
 def _write_truth(path: Path, truths: Sequence[np.ndarray]) -> None:
-    """Per image: int32 count, then rows (x, y, w, h, class, track id) as float32, normalized to 0..1."""
+    """Per image: int32 count, then rows (x, y, w, h, class, track id) as float32, normalized to 0..1.
+    A 1-D array is written as it is (count ``-len``): a layer's own truth layout, e.g. the per-cell grid of
+    a [detection] layer (src/data.c ``fill_truth_region``)."""
     with open(path, "wb") as f:
         for rows in truths:
             rows = np.asarray(rows, dtype=np.float32)
+            if rows.ndim == 1:
+                np.array([-rows.size], dtype=np.int32).tofile(f)
+                rows.tofile(f)
+                continue
             rows = rows.reshape(-1, rows.shape[-1] if rows.size else 6)
             if rows.shape[1] == 5:  # no track id given
                 rows = np.concatenate([rows, np.zeros((len(rows), 1), np.float32)], 1)
@@ -246,7 +252,8 @@ class DarknetRef:
               subdivisions: int = 1, **net_options) -> LayerDump:
         """``train_network_datum`` over ``subdivisions`` sub-batches of ``x`` (no update); see :class:`LayerDump`.
 
-        ``truths``: one array per image of rows (x, y, w, h, class[, track id]), normalized centre boxes.
+        ``truths``: one array per image of rows (x, y, w, h, class[, track id]), normalized centre boxes, or a
+        1-D array per image passed to Darknet as it is (a [detection] layer's per-cell truth grid).
         """
         job = self._job()
         self._prepare_train(job, cfg, x, truths, subdivisions, net_options)

@@ -90,16 +90,23 @@ static void write_floats(const char *dir, const char *stem, int i, const float *
     fclose(f);
 }
 
-/* Truth buffer for one sub-batch: net.truths floats per image, zero padded (Darknet stops at w == 0). */
+/* Truth buffer for one sub-batch: net.truths floats per image, zero padded (Darknet stops at w == 0). Per image
+   the file holds a count k and k rows of 6 floats, or (k < 0) -k floats copied as they are. */
 static float *read_truth(FILE *f, network *net, int batch) {
     int truths = 0, i;
     for (i = 0; i < net->n; ++i)
         if (net->layers[i].truths > truths) truths = net->layers[i].truths;
+    if (!truths) truths = net->layers[net->n - 1].outputs;  /* [cost]: one truth per value it compares */
     float *y = (float *)calloc((size_t)batch * (truths ? truths : 1), sizeof(float));
     int b;
     for (b = 0; b < batch; ++b) {
         int k = 0;
         if (fread(&k, sizeof(int), 1, f) != 1) die("short truth file", "");
+        if (k < 0) {  /* -k floats as the layer reads them ([detection]: its per-cell grid) */
+            if (-k > truths) die("raw truth longer than the layer's truths", "");
+            if (fread(y + (size_t)b * truths, sizeof(float), (size_t)-k, f) != (size_t)-k) die("short truth file", "");
+            continue;
+        }
         if (k * 6 > truths) die("too many boxes for the layer's max", "");
         if (k && fread(y + (size_t)b * truths, sizeof(float), (size_t)k * 6, f) != (size_t)k * 6)
             die("short truth file", "");

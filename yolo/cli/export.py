@@ -21,6 +21,7 @@ from yolo.cli.args import (ToolParser, fail, fraction, image_side, non_negative_
                            setup_logging)
 from yolo.errors import CfgError, ExportError, ImageReadError, WeightsError
 from yolo.export import NMSOptions
+from yolo.export.heads import check_runtime
 from yolo.export.checked import RUNTIMES, SUFFIXES, export_checked
 from yolo.export.latency import compare_latency_with_darknet_pair, latency_report
 from yolo.export.samples import check_inputs
@@ -107,7 +108,7 @@ def run(args) -> Dict[str, object]:
     if done.max_difference is not None:
         result["max_difference"] = done.max_difference
         shapes = ", ".join("x".join(str(v) for v in shape) for shape in done.checked_on)
-        print(f"verified in {RUNTIMES[args.format]} on inputs {shapes}: largest difference to the PyTorch model "
+        print(f"verified in {check_runtime(model) if args.format == 'darknet' else RUNTIMES[args.format]} on inputs {shapes}: largest difference to the PyTorch model "
               f"{done.max_difference:.3g}")
     if args.benchmark:
         result["latency_ms"] = compare_latency_with_darknet_pair(model, output, inputs[0], args.weights, args.cfg,

@@ -43,6 +43,7 @@ from yolo.runs import increment_path
 from yolo.models.cfg import parse_cfg, parse_cfg_text
 from yolo.device import parse_device
 from yolo.files.atomic import atomic_path, remove_stale_temp_files
+from yolo.models.cfg_options import TRAINED_HEADS
 from yolo.models.checkpoint import load_checkpoint_file, model_checkpoint, save_checkpoint
 from yolo.losses.yolo_loss import YoloLoss
 from yolo.losses.region_loss import set_images_seen
@@ -131,7 +132,7 @@ def prior_head_biases(model: nn.Module, img_hw: Tuple[int, int], layers: Optiona
     """
     done = []
     for i, head in enumerate(model.module_list):
-        if not hasattr(head, "mask") or int(getattr(head.opts, "new_coords", 0)):
+        if not hasattr(head, "mask") or int(getattr(getattr(head, "opts", None), "new_coords", 0)):
             continue
         prev = model.module_list[i - 1]
         conv = getattr(prev, "conv", None)
@@ -292,7 +293,7 @@ class Trainer:
                 f"set classes={self.data.num_classes} in each [yolo] and filters=(classes+5)*len(mask) in the "
                 "[convolutional] before it, or pass --adapt-classes")
         if resume_ckpt is None:
-            self.hyp = resolve_hyp(model.net, [s for s in model.sections if s.type in ("yolo", "region")], opt.hyp,
+            self.hyp = resolve_hyp(model.net, [s for s in model.sections if s.type in TRAINED_HEADS], opt.hyp,
                                    {"epochs": opt.epochs, "batch": opt.batch_size,
                                     "img_size": opt.img_size, "workers": opt.workers})
         else:

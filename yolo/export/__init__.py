@@ -20,6 +20,7 @@ head type), :mod:`~yolo.export.latency` (onnxruntime vs PyTorch vs OpenCV timing
 from yolo.errors import ExportError
 from yolo.export.compare import HALF_TOLERANCE, TOLERANCE, detections_difference, max_difference
 from yolo.export.darknet import export_darknet, verify_darknet
+from yolo.export.heads import opencv_reads
 from yolo.export.latency import compare_latency, onnxruntime_latency
 from yolo.export.nms import DetectionsWithNMS, NMSOptions, split_detections
 from yolo.export.onnx import DEFAULT_OPSET, export_onnx, onnxruntime_session, verify_onnx
@@ -39,6 +40,7 @@ __all__ = [
     "verify_onnx",
     "verify_torchscript",
     "verify_darknet",
+    "opencv_reads",
     "sample_input",
     "second_size",
     "max_difference",

@@ -16,7 +16,7 @@ import torch.nn as nn
 
 from yolo.errors import ExportError
 from yolo.export.compare import TOLERANCE, check_each_input, float32_noise, max_difference
-from yolo.export.heads import opencv_columns, opencv_layout
+from yolo.export.heads import opencv_columns, opencv_layout, opencv_reads
 from yolo.files.atomic import write_text_atomic
 from yolo.models.model import Darknet
 from yolo.models.weights import layer_tensors, load_darknet_weights, save_darknet_weights
@@ -82,10 +82,11 @@ def verify_darknet(weights_path: Union[str, Path], cfg_path: Union[str, Path], m
        ``model``'s eval output in OpenCV's layout within ``tol``. OpenCV normalizes BatchNorm with
        eps 1e-6, so the comparison uses a copy of ``model`` with that epsilon. For ``[region]`` heads
        only boxes and objectness are compared (OpenCV applies its own NMS to their class scores).
+       OpenCV has no ``[detection]`` (YOLOv1) layer: such a model is checked by step 1 only (returns 0).
     """
     weights_path, cfg_path = Path(weights_path), Path(cfg_path)
     _check_reads_back(weights_path, cfg_path, model)
-    if not opencv:
+    if not opencv or not opencv_reads(model):
         return 0.0
     reference = copy.deepcopy(model).cpu().float().eval()
     for m in reference.modules():

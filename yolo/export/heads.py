@@ -12,6 +12,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from yolo.models.layer_types.detection import DetectionLayer
 from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer
 from yolo.models.layers import RegionLayer
 
@@ -29,10 +30,20 @@ def output_columns(model) -> str:
     return EVAL_COLUMNS + (GAUSSIAN_COLUMNS if has_gaussian_heads(model) else "")
 
 
+def opencv_reads(model) -> bool:
+    """Whether OpenCV's Darknet importer knows ``model``'s heads (it has no ``[detection]`` layer)."""
+    return not any(isinstance(h, DetectionLayer) for h in getattr(model, "yolo_layers", []))
+
+
+def check_runtime(model) -> str:
+    """What checks a ``.weights`` export of ``model``: OpenCV DNN, or our own loader alone for YOLOv1."""
+    return "OpenCV DNN" if opencv_reads(model) else "our loader (bit-exact read-back; OpenCV has no [detection])"
+
+
 def check_nms_supported(model) -> None:
     """Raise ``ValueError`` when the NMS graph of :mod:`yolo.export.nms` cannot follow ``model``'s heads."""
     if not model.yolo_layers:
-        raise ValueError("NMS needs a detection model; this cfg has no [yolo]/[region] head")
+        raise ValueError("NMS needs a detection model; this cfg has no [yolo]/[region]/[detection] head")
     if has_gaussian_heads(model):
         raise ValueError("NMS in the graph is not available for [Gaussian_yolo] heads (their scores use the "
                          "box uncertainties): export without it and post-process with yolo.Detector")

@@ -19,6 +19,7 @@ import torch
 
 from yolo.export.compare import ArrayLike
 from yolo.export.darknet import export_darknet, opencv_darknet_net
+from yolo.export.heads import opencv_reads
 from yolo.export.onnx import onnxruntime_session, session_feed
 from yolo.inference.detector import prepare_for_inference
 
@@ -86,6 +87,8 @@ def compare_latency_with_darknet_pair(model, onnx_path: PathLike, inputs: torch.
     """:func:`compare_latency` with OpenCV DNN on ``model``'s Darknet pair: ``weights`` and ``cfg`` when
     ``weights`` is a Darknet ``.weights`` file, else (a checkpoint) a temporary pair written from ``model``."""
     with tempfile.TemporaryDirectory() as tmp:
+        if not opencv_reads(model):
+            return compare_latency(model, onnx_path, inputs, runs=runs, threads=threads, darknet=None)
         if weights.suffix != ".weights":
             weights, cfg = export_darknet(model, Path(tmp) / "model.weights", Path(tmp) / "model.cfg")
         return compare_latency(model, onnx_path, inputs, runs=runs, threads=threads, darknet=(cfg, weights))

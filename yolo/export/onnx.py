@@ -58,6 +58,10 @@ def export_onnx(model, path: Union[str, Path], img_size: SizeLike = None,
     size = as_size(img_size, model)
     if nms is not None:
         check_nms_supported(model)
+    if dynamic and model.size_fixed_by is not None:
+        fixed = model.size_fixed_by
+        raise ValueError(f"{fixed.source}:{fixed.line}: [{fixed.type}] ties the weights to the cfg's input size, "
+                         "so the ONNX input size cannot be dynamic: export without dynamic")
     net = inference_copy(model, half=half)
     if nms is not None:
         net = DetectionsWithNMS(net, nms)

@@ -30,6 +30,7 @@ def as_size(img_size: SizeLike, model) -> Size:
         size = tuple(int(v) for v in img_size) * (2 if len(img_size) == 1 else 1)
     if len(size) != 2 or min(size) <= 0 or size[0] % model.stride or size[1] % model.stride:
         raise ValueError(f"image size {size} must be two positive multiples of the network stride {model.stride}")
+    model.check_input_size(size, "export size")
     return size
 
 

@@ -394,7 +394,8 @@ class Detector:
         names: class names (a ``.names`` file or a sequence); default ``"0", "1", ...``
             (or the names stored in a ``.pt`` checkpoint).
         device: ``"cpu"``, ``"cuda"``, ...; default CUDA when available.
-        img_size: network input, an int (square) or ``(h, w)``; multiples of the network stride.
+        img_size: network input, an int (square) or ``(h, w)``; multiples of the network stride. Default 416, or
+            the cfg's [net] size for a network whose weights are tied to it (YOLOv1's [connected]).
         conf_thres, iou_thres: score threshold (objectness x class probability) and NMS IoU.
         resize: ``"letterbox"`` (Darknet's ``letterbox_image``) or ``"stretch"`` (Darknet's ``resize_image``,
             as OpenCV ``blobFromImage``); default: the cfg's, as Darknet (``letter_box=1`` in ``[net]``
@@ -424,7 +425,7 @@ class Detector:
         weights: Union[str, Path, None],
         names: Union[str, Path, Sequence[str], None] = None,
         device: Union[str, torch.device, None] = None,
-        img_size: Union[int, Tuple[int, int]] = 416,
+        img_size: Union[int, Tuple[int, int], None] = None,
         conf_thres: float = 0.25,
         iou_thres: float = 0.45,
         resize: Optional[str] = None,
@@ -449,10 +450,14 @@ class Detector:
         if getattr(self.model, "input_channels", 3) != 3 or not self.model.yolo_layers:
             raise ValueError(f"{cfg or weights}: not a detector on 3-channel images (channels="
                              f"{getattr(self.model, 'input_channels', 3)}, heads={len(self.model.yolo_layers)})")
+        if img_size is None:  # a network tied to its cfg's size (YOLOv1's [connected]) runs at that size
+            img_size = tuple(self.model.input_size) if getattr(self.model, "size_fixed_by", None) else 416
         self.img_size = (img_size, img_size) if isinstance(img_size, int) else tuple(int(v) for v in img_size)
         stride = int(getattr(self.model, "stride", 32))
         if self.img_size[0] % stride or self.img_size[1] % stride or min(self.img_size) <= 0:
             raise ValueError(f"img_size {self.img_size} must be positive multiples of the network stride {stride}")
+        if hasattr(self.model, "check_input_size"):
+            self.model.check_input_size(self.img_size, "img_size")
         self.num_classes = int(self.model.num_classes)
         self.gaussian = any(isinstance(h, GaussianYOLOLayer) for h in self.model.yolo_layers)
         self.names = self._resolve_names(names, weights)

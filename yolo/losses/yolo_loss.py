@@ -211,11 +211,12 @@ def register_head_loss(head_type: type, check: Optional[Callable[[Any, int], Non
     """Register the training loss of one head type (a decorator).
 
     The decorated ``fn(head, out, targets, keep, img_size_hw) -> (box, obj, cls, num_positive)`` gets
-    ``out`` Float[N, A, Hg, Wg, 5 + C] (float32, the head's training-mode output), ``targets`` Float[M, 6]
-    (image, class, cx, cy, w, h in input pixels), ``keep`` Bool[M] (the rows :func:`usable_targets` lets
-    through) and the network input ``img_size_hw`` (H, W); it returns the head's box, objectness and class
-    terms *summed over the batch* (0-dim tensors) and its number of positive slots. ``check(head, index)``,
-    if given, runs once when :class:`YoloLoss` is built and raises ``ValueError`` for a head it cannot train.
+    ``out`` Float[N, A, Hg, Wg, 5 + C] (float32, the head's training-mode output; [detection]: Float[N, K]),
+    ``targets`` Float[M, 6] (image, class, cx, cy, w, h in input pixels), ``keep`` Bool[M] (the rows
+    :func:`usable_targets` lets through) and the network input ``img_size_hw`` (H, W); it returns the head's box,
+    objectness and class terms *summed over the batch* (0-dim tensors) and its number of positive slots.
+    ``check(head, index)``, if given, runs once when :class:`YoloLoss` is built and raises ``ValueError`` for a
+    head it cannot train.
     Subclasses of ``head_type`` use the same loss unless they register their own.
     """
     def wrap(fn: HeadLossFn) -> HeadLossFn:
@@ -240,7 +241,8 @@ class YoloLoss:
 
     ``loss, parts = criterion(head_outputs, targets, img_size_hw)``:
 
-    * ``head_outputs``: list, one per head, of raw maps Float[N, A, Hg, Wg, 5 + C] (training-mode output);
+    * ``head_outputs``: list, one per head, of raw maps Float[N, A, Hg, Wg, 5 + C] (training-mode output;
+      a [detection] head's is flat, Float[N, K], see yolo/detection_loss.py);
     * ``targets``: Float[M, 6] rows (image index, class, cx, cy, w, h), boxes in pixels of the network input;
     * ``img_size_hw``: the network input (H, W).
 
@@ -296,7 +298,13 @@ class YoloLoss:
 
 
 def _check_output_shape(index: int, head, out: Tensor) -> None:
-    """``out`` must be Float[N, A, Hg, Wg, 5 + C] for the head's A anchors and C classes."""
+    """``out`` must be Float[N, A, Hg, Wg, 5 + C] for the head's A anchors and C classes ([detection]: its flat
+    Float[N, K], K = ``head.flat_size``)."""
+    flat = getattr(head, "flat_size", None)
+    if flat is not None:
+        if out.ndim != 2 or out.shape[1] != flat:
+            raise ValueError(f"head {index}: output shape {tuple(out.shape)} is not [N, {flat}]")
+        return
     depth = getattr(head, "num_outputs", 5 + head.num_classes)  # [Gaussian_yolo]: 9 + C
     if out.ndim != 5 or out.shape[1] != head.num_anchors or out.shape[4] != depth:
         raise ValueError(f"head {index}: output shape {tuple(out.shape)} does not match "

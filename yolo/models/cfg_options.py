@@ -1,6 +1,8 @@
-"""Every training option of Darknet's ``[net]``, ``[yolo]`` and ``[region]`` sections, and what we do with it.
+"""Every training option of Darknet's ``[net]``, ``[yolo]``, ``[region]`` and ``[detection]`` sections, and what we
+do with it.
 
-Darknet reads these keys in src/parser.c (``parse_net_options``, ``parse_yolo``, ``parse_region``); its
+Darknet reads these keys in src/parser.c (``parse_net_options``, ``parse_yolo``, ``parse_region``,
+``parse_detection``); its
 detector training (src/detector.c ``train_detector``, src/data.c ``load_data_detection``) uses them. Each key
 has one of three fates here:
 
@@ -26,6 +28,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 from yolo.errors import CfgError
 
 TRAINED, INERT, REFUSED = "trained", "inert", "refused"
+TRAINED_HEADS = ("yolo", "region", "detection")  # section types whose options the trainer reads
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,7 @@ _OPTIMIZER = "optimizer: yolo.engine.trainer.build_optimizer (Darknet's SGD / Ad
 _AUGMENT = "augmentation: yolo.data.transforms, Darknet pipeline (load_data_detection)"
 _LOSS = "loss: yolo.loss (Darknet's yolo_layer deltas)"
 _REGION_LOSS = "loss: yolo.region_loss (Darknet's region_layer deltas)"
+_DETECTION_LOSS = "loss: yolo.detection_loss (Darknet's detection_layer deltas)"
 _MODEL = "model: yolo.model builds the layer from it"
 _REMOVE = "remove it from [net] (or set it to 0)"
 
@@ -166,8 +170,23 @@ REGION_OPTIONS: Dict[str, CfgOption] = {
     "random": YOLO_OPTIONS["random"],
 }
 
+DETECTION_OPTIONS: Dict[str, CfgOption] = {
+    **{key: _t(_DETECTION_LOSS) for key in ("coord_scale", "object_scale", "noobject_scale", "class_scale",
+                                            "rescore", "forced")},
+    "classes": _t(_MODEL), "num": _t(_MODEL), "side": _t(_MODEL), "coords": _t(_MODEL),
+    "softmax": _t(_MODEL + " and the loss"), "sqrt": _t(_MODEL + " (decode) and the loss"),
+    "random": _r("Darknet picks the responsible box with C rand() while fewer than 64000 images are seen",
+                 ("0",), "set random=0"),
+    "reorg": _i("read by Darknet, its use is commented out (detection_layer.c)"),
+    "max": _i("not read by Darknet's YOLOv1 training (load_data_region fills one truth per cell)"),
+    "jitter": _t(_AUGMENT + ": crop jitter (the last layer's; Darknet's yolo training crops similarly in "
+                 "load_data_region, not compared)"),
+    "resize": _t(_AUGMENT + ": random zoom of the crop (the last layer's)"),
+}
+
 OPTIONS_BY_SECTION: Dict[str, Dict[str, CfgOption]] = {
     "net": NET_OPTIONS, "network": NET_OPTIONS, "yolo": YOLO_OPTIONS, "region": REGION_OPTIONS,
+    "detection": DETECTION_OPTIONS,
 }
 
 
@@ -211,9 +230,10 @@ def check_training_options(sections: Sequence, user_hyp: Optional[Mapping[str, A
 
 
 def last_head(sections: Sequence):
-    """The section Darknet's ``train_detector`` reads ``jitter``/``resize``/``max`` from: the last layer, when
-    it is a ``[yolo]``/``[region]`` head (else the last such head), or ``None``."""
-    heads = [s for s in sections if s.type in ("yolo", "region")]
+    """The section Darknet's ``train_detector`` (``train_yolo`` for YOLOv1) reads ``jitter``/``resize``/``max``
+    from: the last layer, when it is a ``[yolo]``/``[region]``/``[detection]`` head (else the last such head),
+    or ``None``."""
+    heads = [s for s in sections if s.type in TRAINED_HEADS]
     return heads[-1] if heads else None
 
 
@@ -222,5 +242,5 @@ def known_keys(section_type: str) -> frozenset:
     return frozenset(OPTIONS_BY_SECTION.get(section_type, {}))
 
 
-__all__ = ["CfgOption", "INERT", "NET_OPTIONS", "OPTIONS_BY_SECTION", "REFUSED", "REGION_OPTIONS", "TRAINED",
-           "YOLO_OPTIONS", "check_training_options", "known_keys", "last_head", "refusals"]
+__all__ = ["CfgOption", "DETECTION_OPTIONS", "INERT", "NET_OPTIONS", "OPTIONS_BY_SECTION", "REFUSED", "REGION_OPTIONS",
+           "TRAINED", "TRAINED_HEADS", "YOLO_OPTIONS", "check_training_options", "known_keys", "last_head", "refusals"]

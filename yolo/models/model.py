@@ -213,13 +213,14 @@ def build_region(section: Section, shapes: List[Shape], prev: Shape) -> LayerInf
 # ----------------------------------------------------------------------------- option tables
 
 # Options that Darknet uses only for training, data loading or post-processing: accepted without a warning.
-# [net], [yolo] and [region] come from yolo.cfg_options, which says what training does with each one.
+# [net], [yolo], [region] and [detection] come from yolo.cfg_options, which says what training does with each one.
 TRAINING_OPTIONS = {
     "*": {"stopbackward", "dontload", "dontloadscales", "train_only_bn", "onlyforward", "learning_rate_scale",
           "learning_rate", "dont_update", "burnin_update", "clip", "grad_centr"},  # yolo.engine.optimizer
     "net": set(known_keys("net")),
     "yolo": set(known_keys("yolo")),
     "region": set(known_keys("region")),
+    "detection": set(known_keys("detection")),
     "softmax": {"spatial", "noloss"},
 }
 # Options that would change what a layer computes: refused unless they have their neutral value.
@@ -250,7 +251,8 @@ class Darknet(nn.Module):
             layers with tiny running variances (depthwise convs, e.g. Yolo-Fastest).
 
     Forward takes Float[N, C, H, W] (RGB, 0..1; H and W multiples of :attr:`stride`) and returns
-    in training mode a list of raw head maps Float[N, A, Hg, Wg, 5+C], one per head; in eval mode
+    in training mode a list of raw head maps Float[N, A, Hg, Wg, 5+C], one per head (a [detection] head: its
+    flat input Float[N, side*side*(5*num+C)]); in eval mode
     Float[N, boxes, 5+C] rows (cx, cy, w, h in input pixels, objectness, class probabilities).
     A network without heads (a classifier) returns its last layer's output.
     """
@@ -304,6 +306,7 @@ class Darknet(nn.Module):
         self._is_head = [isinstance(m, HEAD_TYPES) for m in self.module_list]
         self._check_head_outputs_unread(sections[1:])
         self.stride = self._network_stride()
+        self.size_fixed_by = self._size_fixing_section(sections[1:])
         self.darknet_header = (0, 2, 0, 0)  # major, minor, revision, seen: what a loaded file had
 
     def _check_head_outputs_unread(self, layers: Sequence[Section]) -> None:
@@ -334,6 +337,23 @@ class Darknet(nn.Module):
             module.conv.bias = source.conv.bias
             module.bn = source.bn
             module.shared_from = info.shares
+
+    def _size_fixing_section(self, layers: Sequence[Section]) -> Optional[Section]:
+        """The first layer whose weights are tied to the cfg's input size, or None: a [connected] reading a
+        map larger than 1x1 (one weight per input value) or a [local] (one weight set per output cell)."""
+        for section, info in zip(layers, self.layer_infos):
+            if section.type == "local" or (section.type == "connected" and info.in_shape[1] * info.in_shape[2] > 1):
+                return section
+        return None
+
+    def check_input_size(self, size_hw: Sequence[int], what: str = "input size") -> None:
+        """Raise ``ValueError`` (naming the cfg line) when ``size_hw`` differs from the cfg's [net] size in a
+        network whose weights are tied to that size (:attr:`size_fixed_by`, e.g. YOLOv1's [connected])."""
+        section = self.size_fixed_by
+        if section is not None and tuple(int(v) for v in size_hw) != tuple(self.input_size):
+            h, w = self.input_size
+            raise ValueError(f"{section.source}:{section.line}: [{section.type}] ties the weights to the cfg's "
+                             f"{h}x{w} input; {what} {size_hw[0]}x{size_hw[1]} cannot be used")
 
     def _network_stride(self) -> int:
         """The largest input/output ratio over the layers (32 for YOLOv3): inputs must be multiples of it."""

@@ -5,9 +5,11 @@ class probabilities [side*side, classes], then confidences [side*side, num], the
 [side*side, num, 4] (x, y within the cell; w, h relative to the image, squared when ``sqrt=1``).
 With ``softmax=1`` the class probabilities of each cell go through a softmax.
 
-Training mode returns the (softmaxed) flat map Float[N, K]; eval returns Float[N, side*side*num, 5 + classes]
-rows (cx, cy, w, h in input pixels, confidence, class probabilities), ordered by cell then box, decoded as
-Darknet's ``get_detection_detections``: cx = (x + col) / side * input_w, w = w^(sqrt ? 2 : 1) * input_w.
+Training mode returns the flat input Float[N, K], raw (no softmax: Darknet's backward passes its delta to the
+input without the softmax's Jacobian, so the loss, yolo/detection_loss.py, applies the softmax itself); eval
+returns Float[N, side*side*num, 5 + classes] rows (cx, cy, w, h in input pixels, confidence, class
+probabilities), ordered by cell then box, decoded as Darknet's ``get_detection_detections``:
+cx = (x + col) / side * input_w, w = w^(sqrt ? 2 : 1) * input_w.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ class DetectionLayer(nn.Module):
         self.side, self.num, self.num_classes, self.coords = side, num, classes, coords
         self.softmax, self.sqrt = softmax, sqrt
         self.num_anchors = num  # boxes per cell, under the name the other heads use
+        self.flat_size = side * side * ((1 + coords) * num + classes)  # K, the values of one image
         self.mask = list(range(num))
         self.stride = None
 
@@ -41,9 +44,9 @@ class DetectionLayer(nn.Module):
     def forward(self, x: torch.Tensor, input_hw: Sequence[int]):
         in_h, in_w = input_hw
         self.stride = (in_h / self.side, in_w / self.side)
-        out = self.activated(x)
         if self.training:
-            return out
+            return x.flatten(1)
+        out = self.activated(x)
         n, s, b, k = out.shape[0], self.side, self.num, self.num_classes
         cells = s * s
         probs = out[:, :cells * k].reshape(n, cells, 1, k).expand(n, cells, b, k)
@@ -72,10 +75,14 @@ def build_detection(section: Section, shapes: List[Shape], prev: Shape) -> Layer
     if inputs != expected:
         raise section.error(f"the layer before outputs {inputs} values, but side*side*((1+coords)*num+classes) = "
                             f"{side}*{side}*((1+{coords})*{num}+{classes}) = {expected}")
-    for key in ("rescore", "forced", "random", "reorg", "max"):
-        section.get_int(key, 0)  # read: training-only options
-    for key in ("coord_scale", "object_scale", "noobject_scale", "class_scale", "jitter", "resize"):
-        section.get_float(key, 1.0)
+    for key in ("reorg", "max"):
+        section.get_int(key, 0)  # read by Darknet, no effect on its results (reorg's code is commented out)
+    for key in ("jitter", "resize"):
+        section.get_float(key, 1.0)  # augmentation: read by the trainer from the cfg
     module = DetectionLayer(side, num, classes, coords, bool(section.get_int("softmax", 0)),
                             bool(section.get_int("sqrt", 0)))
+    module.train_opts = detection_train_options(section)
     return LayerInfo(module, prev, prev)
+
+
+from yolo.losses.detection_loss import detection_train_options  # noqa: E402  (registers the head's training loss)
