@@ -106,7 +106,8 @@ def sample_input(img_size: Size, batch_size: int = 1, image: Union[str, Path, np
     """
     import cv2
 
-    from yolo.inference.detector import load_image, preprocess
+    from yolo.files.images import load_image
+    from yolo.inference.preprocess import preprocess
 
     if image is not None:
         base = load_image(image) if isinstance(image, (str, Path)) else image
@@ -154,7 +155,7 @@ def max_difference(ours: ArrayLike, ref: ArrayLike, input_hw: Optional[Size] = N
 def split_detections(boxes: ArrayLike, scores: ArrayLike, labels: ArrayLike, batch_index: ArrayLike,
                      batch_size: int) -> List[Dict[str, torch.Tensor]]:
     """The NMS graph's flat outputs -> one dict per image (``boxes`` ``Float[K, 4]`` xyxy input pixels,
-    ``scores`` ``Float[K]``, ``labels`` ``Int64[K]``), as :func:`yolo.ops.postprocess` returns."""
+    ``scores`` ``Float[K]``, ``labels`` ``Int64[K]``), as :func:`yolo.inference.postprocess.postprocess` returns."""
     boxes, scores = torch.as_tensor(boxes).float(), torch.as_tensor(scores).float()
     labels, batch_index = torch.as_tensor(labels).long(), torch.as_tensor(batch_index).long()
     out = []
@@ -304,7 +305,7 @@ class _Reference:
 # ------------------------------------------------------------------------------ NMS in graph
 @dataclass(frozen=True)
 class NMSOptions:
-    """Post-processing baked into an ONNX graph, with :func:`yolo.ops.postprocess`'s meaning:
+    """Post-processing baked into an ONNX graph, with :func:`yolo.inference.postprocess.postprocess`'s meaning:
     best class per box, keep ``objectness * class_prob > conf_thres``, per-class NMS at ``iou_thres``,
     at most ``max_det`` detections per image, sorted by score."""
 
@@ -348,13 +349,13 @@ class _NonMaxSuppression(torch.autograd.Function):
 
 
 class DetectionsWithNMS(nn.Module):
-    """A model followed by :func:`yolo.ops.postprocess`'s filtering, in traceable form.
+    """A model followed by :func:`yolo.inference.postprocess.postprocess`'s filtering, in traceable form.
 
     Input Float[N, C, H, W]; outputs ``boxes`` Float[K, 4] (xyxy input pixels), ``scores`` Float[K],
     ``labels`` Int64[K] and ``batch_index`` Int64[K] (the image of each detection), grouped by image
     and sorted by score within each image. Per-class NMS runs as one class-agnostic NMS over boxes
     shifted apart by class (the coordinate trick of ``torchvision.ops.batched_nms``, with the same
-    per-image shift, so rounding matches :func:`yolo.ops.postprocess`).
+    per-image shift, so rounding matches :func:`yolo.inference.postprocess.postprocess`).
     """
 
     def __init__(self, model: nn.Module, options: NMSOptions = NMSOptions()):
@@ -478,14 +479,14 @@ def _onnx_input_dtype(session) -> np.dtype:
 def verify_onnx(path: Union[str, Path], model, inputs: Sequence[torch.Tensor], tol: Optional[float] = None,
                 nms: Optional[NMSOptions] = None) -> float:
     """Run ``path`` in onnxruntime on each input ``Float[N, 3, H, W]`` and compare with ``model``'s
-    eval output (or with :func:`yolo.ops.postprocess` of it when the file has ``nms``); returns the
+    eval output (or with :func:`yolo.inference.postprocess.postprocess` of it when the file has ``nms``); returns the
     largest difference (see :func:`max_difference`, :func:`detections_difference`).
 
     A float16 file is compared with ``model`` run in float16 (its gap to the float32 model is logged).
     ``tol`` defaults to :data:`TOLERANCE` (:data:`HALF_TOLERANCE` for float16); over it raises
     :class:`ExportError`.
     """
-    from yolo.ops import postprocess
+    from yolo.inference.postprocess import postprocess
 
     session = onnxruntime_session(path)
     half = _onnx_input_dtype(session) == np.float16
@@ -727,7 +728,7 @@ def compare_latency(model, onnx_path: Union[str, Path], inputs: torch.Tensor, ru
 def _interleaved_latency(model, onnx_path, inputs, runs, warmup, threads, darknet):
     import cv2
 
-    from yolo.inference.detector import prepare_for_inference
+    from yolo.inference.prepare import prepare_for_inference
 
     x = inputs.float().contiguous()
     session = onnxruntime_session(onnx_path, threads, spinning=False)
