@@ -30,7 +30,8 @@ Shape = Tuple[int, int]
 
 @dataclass(frozen=True)
 class PostprocessConfig:
-    """The settings of :func:`postprocess` (see there), kept together by the Detector and the evaluators."""
+    """The settings of :func:`postprocess` (see there) in one value: what a Detector applies to every batch
+    (:func:`yolo.models.layer_types.gaussian_yolo.postprocess_gaussian` takes the same keywords)."""
 
     conf_thres: float = 0.25
     iou_thres: float = 0.45
@@ -40,10 +41,6 @@ class PostprocessConfig:
     max_det: int = 300
     nms_kind: str = "default"
     beta_nms: float = 0.6
-
-    def __call__(self, predictions: torch.Tensor) -> List[Dict[str, torch.Tensor]]:
-        """:func:`postprocess` of ``predictions`` with these settings."""
-        return postprocess(predictions, **self.as_kwargs())
 
     def as_kwargs(self) -> Dict[str, object]:
         """The settings as keyword arguments of :func:`postprocess`."""

@@ -41,7 +41,8 @@ RESIZE_MODES = ("letterbox", "stretch")
 
 # Darknet's letterbox border (src/image.c letterbox_image: fill_image(boxed, .5)) on 0..1 data.
 LETTERBOX_FILL = 0.5
-# The same gray on 0..255 ``uint8``: 127.5 rounded up (round-half-up, as Darknet's save_image rounds).
+# The same gray on 0..255 ``uint8``, where 0.5 * 255 = 127.5 does not exist: rounded half up to 128.
+# (Darknet's network only ever sees its float 0.5; the uint8 border is ours, for uint8 data pipelines.)
 LETTERBOX_FILL_UINT8 = int(LETTERBOX_FILL * 255 + 0.5)
 
 
