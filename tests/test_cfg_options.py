@@ -28,7 +28,8 @@ def _darknet_parser_keys(function: str):
 
 @pytest.mark.parametrize("function,table", [("void parse_net_options(", NET_OPTIONS),
                                             ("layer parse_yolo(", YOLO_OPTIONS),
-                                            ("layer parse_region(", REGION_OPTIONS)])
+                                            ("layer parse_region(", REGION_OPTIONS),
+                                            ("detection_layer parse_detection(", DETECTION_OPTIONS)])
 def test_table_covers_exactly_what_darknet_reads(function, table):
     keys = _darknet_parser_keys(function)
     assert keys, function
@@ -44,6 +45,7 @@ def test_model_option_lists_derive_from_the_table():
     assert TRAINING_OPTIONS["net"] == set(NET_OPTIONS)
     assert TRAINING_OPTIONS["yolo"] == set(YOLO_OPTIONS)
     assert TRAINING_OPTIONS["region"] == set(REGION_OPTIONS)
+    assert TRAINING_OPTIONS["detection"] == set(DETECTION_OPTIONS)
 
 
 HEAD = """

@@ -8,7 +8,7 @@ import pytest
 
 from yolo.data import CocoDataset, build_dataset, load_data_config
 from yolo.errors import DataError
-from yolo.ops import xywh_to_xyxy
+from yolo.boxes import cxcywh_to_xyxy
 
 CATEGORIES = [{"id": 7, "name": "dog"}, {"id": 3, "name": "cat"}, {"id": 12, "name": "bird"}]
 
@@ -70,7 +70,7 @@ def test_coco_json_boxes_labels_and_problems(tmp_path):
 
     image, targets, info = ds[0]  # image id 4 comes first (sorted ids)
     assert info["image_id"] == 4 and image.shape == (3, 128, 128)
-    back = info["letterbox"].to_original(xywh_to_xyxy(targets[:, 2:]), info["orig_shape"])
+    back = info["letterbox"].to_original(cxcywh_to_xyxy(targets[:, 2:]), info["orig_shape"])
     np.testing.assert_allclose(back.numpy(), gt[4]["boxes"].numpy(), atol=1e-3)
 
 

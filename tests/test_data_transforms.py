@@ -10,7 +10,8 @@ from yolo.models.cfg import parse_cfg
 from yolo.data import (MultiScale, YoloDataset, augment_config, augment_from_cfg, collate_fn, create_dataloader,
                        resize_batch, set_epoch)
 from yolo.data.transforms import item_rng, train_transform
-from yolo.ops import letterbox, xywh_to_xyxy
+from yolo.boxes import cxcywh_to_xyxy
+from yolo.inference.preprocess import letterbox
 
 STRONG = {"hue": 0.1, "saturation": 1.5, "exposure": 1.5, "jitter": 0.3, "scale": 0.5, "translate": 0.2,
           "flip": 0.5, "fill": 0, "min_visible": 0.0, "min_side": 1.0}
@@ -165,7 +166,7 @@ def test_eval_items_are_darknet_letterbox_and_map_back(rect_dataset_dir):
         expected, lb = letterbox(original, (96, 160))
         assert torch.equal(image, torch.from_numpy(expected).permute(2, 0, 1))
         assert info["letterbox"] == lb and info["orig_shape"] == original.shape[:2]
-        back = info["letterbox"].to_original(xywh_to_xyxy(targets[:, 2:]), info["orig_shape"])
+        back = info["letterbox"].to_original(cxcywh_to_xyxy(targets[:, 2:]), info["orig_shape"])
         torch.testing.assert_close(back, gt[i]["boxes"], atol=1e-3, rtol=0)
         assert targets[:, 1].long().tolist() == gt[i]["labels"].tolist()
         assert gt[i]["image_id"] == i and gt[i]["file_name"] == info["path"]
@@ -195,7 +196,7 @@ def test_resize_batch_moves_boxes_with_pixels():
     resized, new_targets, _ = resize_batch(images, targets, (96, 160))
     assert resized.shape == (1, 3, 96, 160)
     measured = _mask_box(resized[0].amax(0).numpy() > 0.4)
-    np.testing.assert_allclose(xywh_to_xyxy(new_targets[0, 2:]).numpy(), measured, atol=1.5)
+    np.testing.assert_allclose(cxcywh_to_xyxy(new_targets[0, 2:]).numpy(), measured, atol=1.5)
 
 
 def test_multiscale_is_deterministic_and_darknet_like():

@@ -11,7 +11,8 @@ import pytest
 
 from conftest import asset
 from yolo.runs import increment_path
-from tools.detect import collect_sources, main, parse_args
+from yolo.cli.detect import main, parse_args
+from yolo.inference.sources import collect_sources
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -120,7 +121,7 @@ def test_cli_cfg_weights_mismatch_is_one_line_error(tmp_path):
 def test_benchmark_smoke(capsys):
     """tools/benchmark.py runs end to end (random weights written and read by both pipelines);
     figures are reported, never asserted on."""
-    from tools.benchmark import main as bench_main, parse_args as bench_args
+    from yolo.cli.benchmark import main as bench_main, parse_args as bench_args
 
     figures = bench_main(bench_args(["--cfg", str(asset("cfg/yolov3-tiny.cfg")), "--img-size", "96", "--iters", "1",
                                      "--warmup", "0", "--batch", "2", "--no-gpu"]))

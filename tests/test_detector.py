@@ -8,8 +8,12 @@ import torch.nn.functional as F
 from conftest import asset
 from reference import cfg_with_thresh0, cv2
 from yolo.errors import ImageReadError
-from yolo.inference.detector import (Detector, FusedConvCPU, WinogradConv3x3, _FastMaxPool,
-                           _onednn_conv_available, prepare_for_inference, preprocess)
+from yolo.accel.cpu_conv import FusedConvCPU, onednn_conv_available
+from yolo.accel.maxpool import FastMaxPool
+from yolo.accel.winograd import WinogradConv3x3
+from yolo.inference.detector import Detector
+from yolo.inference.prepare import prepare_for_inference
+from yolo.inference.preprocess import preprocess
 from yolo.models.layers import ConvBNAct, MaxPool
 from yolo.models.model import Darknet, load_model
 
@@ -94,7 +98,7 @@ def detector_letterbox(tiny_paths):
 
 
 def test_stretch_equals_opencv_pipeline(detector_stretch, opencv_net):
-    if _onednn_conv_available():  # the comparison covers the fast CPU kernels
+    if onednn_conv_available():  # the comparison covers the fast CPU kernels
         assert any(isinstance(m, WinogradConv3x3) for m in detector_stretch.net.module_list)
     images = [cv2.imread(str(asset(f"images/{name}"))) for name in IMAGES]
     results = detector_stretch(images)  # batched
@@ -113,7 +117,7 @@ def test_dog_finds_dog_bicycle_car_truck(detector_stretch):
 
 
 def darknet_letterbox(image, net_hw):
-    """Darknet's letterbox_image geometry (image.c) on uint8, gray 128 border; independent of yolo.ops."""
+    """Darknet's letterbox_image geometry (image.c) on uint8, gray 128 border; independent of yolo.inference.preprocess."""
     h, w = image.shape[:2]
     net_h, net_w = net_hw
     if net_w / w < net_h / h:
@@ -259,7 +263,7 @@ def test_fast_maxpool_matches_darknet_maxpool(size, stride, padding, hw, channel
     if channels_last:
         x = x.contiguous(memory_format=torch.channels_last)
     pool = MaxPool(size, stride, padding)
-    assert torch.equal(_FastMaxPool(pool)(x), pool(x))
+    assert torch.equal(FastMaxPool(pool)(x), pool(x))
 
 
 def quick_random_weights(model, seed):
@@ -293,7 +297,7 @@ def test_prepared_model_matches_eval_model(cfg_name, weights, hw):
     model.eval()
     fast = prepare_for_inference(model, "cpu", example_hw=hw)
     assert any(isinstance(m, (FusedConvCPU, WinogradConv3x3)) for m in fast.module_list)
-    if cfg_name == "yolov3.cfg" and _onednn_conv_available():
+    if cfg_name == "yolov3.cfg" and onednn_conv_available():
         assert any(isinstance(m, WinogradConv3x3) for m in fast.module_list)
     assert any(isinstance(m, ConvBNAct) and m.bn is not None for m in model.module_list)  # original untouched
     x = torch.rand(1 if cfg_name == "yolov3.cfg" else 2, 3, *hw, generator=torch.Generator().manual_seed(0))

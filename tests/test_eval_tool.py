@@ -1,7 +1,7 @@
 """tools/eval.py end to end, and its mAP against an independent reference pipeline.
 
 Reference: OpenCV DNN runs the real yolov3-tiny on all of coco128 at 416 (its own Darknet
-implementation), its outputs go through the same NMS (yolo.ops.postprocess), boxes are mapped back
+implementation), its outputs go through the same NMS (yolo.inference.postprocess.postprocess), boxes are mapped back
 to the original images here with plain arithmetic, and pycocotools scores them against a COCO
 ground truth built here from the label files. Our pipeline (dataset, model, evaluator) must give
 the same mAP50 and mAP50_95 within 0.3 points, for stretch and letterbox inputs.
@@ -96,12 +96,12 @@ def parity_files():
 
 
 def reference_metrics(mode, tmp_path):
-    """OpenCV DNN outputs + yolo.ops.postprocess + pycocotools on :func:`parity_files`: (mAP50, mAP50_95)."""
+    """OpenCV DNN outputs + yolo.inference.postprocess.postprocess + pycocotools on :func:`parity_files`: (mAP50, mAP50_95)."""
     from pycocotools.coco import COCO
     from pycocotools.cocoeval import COCOeval
 
     from reference import opencv_forward
-    from yolo.ops import postprocess
+    from yolo.inference.postprocess import postprocess
 
     files = parity_files()
     cfg, weights = asset("cfg/yolov3-tiny.cfg"), asset("weights/yolov3-tiny.weights")

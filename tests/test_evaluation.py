@@ -148,7 +148,7 @@ def real_detections(tmp_path_factory):
     """yolov3-tiny detections (OpenCV DNN, conf 0.001, NMS 0.6, every class above threshold) on 32
     coco128 images at 416, boxes in original pixels; plus their ground truth."""
     from reference import opencv_forward
-    from yolo.ops import postprocess
+    from yolo.inference.postprocess import postprocess
 
     files = sorted((asset("coco128/images/train2017")).glob("*.jpg"))[:32]
     images = [cv2.imread(str(f)) for f in files]
@@ -364,7 +364,7 @@ class BoxEcho(torch.nn.Module):
 
 
 def test_evaluate_model_maps_boxes_back_through_the_letterbox():
-    from yolo.ops import LetterboxInfo
+    from yolo.inference.preprocess import LetterboxInfo
 
     num_classes = 3
     gts = [make_gt(11, [[40, 30, 200, 150], [300, 200, 620, 470]], [2, 0], (480, 640)),

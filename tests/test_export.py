@@ -15,13 +15,14 @@ import torch
 from conftest import asset
 from yolo.models.checkpoint import model_checkpoint, save_checkpoint
 from yolo.data.shapes import SHAPE_NAMES, render_sample
-from yolo.inference.detector import load_image, preprocess
+from yolo.files.images import load_image
+from yolo.inference.preprocess import preprocess
 from yolo.errors import ExportError
 from yolo.export import (NMSOptions, export_darknet, export_onnx, export_torchscript,
                          onnxruntime_latency, second_size, verify_darknet, verify_onnx)
 from yolo.losses.yolo_loss import YoloLoss
 from yolo.models.model import Darknet, load_model
-from yolo.ops import postprocess
+from yolo.inference.postprocess import postprocess
 
 ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")

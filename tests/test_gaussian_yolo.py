@@ -258,7 +258,8 @@ def small_gaussian(tmp_path):
 def test_detector_returns_darknet_detections_with_sigmas(darknet, assets, tmp_path, seed):
     """Every (box, class) Darknet's rule keeps (no NMS: iou_thres=1) with its score, box and uncertainties."""
     import cv2
-    from yolo.inference.detector import Detector, preprocess
+    from yolo.inference.detector import Detector
+    from yolo.inference.preprocess import preprocess
 
     cfg, weights, model = small_gaussian_model(tmp_path, seed)
     image = cv2.resize(cv2.imread(str(assets("images/dog.jpg"))), (128, 128))  # no letterbox padding
@@ -281,7 +282,7 @@ def test_detector_returns_darknet_detections_with_sigmas(darknet, assets, tmp_pa
 
 
 def test_detect_tool_draws_uncertainties(assets, small_gaussian, tmp_path):
-    from tools.detect import main, parse_args
+    from yolo.cli.detect import main, parse_args
 
     cfg, weights, _ = small_gaussian
     out = main(parse_args(["--cfg", str(cfg), "--weights", str(weights), "--source", str(assets("images/dog.jpg")),
@@ -291,7 +292,7 @@ def test_detect_tool_draws_uncertainties(assets, small_gaussian, tmp_path):
 
 
 def test_uncertainty_is_written_inside_each_box():
-    from tools.detect import draw_box_uncertainty
+    from yolo.visualize import draw_box_uncertainty
 
     image = np.zeros((100, 200, 3), np.uint8)
     out = draw_box_uncertainty(image, torch.tensor([[10.0, 10.0, 150.0, 90.0]]), torch.tensor([2]),
@@ -348,7 +349,7 @@ def test_evaluation_scores_gaussian_rows_by_darknet_rule():
     from test_evaluation import make_gt
     from yolo.evaluation import Evaluator, evaluate_model
     from yolo.models.layer_types.gaussian_yolo import GaussianYoloOptions
-    from yolo.ops import LetterboxInfo
+    from yolo.inference.preprocess import LetterboxInfo
 
     class RowsEcho(torch.nn.Module):
         def __init__(self, rows):

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from yolo.models.cfg import parse_cfg, parse_cfg_text
-from yolo.ops import nms, nms_settings, postprocess
+from yolo.inference.postprocess import nms, nms_settings, postprocess
 
 
 # ------------------------------------------------------------------------------ plain-Python reference

@@ -7,18 +7,19 @@ import numpy as np
 import pytest
 import torch
 
-from yolo.ops import (LETTERBOX_FILL, LetterboxInfo, clip_boxes, letterbox, letterbox_params, postprocess,
-                      resize_image, scale_boxes_to_original, stretch, xywh_to_xyxy, xyxy_to_xywh)
+from yolo.boxes import clip_boxes, cxcywh_to_xyxy, xyxy_to_cxcywh
+from yolo.inference.postprocess import postprocess, scale_boxes_to_original
+from yolo.inference.preprocess import LETTERBOX_FILL_UINT8, LetterboxInfo, letterbox, letterbox_params, resize_image, stretch
 
 
 # ------------------------------------------------------------------------------------ box formats
 def test_xywh_xyxy_known_values_and_round_trip():
     xywh = torch.tensor([[10.0, 20.0, 4.0, 6.0], [0.0, 0.0, 2.0, 2.0]])
-    assert torch.equal(xywh_to_xyxy(xywh), torch.tensor([[8.0, 17.0, 12.0, 23.0], [-1.0, -1.0, 1.0, 1.0]]))
+    assert torch.equal(cxcywh_to_xyxy(xywh), torch.tensor([[8.0, 17.0, 12.0, 23.0], [-1.0, -1.0, 1.0, 1.0]]))
     g = torch.Generator().manual_seed(0)
     boxes = torch.rand(3, 5, 4, generator=g) * 100
-    assert torch.allclose(xyxy_to_xywh(xywh_to_xyxy(boxes)), boxes, atol=1e-4)
-    assert xywh_to_xyxy(torch.zeros(0, 4)).shape == (0, 4)
+    assert torch.allclose(xyxy_to_cxcywh(cxcywh_to_xyxy(boxes)), boxes, atol=1e-4)
+    assert cxcywh_to_xyxy(torch.zeros(0, 4)).shape == (0, 4)
 
 
 def test_clip_boxes():
@@ -56,7 +57,7 @@ def test_letterbox_follows_darknet(hw, net):
     assert np.array_equal(out[dy:dy + new_h, dx:dx + new_w], expected)
     border = np.ones(net, bool)
     border[dy:dy + new_h, dx:dx + new_w] = False
-    assert (out[border] == LETTERBOX_FILL).all()
+    assert (out[border] == LETTERBOX_FILL_UINT8).all()
     assert info == LetterboxInfo(new_w / w, new_h / h, dx, dy)
 
 

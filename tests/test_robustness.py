@@ -159,7 +159,7 @@ def test_out_of_range_flags_are_one_line_errors(capsys, tool, argv, flag):
 
 
 def test_more_than_two_image_sides_is_an_error(capsys, tiny_pt, tmp_path):
-    from tools import detect
+    from yolo.cli import detect
 
     args = detect.parse_args(["--weights", str(tiny_pt), "--source", str(tmp_path), "--img-size", "64", "64", "64"])
     (tmp_path / "a.jpg").write_bytes(cv2.imencode(".jpg", np.zeros((8, 8, 3), np.uint8))[1].tobytes())
@@ -182,7 +182,7 @@ def test_convert_writes_weights_into_a_new_folder(tiny_pt, tmp_path):
 
 
 def test_truncated_video_reports_expected_and_read_frames(tiny_pt, tmp_path, capsys):
-    from tools import detect
+    from yolo.cli import detect
 
     video = tmp_path / "clip.avi"
     writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 10, (64, 64))

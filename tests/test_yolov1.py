@@ -116,7 +116,7 @@ def test_detect_tool_on_a_yolov1_cfg(assets, small_v1, tmp_path):
     """tools/detect.py runs at the cfg's size by default and writes the annotated image, labels and JSON."""
     import json
 
-    from tools.detect import main, parse_args
+    from yolo.cli.detect import main, parse_args
 
     cfg, weights, _ = small_v1
     out = main(parse_args(["--cfg", str(cfg), "--weights", str(weights), "--source", str(assets("images/dog.jpg")),

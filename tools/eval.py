@@ -34,7 +34,7 @@ from yolo.inference.detector import cfg_resize_mode  # noqa: E402
 from yolo.evaluation import Evaluator, evaluate_model  # noqa: E402
 from yolo.models.model import load_model  # noqa: E402
 from yolo.errors import WeightsError
-from yolo.ops import resize_image  # noqa: E402
+from yolo.inference.preprocess import resize_image  # noqa: E402
 from yolo.progress import use_bars  # noqa: E402
 
 logger = logging.getLogger("yolo.eval")

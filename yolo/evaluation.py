@@ -32,6 +32,8 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
+from yolo.boxes import xyxy_to_xywh
+
 logger = logging.getLogger(__name__)
 
 __all__ = [
@@ -102,8 +104,7 @@ def _as_numpy(x: Any, dtype) -> np.ndarray:
 
 def _xyxy_to_xywh(boxes: Any) -> np.ndarray:
     """``[K, 4]`` xyxy (tensor or array) -> float64 ``[K, 4]`` COCO ``[x, y, w, h]``."""
-    b = _as_numpy(boxes, np.float64).reshape(-1, 4)
-    return np.concatenate([b[:, :2], b[:, 2:] - b[:, :2]], axis=1)
+    return xyxy_to_xywh(torch.tensor(_as_numpy(boxes, np.float64).reshape(-1, 4))).numpy()
 
 
 def ground_truth_to_coco(
@@ -725,9 +726,9 @@ def evaluate_model(
             ``Float[B, N, 5 + C]`` (cx, cy, w, h input pixels, objectness, class probabilities).
             Its train/eval mode is restored afterwards.
         loader: yields ``(images, targets, infos)``; ``infos[i]`` (dict or object) gives ``image_id``,
-            the original ``shape`` ``(h, w)`` and the ``letterbox`` :class:`yolo.ops.LetterboxInfo`.
+            the original ``shape`` ``(h, w)`` and the ``letterbox`` :class:`yolo.inference.preprocess.LetterboxInfo`.
         evaluator: reset here, then fed every batch.
-        conf_thres, iou_thres, max_det, multi_label: passed to :func:`yolo.ops.postprocess`.
+        conf_thres, iou_thres, max_det, multi_label: passed to :func:`yolo.inference.postprocess.postprocess`.
         amp: autocast the forward pass (CUDA only).
 
     Returns:
@@ -737,7 +738,7 @@ def evaluate_model(
     from tqdm import tqdm
 
     from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer, postprocess_gaussian
-    from yolo.ops import nms_settings, postprocess, scale_boxes_to_original
+    from yolo.inference.postprocess import nms_settings, postprocess, scale_boxes_to_original
 
     # Darknet's own NMS variant for the cfg (its last [yolo]'s nms_kind / beta_nms).
     nms_kind, beta_nms = nms_settings(getattr(getattr(model, "module", model), "sections", ()))

@@ -7,7 +7,7 @@ import cv2
 import numpy as np
 import torch
 
-__all__ = ["class_color", "text_color_for", "draw_detections"]
+__all__ = ["class_color", "text_color_for", "draw_detections", "draw_box_uncertainty"]
 
 Color = Tuple[int, int, int]
 
@@ -74,3 +74,16 @@ def draw_detections(
         cv2.putText(out, text, (left + 1, top + th + 1), cv2.FONT_HERSHEY_SIMPLEX, font_scale,
                     text_color_for(color), font_thickness, cv2.LINE_AA)
     return out
+
+
+def draw_box_uncertainty(image: np.ndarray, boxes: torch.Tensor, labels: torch.Tensor,
+                         sigmas: torch.Tensor) -> np.ndarray:
+    """Write ``unc S`` (S: the mean of a box's four uncertainties, 0..1, the quantity Darknet's Gaussian
+    YOLOv3 score discounts) in the bottom-left corner of each xyxy box, in the box's colour, on ``image``."""
+    h, w = image.shape[:2]
+    scale = max(0.35, (h + w) / 2 * 0.0008)
+    for (x1, _, _, y2), label, sigma in zip(boxes.tolist(), labels.tolist(), sigmas.mean(1).tolist()):
+        org = (int(min(max(x1 + 2, 0), w - 1)), int(min(max(y2 - 4, 0), h - 1)))
+        cv2.putText(image, f"unc {sigma:.2f}", org, cv2.FONT_HERSHEY_SIMPLEX, scale, class_color(int(label)), 1,
+                    cv2.LINE_AA)
+    return image

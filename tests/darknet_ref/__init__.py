@@ -34,6 +34,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 HARNESS_C = HERE / "harness.c"
+LETTERBOX_C = HERE / "letterbox.c"  # built on demand against the cached libdarknet (not part of the hash)
 
 
 def darknet_source() -> Path:
@@ -214,6 +215,24 @@ class DarknetRef:
             raise RuntimeError(f"Darknet harness {' '.join(map(str, args))} failed ({run.returncode}):\n"
                                f"{run.stdout[-2000:]}\n{run.stderr[-2000:]}")
         return run.stdout
+
+    def letterbox(self, image: np.ndarray, net_w: int, net_h: int) -> np.ndarray:
+        """Darknet's ``letterbox_image`` on ``image`` Float[C, H, W] (0..1) -> Float[C, net_h, net_w]."""
+        program = self.workdir / "letterbox"
+        if not program.is_file():
+            cc = subprocess.run(["gcc", "-O2", "-o", str(program), str(LETTERBOX_C), f"-I{self.folder / 'include'}",
+                                 f"-L{self.folder}", "-ldarknet", f"-Wl,-rpath,{self.folder}", "-lm", "-fopenmp"],
+                                capture_output=True, text=True)
+            if cc.returncode != 0:
+                raise RuntimeError(f"building the letterbox program failed:\n{cc.stderr[-3000:]}")
+        job = self._job()
+        c, h, w = image.shape
+        np.ascontiguousarray(image, dtype=np.float32).tofile(job / "in.bin")
+        run = subprocess.run([str(program), str(job / "in.bin"), str(c), str(h), str(w), str(net_w), str(net_h),
+                              str(job / "out.bin")], capture_output=True, text=True)
+        if run.returncode != 0:
+            raise RuntimeError(f"Darknet letterbox failed ({run.returncode}): {run.stderr[-2000:]}")
+        return np.fromfile(job / "out.bin", dtype=np.float32).reshape(c, net_h, net_w)
 
     def forward(self, cfg: CfgLike, weights: Optional[Path], x: np.ndarray, **net_options) -> LayerDump:
         """Inference on ``x`` Float[N, C, H, W] (RGB 0..1). ``net_options`` rewrite [net] (width, height, ...)."""

@@ -33,12 +33,13 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from yolo.ops import xyxy_to_xywh
+from yolo.boxes import xyxy_to_cxcywh
 from yolo.data.cache import LabelCache
 from yolo.data.config import DataConfig, is_coco_json
-from yolo.errors import DataError
+from yolo.errors import DataError, ImageReadError
+from yolo.files.images import DATASET_IMAGE_SUFFIXES, image_size, load_image
 from yolo.data.transforms import NO_AUGMENT, augment_config, item_rng, letterbox_sample, matrix_to_letterbox, train_transform
-from yolo.data.validation import IMAGE_EXTENSIONS, Problem, ValidationReport, image_size, read_label_file
+from yolo.data.validation import Problem, ValidationReport, read_label_file
 
 logger = logging.getLogger(__name__)
 
@@ -66,11 +67,12 @@ def _as_hw(size: SizeLike) -> Tuple[int, int]:
 
 
 def read_image(path: PathLike) -> np.ndarray:
-    """RGB ``uint8`` ``H x W x 3`` (EXIF orientation applied, as ``cv2.imread`` does)."""
-    image = cv2.imread(str(path), cv2.IMREAD_COLOR)
-    if image is None:
-        raise DataError("cannot read image (missing or corrupt)", path)
-    return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+    """RGB ``uint8`` ``H x W x 3`` (:func:`yolo.files.images.load_image`); an unreadable file is a
+    :class:`DataError` naming it, as every dataset problem."""
+    try:
+        return load_image(path, rgb=True)
+    except ImageReadError:
+        raise DataError("cannot read image (missing or corrupt)", path) from None
 
 
 class DetectionDataset(Dataset):
@@ -145,7 +147,7 @@ class DetectionDataset(Dataset):
         targets = torch.zeros((len(labels), 6), dtype=torch.float32)
         if len(labels):
             targets[:, 1] = torch.from_numpy(labels.astype(np.float32))
-            targets[:, 2:] = xyxy_to_xywh(torch.from_numpy(boxes.astype(np.float32)))
+            targets[:, 2:] = xyxy_to_cxcywh(torch.from_numpy(boxes.astype(np.float32)))
         tensor = torch.from_numpy(np.ascontiguousarray(image.transpose(2, 0, 1)))
         info = {
             "index": index,
@@ -222,7 +224,7 @@ def list_images(source: Path, search_dirs: Sequence[Path] = ()) -> Tuple[List[Pa
         number of entries listed.
     """
     if source.is_dir():
-        images = sorted(p for p in source.rglob("*") if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file())
+        images = sorted(p for p in source.rglob("*") if p.suffix.lower() in DATASET_IMAGE_SUFFIXES and p.is_file())
         return images, [], len(images)
     if not source.is_file():
         raise DataError("image folder or list file not found", source)
@@ -240,9 +242,9 @@ def list_images(source: Path, search_dirs: Sequence[Path] = ()) -> Tuple[List[Pa
             if found is None:
                 problems.append(Problem(str(source), f"image {candidates[0]} not found", lineno, "image",
                                         "missing_image"))
-            elif found.suffix.lower() not in IMAGE_EXTENSIONS:
+            elif found.suffix.lower() not in DATASET_IMAGE_SUFFIXES:
                 problems.append(Problem(str(source), f"{found} is not an image file "
-                                        f"(extensions: {' '.join(IMAGE_EXTENSIONS)})", lineno, "image", "bad_image"))
+                                        f"(extensions: {' '.join(DATASET_IMAGE_SUFFIXES)})", lineno, "image", "bad_image"))
             else:
                 images.append(found.resolve())
     return images, problems, listed

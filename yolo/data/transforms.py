@@ -51,7 +51,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 import cv2
 import numpy as np
 
-from yolo.ops import LETTERBOX_FILL, LetterboxInfo, letterbox, letterbox_params
+from yolo.inference.preprocess import LETTERBOX_FILL_UINT8, LetterboxInfo, letterbox, letterbox_params
 from yolo.data.darknet_augment import darknet_item
 
 Sample = Tuple[np.ndarray, np.ndarray, np.ndarray]  # image HxWx3 uint8, boxes Float32[N,4] xyxy, labels Int64[N]
@@ -77,7 +77,7 @@ DEFAULT_AUGMENT: Dict[str, Any] = {
     "mosaic": 0.0,
     "min_visible": 0.1,
     "min_side": 2.0,
-    "fill": float(LETTERBOX_FILL),
+    "fill": float(LETTERBOX_FILL_UINT8),
 }
 
 NO_AUGMENT: Dict[str, float] = {**DEFAULT_AUGMENT, "hue": 0.0, "saturation": 1.0, "exposure": 1.0,
@@ -194,7 +194,7 @@ def _rotation(degrees: float) -> np.ndarray:
 
 
 def letterbox_matrix(in_hw: Tuple[int, int], out_hw: Tuple[int, int]) -> np.ndarray:
-    """3x3 matrix of Darknet's letterbox placement (geometry from :func:`yolo.ops.letterbox_params`)."""
+    """3x3 matrix of Darknet's letterbox placement (geometry from :func:`yolo.inference.preprocess.letterbox_params`)."""
     (rh, rw), (pad_x, pad_y) = letterbox_params(in_hw, out_hw)
     return _translation(pad_x, pad_y) @ _scaling(rw / in_hw[1], rh / in_hw[0])
 
@@ -318,8 +318,8 @@ def hflip(image: np.ndarray, boxes: np.ndarray) -> Tuple[np.ndarray, np.ndarray]
 
 
 def letterbox_sample(image: np.ndarray, boxes: np.ndarray, out_hw: Tuple[int, int],
-                     fill: float = LETTERBOX_FILL) -> Tuple[np.ndarray, np.ndarray, LetterboxInfo]:
-    """Deterministic resize for evaluation: :func:`yolo.ops.letterbox`, boxes mapped along."""
+                     fill: float = LETTERBOX_FILL_UINT8) -> Tuple[np.ndarray, np.ndarray, LetterboxInfo]:
+    """Deterministic resize for evaluation: :func:`yolo.inference.preprocess.letterbox`, boxes mapped along."""
     out, info = letterbox(image, out_hw, fill=int(round(fill)))
     scale = np.array([info.scale_x, info.scale_y, info.scale_x, info.scale_y], np.float32)
     pad = np.array([info.pad_x, info.pad_y, info.pad_x, info.pad_y], np.float32)

@@ -18,8 +18,6 @@ import numpy as np
 
 logger = logging.getLogger(__name__)
 
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
-MIN_IMAGE_SIDE = 2
 # Box edges may stick out of the image by this much (normalized) before the box is reported;
 # smaller overshoots (rounding in converters) are clipped silently.
 EDGE_TOLERANCE = 0.01
@@ -144,41 +142,6 @@ class ValidationReport:
         text = reason + "".join(f"\nhint: {hint}" for hint in self.hints())
         details = self.details(limit=20)
         raise DataError(text + (f"\nproblems:\n{details}" if details else ""), self.source)
-
-
-# ----------------------------------------------------------------------------- images
-def image_size(path: Path) -> Tuple[Optional[Tuple[int, int]], Optional[str]]:
-    """``((height, width), None)`` for a readable image, ``(None, reason)`` otherwise.
-
-    Reads the header only (PIL), checks that JPEG files end with their end-of-image marker
-    (a truncated download decodes as a gray block), and swaps the sides for EXIF rotations,
-    as ``cv2.imread`` applies them when loading.
-    """
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(path) as im:
-            im.verify()  # structure check; the image object is unusable afterwards
-        with Image.open(path) as im:
-            width, height = im.size
-            fmt = im.format
-            orientation = im.getexif().get(0x0112, 1)
-    except FileNotFoundError:
-        return None, "image file not found"
-    except UnidentifiedImageError:
-        return None, "not an image (unreadable or unknown format)"
-    except Exception as e:  # PIL raises many types for broken files
-        return None, f"corrupt image ({type(e).__name__}: {e})"
-    if fmt == "JPEG":
-        with open(path, "rb") as f:
-            f.seek(-2, 2)
-            if f.read() != b"\xff\xd9":
-                return None, "corrupt JPEG: truncated (no end-of-image marker)"
-    if min(width, height) < MIN_IMAGE_SIDE:
-        return None, f"image too small ({width}x{height})"
-    if orientation in (5, 6, 7, 8):
-        width, height = height, width
-    return (int(height), int(width)), None
 
 
 # ----------------------------------------------------------------------------- labels

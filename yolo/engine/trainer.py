@@ -705,7 +705,7 @@ class Trainer:
     def _log_predictions(self, model: nn.Module, step: int) -> None:
         """A few validation images with their predicted boxes (input pixels), to TensorBoard."""
         from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer, postprocess_gaussian
-        from yolo.ops import postprocess
+        from yolo.inference.postprocess import postprocess
         from yolo.visualize import draw_detections
 
         count = min(int(self.hyp.get("tb_images") or 0), len(self.val_set))

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from yolo.benchmark.opencv_dnn import load_opencv_darknet
 from yolo.errors import ExportError
 from yolo.export.compare import TOLERANCE, check_each_input, float32_noise, max_difference
 from yolo.export.heads import opencv_columns, opencv_layout, opencv_reads
@@ -49,10 +50,7 @@ def opencv_darknet_net(cfg_path: Union[str, Path], weights_path: Union[str, Path
     if not hasattr(cv2, "dnn") or not hasattr(cv2.dnn, "readNetFromDarknet"):
         raise ExportError(f"OpenCV {cv2.__version__} has no Darknet importer: cannot run {weights_path} "
                           "(skip the check to export anyway)")
-    net = cv2.dnn.readNetFromDarknet(str(cfg_path), str(weights_path))
-    net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)
-    net.setPreferableTarget(cv2.dnn.DNN_TARGET_CPU)
-    return net
+    return load_opencv_darknet(cfg_path, weights_path)[0]
 
 
 def _cfg_for_raw_opencv_output(cfg_text: str) -> str:

@@ -10,7 +10,6 @@ import copy
 import os
 import statistics
 import tempfile
-import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple, Union
 
@@ -18,28 +17,13 @@ import cv2
 import torch
 
 from yolo.export.compare import ArrayLike
+from yolo.benchmark.timing import time_interleaved
 from yolo.export.darknet import export_darknet, opencv_darknet_net
 from yolo.export.heads import opencv_reads
 from yolo.export.onnx import onnxruntime_session, session_feed
-from yolo.inference.detector import prepare_for_inference
+from yolo.inference.prepare import prepare_for_inference
 
 PathLike = Union[str, Path]
-
-
-def _round_robin_seconds(tasks: Dict[str, Callable[[], object]], runs: int, warmup: int) -> Dict[str, List[float]]:
-    """Call every task ``warmup`` times, then ``runs`` rounds of one call each, the order rotated by one
-    every round; returns name -> seconds of each timed call."""
-    for _ in range(warmup):
-        for fn in tasks.values():
-            fn()
-    times: Dict[str, List[float]] = {name: [] for name in tasks}
-    order = list(tasks)
-    for i in range(runs):
-        for name in order[i % len(order):] + order[:i % len(order)]:
-            t0 = time.perf_counter()
-            tasks[name]()
-            times[name].append(time.perf_counter() - t0)
-    return times
 
 
 def _milliseconds(seconds: List[float]) -> Dict[str, float]:
@@ -54,7 +38,7 @@ def onnxruntime_latency(path: PathLike, inputs: ArrayLike, runs: int = 20, warmu
     """
     session = onnxruntime_session(path, threads)
     feed = session_feed(session, inputs)
-    seconds = _round_robin_seconds({"onnxruntime": lambda: session.run(None, feed)}, runs, warmup)["onnxruntime"]
+    seconds = time_interleaved({"onnxruntime": lambda: session.run(None, feed)}, runs, warmup)["onnxruntime"]
     return {**_milliseconds(seconds), "mean_ms": statistics.fmean(seconds) * 1e3, "runs": runs,
             "threads": threads or session.get_session_options().intra_op_num_threads}
 
@@ -75,7 +59,7 @@ def compare_latency(model, onnx_path: PathLike, inputs: torch.Tensor, runs: int 
     cv2.setNumThreads(threads)
     try:
         tasks = _runtimes(model, onnx_path, inputs, threads, darknet)
-        return {name: _milliseconds(t) for name, t in _round_robin_seconds(tasks, runs, warmup).items()}
+        return {name: _milliseconds(t) for name, t in time_interleaved(tasks, runs, warmup).items()}
     finally:
         torch.set_num_threads(torch_threads)
         cv2.setNumThreads(cv2_threads)

@@ -1,5 +1,5 @@
 """Post-processing baked into an ONNX graph: :class:`DetectionsWithNMS` wraps a model so that it ends in one
-ONNX ``NonMaxSuppression`` and outputs filtered detections, as :func:`yolo.ops.postprocess` gives them."""
+ONNX ``NonMaxSuppression`` and outputs filtered detections, as :func:`yolo.inference.postprocess.postprocess` gives them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,7 +18,7 @@ NMS_OUTPUT_COLUMNS = ("boxes [K, 4] x1, y1, x2, y2 (input pixels), scores [K], l
 
 @dataclass(frozen=True)
 class NMSOptions:
-    """Post-processing baked into an ONNX graph, with :func:`yolo.ops.postprocess`'s meaning:
+    """Post-processing baked into an ONNX graph, with :func:`yolo.inference.postprocess.postprocess`'s meaning:
     best class per box, keep ``objectness * class_prob > conf_thres``, per-class NMS at ``iou_thres``,
     at most ``max_det`` detections per image, sorted by score."""
 
@@ -62,13 +62,13 @@ class _NonMaxSuppression(torch.autograd.Function):
 
 
 class DetectionsWithNMS(nn.Module):
-    """A model followed by :func:`yolo.ops.postprocess`'s filtering, in traceable form.
+    """A model followed by :func:`yolo.inference.postprocess.postprocess`'s filtering, in traceable form.
 
     Input Float[N, C, H, W]; outputs ``boxes`` Float[K, 4] (xyxy input pixels), ``scores`` Float[K],
     ``labels`` Int64[K] and ``batch_index`` Int64[K] (the image of each detection), grouped by image
     and sorted by score within each image. Per-class NMS runs as one class-agnostic NMS over boxes
     shifted apart by class (the coordinate trick of ``torchvision.ops.batched_nms``, with the same
-    per-image shift, so rounding matches :func:`yolo.ops.postprocess`).
+    per-image shift, so rounding matches :func:`yolo.inference.postprocess.postprocess`).
     """
 
     def __init__(self, model: nn.Module, options: NMSOptions = NMSOptions()):
@@ -94,7 +94,7 @@ class DetectionsWithNMS(nn.Module):
 def split_detections(boxes: ArrayLike, scores: ArrayLike, labels: ArrayLike, batch_index: ArrayLike,
                      batch_size: int) -> List[Dict[str, torch.Tensor]]:
     """The NMS graph's flat outputs -> one dict per image (``boxes`` ``Float[K, 4]`` xyxy input pixels,
-    ``scores`` ``Float[K]``, ``labels`` ``Int64[K]``), as :func:`yolo.ops.postprocess` returns."""
+    ``scores`` ``Float[K]``, ``labels`` ``Int64[K]``), as :func:`yolo.inference.postprocess.postprocess` returns."""
     boxes, scores = torch.as_tensor(boxes).float(), torch.as_tensor(scores).float()
     labels, batch_index = torch.as_tensor(labels).long(), torch.as_tensor(batch_index).long()
     out = []

@@ -20,7 +20,7 @@ from yolo.export.heads import check_nms_supported
 from yolo.export.nms import NMS_OUTPUT_COLUMNS, NMS_OUTPUT_NAMES, DetectionsWithNMS, NMSOptions, split_detections
 from yolo.export.samples import sample_input
 from yolo.export.traced import SizeLike, as_size, inference_copy, metadata, quiet_tracing, writing_export
-from yolo.ops import postprocess
+from yolo.inference.postprocess import postprocess
 
 logger = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ def session_feed(session, x: ArrayLike) -> Dict[str, np.ndarray]:
 def verify_onnx(path: Union[str, Path], model, inputs: Sequence[torch.Tensor], tol: Optional[float] = None,
                 nms: Optional[NMSOptions] = None) -> float:
     """Run ``path`` in onnxruntime on each input ``Float[N, 3, H, W]`` and compare with ``model``'s
-    eval output (or with :func:`yolo.ops.postprocess` of it when the file has ``nms``); returns the
+    eval output (or with :func:`yolo.inference.postprocess.postprocess` of it when the file has ``nms``); returns the
     largest difference (see :func:`max_difference`, :func:`detections_difference`).
 
     A float16 file is compared with ``model`` run in float16 (its gap to the float32 model is logged).

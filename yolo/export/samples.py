@@ -10,7 +10,8 @@ import torch
 
 from yolo.data.shapes import render_sample
 from yolo.export.traced import Size
-from yolo.inference.detector import load_image, preprocess
+from yolo.files.images import load_image
+from yolo.inference.preprocess import preprocess
 
 
 def second_size(img_size: Size, stride: int) -> Size:

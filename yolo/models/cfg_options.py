@@ -148,7 +148,7 @@ YOLO_OPTIONS: Dict[str, CfgOption] = {
     "resize": _t(_AUGMENT + ": random zoom of the crop (the last layer's)"),
     "random": _t("multi-scale: a size drawn every 10 updates by Darknet's rule, images loaded at it "
                  "(yolo.data.darknet_multiscale; the last head's; 'multi_scale' in --hyp overrides)"),
-    "nms_kind": _i("detection only: yolo.ops.nms"), "beta_nms": _i("detection only: yolo.ops.nms"),
+    "nms_kind": _i("detection only: yolo.inference.postprocess.nms"), "beta_nms": _i("detection only: yolo.inference.postprocess.nms"),
     "show_details": _i("console output"),
     "map": _r("class remapping for the loss", (), "remove map"),
     "embedding_layer": _r("tracking embeddings", (), "remove embedding_layer"),

@@ -163,3 +163,23 @@ def save_darknet_weights(model: "Darknet", path: Union[str, Path], cutoff: Optio
         for t in tensors:
             chunks.append(t.detach().to("cpu", torch.float32).contiguous().numpy().astype("<f4").tobytes())
     write_bytes_atomic(path, b"".join(chunks))
+
+
+def randomize_weights(model: "Darknet", seed: int = 0) -> "Darknet":
+    """Fill ``model`` in place with random, well-scaled values so that activations neither vanish nor
+    overflow through a deep network: conv weights ~ N(0, 1/fan_in), conv biases ~ N(0, 0.01), BN gamma and
+    running variance ~ U(0.5, 1.5), beta and running mean ~ U(-0.1, 0.1). Deterministic in ``seed``; used to
+    time or check a cfg without trained weights. Returns ``model``."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.Conv2d):
+                m.weight.copy_(torch.randn(m.weight.shape, generator=g) / m.weight[0].numel() ** 0.5)
+                if m.bias is not None:
+                    m.bias.copy_(torch.randn(m.bias.shape, generator=g) * 0.1)
+            elif isinstance(m, torch.nn.BatchNorm2d):
+                m.weight.copy_(0.5 + torch.rand(m.weight.shape, generator=g))
+                m.bias.copy_((torch.rand(m.bias.shape, generator=g) - 0.5) * 0.2)
+                m.running_mean.copy_((torch.rand(m.running_mean.shape, generator=g) - 0.5) * 0.2)
+                m.running_var.copy_(0.5 + torch.rand(m.running_var.shape, generator=g))
+    return model

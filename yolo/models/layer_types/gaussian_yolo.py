@@ -24,7 +24,8 @@ import torch
 import torch.nn as nn
 
 from yolo.models.cfg import Section
-from yolo.ops import empty_detections, nms, xywh_to_xyxy
+from yolo.boxes import cxcywh_to_xyxy
+from yolo.inference.postprocess import empty_detections, nms
 from yolo.models.layer_types.registry import LayerInfo, Shape, register
 
 YOLO_POINTS = ("center", "left_top", "right_bottom")
@@ -183,7 +184,7 @@ def postprocess_gaussian(predictions: torch.Tensor, conf_thres: float = 0.25, io
                          classes: Optional[Sequence[int]] = None, agnostic: bool = False,
                          multi_label: bool = False, max_det: int = 300, nms_kind: str = "default",
                          beta_nms: float = 0.6) -> List[Dict[str, torch.Tensor]]:
-    """Eval rows Float[N, B, 9+C] of Gaussian heads -> one dict per image, as :func:`yolo.ops.postprocess`
+    """Eval rows Float[N, B, 9+C] of Gaussian heads -> one dict per image, as :func:`yolo.inference.postprocess.postprocess`
     (same arguments; ``boxes`` Float[K, 4] xyxy input pixels, ``scores``, ``labels``) plus ``box_sigmas``
     Float[K, 4] (sigma_tx, sigma_ty, sigma_tw, sigma_th of each kept box).
 
@@ -200,7 +201,7 @@ def postprocess_gaussian(predictions: torch.Tensor, conf_thres: float = 0.25, io
         pred = image_pred[image_pred[:, 4] > conf_thres]
         sigmas = pred[:, 5 + num_classes:]
         scores_all = pred[:, 5:5 + num_classes] * pred[:, 4:5] * (1.0 - sigmas.mean(1, keepdim=True))
-        boxes = xywh_to_xyxy(pred[:, :4])
+        boxes = cxcywh_to_xyxy(pred[:, :4])
         if multi_label:
             box_idx, labels = (scores_all > conf_thres).nonzero(as_tuple=True)
             scores = scores_all[box_idx, labels]

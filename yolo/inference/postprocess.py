@@ -1,205 +1,61 @@
-"""Box formats, network-input resizing (letterbox / stretch) with exact back-mapping, and NMS.
+"""From decoded head outputs to detections: thresholds, Darknet's NMS variants, and the map back to the
+original image.
 
-Conventions used throughout:
-
-- ``xyxy``: ``(x1, y1, x2, y2)`` absolute pixels, continuous coordinates where pixel ``i`` spans
-  ``[i, i + 1)`` (the torchvision convention). ``xywh``: ``(cx, cy, w, h)`` in the same pixels.
-- Images are ``numpy`` ``uint8`` arrays ``H x W x 3`` (BGR as read by OpenCV unless said otherwise).
-- Shapes are always given as ``(height, width)``.
+Boxes are ``xyxy`` (see :mod:`yolo.boxes`) in network-input pixels until :func:`scale_boxes_to_original`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-import cv2
 import numpy as np
 import torch
 import torchvision
 
+from yolo.boxes import cxcywh_to_xyxy
+from yolo.inference.preprocess import LetterboxInfo
+
 __all__ = [
-    "xywh_to_xyxy",
-    "xyxy_to_xywh",
-    "clip_boxes",
-    "box_iou",
-    "LetterboxInfo",
-    "letterbox",
-    "letterbox_params",
-    "stretch",
-    "resize_image",
-    "scale_boxes_to_original",
+    "PostprocessConfig",
     "postprocess",
     "empty_detections",
     "NMS_KINDS",
     "nms",
     "nms_settings",
+    "scale_boxes_to_original",
 ]
-
-# Darknet fills letterbox borders with 0.5 on 0..1 data; uint8 images cannot hold 127.5, so the
-# numpy helper uses 128 (the Detector fills exactly 0.5 in float, see yolo.detector).
-LETTERBOX_FILL = 128
 
 Shape = Tuple[int, int]
 
 
-def _as_shape(shape: Union[int, Sequence[int]]) -> Shape:
-    """``416`` or ``(h, w)`` -> ``(h, w)`` ints."""
-    if isinstance(shape, int):
-        return shape, shape
-    h, w = shape
-    return int(h), int(w)
-
-
-# ------------------------------------------------------------------------------------ box formats
-def xywh_to_xyxy(boxes: torch.Tensor) -> torch.Tensor:
-    """``Tensor[..., 4]`` ``(cx, cy, w, h)`` -> ``Tensor[..., 4]`` ``(x1, y1, x2, y2)``, same units."""
-    cxcy, wh = boxes[..., :2], boxes[..., 2:4]
-    half = wh / 2
-    return torch.cat((cxcy - half, cxcy + half), dim=-1)
-
-
-def xyxy_to_xywh(boxes: torch.Tensor) -> torch.Tensor:
-    """``Tensor[..., 4]`` ``(x1, y1, x2, y2)`` -> ``Tensor[..., 4]`` ``(cx, cy, w, h)``, same units."""
-    p1, p2 = boxes[..., :2], boxes[..., 2:4]
-    return torch.cat(((p1 + p2) / 2, p2 - p1), dim=-1)
-
-
-def clip_boxes(boxes: torch.Tensor, shape_hw: Shape) -> torch.Tensor:
-    """Clip ``Tensor[..., 4]`` xyxy pixel boxes to an image of ``shape_hw = (h, w)``.
-
-    Returns a new tensor: x in ``[0, w]``, y in ``[0, h]``.
-    """
-    h, w = shape_hw
-    out = boxes.clone()
-    out[..., 0::2] = out[..., 0::2].clamp(0, w)
-    out[..., 1::2] = out[..., 1::2].clamp(0, h)
-    return out
-
-
-def box_iou(boxes1: torch.Tensor, boxes2: torch.Tensor) -> torch.Tensor:
-    """IoU matrix ``Tensor[N, M]`` of xyxy boxes ``Tensor[N, 4]`` and ``Tensor[M, 4]``."""
-    return torchvision.ops.box_iou(boxes1, boxes2)
-
-
-# ------------------------------------------------------------------------ resize + back-mapping
 @dataclass(frozen=True)
-class LetterboxInfo:
-    """How an original image was placed into the network input.
+class PostprocessConfig:
+    """The settings of :func:`postprocess` (see there) in one value: what a Detector applies to every batch
+    (:func:`yolo.models.layer_types.gaussian_yolo.postprocess_gaussian` takes the same keywords)."""
 
-    A point ``x`` of the original image lands at ``x * scale_x + pad_x`` in the network input
-    (likewise for y). ``scale_x = resized_w / original_w``, so this holds for letterbox (equal-ish
-    scales, non-zero pad) and stretch (independent scales, zero pad) alike.
+    conf_thres: float = 0.25
+    iou_thres: float = 0.45
+    classes: Optional[Tuple[int, ...]] = None
+    agnostic: bool = False
+    multi_label: bool = False
+    max_det: int = 300
+    nms_kind: str = "default"
+    beta_nms: float = 0.6
 
-    Attributes:
-        scale_x, scale_y: resized size over original size, per axis.
-        pad_x, pad_y: left / top offset (input pixels) of the resized image in the input.
-    """
-
-    scale_x: float
-    scale_y: float
-    pad_x: float = 0.0
-    pad_y: float = 0.0
-
-    def to_original(self, boxes: torch.Tensor, original_shape_hw: Shape) -> torch.Tensor:
-        """Input-pixel xyxy ``Tensor[..., 4]`` -> original-image pixels, clipped. See
-        :func:`scale_boxes_to_original`."""
-        return scale_boxes_to_original(boxes, self, original_shape_hw)
-
-    def to_input(self, boxes: torch.Tensor) -> torch.Tensor:
-        """Original-image xyxy ``Tensor[..., 4]`` -> network-input pixels (the inverse map)."""
-        scale = boxes.new_tensor([self.scale_x, self.scale_y, self.scale_x, self.scale_y])
-        pad = boxes.new_tensor([self.pad_x, self.pad_y, self.pad_x, self.pad_y])
-        return boxes * scale + pad
-
-
-def letterbox_params(original_shape_hw: Shape, new_shape: Union[int, Shape]) -> Tuple[Shape, Tuple[int, int]]:
-    """Darknet's ``letterbox_image`` geometry.
-
-    Returns ``((new_h, new_w), (pad_x, pad_y))``: the integer size of the resized image and the
-    integer left/top offset at which it is placed. Darknet's integer arithmetic is followed exactly:
-    if ``w_net / w < h_net / h`` then ``new_w = w_net, new_h = (h * w_net) // w``, otherwise
-    ``new_h = h_net, new_w = (w * h_net) // h``; the image goes at
-    ``((w_net - new_w) // 2, (h_net - new_h) // 2)``.
-    """
-    h, w = original_shape_hw
-    net_h, net_w = _as_shape(new_shape)
-    if h <= 0 or w <= 0:
-        raise ValueError(f"cannot letterbox an image of shape {(h, w)}")
-    # Darknet compares float ratios: (float)w_net / w < (float)h_net / h.
-    if net_w / w < net_h / h:
-        new_w, new_h = net_w, (h * net_w) // w
-    else:
-        new_h, new_w = net_h, (w * net_h) // h
-    new_w, new_h = max(new_w, 1), max(new_h, 1)
-    return (new_h, new_w), ((net_w - new_w) // 2, (net_h - new_h) // 2)
-
-
-def letterbox(
-    image: np.ndarray,
-    new_shape: Union[int, Shape],
-    fill: Union[int, Tuple[int, int, int]] = LETTERBOX_FILL,
-    interpolation: int = cv2.INTER_LINEAR,
-) -> Tuple[np.ndarray, LetterboxInfo]:
-    """Resize keeping the aspect ratio and pad to ``new_shape`` as Darknet's ``letterbox_image``.
-
-    Args:
-        image: ``uint8`` (or float) ``H x W x C`` array, any channel order.
-        new_shape: network input ``(h, w)`` or a single int for square.
-        fill: border value (gray: Darknet fills with 0.5, i.e. 128 on 0..255 data).
-        interpolation: OpenCV interpolation flag for the resize.
-
-    Returns:
-        ``(out, info)``: ``out`` is ``new_h x new_w x C`` of the input dtype; ``info`` maps boxes back.
-    """
-    h, w = image.shape[:2]
-    net_h, net_w = _as_shape(new_shape)
-    (rh, rw), (pad_x, pad_y) = letterbox_params((h, w), (net_h, net_w))
-    resized = image if (rh, rw) == (h, w) else cv2.resize(image, (rw, rh), interpolation=interpolation)
-    if resized.ndim == 2:
-        resized = resized[:, :, None]
-    out = np.empty((net_h, net_w, resized.shape[2]), dtype=image.dtype)
-    out[...] = fill
-    out[pad_y:pad_y + rh, pad_x:pad_x + rw] = resized
-    info = LetterboxInfo(scale_x=rw / w, scale_y=rh / h, pad_x=float(pad_x), pad_y=float(pad_y))
-    return out, info
-
-
-def stretch(
-    image: np.ndarray, new_shape: Union[int, Shape], interpolation: int = cv2.INTER_LINEAR
-) -> Tuple[np.ndarray, LetterboxInfo]:
-    """Plain resize to ``new_shape = (h, w)`` ignoring the aspect ratio (``cv2.dnn.blobFromImage``).
-
-    Returns ``(out, info)`` like :func:`letterbox` (``info`` has zero padding).
-    """
-    h, w = image.shape[:2]
-    net_h, net_w = _as_shape(new_shape)
-    out = image if (net_h, net_w) == (h, w) else cv2.resize(image, (net_w, net_h), interpolation=interpolation)
-    return out, LetterboxInfo(scale_x=net_w / w, scale_y=net_h / h)
-
-
-def resize_image(
-    image: np.ndarray, new_shape: Union[int, Shape], mode: str = "letterbox"
-) -> Tuple[np.ndarray, LetterboxInfo]:
-    """Dispatch to :func:`letterbox` (``mode="letterbox"``) or :func:`stretch` (``mode="stretch"``)."""
-    if mode == "letterbox":
-        return letterbox(image, new_shape)
-    if mode == "stretch":
-        return stretch(image, new_shape)
-    raise ValueError(f"unknown resize mode {mode!r}: use 'letterbox' or 'stretch'")
+    def as_kwargs(self) -> Dict[str, object]:
+        """The settings as keyword arguments of :func:`postprocess`."""
+        return asdict(self)
 
 
 def scale_boxes_to_original(
     boxes_xyxy: torch.Tensor, info: LetterboxInfo, original_shape_hw: Shape, clip: bool = True
 ) -> torch.Tensor:
-    """Map xyxy boxes ``Tensor[..., 4]`` from network-input pixels back to original-image pixels.
+    """Map xyxy boxes ``Float[..., 4]`` from network-input pixels back to original-image pixels.
 
     Inverse of the placement recorded in ``info``: ``x_orig = (x_in - pad_x) / scale_x``. With
     ``clip`` the result is clipped to ``original_shape_hw = (h, w)``.
     """
-    pad = boxes_xyxy.new_tensor([info.pad_x, info.pad_y, info.pad_x, info.pad_y])
-    scale = boxes_xyxy.new_tensor([info.scale_x, info.scale_y, info.scale_x, info.scale_y])
-    out = (boxes_xyxy - pad) / scale
-    return clip_boxes(out, original_shape_hw) if clip else out
+    return info.to_original(boxes_xyxy, original_shape_hw, clip)
 
 
 # --------------------------------------------------------------------------------- post-process
@@ -328,7 +184,7 @@ def postprocess(
     """Decoded predictions -> thresholded, NMS-filtered detections, one dict per image.
 
     Args:
-        predictions: ``Float[N, B, 5 + C]`` model eval output: ``cx, cy, w, h`` (input pixels),
+        predictions: ``Float[N, B, 5 + C]`` model eval output: ``cxcywh`` boxes (input pixels),
             objectness (0..1), class probabilities (0..1, not multiplied by objectness).
         conf_thres: keep a (box, class) when ``objectness * class_prob > conf_thres`` (Darknet's rule).
         iou_thres: NMS suppresses a box whose IoU with a better one of the same class is ``> iou_thres``.
@@ -361,7 +217,7 @@ def postprocess(
         if pred.dtype in (torch.float16, torch.bfloat16):
             pred = pred.float()  # thresholds and NMS in float32 for half-precision outputs
         scores_all = pred[:, 5:] * pred[:, 4:5]
-        boxes = xywh_to_xyxy(pred[:, :4])
+        boxes = cxcywh_to_xyxy(pred[:, :4])
         if multi_label:
             box_idx, labels = (scores_all > conf_thres).nonzero(as_tuple=True)
             boxes, scores = boxes[box_idx], scores_all[box_idx, labels]

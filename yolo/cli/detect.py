@@ -1,0 +1,136 @@
+"""Run a Darknet detector on images, folders, globs, videos or a camera; save annotated results.
+
+Example::
+
+    python tools/detect.py --cfg cfg/yolov3-tiny.cfg --weights yolov3-tiny.weights \\
+        --names cfg/coco.names --source data/images --save-txt --save-json
+
+Results go to a new folder (``runs/detect/exp``, ``exp2``, ...; an earlier run is never overwritten):
+annotated images and videos, with ``--save-txt`` YOLO labels (``labels/<name>.txt``: ``class cx cy w h``
+normalized, plus the score with ``--save-conf``), with ``--save-json`` ``results.json`` in COCO results
+format (``image_id``, ``category_id``, ``bbox`` [x, y, w, h] pixels, ``score``).
+An unreadable file is reported and skipped; a missing source or a cfg/weights problem is a one-line
+error with exit status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+from tqdm import tqdm
+
+from yolo.cli.args import ToolParser, fail, fraction, image_side, non_negative_int, positive_int
+from yolo.device import parse_device
+from yolo.errors import CfgError, ConfigError, ImageReadError, WeightsError
+from yolo.inference.detector import Detector
+from yolo.inference.runner import detect_images, detect_video
+from yolo.inference.sources import camera_opens, collect_sources
+from yolo.inference.writer import Writer
+from yolo.progress import use_bars
+from yolo.runs import increment_path
+
+logger = logging.getLogger("yolo.detect")
+
+
+def parse_args(argv=None):
+    p = ToolParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--cfg", type=Path, default=None, help="Darknet .cfg (optional for a .pt carrying its cfg)")
+    p.add_argument("--weights", type=Path, required=True, help="Darknet .weights or our .pt")
+    p.add_argument("--source", required=True, help="image, video, folder, glob or camera index")
+    p.add_argument("--names", type=Path, default=None, help=".names file (one class name a line)")
+    p.add_argument("--img-size", type=image_side, nargs="+", default=None,
+                   help="network input: S or H W (default: 416, or the cfg's size when a [connected] layer fixes it)")
+    p.add_argument("--conf-thres", type=fraction, default=0.25, help="score threshold (objectness x class)")
+    p.add_argument("--iou-thres", type=fraction, default=0.45, help="NMS IoU threshold")
+    p.add_argument("--resize", default=None, choices=["letterbox", "stretch"],
+                   help="pre-processing (default: the cfg's, as Darknet: letter_box=1 in [net] letterboxes, "
+                        "else stretch)")
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 or a GPU index (default: CUDA if present)")
+    p.add_argument("--half", action="store_true", help="fp16 inference (CUDA only)")
+    p.add_argument("--classes", type=non_negative_int, nargs="+", default=None, help="keep only these class indices")
+    p.add_argument("--agnostic-nms", action="store_true", help="class-agnostic NMS")
+    p.add_argument("--nms-kind", default=None, choices=["default", "greedynms", "diounms"],
+                   help="Darknet's NMS variant (default: the cfg's nms_kind of its last [yolo])")
+    p.add_argument("--beta-nms", type=float, default=None, help="DIoU-NMS exponent (default: the cfg's beta_nms)")
+    p.add_argument("--max-det", type=positive_int, default=300, help="most detections per image")
+    p.add_argument("--batch-size", type=positive_int, default=1, help="images per forward pass")
+    p.add_argument("--output", type=Path, default=Path("runs/detect"), help="parent of the run folders")
+    p.add_argument("--name", default="exp", help="run folder name (exp, exp2, ... never overwritten)")
+    p.add_argument("--save-txt", action="store_true", help="save YOLO txt labels")
+    p.add_argument("--save-conf", action="store_true", help="add the score to each txt label line")
+    p.add_argument("--save-json", action="store_true", help="save COCO-format results.json")
+    p.add_argument("--nosave", action="store_true", help="do not save annotated images/videos")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (always off when stderr is not a terminal)")
+    p.add_argument("--verbose", action="store_true")
+    return p.parse_args(argv)
+
+
+def main(args) -> Path:
+    """Run detection as described by ``args``; returns the run folder."""
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(message)s")
+    try:
+        items = collect_sources(args.source)
+    except FileNotFoundError as exc:
+        fail(str(exc))
+    for item in items:
+        if item.kind == "camera" and not camera_opens(item.camera):
+            fail(f"camera {item.camera}: cannot open this camera index")
+    if args.cfg is not None and not args.cfg.is_file():
+        fail(f"{args.cfg}: cfg not found")
+    if not args.weights.is_file():
+        fail(f"{args.weights}: weights not found")
+    try:
+        device = parse_device(args.device)
+    except ConfigError as exc:
+        fail(f"--device: {exc}")
+    if args.img_size is not None and len(args.img_size) > 2:
+        fail(f"--img-size takes one value or two (height width), got {len(args.img_size)}")
+    img_size = None if args.img_size is None else \
+        args.img_size[0] if len(args.img_size) == 1 else tuple(args.img_size[:2])
+    try:
+        detector = Detector(args.cfg, args.weights, names=args.names, device=device, img_size=img_size,
+                            conf_thres=args.conf_thres, iou_thres=args.iou_thres, resize=args.resize,
+                            half=args.half, classes=args.classes, agnostic=args.agnostic_nms, max_det=args.max_det,
+                            nms_kind=args.nms_kind, beta_nms=args.beta_nms)
+    except (CfgError, WeightsError, ValueError, FileNotFoundError) as exc:
+        fail(str(exc).strip().splitlines()[0])
+    if args.half and detector.device.type != "cuda":
+        logger.warning("--half needs CUDA: running in fp32 on %s", detector.device)
+
+    out_dir = increment_path(args.output / args.name)
+    writer = Writer(out_dir, detector.names, not args.nosave, args.save_txt, args.save_conf, args.save_json)
+    t_start = time.perf_counter()
+    images = [it for it in items if it.kind == "image"]
+    streams = [it for it in items if it.kind != "image"]
+    position = {id(it): i + 1 for i, it in enumerate(items)}
+    with tqdm(total=len(items), desc="detect", unit="src", file=sys.stderr,
+              disable=not use_bars(not args.no_progress)) as progress:
+        n_images, n_dets, skipped = detect_images(images, detector, writer, args.batch_size, progress, position,
+                                                  len(items))
+        for item in streams:
+            try:
+                frames_done, dets_done = detect_video(item, detector, writer, progress)
+                n_images += frames_done
+                n_dets += dets_done
+            except ImageReadError as exc:
+                skipped.append(str(exc))
+                progress.write(f"warning: {exc}; skipped", file=sys.stderr)
+            except KeyboardInterrupt:  # a camera runs until interrupted
+                progress.write(f"{item.name}: stopped")
+            progress.update(1)
+    json_path = writer.finish()
+    elapsed = time.perf_counter() - t_start
+    print(f"{n_images} image(s)/frame(s), {n_dets} detection(s) in {elapsed:.2f}s; results in {out_dir}"
+          + (f"; COCO results {json_path}" if json_path else "")
+          + (f"; {len(skipped)} source(s) skipped" if skipped else ""))
+    if skipped and n_images == 0:
+        raise SystemExit(1)  # nothing could be read at all
+    return out_dir
+
+
+def cli(argv=None) -> None:
+    """Console entry point: ``yolo-detect``."""
+    main(parse_args(argv))

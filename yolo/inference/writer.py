@@ -1,0 +1,114 @@
+"""Where detection results go: one run folder with annotated images and videos, YOLO txt labels
+(``labels/<name>.txt``) and COCO results (``results.json``).
+
+Detections are the Detector's dicts: ``boxes`` ``Float[K, 4]`` xyxy original-image pixels, ``scores``
+``Float[K]``, ``labels`` ``Int64[K]`` (and ``box_sigmas`` ``Float[K, 4]`` for ``[Gaussian_yolo]`` heads).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import cv2
+import numpy as np
+import torch
+
+from yolo.boxes import xyxy_to_cxcywh, xyxy_to_xywh
+from yolo.evaluation import coco_category_ids, detections_to_coco_results
+from yolo.visualize import draw_box_uncertainty, draw_detections
+
+__all__ = ["Writer"]
+
+
+class Writer:
+    """Saves annotated frames, YOLO txt labels and COCO results under ``out_dir``.
+
+    Args:
+        out_dir: the run folder (exists). names: class names, one per label index.
+        save_img: annotated images and videos. save_txt: txt labels, ``class cx cy w h`` normalized to 0..1
+            (``cxcywh``), plus the score with ``save_conf``. save_json: ``results.json`` in COCO results
+            format (``bbox`` ``xywh`` pixels) on :meth:`finish`.
+    """
+
+    def __init__(self, out_dir: Path, names: Sequence[str], save_img: bool, save_txt: bool, save_conf: bool,
+                 save_json: bool):
+        self.out_dir, self.names = out_dir, list(names)
+        self.save_img, self.save_txt, self.save_conf, self.save_json = save_img, save_txt, save_conf, save_json
+        self.category_ids = coco_category_ids(self.names)
+        self.json_results: List[dict] = []
+        self.used_names: set = set()
+        self.videos: Dict[str, cv2.VideoWriter] = {}
+        if save_txt:
+            (out_dir / "labels").mkdir(parents=True, exist_ok=True)
+
+    def unique_name(self, name: str) -> str:
+        """``name`` or ``stem_2.ext``, ... when two sources share a file name."""
+        stem, suffix = Path(name).stem, Path(name).suffix
+        candidate, i = name, 1
+        while candidate in self.used_names:
+            i += 1
+            candidate = f"{stem}_{i}{suffix}"
+        self.used_names.add(candidate)
+        return candidate
+
+    def labels(self, stem: str, det: dict, shape_hw: Tuple[int, int]) -> None:
+        """``labels/<stem>.txt``: one ``class cx cy w h [score]`` line per detection (with ``save_txt``)."""
+        if not self.save_txt:
+            return
+        h, w = shape_hw
+        rows = xyxy_to_cxcywh(det["boxes"].double()) / torch.tensor([w, h, w, h], dtype=torch.float64)
+        lines = []
+        for (cx, cy, bw, bh), score, label in zip(rows.tolist(), det["scores"].tolist(), det["labels"].tolist()):
+            row = f"{label} {cx:.6f} {cy:.6f} {bw:.6f} {bh:.6f}"
+            lines.append(row + (f" {score:.5f}" if self.save_conf else ""))
+        (self.out_dir / "labels" / f"{stem}.txt").write_text("".join(line + "\n" for line in lines))
+
+    def json(self, image_id, det: dict) -> None:
+        """Keep the detections of ``image_id`` for ``results.json`` (with ``save_json``)."""
+        if not self.save_json:
+            return
+        xywh = xyxy_to_xywh(det["boxes"].double()).numpy()
+        self.json_results += detections_to_coco_results(image_id, xywh, det["scores"].numpy(),
+                                                        det["labels"].numpy(), self.category_ids)
+
+    def annotate(self, image: np.ndarray, det: dict) -> np.ndarray:
+        """``image`` (BGR ``uint8``) with the boxes, names and scores drawn (and uncertainties, if any)."""
+        out = draw_detections(image, det["boxes"], det["scores"], det["labels"], self.names)
+        if "box_sigmas" in det:  # [Gaussian_yolo]: each box's mean coordinate uncertainty, inside its corner
+            out = draw_box_uncertainty(out, det["boxes"], det["labels"], det["box_sigmas"])
+        return out
+
+    def image(self, name: str, image: np.ndarray, det: dict) -> None:
+        """Save ``image`` annotated as ``name`` (as ``.jpg`` when OpenCV cannot write its suffix)."""
+        if not self.save_img:
+            return
+        out_path, annotated = self.out_dir / name, self.annotate(image, det)
+        if not cv2.imwrite(str(out_path), annotated):
+            cv2.imwrite(str(out_path.with_suffix(".jpg")), annotated)
+
+    def video_frame(self, name: str, frame: np.ndarray, det: dict, fps: float) -> None:
+        """Append ``frame`` annotated to the video ``name`` (``mp4v``), opened on its first frame."""
+        if not self.save_img:
+            return
+        if name not in self.videos:
+            h, w = frame.shape[:2]
+            self.videos[name] = cv2.VideoWriter(str(self.out_dir / name), cv2.VideoWriter_fourcc(*"mp4v"), fps,
+                                                (w, h))
+        self.videos[name].write(self.annotate(frame, det))
+
+    def close_video(self, name: str) -> None:
+        """Finish the video ``name`` (nothing when it has no frame)."""
+        video = self.videos.pop(name, None)
+        if video is not None:
+            video.release()
+
+    def finish(self) -> Optional[Path]:
+        """Close the videos and write ``results.json`` (with ``save_json``); returns its path."""
+        for name in list(self.videos):
+            self.close_video(name)
+        if not self.save_json:
+            return None
+        path = self.out_dir / "results.json"
+        path.write_text(json.dumps(self.json_results))
+        return path
