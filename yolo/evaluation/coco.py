@@ -122,5 +122,7 @@ def detections_to_coco_results(
 
     ``boxes_xywh`` ``[D, 4]`` are COCO corner ``xywh`` (see :func:`xyxy_to_coco_xywh`), ``labels``
     contiguous ``0..C-1``, mapped through ``category_ids``."""
-    return [{"image_id": image_id, "category_id": int(category_ids[int(c)]), "bbox": [float(v) for v in box],
-             "score": float(s)} for box, s, c in zip(boxes_xywh, scores, labels)]
+    categories = np.asarray(category_ids, dtype=np.int64)[as_numpy(labels, np.int64).reshape(-1)].tolist()
+    boxes = as_numpy(boxes_xywh, np.float64).reshape(-1, 4).tolist()  # tolist: Python floats, fast
+    return [{"image_id": image_id, "category_id": c, "bbox": box, "score": s}
+            for box, s, c in zip(boxes, as_numpy(scores, np.float64).reshape(-1).tolist(), categories)]

@@ -1,19 +1,23 @@
-"""``FastCOCOeval``: pycocotools' ``COCOeval`` with its per-image matching done by numpy.
+"""``FastCOCOeval``: pycocotools' ``COCOeval`` with its per-image evaluation done on numpy arrays.
 
-COCOeval spends almost all its time in ``evaluateImg``, three nested Python loops (IoU thresholds x
-detections x ground truths) for every image, category and area range. This subclass overrides only
-that method: the same greedy matching, vectorized over the IoU thresholds, producing the same
-``evalImgs`` records (``dtMatches``, ``gtMatches``, ``dtIgnore``, ``gtIgnore``, ...). ``computeIoU``,
-``accumulate`` and ``summarize`` are pycocotools' own, so the numbers are COCOeval's
-(tests/test_evaluation.py compares both on noisy and on real detections).
-
-The idea is detectron2's ``COCOeval_opt`` (a C++ ``evaluateImg``), in numpy.
+``COCOeval.evaluate()`` spends its time in Python: annotation dicts regrouped per image and category
+(``_prepare``), then ``evaluateImg``'s three nested loops (IoU thresholds x detections x ground
+truths) for every image, category and area range. This subclass replaces ``evaluate()`` only: the
+annotations become arrays grouped by (image, category) once, the IoUs are pycocotools' own
+(``mask.iou``) and the same greedy matching runs vectorized over the IoU thresholds, giving the same
+``evalImgs`` records (``dtMatches``, ``gtMatches``, ``dtIgnore``, ``gtIgnore``, ``dtScores``, ...).
+``accumulate()`` and ``summarize()`` are pycocotools' own, so the numbers are COCOeval's, bit for bit
+(tests/test_evaluation.py compares the records and arrays of both, crowd regions and area ranges
+included). The idea is detectron2's ``COCOeval_opt`` (a C++ ``evaluate``), in numpy.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence
+import copy
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+from pycocotools import mask as coco_mask
+from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 
 __all__ = ["FastCOCOeval", "greedy_match"]
@@ -46,73 +50,113 @@ def greedy_match(ious: np.ndarray, gt_ignore: np.ndarray, gt_crowd: np.ndarray, 
     if num_d == 0 or num_g == 0:
         return match
     num_regular = int(np.count_nonzero(~gt_ignore))
+    groups = [(lo, hi) for lo, hi in ((num_regular, num_g), (0, num_regular)) if hi > lo]  # regular last: it wins
     taken = np.zeros((num_t, num_g), dtype=bool)
     rows = np.arange(num_t)
     # A detection below the lowest threshold with every ground truth never matches: skip it.
     for d in np.flatnonzero(ious.max(axis=1) >= limits.min()):
         free_iou = np.where(taken & ~gt_crowd, -1.0, ious[d][None, :])  # [T, G]
         best = np.full(num_t, -1, dtype=np.int64)
-        for start, stop in ((num_regular, num_g), (0, num_regular)):  # the regular group, when it qualifies, wins
-            if stop > start:
-                col = start + _last_argmax(free_iou[:, start:stop])
-                ok = free_iou[rows, col] >= limits
-                best[ok] = col[ok]
+        for lo, hi in groups:
+            col = lo + _last_argmax(free_iou[:, lo:hi])
+            ok = free_iou[rows, col] >= limits
+            best[ok] = col[ok]
         hit = best >= 0
         match[hit, d] = best[hit]
         taken[rows[hit], best[hit]] = True
     return match
 
 
-class FastCOCOeval(COCOeval):
-    """``COCOeval`` whose ``evaluateImg`` is vectorized over IoU thresholds (see the module docstring).
+class _Annotations:
+    """One COCO object's annotations on the evaluated images and categories, as arrays grouped by
+    (image, category) in the order ``COCOeval._prepare`` keeps them (file order within a group)."""
 
-    Use it exactly like ``COCOeval`` (``evaluate()``, ``accumulate()``, ``summarize()``); only bbox
-    evaluation with ``params.useCats`` is supported.
+    def __init__(self, coco: COCO, image_ids: Sequence[int], category_ids: Sequence[int]):
+        wanted_images, wanted_cats = set(image_ids), set(category_ids)
+        anns = [a for a in coco.dataset.get("annotations", [])
+                if a["image_id"] in wanted_images and a["category_id"] in wanted_cats]
+        keys = [(a["image_id"], a["category_id"]) for a in anns]
+        order = sorted(range(len(anns)), key=keys.__getitem__)  # stable: file order within a group
+        anns = [anns[i] for i in order]
+        self.boxes = np.array([a["bbox"] for a in anns], dtype=np.float64).reshape(-1, 4)
+        self.areas = np.array([a["area"] for a in anns], dtype=np.float64)
+        self.ids = np.array([a["id"] for a in anns], dtype=np.int64)
+        self.scores = np.array([a.get("score", 0.0) for a in anns], dtype=np.float64)
+        self.crowd = np.array([bool(a.get("iscrowd", 0)) for a in anns], dtype=bool)  # _prepare: ignore = iscrowd
+        self.groups: Dict[Tuple[Any, int], slice] = {}
+        start = 0
+        for n in range(1, len(anns) + 1):
+            if n == len(anns) or keys[order[n]] != keys[order[start]]:
+                self.groups[keys[order[start]]] = slice(start, n)
+                start = n
+
+    def group(self, image_id: Any, category_id: int) -> slice:
+        return self.groups.get((image_id, category_id), slice(0, 0))
+
+
+class FastCOCOeval(COCOeval):
+    """``COCOeval`` whose ``evaluate()`` works on arrays (see the module docstring).
+
+    Use it as ``COCOeval``: ``evaluate()``, ``accumulate()``, ``summarize()``. Only bbox evaluation
+    per category (``params.useCats``) is supported; ``self.ious`` is left empty (``accumulate`` does
+    not read it), and the stock ``computeIoU``/``evaluateImg`` are not prepared for.
     """
 
-    def evaluateImg(self, imgId: Any, catId: int, aRng: Sequence[float], maxDet: int) -> Optional[Dict[str, Any]]:
+    def evaluate(self) -> None:
         p = self.params
-        if not p.useCats:
-            raise NotImplementedError("FastCOCOeval evaluates per category (params.useCats = 1)")
-        gt = self._gts[imgId, catId]
-        dt = self._dts[imgId, catId]
-        if len(gt) == 0 and len(dt) == 0:
-            return None
-        gt_area = np.array([g["area"] for g in gt], dtype=np.float64)
-        gt_ignore = np.array([bool(g["ignore"]) for g in gt], dtype=bool) | (gt_area < aRng[0]) | (gt_area > aRng[1])
-        gt_order = np.argsort(gt_ignore, kind="mergesort")  # ignored ground truth last, as COCOeval sorts
-        dt_order = np.argsort([-d["score"] for d in dt], kind="mergesort")[:maxDet]
-        gt = [gt[i] for i in gt_order]
-        dt = [dt[i] for i in dt_order]
-        gt_ignore = gt_ignore[gt_order]
-        gt_crowd = np.array([bool(g["iscrowd"]) for g in gt], dtype=bool)
-        ious = self.ious[imgId, catId]
-        # computeIoU sorted the detections by score and kept maxDets[-1] of them: the rows are dt's order.
-        ious = np.asarray(ious, dtype=np.float64)[:, gt_order] if len(ious) else np.zeros((len(dt), len(gt)))
+        if p.iouType != "bbox" or not p.useCats:
+            raise NotImplementedError("FastCOCOeval evaluates bbox results per category")
+        p.imgIds = list(np.unique(p.imgIds))
+        p.catIds = list(np.unique(p.catIds))
+        p.maxDets = sorted(p.maxDets)
+        gt = _Annotations(self.cocoGt, p.imgIds, p.catIds)
+        dt = _Annotations(self.cocoDt, p.imgIds, p.catIds)
+        self.ious = {}
+        self.evalImgs = []
+        for cat_id in p.catIds:
+            pairs = [(gt.group(i, cat_id), dt.group(i, cat_id)) for i in p.imgIds]
+            for area in p.areaRng:
+                self.evalImgs.extend(self._evaluate_image(gt, dt, g, d, image_id, cat_id, area, p.maxDets[-1])
+                                     for image_id, (g, d) in zip(p.imgIds, pairs))
+        self._paramsEval = copy.deepcopy(self.params)
 
-        num_t = len(p.iouThrs)
-        gt_ids = np.array([g["id"] for g in gt], dtype=np.float64)
-        dt_ids = np.array([d["id"] for d in dt], dtype=np.float64)
-        match = greedy_match(ious[:len(dt)], gt_ignore, gt_crowd, p.iouThrs)  # [T, D]
+    def _evaluate_image(self, gt: _Annotations, dt: _Annotations, g: slice, d: slice, image_id: Any, cat_id: int,
+                        area_range: Sequence[float], max_det: int) -> Optional[Dict[str, Any]]:
+        """``evaluateImg``'s record for one image, category and area range."""
+        if g.start == g.stop and d.start == d.stop:
+            return None
+        ignore = gt.crowd[g] | (gt.areas[g] < area_range[0]) | (gt.areas[g] > area_range[1])
+        order = np.argsort(ignore, kind="mergesort")  # ignored ground truth last
+        gt_order, gt_ignore = g.start + order, ignore[order]
+        gt_crowd = gt.crowd[gt_order]
+        dt_order = d.start + np.argsort(-dt.scores[d], kind="mergesort")[:max_det]  # best score first
+        num_t = len(self.params.iouThrs)
+        if len(gt_order) and len(dt_order):
+            ious = np.asarray(coco_mask.iou(dt.boxes[dt_order], gt.boxes[gt_order], gt_crowd.astype(np.uint8)),
+                              dtype=np.float64)
+            match = greedy_match(ious, gt_ignore, gt_crowd, self.params.iouThrs)  # [T, D]
+        else:  # the common case at a low confidence threshold: detections of a class absent from the image
+            match = np.full((num_t, len(dt_order)), -1, dtype=np.int64)
         hit = match >= 0
-        dtm = np.where(hit, gt_ids[np.maximum(match, 0)] if len(gt) else 0.0, 0.0)
-        gtm = np.zeros((num_t, len(gt)))
+        safe = np.maximum(match, 0)
+        gt_ids, dt_ids = gt.ids[gt_order], dt.ids[dt_order]
+        dtm = np.where(hit, gt_ids[safe] if len(gt_ids) else 0, 0).astype(np.float64)
+        gtm = np.zeros((num_t, len(gt_order)))
         t_idx, d_idx = np.nonzero(hit)
         gtm[t_idx, match[t_idx, d_idx]] = dt_ids[d_idx]  # a crowd region keeps its last detection, as in COCOeval
-        dt_ignore = hit & (gt_ignore[np.maximum(match, 0)] if len(gt) else False)
-        dt_area = np.array([d["area"] for d in dt], dtype=np.float64)
-        outside = ((dt_area < aRng[0]) | (dt_area > aRng[1]))[None, :]
-        dt_ignore = dt_ignore | (~hit & outside)
+        dt_area = dt.areas[dt_order]
+        outside = ((dt_area < area_range[0]) | (dt_area > area_range[1]))[None, :]
+        dt_ignore = (hit & (gt_ignore[safe] if len(gt_ids) else False)) | (~hit & outside)
         return {
-            "image_id": imgId,
-            "category_id": catId,
-            "aRng": aRng,
-            "maxDet": maxDet,
-            "dtIds": [d["id"] for d in dt],
-            "gtIds": [g["id"] for g in gt],
+            "image_id": image_id,
+            "category_id": cat_id,
+            "aRng": area_range,
+            "maxDet": max_det,
+            "dtIds": dt_ids.tolist(),
+            "gtIds": gt_ids.tolist(),
             "dtMatches": dtm,
             "gtMatches": gtm,
-            "dtScores": [d["score"] for d in dt],
+            "dtScores": dt.scores[dt_order].tolist(),
             "gtIgnore": gt_ignore.astype(np.int64),
             "dtIgnore": dt_ignore,
         }

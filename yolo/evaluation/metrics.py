@@ -118,11 +118,13 @@ def per_class_ap(coco_eval: COCOeval, category_ids: Sequence[int]) -> Dict[str, 
     a, m = _area_all(coco_eval)
     k = _category_index(coco_eval, category_ids)
     precision = coco_eval.eval["precision"][:, :, :, a, m]  # [T, R, K]
-    precision = np.where(k >= 0, precision[:, :, np.maximum(k, 0)], -1.0)  # [T, R, C]
     defined = (precision > -1).all(axis=(0, 1))
-    return {"ap": np.where(defined, precision.mean(axis=(0, 1)), -1.0),
-            "ap50": np.where(defined, precision[0].mean(axis=0), -1.0),
-            "pr_curves": precision[0]}
+    ap = np.where(defined, precision.mean(axis=(0, 1)), -1.0)  # [K]; means taken before reordering, as summarize
+    ap50 = np.where(defined, precision[0].mean(axis=0), -1.0)
+    known = k >= 0
+    return {"ap": np.where(known, ap[np.maximum(k, 0)], -1.0),
+            "ap50": np.where(known, ap50[np.maximum(k, 0)], -1.0),
+            "pr_curves": np.where(known, precision[0][:, np.maximum(k, 0)], -1.0)}
 
 
 def _ranked_true_positives(coco_eval: COCOeval, k: int) -> Tuple[np.ndarray, np.ndarray, int]:
