@@ -13,7 +13,7 @@ included). The idea is detectron2's ``COCOeval_opt`` (a C++ ``evaluate``), in nu
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 from pycocotools import mask as coco_mask
