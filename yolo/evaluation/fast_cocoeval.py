@@ -49,12 +49,23 @@ def greedy_match(ious: np.ndarray, gt_ignore: np.ndarray, gt_crowd: np.ndarray, 
     match = np.full((num_t, num_d), -1, dtype=np.int64)
     if num_d == 0 or num_g == 0:
         return match
+    if num_g == 1:  # the common case, without a loop: the first detection reaching a threshold takes the box
+        reach = ious[None, :, 0] >= limits[:, None]  # [T, D]
+        if gt_crowd[0]:  # a crowd region takes every detection that reaches it
+            match[reach] = 0
+        else:
+            first = reach.argmax(axis=1)
+            hit = reach[np.arange(num_t), first]
+            match[hit, first[hit]] = 0
+        return match
     num_regular = int(np.count_nonzero(~gt_ignore))
     groups = [(lo, hi) for lo, hi in ((num_regular, num_g), (0, num_regular)) if hi > lo]  # regular last: it wins
     taken = np.zeros((num_t, num_g), dtype=bool)
     rows = np.arange(num_t)
     # A detection below the lowest threshold with every ground truth never matches: skip it.
     for d in np.flatnonzero(ious.max(axis=1) >= limits.min()):
+        if taken.all() and not gt_crowd.any():  # every box is taken at every threshold: the rest are misses
+            break
         free_iou = np.where(taken & ~gt_crowd, -1.0, ious[d][None, :])  # [T, G]
         best = np.full(num_t, -1, dtype=np.int64)
         for lo, hi in groups:
