@@ -10,7 +10,6 @@ By default the comparison runs on the first 32 coco128 images to keep the suite 
 ``YOLO_EVAL_FULL=1`` for all 128. Run with ``-s`` to see the figures.
 """
 import contextlib
-import importlib.util
 import io
 import json
 import os
@@ -31,9 +30,8 @@ PARITY_IMAGES = None if os.environ.get("YOLO_EVAL_FULL") == "1" else 32  # None:
 
 
 def load_tool():
-    spec = importlib.util.spec_from_file_location("eval_tool", ROOT / "tools" / "eval.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    from yolo.cli import eval as module
+
     return module
 
 

@@ -391,3 +391,58 @@ def test_evaluate_model_maps_boxes_back_through_the_letterbox():
     assert set(metrics["speed_ms"]) == {"preprocess", "inference", "nms"}
     res = {(r["image_id"], r["category_id"]): r["bbox"] for r in evaluator.results_json()}
     np.testing.assert_allclose(res[(12, 2)], [10, 10, 90, 290], atol=1e-3)
+
+
+# ----------------------------------------------------------------------------- FastCOCOeval == COCOeval
+@pytest.mark.parametrize("seed", [0, 1])
+def test_fast_cocoeval_equals_cocoeval_with_crowds_and_area_ranges(seed):
+    # Every area range and maxDets setting, crowd regions, ties in score and IoU: the subclass's
+    # per-image records and accumulated arrays must be COCOeval's, bit for bit.
+    import contextlib
+    import io
+
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    from yolo.evaluation import FastCOCOeval
+
+    names, gts, dets = noisy_dataset(seed, num_images=40, num_classes=4)
+    data = ground_truth_to_coco(gts, names)
+    rng = np.random.default_rng(seed)
+    for ann in data["annotations"]:
+        ann["iscrowd"] = int(rng.random() < 0.15)
+    results = []
+    for gt, det in zip(gts, dets):
+        boxes = det["boxes"].double().numpy()
+        scores = np.round(det["scores"].double().numpy(), 1)  # ties in score
+        for (x1, y1, x2, y2), s, c in zip(boxes, scores, det["labels"].tolist()):
+            results.append({"image_id": gt["image_id"], "category_id": c + 1, "bbox": [x1, y1, x2 - x1, y2 - y1],
+                            "score": float(s)})
+        for ann in data["annotations"]:  # exact copies: ties in IoU
+            if ann["image_id"] == gt["image_id"] and rng.random() < 0.3:
+                results.append({"image_id": gt["image_id"], "category_id": ann["category_id"],
+                                "bbox": list(ann["bbox"]), "score": 0.5})
+    evaluated = []
+    with contextlib.redirect_stdout(io.StringIO()):
+        coco_gt = COCO()
+        coco_gt.dataset = data
+        coco_gt.createIndex()
+        for cls in (COCOeval, FastCOCOeval):
+            e = cls(coco_gt, coco_gt.loadRes([dict(r) for r in results]), "bbox")
+            e.evaluate()
+            e.accumulate()
+            e.summarize()
+            evaluated.append(e)
+    ref, fast = evaluated
+    assert len(ref.evalImgs) == len(fast.evalImgs)
+    for a, b in zip(ref.evalImgs, fast.evalImgs):
+        assert (a is None) == (b is None)
+        if a is not None:
+            for key in ("dtIds", "gtIds", "dtScores"):
+                assert list(a[key]) == list(b[key]), key
+            for key in ("dtMatches", "gtMatches", "gtIgnore", "dtIgnore"):
+                np.testing.assert_array_equal(np.asarray(a[key], float), np.asarray(b[key], float), err_msg=key)
+    for key in ("precision", "recall", "scores"):
+        np.testing.assert_array_equal(ref.eval[key], fast.eval[key])
+    np.testing.assert_array_equal(ref.stats, fast.stats)
+    assert 0.05 < ref.stats[1] < 0.95

@@ -4,7 +4,6 @@ an explicit mode (``resize=`` / ``--resize``) overrides the cfg."""
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import json
 from pathlib import Path
@@ -44,9 +43,8 @@ def test_detector_follows_the_cfg(cfgs, assets):
 
 
 def _eval_tool():
-    spec = importlib.util.spec_from_file_location("eval_tool", REPO / "tools" / "eval.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    from yolo.cli import eval as tool
+
     return tool
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from yolo.data.transforms import letterbox_sample
+from yolo.data.transforms import resize_sample
 from yolo.inference.preprocess import LETTERBOX_FILL, LETTERBOX_FILL_UINT8, letterbox, letterbox_params, preprocess
 
 SHAPES = [((48, 96), (64, 64)), ((96, 40), (64, 96)), ((30, 30), (64, 32)), ((64, 64), (64, 64))]
@@ -60,7 +60,7 @@ def test_border_against_numpy_written_independently(image_hw, net_hw):
 def test_data_pipeline_letterboxes_like_the_detector():
     rng = np.random.default_rng(0)
     image = rng.integers(0, 256, (45, 80, 3), dtype=np.uint8)
-    out, boxes, info = letterbox_sample(image, np.zeros((0, 4), np.float32), (64, 64))
+    out, boxes, info = resize_sample(image, np.zeros((0, 4), np.float32), (64, 64))
     expected, expected_info = letterbox(image, (64, 64))
     assert np.array_equal(out, expected) and info == expected_info
     assert info.pad_y == 14 and (out[:14] == LETTERBOX_FILL_UINT8).all() and (out[50:] == LETTERBOX_FILL_UINT8).all()

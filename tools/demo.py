@@ -55,7 +55,7 @@ def heldout_images(count: int) -> Path:
 
 def main(args: argparse.Namespace) -> int:
     from tools import detect as detect_tool
-    from tools import eval as eval_tool
+    from yolo.cli import eval as eval_tool
     from tools import train as train_tool
 
     os.chdir(REPO)  # runs/ and datasets/ land in the repository, as with the tools themselves

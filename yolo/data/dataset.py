@@ -38,7 +38,7 @@ from yolo.data.cache import LabelCache
 from yolo.data.config import DataConfig, is_coco_json
 from yolo.errors import DataError, ImageReadError
 from yolo.files.images import DATASET_IMAGE_SUFFIXES, image_size, load_image
-from yolo.data.transforms import NO_AUGMENT, augment_config, item_rng, letterbox_sample, matrix_to_letterbox, train_transform
+from yolo.data.transforms import NO_AUGMENT, augment_config, item_rng, matrix_to_letterbox, resize_sample, train_transform
 from yolo.data.validation import Problem, ValidationReport, read_label_file
 
 logger = logging.getLogger(__name__)
@@ -83,15 +83,18 @@ class DetectionDataset(Dataset):
         names: class names.
         img_size: network input ``(h, w)`` (or one int); multiples of the model stride.
         augment: training augmentation (:func:`yolo.data.transforms.train_transform`) when True,
-            plain letterbox otherwise.
+            the deterministic :attr:`resize` otherwise.
         hyp: augmentation hyperparameters (:func:`yolo.data.transforms.augment_config`).
         seed: base seed; item ``i`` of epoch ``e`` is augmented with ``item_rng(seed, e, i)``.
         report: the validation report of the source.
 
     ``category_ids`` is ``None`` here; COCO JSON datasets set it to the COCO id of each label.
+    ``resize`` is the input made without augmentation: ``"letterbox"`` (Darknet's ``letterbox_image``)
+    or ``"stretch"`` (Darknet's ``resize_image``), as Darknet's ``detector map`` picks it from the cfg.
     """
 
     category_ids: Optional[List[int]] = None
+    resize: str = "letterbox"
 
     def __init__(self, records: List[ImageRecord], names: Sequence[str], img_size: SizeLike = 416,
                  augment: bool = False, hyp: Optional[Dict[str, Any]] = None, seed: int = 0,
@@ -141,7 +144,7 @@ class DetectionDataset(Dataset):
             letterbox = matrix_to_letterbox(matrix) if matrix is not None else None
         else:
             image, boxes, labels = self.load_sample(index)
-            image, boxes, letterbox = letterbox_sample(image, boxes, size_hw, self.hyp["fill"])
+            image, boxes, letterbox = resize_sample(image, boxes, size_hw, self.hyp["fill"], self.resize)
             matrix = np.array([[letterbox.scale_x, 0, letterbox.pad_x],
                                [0, letterbox.scale_y, letterbox.pad_y], [0, 0, 1]], np.float64)
         targets = torch.zeros((len(labels), 6), dtype=torch.float32)

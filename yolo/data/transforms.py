@@ -51,7 +51,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 import cv2
 import numpy as np
 
-from yolo.inference.preprocess import LETTERBOX_FILL_UINT8, LetterboxInfo, letterbox, letterbox_params
+from yolo.inference.preprocess import LETTERBOX_FILL_UINT8, LetterboxInfo, letterbox, letterbox_params, stretch
 from yolo.data.darknet_augment import darknet_item
 
 Sample = Tuple[np.ndarray, np.ndarray, np.ndarray]  # image HxWx3 uint8, boxes Float32[N,4] xyxy, labels Int64[N]
@@ -317,10 +317,17 @@ def hflip(image: np.ndarray, boxes: np.ndarray) -> Tuple[np.ndarray, np.ndarray]
     return np.ascontiguousarray(image[:, ::-1]), flipped
 
 
-def letterbox_sample(image: np.ndarray, boxes: np.ndarray, out_hw: Tuple[int, int],
-                     fill: float = LETTERBOX_FILL_UINT8) -> Tuple[np.ndarray, np.ndarray, LetterboxInfo]:
-    """Deterministic resize for evaluation: :func:`yolo.inference.preprocess.letterbox`, boxes mapped along."""
-    out, info = letterbox(image, out_hw, fill=int(round(fill)))
+def resize_sample(image: np.ndarray, boxes: np.ndarray, out_hw: Tuple[int, int], fill: float = LETTERBOX_FILL_UINT8,
+                  mode: str = "letterbox") -> Tuple[np.ndarray, np.ndarray, LetterboxInfo]:
+    """Deterministic resize for evaluation, boxes (xyxy pixels) mapped along: ``mode`` ``"letterbox"``
+    (:func:`yolo.inference.preprocess.letterbox`, Darknet's ``letterbox_image``, borders ``fill``) or ``"stretch"``
+    (:func:`yolo.inference.preprocess.stretch`, Darknet's ``resize_image``)."""
+    if mode == "letterbox":
+        out, info = letterbox(image, out_hw, fill=int(round(fill)))
+    elif mode == "stretch":
+        out, info = stretch(image, out_hw)
+    else:
+        raise ValueError(f"unknown resize mode {mode!r}: use 'letterbox' or 'stretch'")
     scale = np.array([info.scale_x, info.scale_y, info.scale_x, info.scale_y], np.float32)
     pad = np.array([info.pad_x, info.pad_y, info.pad_x, info.pad_y], np.float32)
     return out, (boxes * scale + pad).astype(np.float32), info

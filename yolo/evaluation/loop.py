@@ -1,0 +1,124 @@
+"""``evaluate_model``: a detector over a data loader into an :class:`~yolo.evaluation.Evaluator`.
+
+The one evaluation loop, shared by ``yolo-eval`` (:mod:`yolo.cli.eval`) and the trainer, in the manner
+of detectron2's ``inference_on_dataset``: reset the evaluator, feed it every batch, return its metrics.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, Iterable, Mapping, Union
+
+import torch
+from tqdm import tqdm
+
+from yolo.evaluation.evaluator import Evaluator
+from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer, postprocess_gaussian
+from yolo.inference.postprocess import nms_settings, postprocess, scale_boxes_to_original
+
+__all__ = ["evaluate_model"]
+
+
+def _info_get(info: Any, *keys: str, default: Any = None) -> Any:
+    """Read a field from a per-image info record (a dict or an object with attributes)."""
+    for key in keys:
+        if isinstance(info, Mapping):
+            if key in info:
+                return info[key]
+        elif hasattr(info, key):
+            return getattr(info, key)
+    return default
+
+
+def _sync(device: torch.device) -> None:
+    """Wait for the device, so that the wall-clock timings measure finished work."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def evaluate_model(
+    model: torch.nn.Module,
+    loader: Iterable,
+    evaluator: Evaluator,
+    conf_thres: float = 0.001,
+    iou_thres: float = 0.6,
+    device: Union[str, torch.device, None] = None,
+    max_det: int = 300,
+    multi_label: bool = True,
+    amp: bool = False,
+    progress: bool = True,
+    desc: str = "evaluating",
+) -> Dict[str, Any]:
+    """Run ``model`` over ``loader``, feed ``evaluator`` and return its metrics plus ``speed_ms``.
+
+    Args:
+        model: a detector whose eval-mode forward maps ``Float[B, 3, H, W]`` (RGB 0..1) to
+            ``Float[B, N, 5 + C]`` (cx, cy, w, h input pixels, objectness, class probabilities).
+            Its train/eval mode is restored afterwards.
+        loader: yields ``(images, targets, infos)``: images ``uint8`` or float ``[B, 3, H, W]``;
+            ``infos[i]`` (dict or object) gives ``image_id``, the original ``shape`` ``(h, w)`` and the
+            ``letterbox`` :class:`yolo.inference.preprocess.LetterboxInfo` placement.
+        evaluator: reset here, then fed every batch (boxes xyxy original-image pixels).
+        conf_thres, iou_thres, max_det, multi_label: passed to :func:`yolo.inference.postprocess.postprocess`.
+        amp: autocast the forward pass (CUDA only).
+
+    Returns:
+        :meth:`Evaluator.evaluate`'s dict plus ``speed_ms`` = ``{"preprocess", "inference", "nms"}``
+        milliseconds per image (pre-processing is the wait for the loader plus the copy to the device).
+    """
+    # Darknet's own NMS variant for the cfg (its last [yolo]'s nms_kind / beta_nms).
+    nms_kind, beta_nms = nms_settings(getattr(getattr(model, "module", model), "sections", ()))
+    # [Gaussian_yolo] rows end with four uncertainties, which Darknet's score for them uses.
+    heads = getattr(getattr(model, "module", model), "yolo_layers", ())
+    select = postprocess_gaussian if any(isinstance(h, GaussianYOLOLayer) for h in heads) else postprocess
+    if device is None:
+        device = next(model.parameters()).device
+    device = torch.device(device)
+    was_training = model.training
+    model.eval()
+    evaluator.reset()
+    times = {"preprocess": 0.0, "inference": 0.0, "nms": 0.0}
+    num_images = 0
+    bar = tqdm(loader, desc=desc, disable=not progress, leave=False)
+    it = iter(bar)
+    try:
+        with torch.inference_mode():
+            while True:
+                t0 = time.perf_counter()
+                try:
+                    images, _targets, infos = next(it)
+                except StopIteration:
+                    break
+                images = images.to(device, non_blocking=True)
+                images = images.float() / 255.0 if images.dtype == torch.uint8 else images.float()
+                _sync(device)
+                t1 = time.perf_counter()
+                with torch.autocast(device_type=device.type, enabled=amp and device.type == "cuda"):
+                    preds = model(images)
+                if isinstance(preds, (list, tuple)):
+                    raise TypeError("the model returned raw head maps: is it an eval-mode Darknet detector?")
+                _sync(device)
+                t2 = time.perf_counter()
+                dets = select(preds.float(), conf_thres, iou_thres, multi_label=multi_label, max_det=max_det,
+                              nms_kind=nms_kind, beta_nms=beta_nms)
+                image_ids, out = [], []
+                for det, info in zip(dets, infos):
+                    shape = _info_get(info, "shape", "original_shape", "orig_shape")
+                    placement = _info_get(info, "letterbox", "letterbox_info", "lb")
+                    if shape is None or placement is None:
+                        raise ValueError("each batch info needs the original 'orig_shape' and the 'letterbox' "
+                                         "placement: evaluate on a dataset built with augment=False")
+                    image_ids.append(_info_get(info, "image_id", "id"))
+                    boxes = scale_boxes_to_original(det["boxes"].float(), placement, tuple(shape))
+                    out.append({"boxes": boxes.cpu(), "scores": det["scores"].cpu(), "labels": det["labels"].cpu()})
+                evaluator.process(image_ids, out)
+                t3 = time.perf_counter()
+                times["preprocess"] += t1 - t0
+                times["inference"] += t2 - t1
+                times["nms"] += t3 - t2
+                num_images += len(image_ids)
+    finally:
+        bar.close()
+        model.train(was_training)
+    metrics = evaluator.evaluate()
+    metrics["speed_ms"] = {k: 1000.0 * v / max(num_images, 1) for k, v in times.items()}
+    return metrics
