@@ -15,9 +15,10 @@ updates over the training images at a constant learning rate (Darknet's ``max_ba
 Darknet is built for the CPU, whose training code differs from the CUDA path that Darknet users train with
 (and that our Darknet-exact mode follows): it drops gradients at [route] branches, sums [route]/[upsample]
 deltas over the whole run, never trains the BatchNorm shifts, and moves BatchNorm statistics by 0.1.
-``--darknet-training cuda`` (default) builds it with the five source patches of
+``--darknet-training cuda`` (default) builds it with the source patches of
 ``tests/darknet_ref.CUDA_TRAINING`` that make the CPU code train as the CUDA code does;
 ``--darknet-training cpu`` runs the CPU build as it is.
+
 Prints one table (mAP@0.5, mAP@0.5:0.95 on the held-out images, training images/s) and writes it to
 ``OUT/comparison.json``. Every run is logged to ``OUT/<name>.log``.
 """
@@ -148,8 +149,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         cmd = [str(darknet), "detector", "train", str(out / "darknet.data"), str(cfg)]
         cmd += [args.weights] if args.weights else []
         seconds = run_logged(cmd + ["-dont_show", "-clear"], out / "darknet_train.log", cwd=out, env=env)
-        rows[f"Darknet ({args.darknet_training})"] = {**evaluate(cfg, backup / "train_final.weights", out / "val.yaml", args, out / "darknet_eval.log"),
-                           "images_per_s": seen / seconds}
+        label = f"Darknet ({args.darknet_training})"
+        rows[label] = {**evaluate(cfg, backup / "train_final.weights", out / "val.yaml", args, out / "darknet_eval.log"),
+                       "images_per_s": seen / seconds}
 
     exact = {"ema": False, "head_prior": False}
     improved = yaml.safe_load(Path(args.improved_hyp).read_text()) if args.improved_hyp else {"ema": True,
