@@ -11,6 +11,14 @@ Runs, in order: Darknet (built from ../shared/darknet, or ``--darknet`` to a bui
 Darknet-exact settings (no EMA, no prior head bias), and our trainer with our own improvements
 (``--improved-hyp``, default EMA and the prior head bias), each for ``--epochs`` passes of ``--batch``-image
 updates over the training images at a constant learning rate (Darknet's ``max_batches`` is set to match).
+
+Darknet is built for the CPU, whose training code differs from the CUDA path that Darknet users train with
+(and that our Darknet-exact mode follows): it drops gradients at [route] branches, sums [route]/[upsample]
+deltas over the whole run, never trains the BatchNorm shifts, and moves BatchNorm statistics by 0.1.
+``--darknet-training cuda`` (default) builds it with the source patches of
+``tests/darknet_ref.CUDA_TRAINING`` that make the CPU code train as the CUDA code does;
+``--darknet-training cpu`` runs the CPU build as it is.
+
 Prints one table (mAP@0.5, mAP@0.5:0.95 on the held-out images, training images/s) and writes it to
 ``OUT/comparison.json``. Every run is logged to ``OUT/<name>.log``.
 """
@@ -52,6 +60,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--improved-hyp", default=None,
                    help="hyperparameter YAML for the 'ours, improved' run (default: EMA and the prior head bias)")
     p.add_argument("--darknet", default=None, help="a built Darknet CLI (default: build ../shared/darknet)")
+    p.add_argument("--darknet-training", choices=["cuda", "cpu"], default="cuda",
+                   help="build Darknet to train as its CUDA path does (default) or as its CPU code does")
+    p.add_argument("--seed", type=int, default=0, help="our runs' seed (Darknet seeds itself from the clock)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--skip", nargs="*", default=[], choices=["darknet", "exact", "improved"], help="runs to skip")
     p.add_argument("--out", default="runs/compare", help="output folder (reused: each run is redone)")
@@ -77,12 +88,13 @@ def training_cfg(cfg: str, args: argparse.Namespace, updates: int) -> str:
     return sections_to_text(sections)
 
 
-def build_darknet() -> Path:
-    """The Darknet CLI from ../shared/darknet, built once by the test harness' cached build."""
+def build_darknet(training: str) -> Path:
+    """The Darknet CLI from ../shared/darknet, built once by the test harness' cached build; ``training``
+    "cuda": with the patches that make its CPU training code do what its CUDA path does."""
     sys.path.insert(0, str(REPO / "tests"))
-    from darknet_ref import build_reference  # the same cached build the reference tests use
+    from darknet_ref import CUDA_TRAINING, build_reference  # the same cached builds the reference tests use
 
-    return build_reference().folder / "darknet"
+    return build_reference(patches=CUDA_TRAINING if training == "cuda" else ()).folder / "darknet"
 
 
 def run_logged(cmd: List[str], log: Path, cwd: Optional[Path] = None, env: Optional[Dict[str, str]] = None) -> float:
@@ -128,7 +140,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     rows: Dict[str, Dict[str, float]] = {}
 
     if "darknet" not in args.skip:
-        darknet = Path(args.darknet) if args.darknet else build_darknet()
+        darknet = Path(args.darknet) if args.darknet else build_darknet(args.darknet_training)
         backup = out / "darknet_backup"
         shutil.rmtree(backup, ignore_errors=True)
         backup.mkdir()
@@ -137,8 +149,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         cmd = [str(darknet), "detector", "train", str(out / "darknet.data"), str(cfg)]
         cmd += [args.weights] if args.weights else []
         seconds = run_logged(cmd + ["-dont_show", "-clear"], out / "darknet_train.log", cwd=out, env=env)
-        rows["Darknet"] = {**evaluate(cfg, backup / "train_final.weights", out / "val.yaml", args, out / "darknet_eval.log"),
-                           "images_per_s": seen / seconds}
+        label = f"Darknet ({args.darknet_training})"
+        rows[label] = {**evaluate(cfg, backup / "train_final.weights", out / "val.yaml", args, out / "darknet_eval.log"),
+                       "images_per_s": seen / seconds}
 
     exact = {"ema": False, "head_prior": False}
     improved = yaml.safe_load(Path(args.improved_hyp).read_text()) if args.improved_hyp else {"ema": True,
@@ -152,7 +165,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         shutil.rmtree(out / name, ignore_errors=True)
         cmd = [sys.executable, str(REPO / "tools" / "train.py"), "--cfg", str(cfg), "--data", str(out / "train.yaml"),
                "--batch-size", str(args.batch), "--img-size", str(args.img_size), "--device", "cpu",
-               "--epochs", str(args.epochs), "--project", str(out), "--name", name, "--no-progress"]
+               "--epochs", str(args.epochs), "--project", str(out), "--name", name, "--no-progress",
+               "--seed", str(args.seed)]
         cmd += ["--weights", args.weights] if args.weights else []
         (out / f"{name}_hyp.yaml").write_text(yaml.safe_dump(hyp))
         cmd += ["--hyp", str(out / f"{name}_hyp.yaml")]

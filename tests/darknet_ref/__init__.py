@@ -42,8 +42,40 @@ def darknet_source() -> Path:
     return Path(os.environ.get("YOLO_DARKNET_SRC", REPO.parent / "shared" / "darknet")).resolve()
 
 
-def _source_hash(src: Path) -> str:
+# Darknet's CPU build trains differently from its CUDA path (what Darknet users train with, and what our
+# trainer follows) in four places of src/; each patch makes the CPU code do what the CUDA code does. Entries:
+# (file, text to find exactly once, replacement, why). ``build_reference(patches=CUDA_TRAINING)`` builds with them.
+CUDA_TRAINING = (
+    ("src/network.c", "if(l.delta && state.train && l.train){", "if(l.delta && state.train){",
+     "forward_network zeroed the deltas of layers with l.train only, so those of [route] and [upsample] summed "
+     "over every mini-batch of the run (forward_network_gpu zeroes every layer's delta)"),
+    ("src/col2im.c", "    caffe_set(height * width * channels, 0.0F, data_im);\n", "",
+     "a convolution's backward overwrote the delta of its input layer, dropping what a [route] branch had "
+     "already added there (cudnnConvolutionBackwardData adds to it, beta = 1)"),
+    ("src/batchnorm_layer.c", '#include "blas.h"\n', '#include "blas.h"\n#include "convolutional_layer.h"\n',
+     "backward_bias is declared there"),
+    ("src/batchnorm_layer.c",
+     "void backward_batchnorm_layer(const layer l, network_state state)\n{\n",
+     "void backward_batchnorm_layer(const layer l, network_state state)\n{\n"
+     "    backward_bias(l.bias_updates, l.delta, l.batch, l.out_c, l.out_w*l.out_h);\n",
+     "the BatchNorm shift (bias) got no gradient and never trained (the CUDA path computes bias_updates)"),
+    ("src/batchnorm_layer.c", "delta[index] * 1./(sqrt(variance[f]) + .00001f)",
+     "delta[index] * 1./(sqrt(variance[f] + .00001f))",
+     "the input gradient divided by sqrt(var) + eps instead of the forward's sqrt(var + eps), which inflates "
+     "it for channels of small variance (cuDNN's backward is exact)"),
+    ("src/batchnorm_layer.c",
+     "scal_cpu(l.out_c, .9, l.rolling_mean, 1);\n        axpy_cpu(l.out_c, .1, l.mean, 1, l.rolling_mean, 1);\n"
+     "        scal_cpu(l.out_c, .9, l.rolling_variance, 1);\n        axpy_cpu(l.out_c, .1, l.variance, 1, l.rolling_variance, 1);",
+     "scal_cpu(l.out_c, .99, l.rolling_mean, 1);\n        axpy_cpu(l.out_c, .01, l.mean, 1, l.rolling_mean, 1);\n"
+     "        scal_cpu(l.out_c, .99, l.rolling_variance, 1);\n        axpy_cpu(l.out_c, .01, l.variance, 1, l.rolling_variance, 1);",
+     "the rolling mean and variance moved by 0.1 per mini-batch, cuDNN's by 0.01"),
+)
+
+
+def _source_hash(src: Path, patches: Sequence[tuple] = ()) -> str:
     digest = hashlib.sha256()
+    for patch in patches:
+        digest.update(repr(patch[:3]).encode())
     files = [HARNESS_C, src / "Makefile", src / "build.sh"]
     for folder in ("src", "include"):
         files += sorted(p for p in (src / folder).rglob("*") if p.is_file())
@@ -57,11 +89,28 @@ class BuildError(RuntimeError):
     """Darknet or the harness did not build."""
 
 
-def build_reference(src: Optional[Path] = None, cache: Optional[Path] = None) -> "DarknetRef":
-    """Build Darknet and the harness once (cached by source hash); returns a :class:`DarknetRef`."""
+def _patched_source(src: Path, patches: Sequence[tuple], folder: Path) -> Path:
+    """A copy of the source tree ``src`` in ``folder`` with ``patches`` (see CUDA_TRAINING) applied."""
+    for name in ("build.sh", "Makefile", "LICENSE", "src", "include", "3rdparty"):
+        (shutil.copytree if (src / name).is_dir() else shutil.copy)(src / name, folder / name)
+    for file, find, replace, why in patches:
+        path = folder / file
+        text = path.read_text()
+        if text.count(find) != 1:
+            raise BuildError(f"patch for {file} ({why}): the text to replace occurs {text.count(find)} times, not once")
+        path.write_text(text.replace(find, replace))
+    return folder
+
+
+def build_reference(src: Optional[Path] = None, cache: Optional[Path] = None,
+                    patches: Sequence[tuple] = ()) -> "DarknetRef":
+    """Build Darknet and the harness once (cached by source hash and ``patches``); returns a :class:`DarknetRef`.
+
+    ``patches``: source changes applied to a copy before building, e.g. :data:`CUDA_TRAINING`.
+    """
     src = src or darknet_source()
     cache = Path(os.environ.get("YOLO_TEST_CACHE", Path.home() / ".cache" / "yolo-tests")) if cache is None else cache
-    out = cache / f"darknet-{_source_hash(src)}"
+    out = cache / f"darknet-{_source_hash(src, patches)}"
     harness = out / "harness"
     cache.mkdir(parents=True, exist_ok=True)
     with open(cache / ".darknet.lock", "w") as lock:  # one build at a time across processes
@@ -69,7 +118,9 @@ def build_reference(src: Optional[Path] = None, cache: Optional[Path] = None) ->
         if not harness.is_file():
             tmp = Path(tempfile.mkdtemp(prefix="darknet-build-", dir=cache))
             try:
-                run = subprocess.run(["bash", str(src / "build.sh"), str(tmp)], capture_output=True, text=True)
+                build_src = _patched_source(src, patches, Path(tempfile.mkdtemp(prefix="src-", dir=tmp))) \
+                    if patches else src
+                run = subprocess.run(["bash", str(build_src / "build.sh"), str(tmp)], capture_output=True, text=True)
                 if run.returncode != 0:
                     raise BuildError(f"building Darknet from {src} failed:\n{run.stdout[-3000:]}{run.stderr[-3000:]}")
                 cc = subprocess.run(
@@ -78,6 +129,8 @@ def build_reference(src: Optional[Path] = None, cache: Optional[Path] = None) ->
                     capture_output=True, text=True)
                 if cc.returncode != 0:
                     raise BuildError(f"building the Darknet harness failed:\n{cc.stderr[-3000:]}")
+                if patches:
+                    shutil.rmtree(build_src)  # the build has its own copy of the patched files
                 if out.exists():
                     shutil.rmtree(out)
                 tmp.rename(out)
