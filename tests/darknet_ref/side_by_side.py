@@ -1,0 +1,182 @@
+"""Train the same cfg from the same weights on the same images with Darknet's own CLI and with our trainer,
+then evaluate both with tools/eval.py on held-out images that neither saw in training.
+
+Example (yolov3-tiny from its real weights; 96 coco128 images to train on, the other 32 to evaluate)::
+
+    python tools/compare_darknet.py --cfg $YOLO_ASSETS/cfg/yolov3-tiny.cfg \\
+        --weights $YOLO_ASSETS/weights/yolov3-tiny.weights --images $YOLO_ASSETS/coco128/images/train2017 \\
+        --names configs/coco128.yaml --train 96 --epochs 16 --batch 16 --img-size 416 --lr 0.001
+
+Runs, in order: Darknet (built from ../shared/darknet, or ``--darknet`` to a built CLI), our trainer in its
+Darknet-exact settings (no EMA, no prior head bias), and our trainer with our own improvements
+(``--improved-hyp``, default EMA and the prior head bias), each for ``--epochs`` passes of ``--batch``-image
+updates over the training images at a constant learning rate (Darknet's ``max_batches`` is set to match).
+
+Darknet is built for the CPU, whose training code differs from the CUDA path that Darknet users train with
+(and that our Darknet-exact mode follows): it drops gradients at [route] branches, sums [route]/[upsample]
+deltas over the whole run, never trains the BatchNorm shifts, and moves BatchNorm statistics by 0.1.
+``--darknet-training cuda`` (default) builds it with the source patches of
+``tests/darknet_ref.CUDA_TRAINING`` that make the CPU code train as the CUDA code does;
+``--darknet-training cpu`` runs the CPU build as it is.
+
+Prints one table (mAP@0.5, mAP@0.5:0.95 on the held-out images, training images/s) and writes it to
+``OUT/comparison.json``. Every run is logged to ``OUT/<name>.log``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+
+import yaml
+
+from darknet_ref import CUDA_TRAINING, build_reference  # the cached builds the reference tests use
+from yolo.files.images import DATASET_IMAGE_SUFFIXES as IMAGE_SUFFIXES
+from yolo.models.cfg import parse_cfg, sections_to_text
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cfg", required=True, help="Darknet .cfg to train")
+    p.add_argument("--weights", default=None, help="starting .weights (omit to train from scratch)")
+    p.add_argument("--images", required=True, help="folder of images with YOLO labels in the matching labels/ folder")
+    p.add_argument("--names", required=True, help="class names: a .names file or a dataset YAML with 'names'")
+    p.add_argument("--train", type=int, default=96, help="the first N images (sorted by name) train; the rest evaluate")
+    p.add_argument("--epochs", type=int, default=16, help="passes over the training images, for every run")
+    p.add_argument("--batch", type=int, default=16, help="images per update")
+    p.add_argument("--subdivisions", type=int, default=2, help="sub-batches per update (memory only)")
+    p.add_argument("--img-size", type=int, default=416)
+    p.add_argument("--lr", type=float, default=0.001, help="constant learning rate (no burn-in)")
+    p.add_argument("--improved-hyp", default=None,
+                   help="hyperparameter YAML for the 'ours, improved' run (default: EMA and the prior head bias)")
+    p.add_argument("--darknet", default=None, help="a built Darknet CLI (default: build ../shared/darknet)")
+    p.add_argument("--darknet-training", choices=["cuda", "cpu"], default="cuda",
+                   help="build Darknet to train as its CUDA path does (default) or as its CPU code does")
+    p.add_argument("--seed", type=int, default=0, help="our runs' seed (Darknet seeds itself from the clock)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--skip", nargs="*", default=[], choices=["darknet", "exact", "improved"], help="runs to skip")
+    p.add_argument("--out", default="runs/compare", help="output folder (reused: each run is redone)")
+    return p.parse_args(argv)
+
+
+def read_names(path: str) -> List[str]:
+    if path.endswith((".yaml", ".yml")):
+        return list(yaml.safe_load(Path(path).read_text())["names"])
+    return [line.strip() for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def training_cfg(cfg: str, args: argparse.Namespace, updates: int) -> str:
+    """The cfg with [net] set for the comparison: batch, size, a constant rate, max_batches = ``updates``."""
+    sections = parse_cfg(cfg)
+    net = sections[0]
+    net.options.update({"batch": str(args.batch), "subdivisions": str(args.subdivisions),
+                        "width": str(args.img_size), "height": str(args.img_size),
+                        "learning_rate": str(args.lr), "burn_in": "0", "policy": "constant",
+                        "max_batches": str(updates)})
+    for key in ("steps", "scales"):
+        net.options.pop(key, None)
+    return sections_to_text(sections)
+
+
+def build_darknet(training: str) -> Path:
+    """The Darknet CLI from ../shared/darknet, built once by the test harness' cached build; ``training``
+    "cuda": with the patches that make its CPU training code do what its CUDA path does."""
+    return build_reference(patches=CUDA_TRAINING if training == "cuda" else ()).folder / "darknet"
+
+
+def run_logged(cmd: List[str], log: Path, cwd: Optional[Path] = None, env: Optional[Dict[str, str]] = None) -> float:
+    """Run ``cmd`` with output to ``log``; returns the wall-clock seconds; exits on failure."""
+    start = time.perf_counter()
+    with open(log, "w") as f:
+        code = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=cwd, env=env)
+    seconds = time.perf_counter() - start
+    if code != 0:
+        raise SystemExit(f"error: {' '.join(map(str, cmd[:4]))} ... failed with exit {code}; see {log}")
+    return seconds
+
+
+def evaluate(cfg: Path, weights: Path, data_yaml: Path, args: argparse.Namespace, log: Path) -> Dict[str, float]:
+    out = log.with_suffix("")
+    shutil.rmtree(out, ignore_errors=True)
+    run_logged([sys.executable, str(REPO / "tools" / "eval.py"), "--cfg", str(cfg), "--weights", str(weights),
+                "--data", str(data_yaml), "--img-size", str(args.img_size), "--resize", "stretch", "--save-dir", str(out),
+                "--no-plots", "--no-progress"], log)
+    metrics = json.loads((out / "metrics.json").read_text())
+    return {"mAP50": float(metrics["mAP50"]), "mAP50_95": float(metrics["mAP50_95"])}
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parse_args(argv)
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    images = sorted(p for p in Path(args.images).resolve().iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+    if not 0 < args.train < len(images):
+        raise SystemExit(f"error: --train {args.train} must leave images to evaluate ({len(images)} found)")
+    names = read_names(args.names)
+    (out / "train.txt").write_text("".join(f"{p}\n" for p in images[:args.train]))
+    (out / "val.txt").write_text("".join(f"{p}\n" for p in images[args.train:]))
+    (out / "classes.names").write_text("".join(f"{n}\n" for n in names))
+    updates = args.epochs * (args.train // args.batch)  # our loader drops an incomplete last batch
+    cfg = out / "train.cfg"
+    cfg.write_text(training_cfg(args.cfg, args, updates))
+    for split in ("train", "val"):
+        (out / f"{split}.yaml").write_text(yaml.safe_dump({"path": str(out), "train": "train.txt", "val": f"{split}.txt",
+                                                            "names": names}))
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+    seen = updates * args.batch
+    rows: Dict[str, Dict[str, float]] = {}
+
+    if "darknet" not in args.skip:
+        darknet = Path(args.darknet) if args.darknet else build_darknet(args.darknet_training)
+        backup = out / "darknet_backup"
+        shutil.rmtree(backup, ignore_errors=True)
+        backup.mkdir()
+        (out / "darknet.data").write_text(f"classes={len(names)}\ntrain={out / 'train.txt'}\nvalid={out / 'val.txt'}\n"
+                                         f"names={out / 'classes.names'}\nbackup={backup}\n")
+        cmd = [str(darknet), "detector", "train", str(out / "darknet.data"), str(cfg)]
+        cmd += [args.weights] if args.weights else []
+        seconds = run_logged(cmd + ["-dont_show", "-clear"], out / "darknet_train.log", cwd=out, env=env)
+        label = f"Darknet ({args.darknet_training})"
+        rows[label] = {**evaluate(cfg, backup / "train_final.weights", out / "val.yaml", args, out / "darknet_eval.log"),
+                       "images_per_s": seen / seconds}
+
+    exact = {"ema": False, "head_prior": False}
+    improved = yaml.safe_load(Path(args.improved_hyp).read_text()) if args.improved_hyp else {"ema": True,
+                                                                                               "head_prior": True}
+    runs = [("exact", "ours, Darknet-exact", exact), ("improved", "ours, improved", improved)]
+    for key, label, hyp in runs:
+        if key in args.skip:
+            continue
+        hyp = {**hyp, "eval_interval": args.epochs}  # evaluate once, at the end: images/s is training alone
+        name = f"ours_{key}"
+        shutil.rmtree(out / name, ignore_errors=True)
+        cmd = [sys.executable, str(REPO / "tools" / "train.py"), "--cfg", str(cfg), "--data", str(out / "train.yaml"),
+               "--batch-size", str(args.batch), "--img-size", str(args.img_size), "--device", "cpu",
+               "--epochs", str(args.epochs), "--project", str(out), "--name", name, "--no-progress",
+               "--seed", str(args.seed)]
+        cmd += ["--weights", args.weights] if args.weights else []
+        (out / f"{name}_hyp.yaml").write_text(yaml.safe_dump(hyp))
+        cmd += ["--hyp", str(out / f"{name}_hyp.yaml")]
+        seconds = run_logged(cmd, out / f"{name}_train.log", env=env)
+        weights = out / name / "last.pt"
+        rows[label] = {**evaluate(cfg, weights, out / "val.yaml", args, out / f"{name}_eval.log"),
+                       "images_per_s": seen / seconds}
+
+    print(f"{'run':<22} {'mAP@0.5':>8} {'mAP@0.5:0.95':>13} {'images/s':>9}")
+    for label, row in rows.items():
+        print(f"{label:<22} {row['mAP50']:8.4f} {row['mAP50_95']:13.4f} {row['images_per_s']:9.2f}")
+    (out / "comparison.json").write_text(json.dumps({"args": vars(args), "results": rows}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
