@@ -30,6 +30,13 @@ setup(
         "matplotlib",
         "pillow",
     ],
+    # The same commands as tools/NAME.py in a clone: yolo-train --cfg ..., yolo-detect --source ..., ...
+    entry_points={
+        "console_scripts": [
+            f"yolo-{name.replace('_', '-')} = yolo.cli.{name}:cli"
+            for name in ("anchors", "benchmark", "convert", "demo", "detect", "eval", "export", "train")
+        ],
+    },
     extras_require={
         "dev": [
             "pytest",

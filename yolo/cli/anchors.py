@@ -14,7 +14,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from yolo.anchors import kmeans_anchors, label_sizes, write_cfg_with_anchors
 from yolo.cli.args import fail
+from yolo.data.config import load_data_config
+from yolo.data.dataset import build_dataset
+from yolo.errors import AnchorCfgError, CfgError, DataError
+from yolo.models.cfg import parse_cfg
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -33,14 +38,6 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def main(args: argparse.Namespace):
-    from yolo.anchors import kmeans_anchors, label_sizes, write_cfg_with_anchors
-    from yolo.errors import AnchorCfgError
-    from yolo.models.cfg import parse_cfg
-    from yolo.errors import CfgError
-    from yolo.data.config import load_data_config
-    from yolo.errors import DataError
-    from yolo.data.dataset import build_dataset
-
     if args.write is not None and args.cfg is None:
         fail("--write needs --cfg (the cfg to copy)")
     width, height, k = args.width, args.height, args.num_of_clusters

@@ -1,0 +1,113 @@
+"""The package's shape: imports at the top (cycles cannot hide), no import cycle, thin command-line tools,
+one console script per tool."""
+from __future__ import annotations
+
+import ast
+import re
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Dict, List, Set
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGE = REPO / "yolo"
+OPTIONAL = re.compile(r"#.*optional dependency")
+
+
+def python_files(*folders: str) -> List[Path]:
+    return sorted(p for folder in folders for p in (REPO / folder).rglob("*.py"))
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_imports_inside_functions_are_only_optional_dependencies():
+    offenders = []
+    for path in python_files("yolo", "tools"):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for node in ast.walk(ast.parse("\n".join(lines))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for inner in ast.walk(node):
+                    if isinstance(inner, (ast.Import, ast.ImportFrom)) and \
+                            not OPTIONAL.search(lines[inner.lineno - 1]):
+                        offenders.append(f"{path.relative_to(REPO)}:{inner.lineno}: {lines[inner.lineno - 1].strip()}")
+    assert not offenders, "imports inside functions (mark a true optional dependency with " \
+                          "'# optional dependency: ...'):\n" + "\n".join(offenders)
+
+
+def import_graph() -> Dict[str, Set[str]]:
+    """Module -> the yolo modules it imports at load time (top level, and inside classes or if-blocks)."""
+    files = {module_name(p): p for p in python_files("yolo")}
+    graph: Dict[str, Set[str]] = {}
+    for name, path in files.items():
+        deps: Set[str] = set()
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        stack = list(tree.body)
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            if isinstance(node, ast.Import):
+                deps.update(a.name for a in node.names if a.name.startswith("yolo"))
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("yolo") \
+                    and node.level == 0:
+                for a in node.names:
+                    sub = f"{node.module}.{a.name}"
+                    deps.add(sub if sub in files else node.module)
+            stack.extend(ast.iter_child_nodes(node))
+        graph[name] = {d for d in deps if d in files and d != name}
+    return graph
+
+
+def test_no_import_cycle():
+    graph = import_graph()
+    # A package's __init__ re-exporting its modules is not a cycle of ideas: leave the package -> child edges
+    # out, keep every module -> module edge.
+    edges = {m: {d for d in deps if not d.startswith(m + ".")} for m, deps in graph.items()}
+    state: Dict[str, int] = {}
+    cycles: List[List[str]] = []
+
+    def visit(node: str, path: List[str]) -> None:
+        state[node] = 1
+        for dep in sorted(edges[node]):
+            if state.get(dep) == 1:
+                cycles.append(path[path.index(dep):] + [dep] if dep in path else [node, dep])
+            elif dep not in state:
+                visit(dep, path + [dep])
+        state[node] = 2
+
+    for module in sorted(edges):
+        if module not in state:
+            visit(module, [module])
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+@pytest.mark.parametrize("path", python_files("tools") + python_files("yolo/cli"),
+                         ids=lambda p: str(p.relative_to(REPO)))
+def test_command_line_tools_are_thin(path):
+    assert len(path.read_text(encoding="utf-8").splitlines()) < 150
+
+
+# Tools that only make sense in a clone beside ../shared (no console script), and why.
+CLONE_ONLY = {"compare_darknet": "trains with the Darknet CLI built from ../shared/darknet by the test harness"}
+
+
+def console_scripts() -> Dict[str, str]:
+    """Console script name -> entry point, as setup.py declares them (the package metadata once installed)."""
+    return {e.name: e.value for e in entry_points(group="console_scripts") if e.value.startswith("yolo.cli.")}
+
+
+def test_every_tool_is_a_console_script_running_the_same_code():
+    scripts = console_scripts()
+    launchers = sorted(p.stem for p in (REPO / "tools").glob("*.py") if not p.stem.startswith("_"))
+    assert launchers
+    for stem in launchers:
+        if stem in CLONE_ONLY:
+            continue
+        text = (REPO / "tools" / f"{stem}.py").read_text(encoding="utf-8")
+        assert f"from yolo.cli.{stem} import cli" in text, f"tools/{stem}.py does not launch yolo.cli.{stem}"
+        assert scripts.get(f"yolo-{stem.replace('_', '-')}") == f"yolo.cli.{stem}:cli", \
+            f"no console script yolo-{stem.replace('_', '-')} = yolo.cli.{stem}:cli (reinstall after editing setup.py)"
