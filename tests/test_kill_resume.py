@@ -114,7 +114,7 @@ trainer_module.save_checkpoint = save
 os.replace = replace
 trainer_module.Trainer._evaluate = made_up_evaluation
 sys.argv = ["train.py"] + sys.argv[4:]
-from tools.train import main, parse_args
+from yolo.cli.train import main, parse_args
 sys.exit(main(parse_args()))
 """
 
