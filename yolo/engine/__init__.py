@@ -11,7 +11,9 @@ from yolo.engine.config import TrainOptions, resolve_hyp
 from yolo.errors import ConfigError
 from yolo.engine.ema import ModelEMA
 from yolo.engine.schedule import LRSchedule, schedule_from_hyp
-from yolo.engine.trainer import TrainResult, Trainer, build_optimizer, fitness, train
+from yolo.engine.hooks.evaluation import fitness
+from yolo.engine.optimizer import build_optimizer
+from yolo.engine.trainer import TrainResult, Trainer, train
 from yolo.errors import NonFiniteLossError
 from yolo.engine.transfer import TransferReport, freeze_layers, load_pretrained, with_num_classes
 
