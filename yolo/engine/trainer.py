@@ -44,7 +44,7 @@ from yolo.data import MultiScale, build_dataset, create_dataloader, load_data_co
 from yolo.data.darknet_multiscale import DarknetMultiScale
 from yolo.data.loader import EpochShuffleSampler
 from yolo.device import parse_device
-from yolo.engine.config import TrainOptions, resolve_hyp
+from yolo.engine.config import Hyperparameters, TrainOptions, resolve_hyp
 from yolo.engine.distributed import (DistInfo, DistributedEpochSampler, SkipSampler, any_true, barrier,
                                      broadcast_object, cleanup_distributed, init_distributed)
 from yolo.engine.ema import ModelEMA
@@ -110,7 +110,7 @@ class Trainer:
         self.dist: Optional[DistInfo] = None
         self.main = True  # the process that evaluates, logs and saves
         self.data = None  # yolo.data.DataConfig
-        self.hyp: Dict[str, Any] = {}
+        self.hyp: Optional[Hyperparameters] = None
         self.model: Optional[Darknet] = None  # unwrapped
         self.train_model: Optional[nn.Module] = None  # the model, or its DDP wrapper
         self.transfer_report = None
@@ -309,22 +309,22 @@ class Trainer:
                                    {"epochs": opt.epochs, "batch": opt.batch_size,
                                     "img_size": opt.img_size, "workers": opt.workers})
         else:
-            self.hyp = dict(resume_ckpt["train"]["hyp"])
+            self.hyp = Hyperparameters.from_dict(resume_ckpt["train"]["hyp"])
             if opt.epochs is not None:
-                self.hyp["epochs"] = int(opt.epochs)
+                self.hyp.epochs = int(opt.epochs)
             if opt.workers is not None:
-                self.hyp["workers"] = int(opt.workers)
-        if self.hyp["batch"] < 2:
+                self.hyp.workers = int(opt.workers)
+        if self.hyp.batch < 2:
             logger.warning("batch=%d: the cfg's [net] has Darknet's testing settings; pass --batch-size "
-                           "(BatchNorm needs several images per mini-batch)", self.hyp["batch"])
+                           "(BatchNorm needs several images per mini-batch)", self.hyp.batch)
 
     def _initialize(self, model: Darknet, fresh_run: bool) -> None:
         """BatchNorm momentum, pretrained weights (--weights), head priors, frozen layers; to the device."""
         opt, hyp = self.options, self.hyp
-        if hyp.get("bn_momentum") is not None:
+        if hyp.bn_momentum is not None:
             for m in model.modules():
                 if isinstance(m, nn.modules.batchnorm._BatchNorm):
-                    m.momentum = float(hyp["bn_momentum"])
+                    m.momentum = hyp.bn_momentum
         if fresh_run:
             fresh = None  # heads starting from scratch: all of them without --weights
             if opt.weights:
@@ -333,8 +333,8 @@ class Trainer:
                 if self.main:
                     for line in self.transfer_report.summary().splitlines():
                         logger.info("%s", line)
-            if hyp.get("head_prior", False):
-                prior_head_biases(model, tuple(hyp["img_size"]), fresh)
+            if hyp.head_prior:
+                prior_head_biases(model, tuple(hyp.img_size), fresh)
         self.frozen = freeze_layers(model, opt.freeze) if opt.freeze else []
         if self.frozen and self.main:
             logger.info("froze layers 0..%d (%d parameter tensors)", opt.freeze - 1, len(self.frozen))
@@ -344,10 +344,10 @@ class Trainer:
         """Optimizer, AMP scaler, EMA, SyncBatchNorm; sets ``self.model``."""
         hyp = self.hyp
         self.optimizer = optimizer_from_hyp(model, hyp)
-        self.amp = bool(hyp["amp"]) and self.device.type == "cuda"
+        self.amp = hyp.amp and self.device.type == "cuda"
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp)
         # Only rank 0 evaluates and saves, so only it keeps the moving average.
-        self.ema = ModelEMA(model, hyp["ema_decay"], hyp["ema_tau"]) if hyp["ema"] and self.main else None
+        self.ema = ModelEMA(model, hyp.ema_decay, hyp.ema_tau) if hyp.ema and self.main else None
         if self.options.sync_bn and self.dist.enabled:
             if self.device.type == "cuda":
                 model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
@@ -359,62 +359,58 @@ class Trainer:
         """Train and val datasets (rank 0 scans first and writes the label caches; the others then read them),
         the mini-batch size per process and the updates per epoch."""
         hyp = self.hyp
-        self.img_size = tuple(hyp["img_size"])
+        self.img_size = tuple(hyp.img_size)
         stride = self.model.stride
         if self.img_size[0] % stride or self.img_size[1] % stride:
             raise ConfigError(f"img_size {list(self.img_size)} must be a multiple of the network stride {stride}")
         for turn in (True, False):
             if self.main == turn:
                 self.train_set = build_dataset(self.data, "train", img_size=self.img_size, augment=True,
-                                               hyp=hyp["augment"], seed=self.options.seed)
+                                               hyp=hyp.augment, seed=self.options.seed)
                 if self.main:
                     self.val_set = build_dataset(self.data, "val", img_size=self.img_size, augment=False)
             barrier()
         world = self.dist.world_size
-        per_update = hyp["batch"] // hyp["subdivisions"]
+        per_update = hyp.batch // hyp.subdivisions
         if per_update % world:
             raise ConfigError(f"batch/subdivisions = {per_update} images per mini-batch cannot be split over "
                               f"{world} processes")
         self.mini_batch = per_update // world
-        self.accumulate = hyp["subdivisions"]
+        self.accumulate = hyp.subdivisions
         per_rank = math.ceil(len(self.train_set) / world)
         minibatches = per_rank // self.mini_batch
         if minibatches < self.accumulate:
             raise ConfigError(f"the train split has {len(self.train_set)} images: fewer than one update of "
-                              f"batch={hyp['batch']} ({world} process(es)); lower --batch-size")
+                              f"batch={hyp.batch} ({world} process(es)); lower --batch-size")
         self.steps_per_epoch = minibatches // self.accumulate
-        if hyp.get("max_steps_per_epoch"):
-            self.steps_per_epoch = min(self.steps_per_epoch, int(hyp["max_steps_per_epoch"]))
+        if hyp.max_steps_per_epoch:
+            self.steps_per_epoch = min(self.steps_per_epoch, hyp.max_steps_per_epoch)
 
     def _plan_run(self) -> None:
         """Epochs, updates, the learning-rate schedule, loader workers and the multi-scale rule."""
         hyp, seed = self.hyp, self.options.seed
-        if hyp["epochs"] is None:
-            hyp["epochs"] = max(1, math.ceil(hyp["max_batches"] / self.steps_per_epoch))
-        self.epochs = int(hyp["epochs"])
+        if hyp.epochs is None:
+            hyp.epochs = max(1, math.ceil(hyp.max_batches / self.steps_per_epoch))
+        self.epochs = hyp.epochs
         self.total_steps = self.epochs * self.steps_per_epoch
         self.schedule = schedule_from_hyp(hyp, self.total_steps, seed=seed)
-        if (hyp["max_batches"] and hyp["max_batches"] != self.total_steps and hyp["policy"] in ("poly", "sgdr")
-                and self.main):
-            logger.warning("policy=%s follows max_batches=%d, but this run makes %d updates", hyp["policy"],
-                           hyp["max_batches"], self.total_steps)
+        if hyp.max_batches and hyp.max_batches != self.total_steps and hyp.policy in ("poly", "sgdr") and self.main:
+            logger.warning("policy=%s follows max_batches=%d, but this run makes %d updates", hyp.policy,
+                           hyp.max_batches, self.total_steps)
         late = [s for s in self.schedule.steps if s > self.total_steps]
         if late and self.main:
             logger.warning("lr steps %s lie beyond this run's %d updates: they never apply", late, self.total_steps)
-        workers = hyp.get("workers")
-        if workers is None:
-            workers = min(4, max(0, (os.cpu_count() or 1) - 1))
-        self.workers = int(workers)
+        self.workers = hyp.workers if hyp.workers is not None else min(4, max(0, (os.cpu_count() or 1) - 1))
         # Multi-scale: run-wide mini-batch index -> (h, w) its images are loaded at (None: img_size).
-        if isinstance(hyp["multi_scale"], dict):  # the cfg's random: Darknet's rule, one size per update
-            sizes = DarknetMultiScale(self.img_size, random=hyp["multi_scale"]["random"],
-                                      resize_step=hyp["multi_scale"]["resize_step"],
+        if isinstance(hyp.multi_scale, dict):  # the cfg's random: Darknet's rule, one size per update
+            sizes = DarknetMultiScale(self.img_size, random=hyp.multi_scale["random"],
+                                      resize_step=hyp.multi_scale["resize_step"],
                                       total_updates=self.total_steps, seed=seed)
             self.multi_scale = lambda minibatch: sizes(minibatch // self.accumulate)
-        elif hyp["multi_scale"]:
-            low, high = hyp["multi_scale_range"]
+        elif hyp.multi_scale:
+            low, high = hyp.multi_scale_range
             self.multi_scale = MultiScale(self.img_size, stride=self.model.stride, low=low, high=high,
-                                          every=int(hyp["multi_scale_every"]), seed=seed)
+                                          every=hyp.multi_scale_every, seed=seed)
         self.update_losses = torch.zeros(self.accumulate, 4, dtype=torch.float64, device=self.device)
 
     def _load_training_state(self, ckpt: Dict[str, Any]) -> None:
@@ -448,19 +444,19 @@ class Trainer:
             return
         self.best_fitness = recover_run_folder(self.run_dir, resumed, self.best_fitness)
         if not resumed:  # a resumed run keeps the settings files it started with
-            write_settings(self.run_dir, self.model.cfg_text, hyp, opt.to_dict(), self.data)
+            write_settings(self.run_dir, self.model.cfg_text, hyp.to_dict(), opt.to_dict(), self.data)
         # The order matters: evaluation decides is_best before results.csv and the checkpoints are written.
-        self.loop_hooks = [ProgressWriter(use_bars(opt.progress)), EvalHook(int(hyp["eval_interval"])),
+        self.loop_hooks = [ProgressWriter(use_bars(opt.progress)), EvalHook(hyp.eval_interval),
                            ResultsCSVWriter(self.run_dir / "results.csv")]
-        if hyp["tensorboard"]:
-            tensorboard = TensorBoardWriter(self.run_dir, int(hyp.get("tb_images") or 0))
+        if hyp.tensorboard:
+            tensorboard = TensorBoardWriter(self.run_dir, hyp.tb_images)
             self.writer = tensorboard.writer
             self.loop_hooks.append(tensorboard)
         self.loop_hooks.append(CheckpointHook())
         logger.info("run folder %s: %d epochs x %d updates of %d images (%d mini-batch(es) of %d x %d "
                     "process(es)), img %dx%d, lr %g, %s", self.run_dir, self.epochs, self.steps_per_epoch,
-                    hyp["batch"], self.accumulate, self.mini_batch, self.dist.world_size, self.img_size[0],
-                    self.img_size[1], hyp["learning_rate"], self.device)
+                    hyp.batch, self.accumulate, self.mini_batch, self.dist.world_size, self.img_size[0],
+                    self.img_size[1], hyp.learning_rate, self.device)
 
     # ---------------------------------------------------------------- data per epoch
     def _train_loader(self, epoch: int, skip_steps: int):
@@ -543,7 +539,7 @@ class Trainer:
                 barrier()
                 return True
         self.epoch_seconds = time.perf_counter() - self.epoch_start
-        self.epoch_images = (self.steps_per_epoch - start_step) * self.hyp["batch"]
+        self.epoch_images = (self.steps_per_epoch - start_step) * self.hyp.batch
         self.throughput = self.epoch_images / max(self.epoch_seconds, 1e-9)  # images/s, all processes
         self._call_hooks("after_epoch_updates")
         return False
@@ -611,10 +607,10 @@ class Trainer:
             self.scaler.unscale_(self.optimizer)
             unscaled = True
             hold_gradients(self.optimizer, self.global_step, held)
-        if self.hyp.get("max_grad_norm"):
+        if self.hyp.max_grad_norm:
             if not unscaled:
                 self.scaler.unscale_(self.optimizer)
-            nn.utils.clip_grad_norm_(self.model.parameters(), float(self.hyp["max_grad_norm"]))
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.hyp.max_grad_norm)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)

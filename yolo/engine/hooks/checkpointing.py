@@ -59,7 +59,7 @@ def training_checkpoint(trainer) -> Dict[str, Any]:
         # float64 (box, obj, cls, mini-batches) of the epoch so far; .cpu() syncs, once per save
         "epoch_sums": t.loss_sums.to("cpu", copy=True) if t.epoch_step else None,
         "options": t.options.to_dict() | {"hyp": None},
-        "hyp": t.hyp,
+        "hyp": t.hyp.to_dict(),
     }
     return model_checkpoint(t.eval_model(), names=t.data.names, train=train_state, epoch=t.epoch,
                             metrics=t.last_metrics)

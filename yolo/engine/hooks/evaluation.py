@@ -46,18 +46,18 @@ def evaluate_run(trainer, epoch: int, final: bool) -> Dict[str, Any]:
                           category_ids=getattr(val_set, "category_ids", None), use_pycocotools=final)
     loader = DataLoader(val_set, batch_size=max(1, trainer.mini_batch), shuffle=False,
                         num_workers=trainer.workers, collate_fn=collate_fn)
-    metrics = evaluate_model(trainer.eval_model(), loader, evaluator, conf_thres=float(hyp["conf_thres"]),
-                             iou_thres=float(hyp["iou_thres"]), device=trainer.device, amp=trainer.amp,
+    metrics = evaluate_model(trainer.eval_model(), loader, evaluator, conf_thres=hyp.conf_thres,
+                             iou_thres=hyp.iou_thres, device=trainer.device, amp=trainer.amp,
                              progress=use_bars(trainer.options.progress), desc=f"val {epoch + 1}/{trainer.epochs}")
     logger.info("epoch %d/%d: mAP50 %.4f  mAP50_95 %.4f  P %.3f  R %.3f  (%d val images)", epoch + 1,
                 trainer.epochs, metrics["mAP50"], metrics["mAP50_95"], metrics["precision"], metrics["recall"],
                 metrics["num_images"])
     if trainer.writer is not None:
-        evaluator.write_tensorboard(trainer.writer, epoch + 1, prefix="val", plots=final and hyp["plots"])
+        evaluator.write_tensorboard(trainer.writer, epoch + 1, prefix="val", plots=final and hyp.plots)
     if final:
         print(evaluator.summary_text(metrics))
         evaluator.save_metrics(trainer.run_dir / "metrics.json", {"epoch": epoch + 1})
-        if hyp["plots"]:
+        if hyp.plots:
             try:
                 evaluator.save_plots(trainer.run_dir)
             except Exception as exc:  # plots are a convenience; never lose a run over them
