@@ -580,7 +580,8 @@ class Trainer:
     def _fetch_update(self, b: int, size_hw: Tuple[int, int], num_targets: int) -> None:
         """The update's one CPU-GPU sync, deliberately before the optimizer step: stop on a non-finite loss
         in any of its mini-batches (on any process) before it reaches the weights, naming the first one;
-        else ``self.step_log`` for the writers."""
+        else ``self.step_log`` for the writers. It cannot wait longer (the step would apply the non-finite
+        gradients) and need not come sooner (gradients are only accumulated until then)."""
         bad = (~torch.isfinite(self.update_losses[:, 0])).to(torch.float64)
         if self.dist.enabled:  # a non-finite loss on one process stops them all, at the same mini-batch
             torch.distributed.all_reduce(bad, op=torch.distributed.ReduceOp.MAX)
