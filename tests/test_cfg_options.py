@@ -132,7 +132,7 @@ def test_train_tool_stops_with_one_line(assets, tmp_path, capsys, case):
 
     repo = Path(__file__).resolve().parents[1]
     sys.path.insert(0, str(repo))
-    from tools.train import main, parse_args
+    from yolo.cli.train import main, parse_args
 
     cfg = tmp_path / "net.cfg"
     text = assets("cfg/yolov3-tiny.cfg").read_text().replace("random=1", "random=0")

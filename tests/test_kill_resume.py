@@ -19,7 +19,7 @@ import yaml
 from yolo.models.checkpoint import load_checkpoint_file
 from yolo.data import SHAPE_NAMES, ensure_shapes_dataset
 from yolo.engine import TrainOptions, Trainer
-from yolo.engine.trainer import fitness
+from yolo.engine.hooks.evaluation import fitness
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -85,12 +85,13 @@ import os, signal, sys
 from pathlib import Path
 sys.path.insert(0, {repo!r})
 sys.path.insert(0, {tests!r})
+import yolo.engine.hooks.checkpointing as checkpointing_module
 import yolo.engine.trainer as trainer_module
 from test_kill_resume import made_up_evaluation
 
 target, stage, occurrence = sys.argv[1], sys.argv[2], int(sys.argv[3])
 count = 0
-real_save, real_replace = trainer_module.save_checkpoint, os.replace
+real_save, real_replace = checkpointing_module.save_checkpoint, os.replace
 
 def die():
     os.kill(os.getpid(), signal.SIGKILL)
@@ -110,11 +111,11 @@ def replace(src, dst):  # the rename that ends an atomic save: its temp file is 
         die()
     return real_replace(src, dst)
 
-trainer_module.save_checkpoint = save
+checkpointing_module.save_checkpoint = save
 os.replace = replace
 trainer_module.Trainer._evaluate = made_up_evaluation
 sys.argv = ["train.py"] + sys.argv[4:]
-from tools.train import main, parse_args
+from yolo.cli.train import main, parse_args
 sys.exit(main(parse_args()))
 """
 

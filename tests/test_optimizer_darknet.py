@@ -3,7 +3,7 @@
 Darknet (tests/darknet_ref, ``updates`` mode) trains a small cfg on real coco128 images for one or two iterations:
 per iteration ``train_network_datum`` on each sub-batch, then ``update_network``. We take the same starting
 weights (random, written by our writer), run our forward and backward, and update with the trainer's own
-optimizer code (:func:`yolo.engine.trainer.optimizer_from_hyp` and ``Trainer._optimizer_step``).
+optimizer code (:func:`yolo.engine.optimizer.optimizer_from_hyp` and ``Trainer._optimizer_step``).
 
 To test the optimizer and the convolution backward apart from the loss, Darknet's ``[yolo]`` delta is injected
 as the gradient at the head's input. Darknet's delta is the negative gradient of its loss summed over the images;
@@ -22,7 +22,8 @@ from reference import randomize_model
 from yolo import load_model
 from yolo.engine.config import resolve_hyp
 from yolo.engine.schedule import schedule_from_hyp
-from yolo.engine.trainer import Trainer, optimizer_from_hyp
+from yolo.engine.optimizer import optimizer_from_hyp
+from yolo.engine.trainer import Trainer
 
 SIZE = 64
 # No BatchNorm: the update of conv weights and biases (BatchNorm has its own test below). The decay is 100 times

@@ -152,8 +152,7 @@ def test_invisible_characters_are_shown_in_cfg_errors():
 def test_out_of_range_flags_are_one_line_errors(capsys, tool, argv, flag):
     import importlib
 
-    moved = (REPO / "yolo" / "cli" / f"{tool}.py").exists()
-    module = importlib.import_module(f"yolo.cli.{tool}" if moved else f"tools.{tool}")
+    module = importlib.import_module(f"yolo.cli.{tool}")
     err = one_line_error(capsys, lambda: module.parse_args(argv))
     assert f"argument {flag}:" in err, err
 

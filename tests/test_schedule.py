@@ -11,7 +11,7 @@ from yolo.errors import CfgError
 from yolo.engine.config import resolve_hyp
 from yolo.errors import ConfigError
 from yolo.engine.schedule import LRSchedule, read_net_schedule, resolve_steps, schedule_from_hyp
-from yolo.engine.trainer import build_optimizer
+from yolo.engine.optimizer import build_optimizer
 
 # The smallest network Darknet will build: the rate does not depend on it.
 RATE_CFG = "[net]\nwidth=8\nheight=8\nchannels=3\nbatch=1\nsubdivisions=1\n\n[convolutional]\nfilters=1\nsize=1\n"

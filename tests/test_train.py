@@ -18,7 +18,7 @@ from yolo.models.checkpoint import load_checkpoint_file
 from yolo.data import SHAPE_NAMES, ensure_shapes_dataset
 from yolo.engine import TrainOptions, Trainer
 from yolo.errors import NonFiniteLossError
-from yolo.engine.trainer import RESULTS_COLUMNS
+from yolo.engine.hooks.writers import RESULTS_COLUMNS
 
 REPO = Path(__file__).resolve().parent.parent
 

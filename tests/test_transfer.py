@@ -4,7 +4,7 @@ import torch
 
 from yolo.models.cfg import parse_cfg
 from yolo.models.checkpoint import model_checkpoint, save_checkpoint
-from yolo.engine.trainer import build_optimizer
+from yolo.engine.optimizer import build_optimizer
 from yolo.engine.transfer import freeze_layers, frozen_to_eval, load_pretrained, with_num_classes
 from yolo.models.model import Darknet
 from yolo.models.weights import layer_tensors

@@ -7,14 +7,16 @@ Typical use::
                                   hyp="configs/hyp.shapes.yaml", device="cpu")).fit()
     print(result.run_dir, result.metrics["mAP50"])
 """
-from yolo.engine.config import TrainOptions, resolve_hyp
+from yolo.engine.config import Hyperparameters, TrainOptions, resolve_hyp
 from yolo.errors import ConfigError
 from yolo.engine.ema import ModelEMA
 from yolo.engine.schedule import LRSchedule, schedule_from_hyp
-from yolo.engine.trainer import TrainResult, Trainer, build_optimizer, fitness, train
+from yolo.engine.hooks.evaluation import fitness
+from yolo.engine.optimizer import build_optimizer
+from yolo.engine.trainer import TrainResult, Trainer, train
 from yolo.errors import NonFiniteLossError
 from yolo.engine.transfer import TransferReport, freeze_layers, load_pretrained, with_num_classes
 
-__all__ = ["ConfigError", "LRSchedule", "ModelEMA", "NonFiniteLossError", "TrainOptions", "TrainResult", "Trainer",
+__all__ = ["ConfigError", "Hyperparameters", "LRSchedule", "ModelEMA", "NonFiniteLossError", "TrainOptions", "TrainResult", "Trainer",
            "TransferReport", "build_optimizer", "fitness", "freeze_layers", "load_pretrained", "resolve_hyp",
            "schedule_from_hyp", "train", "with_num_classes"]

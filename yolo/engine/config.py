@@ -10,7 +10,7 @@ Hyperparameters come from three places, each overriding the one before:
    ``sgdr_cycle``, ``sgdr_mult``; see :func:`yolo.engine.schedule.read_net_schedule`),
    ``width``/``height``, and the augmentation keys ``saturation``, ``exposure``,
    ``hue``, ``flip``, ``mosaic``; ``jitter`` and ``random`` from the first ``[yolo]``);
-2. a hyperparameter YAML (``--hyp``) with the same names plus the keys of :data:`TRAINER_DEFAULTS`;
+2. a hyperparameter YAML (``--hyp``) with the same names plus the trainer's own keys (:class:`Hyperparameters`);
 3. command-line flags (``--epochs``, ``--batch-size``, ``--img-size``).
 
 ``batch`` is Darknet's: images per optimizer update over all processes; ``subdivisions`` splits it into
@@ -21,51 +21,94 @@ rounded down to one, as Darknet's integer ``batch / subdivisions`` does). With `
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import yaml
 
+from yolo.data.transforms import augment_from_cfg
 from yolo.engine.schedule import SCHEDULE_DEFAULTS, LRSchedule, read_net_schedule, resolve_steps
 from yolo.errors import ConfigError
+from yolo.models.cfg_options import check_training_options, last_head
 
 logger = logging.getLogger(__name__)
 
-# Trainer settings that Darknet's [net] does not have, with their defaults.
-TRAINER_DEFAULTS: Dict[str, Any] = {
-    "epochs": None,             # None: enough epochs to reach max_batches updates
-    "max_steps_per_epoch": None,  # cap on optimizer updates per epoch (None: the whole split)
-    "multi_scale": None,        # None: the cfg's random (Darknet's rule); true: ours (multi_scale_range)
-    "multi_scale_range": [0.7, 1.3],  # input side factor range for multi-scale
-    "multi_scale_every": 10,    # mini-batches between size changes (Darknet: 10)
-    "augment": {},              # overrides for yolo.data.transforms (hue, saturation, mosaic, ...)
-    "ema": False,               # our improvement, off for Darknet's training: evaluate/save an EMA of the weights
-    "ema_decay": 0.9999,
-    "ema_tau": 2000.0,
-    "amp": True,                # mixed precision on CUDA (ignored on the CPU)
-    "head_prior": False,        # our improvement: fresh heads' objectness/class biases start at a prior (Darknet: 0)
-    "bn_momentum": None,        # None: Darknet's 0.01 per batch
-    "max_grad_norm": None,      # clip the gradient norm (None: no clipping, as Darknet)
-    "conf_thres": 0.001,        # evaluation thresholds (COCO-style mAP)
-    "iou_thres": 0.6,
-    "eval_interval": 1,         # evaluate every N epochs (and always after the last)
-    "tensorboard": True,
-    "plots": True,              # PR curves and confusion matrix after the last epoch
-    "tb_images": 4,             # validation images with predicted boxes logged each evaluation
-    "workers": None,            # data-loading processes (None: automatic)
-}
+@dataclass
+class Hyperparameters:
+    """Every training setting, resolved from ``[net]``, ``--hyp`` and the flags (:func:`resolve_hyp`).
 
-# Darknet [net] keys used for training, with Darknet's defaults (parse_net_options). The schedule keys are
-# read by yolo.engine.schedule.read_net_schedule; ``adam``, ``B1``, ``B2`` and ``eps`` pick Darknet's Adam.
-NET_KEYS: Dict[str, Any] = {
-    "batch": 1, "subdivisions": 1, "momentum": 0.9, "decay": 0.0001,
-    "adam": 0, "B1": 0.9, "B2": 0.999, "eps": 0.000001,
-    **SCHEDULE_DEFAULTS,
-}
-_INT_KEYS = {"batch", "subdivisions", "burn_in", "step", "max_batches", "adam", "sgdr_mult"}
-_FLOAT_KEYS = {"learning_rate", "momentum", "decay", "power", "scale", "gamma", "B1", "B2", "eps",
-               "learning_rate_min"}
+    The field order is ``hyp.yaml``'s. Code that also takes a plain dict (a saved run's ``hyp.yaml``) reads
+    it as a mapping: ``hyp["batch"]``, ``hyp.get("burn_in", 0)``.
+    """
+
+    # Darknet's [net] schedule keys (yolo.engine.schedule.read_net_schedule), with Darknet's defaults.
+    learning_rate: float = 0.001
+    max_batches: int = 0
+    learning_rate_min: float = 0.00001
+    sgdr_cycle: Optional[int] = None
+    sgdr_mult: int = 2
+    power: float = 4.0
+    burn_in: int = 0
+    policy: str = "constant"
+    step: int = 1
+    scale: float = 1.0
+    gamma: float = 1.0
+    steps: List[float] = field(default_factory=list)  # update numbers, or fractions of the run (< 1)
+    scales: List[float] = field(default_factory=list)
+    # Darknet's [net] update keys (parse_net_options); B1, B2 and eps are read only with adam=1.
+    batch: int = 1  # images per update over all processes
+    subdivisions: int = 1  # mini-batches per update (gradient accumulation)
+    adam: int = 0
+    momentum: float = 0.9
+    decay: float = 0.0001
+    B1: float = 0.9
+    B2: float = 0.999
+    eps: float = 0.000001
+    img_size: List[int] = field(default_factory=lambda: [416, 416])  # [height, width]; [net] height, width
+    # The trainer's own settings (Darknet's [net] does not have them).
+    epochs: Optional[int] = None  # None: enough epochs to reach max_batches updates
+    max_steps_per_epoch: Optional[int] = None  # cap on optimizer updates per epoch (None: the whole split)
+    # None: the cfg's random (Darknet's rule; resolved to {"random": r, "resize_step": s} or False);
+    # true: ours (multi_scale_range)
+    multi_scale: Union[None, bool, Dict[str, Any]] = None
+    multi_scale_range: List[float] = field(default_factory=lambda: [0.7, 1.3])  # input side factor range
+    multi_scale_every: int = 10  # mini-batches between size changes (Darknet: 10)
+    augment: Dict[str, Any] = field(default_factory=dict)  # yolo.data.transforms settings (hue, mosaic, ...)
+    ema: bool = False  # our improvement, off for Darknet's training: evaluate/save an EMA of the weights
+    ema_decay: float = 0.9999
+    ema_tau: float = 2000.0
+    amp: bool = True  # mixed precision on CUDA (ignored on the CPU)
+    head_prior: bool = False  # our improvement: fresh heads' objectness/class biases start at a prior (Darknet: 0)
+    bn_momentum: Optional[float] = None  # None: Darknet's 0.01 per batch
+    max_grad_norm: Optional[float] = None  # clip the gradient norm (None: no clipping, as Darknet)
+    conf_thres: float = 0.001  # evaluation thresholds (COCO-style mAP)
+    iou_thres: float = 0.6
+    eval_interval: int = 1  # evaluate every N epochs (and always after the last)
+    tensorboard: bool = True
+    plots: bool = True  # PR curves and confusion matrix after the last epoch
+    tb_images: int = 4  # validation images with predicted boxes logged each evaluation
+    workers: Optional[int] = None  # data-loading processes (None: automatic)
+
+    def __getitem__(self, key: str) -> Any:
+        return getattr(self, key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self, key, default)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """Plain types, as ``hyp.yaml`` and checkpoints hold them."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> "Hyperparameters":
+        """From :meth:`to_dict`'s output (a saved run's)."""
+        return cls(**{k: v for k, v in values.items() if k in _FIELDS})
+
+
+_FIELDS = {f.name: f for f in fields(Hyperparameters)}
+# The keys Darknet's [net] does not have.
+TRAINER_KEYS = tuple(_FIELDS)[tuple(_FIELDS).index("epochs"):]
 
 
 @dataclass
@@ -130,16 +173,14 @@ def _img_size(value: Any, where: str) -> Tuple[int, int]:
 
 
 def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, Any], None],
-                flags: Mapping[str, Any]) -> Dict[str, Any]:
+                flags: Mapping[str, Any]) -> Hyperparameters:
     """Hyperparameters from ``[net]`` (``net`` Section), the ``[yolo]`` ``heads`` sections, a YAML and flags.
 
-    ``flags`` may hold ``epochs``, ``batch`` and ``img_size`` (None values are ignored). Returns a plain dict
-    (YAML-ready): the keys of ``NET_KEYS`` and ``TRAINER_DEFAULTS``, ``img_size`` [h, w] and ``augment``
-    (the full augmentation settings of :func:`yolo.data.transforms.augment_from_cfg`).
+    ``flags`` may hold ``epochs``, ``batch``, ``img_size`` and ``workers`` (None values are ignored).
+    ``img_size`` comes out as [h, w] and ``augment`` as the full augmentation settings of
+    :func:`yolo.data.transforms.augment_from_cfg`. A bad value is a one-line :class:`ConfigError` naming the
+    YAML (or the cfg's file and line for a [net] key).
     """
-    from yolo.models.cfg_options import check_training_options
-    from yolo.data.transforms import augment_from_cfg
-
     where = str(hyp_source) if isinstance(hyp_source, (str, Path)) else "hyp"
     user = read_hyp(hyp_source)
     # Every option Darknet would train with is either reproduced or refused here (yolo.cfg_options);
@@ -147,14 +188,14 @@ def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, 
     check_training_options([net, *heads], user)
     hyp: Dict[str, Any] = read_net_schedule(net)
     for key in ("batch", "subdivisions", "adam"):
-        hyp[key] = net.get_int(key, NET_KEYS[key])
+        hyp[key] = net.get_int(key, _FIELDS[key].default)
     for key in ("momentum", "decay"):
-        hyp[key] = net.get_float(key, NET_KEYS[key])
+        hyp[key] = net.get_float(key, _FIELDS[key].default)
     for key in ("B1", "B2", "eps"):  # Darknet reads them only with adam=1
-        hyp[key] = net.get_float(key, NET_KEYS[key]) if hyp["adam"] else NET_KEYS[key]
+        hyp[key] = net.get_float(key, _FIELDS[key].default) if hyp["adam"] else _FIELDS[key].default
     hyp["img_size"] = [net.get_int("height", 416), net.get_int("width", 416)]
-    hyp.update({k: (dict(v) if isinstance(v, dict) else (list(v) if isinstance(v, list) else v))
-                for k, v in TRAINER_DEFAULTS.items()})
+    defaults = Hyperparameters()
+    hyp.update({k: getattr(defaults, k) for k in TRAINER_KEYS})
 
     known = set(hyp) | {"img_size"}
     unknown = sorted(set(user) - known)
@@ -165,13 +206,9 @@ def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, 
         if value is not None:
             hyp[key] = value
 
-    # Types and ranges.
-    for key in _INT_KEYS:
-        hyp[key] = int(hyp[key])
-    for key in _FLOAT_KEYS:
-        hyp[key] = float(hyp[key])
-    if hyp["sgdr_cycle"] is not None:
-        hyp["sgdr_cycle"] = int(hyp["sgdr_cycle"])
+    # Types (from the fields of Hyperparameters) and ranges.
+    for key, value in hyp.items():
+        hyp[key] = _typed(key, value, where)
     for key in ("steps", "scales"):
         value = hyp[key]
         if isinstance(value, (int, float)):
@@ -213,15 +250,29 @@ def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, 
         hyp["augment"] = augment_from_cfg(net, heads, overrides=hyp["augment"])
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
-    return hyp
+    return Hyperparameters(**hyp)
+
+
+def _typed(key: str, value: Any, where: str) -> Any:
+    """``value`` as the type of field ``key``: ``int``, ``float`` and ``bool`` fields (and their Optional
+    forms) are converted; the other fields are checked later."""
+    kind = _FIELDS[key].type
+    optional = kind.startswith("Optional[")
+    base = kind[len("Optional["):-1] if optional else kind
+    convert = {"int": int, "float": float, "bool": bool}.get(base)
+    if convert is None or (optional and value is None):
+        return value
+    try:
+        return convert(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: {key}={value!r} is not {'an integer' if base == 'int' else 'a number'}") \
+            from None
 
 
 def _multi_scale(value: Any, net, heads: Sequence, where: str) -> Union[bool, Dict[str, Any]]:
     """``multi_scale`` resolved: ``{"random": r, "resize_step": s}`` for Darknet's rule
     (yolo.data.darknet_multiscale; from the cfg when not named), ``True`` for this framework's own rule
     (uniform in ``multi_scale_range``), ``False`` for none."""
-    from yolo.models.cfg_options import last_head
-
     if value is None:  # the cfg decides, as train_detector: the last head's random (a float), [net] resize_step
         head = last_head(heads)
         random = head.get_float("random", 0.0) if head is not None else 0.0
@@ -242,4 +293,4 @@ def _multi_scale(value: Any, net, heads: Sequence, where: str) -> Union[bool, Di
     return bool(value)
 
 
-__all__ = ["ConfigError", "NET_KEYS", "TRAINER_DEFAULTS", "TrainOptions", "read_hyp", "resolve_hyp"]
+__all__ = ["ConfigError", "Hyperparameters", "TRAINER_KEYS", "TrainOptions", "read_hyp", "resolve_hyp"]

@@ -27,7 +27,8 @@ import torch.nn as nn
 
 from yolo.models.cfg import Section
 from yolo.models.checkpoint import load_checkpoint_file
-from yolo.models.weights import float_count, read_header
+from yolo.models.model import Darknet
+from yolo.models.weights import float_count, layer_tensors, read_header
 from yolo.errors import WeightsError
 
 logger = logging.getLogger(__name__)
@@ -160,8 +161,6 @@ def with_num_classes(sections: Sequence[Section], num_classes: int) -> List[Sect
 
 def _solve_source_classes(model, floats: int) -> Optional[int]:
     """The class count for which the model's cfg needs exactly ``floats`` weights (None if there is none)."""
-    from yolo.models.model import Darknet
-
     base = model.num_classes
     try:
         n0 = float_count(model)
@@ -178,8 +177,6 @@ def _solve_source_classes(model, floats: int) -> Optional[int]:
 def _layer_boundary(model, floats: int) -> Optional[int]:
     """The cutoff ``k`` (layers 0..k-1) whose weights are exactly ``floats`` values, if any."""
     total = 0
-    from yolo.models.weights import layer_tensors
-
     for index, tensors in layer_tensors(model):
         total += sum(t.numel() for t in tensors)
         if total == floats:
@@ -209,8 +206,6 @@ def load_pretrained(model, path: PathLike, cutoff: Optional[int] = None) -> Tran
         WeightsError: the file is unreadable, or a Darknet file fits neither the cfg, a prefix of it, nor
             the cfg with another class count.
     """
-    from yolo.models.model import Darknet
-
     path = Path(path)
     if path.suffix in (".pt", ".pth"):
         ckpt = load_checkpoint_file(path)

@@ -67,7 +67,7 @@ def _r(why: str, neutral: Sequence[str], advice: str, opt_in: Sequence[str] = ()
 
 
 _SCHEDULE = "learning-rate schedule: yolo.engine.schedule (Darknet's get_current_rate)"
-_OPTIMIZER = "optimizer: yolo.engine.trainer.build_optimizer (Darknet's SGD / Adam update)"
+_OPTIMIZER = "optimizer: yolo.engine.optimizer.build_optimizer (Darknet's SGD / Adam update)"
 _AUGMENT = "augmentation: yolo.data.transforms, Darknet pipeline (load_data_detection)"
 _LOSS = "loss: yolo.loss (Darknet's yolo_layer deltas)"
 _REGION_LOSS = "loss: yolo.region_loss (Darknet's region_layer deltas)"

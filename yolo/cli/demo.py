@@ -1,0 +1,117 @@
+"""The whole job on the built-in shapes data, on the CPU: generate, train from scratch, evaluate, detect.
+
+    python tools/demo.py            # after `pip install -e .`; or: bash tools/quickstart.sh
+
+1. generates the shapes dataset (400 train / 80 val images) under ``datasets/shapes`` unless it is there;
+2. trains ``configs/yolov3-tiny-shapes.cfg`` from scratch with ``configs/hyp.shapes.yaml``
+   (``runs/train/shapes``);
+3. evaluates ``best.pt`` on the val split with COCO metrics (``runs/eval/shapes``);
+4. draws 8 newly generated, held-out shapes images with their detections (``runs/detect/shapes``).
+
+Each step is the project's own command-line tool; the timings and mAP are printed at the end.
+Run folders are never overwritten (``shapes2``, ``shapes3``, ... on later runs).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from yolo.cli import detect as detect_cli
+from yolo.cli import eval as eval_cli
+from yolo.cli import train as train_cli
+from yolo.cli.args import ToolParser, non_negative_int, positive_int
+from yolo.data import ensure_shapes_dataset
+
+REPO = Path(__file__).resolve().parents[2]  # the clone: configs/, and where runs/ and datasets/ go
+
+TARGET_MAP50 = 0.9
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = ToolParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cfg", default=str(REPO / "configs" / "yolov3-tiny-shapes.cfg"), help="model cfg")
+    p.add_argument("--data", default=str(REPO / "configs" / "shapes.yaml"), help="dataset YAML")
+    p.add_argument("--hyp", default=str(REPO / "configs" / "hyp.shapes.yaml"), help="training settings")
+    p.add_argument("--epochs", type=positive_int, default=None, help="default: the hyp file's (60)")
+    p.add_argument("--device", default="cpu", help="default: cpu")
+    p.add_argument("--name", default="shapes", help="run folder name under runs/train, runs/eval, runs/detect")
+    p.add_argument("--heldout", type=positive_int, default=8, help="held-out images to draw detections on (default: 8)")
+    p.add_argument("--seed", type=non_negative_int, default=0,
+                   help="training seed: initialization, data order and augmentation (default: 0)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars (logs only)")
+    return p.parse_args(argv)
+
+
+def heldout_images(count: int) -> Path:
+    """``count`` shapes images the model never saw (another seed than the train/val splits)."""
+    root = Path(os.environ.get("YOLO_DATASETS", REPO / "datasets")) / "shapes-heldout"
+    ensure_shapes_dataset(root, num_train=0, num_val=count, seed=2024)
+    return root / "images" / "val"
+
+
+def main(args: argparse.Namespace) -> int:
+    os.chdir(REPO)  # runs/ and datasets/ land in the repository, as with the tools themselves
+    times = {}
+    start = time.perf_counter()
+
+    t = time.perf_counter()
+    train_argv = ["--cfg", args.cfg, "--data", args.data, "--hyp", args.hyp, "--device", args.device,
+                  "--name", args.name, "--seed", str(args.seed)]
+    if args.epochs:
+        train_argv += ["--epochs", str(args.epochs)]
+    if args.no_progress:
+        train_argv.append("--no-progress")
+    status = train_cli.main(train_cli.parse_args(train_argv))
+    if status != 0:
+        print(f"training did not finish (exit status {status})", file=sys.stderr)
+        return status
+    times["generate + train"] = time.perf_counter() - t
+    run_dir = _newest(REPO / "runs" / "train", args.name)
+    weights = run_dir / "best.pt"
+    img_size = _train_img_size(run_dir)
+
+    t = time.perf_counter()
+    metrics = eval_cli.main(eval_cli.parse_args(
+        ["--weights", str(weights), "--data", args.data, "--img-size", str(img_size[0]), str(img_size[1]),
+         "--device", args.device, "--name", args.name, "--workers", "0"]))
+    times["evaluate"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    source = heldout_images(args.heldout)
+    detect_dir = detect_cli.main(detect_cli.parse_args(
+        ["--weights", str(weights), "--source", str(source), "--img-size", str(img_size[0]), str(img_size[1]),
+         "--device", args.device, "--name", args.name]))
+    times["detect"] = time.perf_counter() - t
+    total = time.perf_counter() - start
+
+    map50 = metrics["mAP50"]
+    print("\n" + "=" * 72)
+    print(f"shapes demo: mAP@0.5 {map50:.3f}, mAP@0.5:0.95 {metrics['mAP50_95']:.3f} on the val split "
+          f"({'reached' if map50 >= TARGET_MAP50 else 'below'} the {TARGET_MAP50} target)")
+    print("time: " + ", ".join(f"{k} {v / 60:.1f} min" for k, v in times.items()) + f"; total {total / 60:.1f} min "
+          f"on {os.cpu_count()} CPU core(s)")
+    print(f"trained weights: {weights}\nevaluation: {metrics['save_dir']}\nannotated held-out images: {detect_dir}")
+    print("=" * 72)
+    return 0
+
+
+def _newest(parent: Path, name: str) -> Path:
+    runs = [p for p in parent.glob(f"{name}*") if (p / "last.pt").exists()]
+    return max(runs, key=lambda p: (p / "last.pt").stat().st_mtime)
+
+
+def _train_img_size(run_dir: Path):
+    hyp = yaml.safe_load((run_dir / "hyp.yaml").read_text())
+    return hyp["img_size"]
+
+
+def cli(argv=None) -> None:
+    """Console entry point: ``yolo-demo``."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    sys.exit(main(parse_args(argv)))

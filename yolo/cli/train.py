@@ -1,0 +1,127 @@
+"""Train a Darknet cfg on a dataset: SGD with the cfg's schedule, EMA, per-epoch COCO evaluation, checkpoints.
+
+Examples::
+
+    # from scratch on the built-in shapes data (generated on first use)
+    python tools/train.py --cfg configs/yolov3-tiny-shapes.cfg --data configs/shapes.yaml \\
+        --hyp configs/hyp.shapes.yaml --device cpu
+
+    # fine-tune COCO weights on a dataset with another class count (the heads are re-initialized)
+    python tools/train.py --cfg cfg/yolov3-tiny.cfg --adapt-classes --data my.yaml \\
+        --weights yolov3-tiny.weights --epochs 30 --batch-size 16 --freeze 13
+
+    # continue an interrupted run exactly where it stopped
+    python tools/train.py --resume runs/train/exp/last.pt
+
+    # two processes (gloo on the CPU, NCCL on GPUs)
+    torchrun --nproc_per_node 2 tools/train.py --cfg ... --data ... --batch-size 16
+
+Hyperparameters: the cfg's ``[net]``, then ``--hyp`` (YAML), then the flags. Output: ``runs/train/NAME``
+(``NAME2``, ``NAME3``, ... when taken) with ``last.pt``, ``best.pt``, ``results.csv``, ``cfg.cfg``,
+``hyp.yaml``, ``opt.yaml``, ``data.yaml``, ``metrics.json``, plots and TensorBoard events.
+Ctrl-C saves ``last.pt`` and exits; ``--resume`` continues from it.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+from yolo.cli.args import ToolParser, fail, image_side, non_negative_int, positive_int, setup_logging
+from yolo.engine.config import TrainOptions
+from yolo.engine.trainer import Trainer
+from yolo.errors import CfgError, ConfigError, DataError, NonFiniteLossError, WeightsError
+
+logger = logging.getLogger("yolo.train")
+
+EXIT_INTERRUPTED = 130
+EXIT_NON_FINITE = 3
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    p = ToolParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cfg", default=None, help="Darknet .cfg (not needed with --resume)")
+    p.add_argument("--data", default=None, help="dataset YAML (train and val splits, class names)")
+    p.add_argument("--weights", default=None,
+                   help="start from Darknet .weights (full or partial) or a .pt; tensors that do not fit are "
+                        "re-initialized and reported")
+    p.add_argument("--cutoff", type=non_negative_int, default=None, help="read only layers 0..N-1 of a Darknet .weights file")
+    p.add_argument("--hyp", default=None, help="hyperparameter YAML (overrides the cfg's [net])")
+    p.add_argument("--epochs", type=positive_int, default=None, help="default: enough epochs for the cfg's max_batches")
+    p.add_argument("--batch-size", type=positive_int, default=None,
+                   help="images per optimizer update over all processes (Darknet's batch; default: the cfg's)")
+    p.add_argument("--img-size", type=image_side, nargs="+", default=None,
+                   help="training input: one side or height width (default: the cfg's [net] size)")
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:N or a GPU index (default: cuda if available)")
+    p.add_argument("--project", default="runs/train", help="parent of the run folders (default: runs/train)")
+    p.add_argument("--name", default="exp", help="run folder name (default: exp; then exp2, exp3, ...: never overwritten)")
+    p.add_argument("--resume", nargs="?", const="", default=None,
+                   help="continue a run from its last.pt (or run folder); alone: the newest run under --project")
+    p.add_argument("--freeze", type=non_negative_int, default=0, help="freeze the first N layers (their BatchNorm statistics too)")
+    p.add_argument("--workers", type=non_negative_int, default=None, help="data-loading processes (default: automatic)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of initialization, data order and augmentation (default: 0)")
+    p.add_argument("--sync-bn", action="store_true", help="SyncBatchNorm across processes (CUDA DDP)")
+    p.add_argument("--adapt-classes", action="store_true",
+                   help="set the cfg's heads to the dataset's class count (classes and the filters before each head)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars (logs only)")
+    p.add_argument("--verbose", action="store_true")
+    return p.parse_args(argv)
+
+
+def newest_run(project: Path) -> Path:
+    """The most recently written ``last.pt`` under ``project``."""
+    candidates = sorted(project.glob("*/last.pt"), key=lambda p: p.stat().st_mtime)
+    if not candidates:
+        raise FileNotFoundError(f"--resume: no run with a last.pt under {project}")
+    return candidates[-1]
+
+
+def main(args: argparse.Namespace) -> int:
+    """Train as described by ``args``; returns the exit status (0 finished, 130 interrupted, 3 NaN/inf loss)."""
+    setup_logging(args.verbose)
+    logging.getLogger("yolo.cfg").setLevel(logging.WARNING)
+    resume = args.resume
+    if resume == "":
+        try:
+            resume = str(newest_run(Path(args.project)))
+        except FileNotFoundError as exc:
+            fail(str(exc))
+    if resume is None and (args.cfg is None or args.data is None):
+        fail("--cfg and --data are required (or --resume a run)")
+    img_size = None
+    if args.img_size and len(args.img_size) > 2:
+        fail(f"--img-size takes one value or two (height width), got {len(args.img_size)}")
+    if args.img_size:
+        img_size = args.img_size[0] if len(args.img_size) == 1 else list(args.img_size[:2])
+    options = TrainOptions(cfg=args.cfg, data=args.data, weights=args.weights, cutoff=args.cutoff, hyp=args.hyp,
+                           epochs=args.epochs, batch_size=args.batch_size, img_size=img_size, device=args.device,
+                           project=args.project, name=args.name, resume=resume, freeze=args.freeze,
+                           workers=args.workers, seed=args.seed, sync_bn=args.sync_bn,
+                           adapt_classes=args.adapt_classes, progress=not args.no_progress)
+    try:
+        result = Trainer(options).fit()
+    except NonFiniteLossError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_NON_FINITE
+    except KeyboardInterrupt:
+        print("aborted (second interrupt): nothing saved beyond the last checkpoint", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (CfgError, DataError, WeightsError, ConfigError, FileNotFoundError) as exc:
+        fail(str(exc))
+    if result.status == "interrupted":
+        print(f"interrupted: saved {result.last}; continue with: python tools/train.py --resume {result.last}",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    m = result.metrics
+    summary = f"finished {result.epochs_done} epochs ({result.global_step} updates)"
+    if m:
+        summary += f": mAP50 {m.get('mAP50', 0):.4f}, mAP50_95 {m.get('mAP50_95', 0):.4f}"
+    print(f"{summary}; results in {result.run_dir}", file=sys.stderr)
+    return 0
+
+
+def cli(argv: Optional[List[str]] = None) -> None:
+    """Console entry point: ``yolo-train``."""
+    sys.exit(main(parse_args(argv)))

@@ -1,0 +1,8 @@
+"""The trainer's hooks: everything around the training step (see :mod:`yolo.engine.hooks.base`)."""
+from yolo.engine.hooks.base import HookBase, StepLog
+from yolo.engine.hooks.checkpointing import CheckpointHook
+from yolo.engine.hooks.evaluation import EvalHook, evaluate_run, fitness
+from yolo.engine.hooks.writers import RESULTS_COLUMNS, ProgressWriter, ResultsCSVWriter, TensorBoardWriter
+
+__all__ = ["CheckpointHook", "EvalHook", "HookBase", "ProgressWriter", "RESULTS_COLUMNS", "ResultsCSVWriter",
+           "StepLog", "TensorBoardWriter", "evaluate_run", "fitness"]

@@ -1,0 +1,68 @@
+"""Checkpoints: ``best.pt`` then ``last.pt`` after every epoch, ``last.pt`` when a stop is requested mid-epoch.
+
+A training checkpoint holds what a resumed run needs to continue bit for bit: the training weights, the EMA
+weights (saved as the model), optimizer, GradScaler, update counters, the position in the epoch with the
+epoch's loss sums so far, and the torch / numpy / Python RNG states (:mod:`yolo.engine.rng`).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict
+
+from yolo.engine.hooks.base import HookBase
+from yolo.engine.rng import rng_state
+from yolo.models.checkpoint import model_checkpoint, save_checkpoint
+
+logger = logging.getLogger(__name__)
+
+
+class CheckpointHook(HookBase):
+    """Saves after each epoch (``best.pt`` when ``trainer.is_best``) and at a requested stop."""
+
+    def after_epoch(self, trainer) -> None:
+        save(trainer, best=trainer.is_best)
+
+    def after_interrupt(self, trainer) -> None:
+        save(trainer, best=False)
+        last = trainer.run_dir / "last.pt"
+        logger.warning("stopped at epoch %d, update %d/%d; saved %s (continue with --resume %s)",
+                       trainer.epoch + 1, trainer.epoch_step, trainer.steps_per_epoch, last, last)
+
+
+def save(trainer, best: bool) -> None:
+    """Write ``best.pt`` (when ``best``) and then ``last.pt``, each atomically.
+
+    The order makes a kill at any point recoverable: ``last.pt`` records the best score, so it must
+    never reach the disk before the ``best.pt`` holding that score. A kill between the two leaves the
+    previous ``last.pt``; resuming from it repeats the epoch and writes both again.
+    """
+    ckpt = training_checkpoint(trainer)
+    if best:
+        save_checkpoint(ckpt, trainer.run_dir / "best.pt")
+    save_checkpoint(ckpt, trainer.run_dir / "last.pt")
+
+
+def training_checkpoint(trainer) -> Dict[str, Any]:
+    """The checkpoint dict: the evaluated model (EMA when on) with ``train`` holding the training state."""
+    t = trainer
+    train_state = {
+        "model": {k: v.detach().cpu() for k, v in t.model.state_dict().items()},
+        "optimizer": t.optimizer.state_dict(),
+        "scaler": t.scaler.state_dict() if t.amp else None,
+        "ema": t.ema.state_dict() if t.ema is not None else None,
+        "epoch": t.epoch,
+        "epoch_step": t.epoch_step,
+        "global_step": t.global_step,
+        "best_fitness": t.best_fitness,
+        "metrics": t.last_metrics,
+        "rng": rng_state(),
+        # float64 (box, obj, cls, mini-batches) of the epoch so far; .cpu() syncs, once per save
+        "epoch_sums": t.loss_sums.to("cpu", copy=True) if t.epoch_step else None,
+        "options": t.options.to_dict() | {"hyp": None},
+        "hyp": t.hyp.to_dict(),
+    }
+    return model_checkpoint(t.eval_model(), names=t.data.names, train=train_state, epoch=t.epoch,
+                            metrics=t.last_metrics)
+
+
+__all__ = ["CheckpointHook", "save", "training_checkpoint"]

@@ -1,0 +1,69 @@
+"""Evaluation during training: COCO mAP on the val split every ``eval_interval`` epochs and after the last,
+and which epoch is the best (:func:`fitness`)."""
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict
+
+from torch.utils.data import DataLoader
+
+from yolo.data import collate_fn
+from yolo.engine.hooks.base import HookBase
+from yolo.evaluation import Evaluator, evaluate_model
+from yolo.progress import use_bars
+
+logger = logging.getLogger(__name__)
+
+
+def fitness(metrics: Dict[str, Any]) -> float:
+    """The number ``best.pt`` maximizes: ``0.1 * mAP50 + 0.9 * mAP50_95``."""
+    return 0.1 * max(float(metrics.get("mAP50", 0.0)), 0.0) + 0.9 * max(float(metrics.get("mAP50_95", 0.0)), 0.0)
+
+
+class EvalHook(HookBase):
+    """After an epoch that is due: evaluate (``trainer._evaluate``), set ``trainer.epoch_metrics`` (empty when
+    not due), ``trainer.is_best`` and ``trainer.best_fitness``."""
+
+    def __init__(self, interval: int):
+        self.interval = interval
+
+    def after_epoch(self, trainer) -> None:
+        done = trainer.epoch  # epochs completed, the one just trained included
+        final = done == trainer.epochs
+        metrics = trainer._evaluate(done - 1, final=final) if final or done % self.interval == 0 else {}
+        trainer.epoch_metrics = metrics
+        trainer.is_best = bool(metrics) and fitness(metrics) > trainer.best_fitness
+        if trainer.is_best:
+            trainer.best_fitness = fitness(metrics)
+
+
+def evaluate_run(trainer, epoch: int, final: bool) -> Dict[str, Any]:
+    """COCO metrics of ``trainer.eval_model()`` on the val split after ``epoch`` (0-based); TensorBoard curves
+    when ``trainer.writer`` is set; after the ``final`` epoch also the summary table, ``metrics.json`` and
+    the plots (pycocotools' numbers then). Sets ``trainer.last_metrics``."""
+    hyp, val_set = trainer.hyp, trainer.val_set
+    evaluator = Evaluator(trainer.data.names, val_set.ground_truth(),
+                          category_ids=getattr(val_set, "category_ids", None), use_pycocotools=final)
+    loader = DataLoader(val_set, batch_size=max(1, trainer.mini_batch), shuffle=False,
+                        num_workers=trainer.workers, collate_fn=collate_fn)
+    metrics = evaluate_model(trainer.eval_model(), loader, evaluator, conf_thres=hyp.conf_thres,
+                             iou_thres=hyp.iou_thres, device=trainer.device, amp=trainer.amp,
+                             progress=use_bars(trainer.options.progress), desc=f"val {epoch + 1}/{trainer.epochs}")
+    logger.info("epoch %d/%d: mAP50 %.4f  mAP50_95 %.4f  P %.3f  R %.3f  (%d val images)", epoch + 1,
+                trainer.epochs, metrics["mAP50"], metrics["mAP50_95"], metrics["precision"], metrics["recall"],
+                metrics["num_images"])
+    if trainer.writer is not None:
+        evaluator.write_tensorboard(trainer.writer, epoch + 1, prefix="val", plots=final and hyp.plots)
+    if final:
+        print(evaluator.summary_text(metrics))
+        evaluator.save_metrics(trainer.run_dir / "metrics.json", {"epoch": epoch + 1})
+        if hyp.plots:
+            try:
+                evaluator.save_plots(trainer.run_dir)
+            except Exception as exc:  # plots are a convenience; never lose a run over them
+                logger.warning("could not draw the evaluation plots: %s", exc)
+    trainer.last_metrics = {k: v for k, v in metrics.items() if isinstance(v, (int, float, str))}
+    return metrics
+
+
+__all__ = ["EvalHook", "evaluate_run", "fitness"]

@@ -1,0 +1,69 @@
+"""What a run folder holds besides checkpoints and logs: the exact settings, and recovery after a kill.
+
+``runs/train/NAME`` receives ``cfg.cfg``, ``hyp.yaml``, ``opt.yaml``, ``data.yaml`` and ``environment.yaml``
+when the run starts (a resumed run keeps the ones it started with).
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Dict
+
+import numpy as np
+import yaml
+
+from yolo.engine.rng import software_environment
+from yolo.files.atomic import remove_stale_temp_files
+
+logger = logging.getLogger(__name__)
+
+
+def write_settings(run_dir: Path, cfg_text: str, hyp: Dict[str, Any], options: Dict[str, Any], data) -> None:
+    """The cfg, the resolved hyperparameters, the options (``options["hyp"]`` as given: a path, or a dict
+    written as ``inline``), the dataset YAML and the software environment."""
+    (run_dir / "cfg.cfg").write_text(cfg_text, encoding="utf-8")
+    write_yaml(run_dir / "hyp.yaml", hyp)
+    given_hyp = options.get("hyp")
+    write_yaml(run_dir / "opt.yaml", {k: v for k, v in options.items() if k != "hyp"}
+               | {"hyp": str(given_hyp) if not isinstance(given_hyp, dict) else "inline"})
+    source = getattr(data, "source", None)
+    if source is not None and Path(source).is_file():
+        (run_dir / "data.yaml").write_text(Path(source).read_text(encoding="utf-8"), encoding="utf-8")
+    env = software_environment()
+    write_yaml(run_dir / "environment.yaml", env)
+    logger.info("environment: %s (identical losses need the same versions, thread count and seed)",
+                ", ".join(f"{k} {v}" for k, v in env.items()))
+
+
+def recover_run_folder(run_dir: Path, resumed: bool, best_fitness: float) -> float:
+    """Undo what a kill during a save left behind: temp files, and a best score without its best.pt.
+    Returns the best fitness to continue with (-1 when ``best.pt`` is missing)."""
+    stale = remove_stale_temp_files(run_dir)
+    if stale:
+        logger.warning("removed %d unfinished file(s) of an interrupted save: %s", len(stale),
+                       ", ".join(p.name for p in stale))
+    if resumed and best_fitness >= 0 and not (run_dir / "best.pt").is_file():
+        logger.warning("%s is missing although last.pt records a best fitness of %.4f: the next evaluation "
+                       "writes a new best.pt", run_dir / "best.pt", best_fitness)
+        return -1.0
+    return best_fitness
+
+
+def write_yaml(path: Path, data: Dict[str, Any]) -> None:
+    path.write_text(yaml.safe_dump(_plain(data), sort_keys=False), encoding="utf-8")
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with numpy scalars, tuples and paths turned into what ``yaml.safe_dump`` writes."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+__all__ = ["recover_run_folder", "write_settings", "write_yaml"]
