@@ -36,7 +36,7 @@ import torch.nn as nn
 import torchvision
 
 from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer
-from yolo.models.layers import RegionLayer
+from yolo.models.heads import RegionLayer
 from yolo.errors import ExportError
 
 logger = logging.getLogger(__name__)

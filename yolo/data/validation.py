@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Iterable, List, Optional, Tuple
 
 import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from yolo.errors import DataError
 
 logger = logging.getLogger(__name__)
 
@@ -128,8 +131,6 @@ class ValidationReport:
 
     def raise_if_unusable(self) -> None:
         """Raise :class:`DataError` when no image has a usable box; the message says why."""
-        from yolo.errors import DataError
-
         if self.num_boxes > 0:
             return
         if self.num_kept_images == 0:
@@ -154,8 +155,6 @@ def image_size(path: Path) -> Tuple[Optional[Tuple[int, int]], Optional[str]]:
     (a truncated download decodes as a gray block), and swaps the sides for EXIF rotations,
     as ``cv2.imread`` applies them when loading.
     """
-    from PIL import Image, UnidentifiedImageError
-
     try:
         with Image.open(path) as im:
             im.verify()  # structure check; the image object is unusable afterwards

@@ -46,6 +46,7 @@ from yolo.files.atomic import atomic_path, remove_stale_temp_files
 from yolo.models.checkpoint import load_checkpoint_file, model_checkpoint, save_checkpoint
 from yolo.losses.yolo_loss import YoloLoss
 from yolo.losses.region_loss import set_images_seen
+from yolo.models.heads import is_head
 from yolo.models.model import Darknet
 from yolo.progress import use_bars
 from yolo.engine.config import TrainOptions, resolve_hyp
@@ -131,7 +132,7 @@ def prior_head_biases(model: nn.Module, img_hw: Tuple[int, int], layers: Optiona
     """
     done = []
     for i, head in enumerate(model.module_list):
-        if not hasattr(head, "mask") or int(getattr(head.opts, "new_coords", 0)):
+        if not is_head(head) or int(getattr(head.opts, "new_coords", 0)):
             continue
         prev = model.module_list[i - 1]
         conv = getattr(prev, "conv", None)

@@ -1,4 +1,4 @@
-"""Darknet ``.weights`` files: read into and write from a :class:`yolo.model.Darknet`.
+"""Darknet ``.weights`` files: read into and write from a :class:`yolo.models.model.Darknet`.
 
 Layout: int32 major, int32 minor, int32 revision, then ``seen`` (images trained on) as 8 bytes when
 major*10 + minor >= 2, else 4 bytes; then float32 values for every layer that has weights, in cfg order.
@@ -14,15 +14,14 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, List, Optional, Tuple, Union
+from typing import List, Optional, Tuple, Union
 
 import numpy as np
 import torch
+import torch.nn as nn
+
 from yolo.errors import WeightsError
 from yolo.files.atomic import write_bytes_atomic
-
-if TYPE_CHECKING:
-    from yolo.models.model import Darknet
 
 
 @dataclass(frozen=True)
@@ -71,7 +70,7 @@ def read_header(path: Union[str, Path]) -> DarknetHeader:
     return DarknetHeader(major, minor, revision, seen)
 
 
-def layer_tensors(model: "Darknet", cutoff: Optional[int] = None) -> List[Tuple[int, List[torch.Tensor]]]:
+def layer_tensors(model: nn.Module, cutoff: Optional[int] = None) -> List[Tuple[int, List[torch.Tensor]]]:
     """(layer index, tensors in file order) for each layer with weights, layers 0..cutoff-1.
 
     The protocol: a module that has weights in a ``.weights`` file defines ``darknet_weights()``, returning
@@ -97,12 +96,12 @@ def layer_tensors(model: "Darknet", cutoff: Optional[int] = None) -> List[Tuple[
     return out
 
 
-def float_count(model: "Darknet", cutoff: Optional[int] = None) -> int:
+def float_count(model: nn.Module, cutoff: Optional[int] = None) -> int:
     """Number of float32 values a weights file holds for layers 0..cutoff-1."""
     return sum(t.numel() for _, tensors in layer_tensors(model, cutoff) for t in tensors)
 
 
-def load_darknet_weights(model: "Darknet", path: Union[str, Path], cutoff: Optional[int] = None) -> DarknetHeader:
+def load_darknet_weights(model: nn.Module, path: Union[str, Path], cutoff: Optional[int] = None) -> DarknetHeader:
     """Copy a ``.weights`` file into ``model`` (every shape checked); returns the header.
 
     Raises :class:`WeightsError` naming expected and actual float counts when the file does not fit.
@@ -148,7 +147,7 @@ def _mismatch_message(model, path, layers, expected, actual, cutoff) -> str:
     return msg + f": {actual - expected} values too many (weights for another cfg?)"
 
 
-def save_darknet_weights(model: "Darknet", path: Union[str, Path], cutoff: Optional[int] = None,
+def save_darknet_weights(model: nn.Module, path: Union[str, Path], cutoff: Optional[int] = None,
                          header: Optional[DarknetHeader] = None) -> None:
     """Write ``model`` (layers 0..cutoff-1) as a Darknet ``.weights`` file, atomically.
 

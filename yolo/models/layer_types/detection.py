@@ -14,20 +14,19 @@ from __future__ import annotations
 from typing import List, Sequence
 
 import torch
-import torch.nn as nn
 
 from yolo.models.cfg import Section
+from yolo.models.heads import Head
 from yolo.models.layer_types.registry import LayerInfo, Shape, positive, register
 
 
-class DetectionLayer(nn.Module):
+class DetectionLayer(Head):
+    """Darknet ``[detection]`` head (module docstring): ``num`` boxes per cell of a ``side x side`` grid."""
+
     def __init__(self, side: int, num: int, classes: int, coords: int, softmax: bool, sqrt: bool):
-        super().__init__()
-        self.side, self.num, self.num_classes, self.coords = side, num, classes, coords
+        super().__init__(classes, range(num))  # num_anchors: boxes per cell, under the name the other heads use
+        self.side, self.num, self.coords = side, num, coords
         self.softmax, self.sqrt = softmax, sqrt
-        self.num_anchors = num  # boxes per cell, under the name the other heads use
-        self.mask = list(range(num))
-        self.stride = None
 
     def activated(self, x: torch.Tensor) -> torch.Tensor:
         """Darknet's layer output: the input, with the class block softmaxed per cell when ``softmax=1``."""
@@ -44,12 +43,17 @@ class DetectionLayer(nn.Module):
         out = self.activated(x)
         if self.training:
             return out
+        return self.decode(out, input_hw)
+
+    def decode(self, out: torch.Tensor, input_hw: Sequence[int]) -> torch.Tensor:
+        """The activated flat map Float[N, K] -> rows Float[N, side*side*num, 5 + classes] (module docstring)."""
+        in_h, in_w = input_hw
         n, s, b, k = out.shape[0], self.side, self.num, self.num_classes
         cells = s * s
         probs = out[:, :cells * k].reshape(n, cells, 1, k).expand(n, cells, b, k)
         conf = out[:, cells * k:cells * (k + b)].reshape(n, cells, b, 1)
         boxes = out[:, cells * (k + b):cells * (k + b + b * 4)].reshape(n, cells, b, 4)
-        index = torch.arange(cells, device=x.device, dtype=out.dtype)
+        index = torch.arange(cells, device=out.device, dtype=out.dtype)
         col, row = (index % s).reshape(1, cells, 1), torch.div(index, s, rounding_mode="floor").reshape(1, cells, 1)
         cx = (boxes[..., 0] + col) / s * in_w
         cy = (boxes[..., 1] + row) / s * in_h
