@@ -2,7 +2,7 @@
 
 Convention: for the loss returned here (summed over the batch), ``-d(loss)/d(head input)`` is exactly Darknet's
 ``l.delta``; the head input is the conv output viewed as Float[N, A, H, W, 9+C] (channel order in
-:mod:`yolo.layer_types.gaussian_yolo`). Darknet applies its deltas to the *raw* inputs without the logistic's
+:mod:`yolo.models.layer_types.gaussian_yolo`). Darknet applies its deltas to the *raw* inputs without the logistic's
 derivative, so:
 
 * **Objectness and classes** are binary cross-entropies on the logits, whose gradient ``p - t`` is Darknet's
@@ -16,7 +16,7 @@ derivative, so:
   log-likelihood ``dx^2 / (2 sigma^2) + log(sigma + 0.3)`` (times ``0.5 * (2 - w*h)``, Darknet's
   ``normal / (normal + 1e-9)`` factor, ``iou_normalizer`` for the coordinates and ``uc_normalizer`` for the
   sigmas), taken w.r.t. the activated values; with ``iou``/``giou``/``diou``/``ciou`` the coordinates' D is
-  Darknet's ``dx_box_iou`` (:mod:`yolo.darknet_box`) times ``iou_normalizer``. Non-finite values become 0 and
+  Darknet's ``dx_box_iou`` (:mod:`yolo.losses.darknet_box`) times ``iou_normalizer``. Non-finite values become 0 and
   ``max_delta`` clips. Truths sharing a slot add their box deltas, which are then divided by the number of
   classes whose delta at that slot is positive (Darknet's averages_gaussian_yolo_deltas).
 
@@ -138,7 +138,7 @@ def gaussian_yolo_loss(head: GaussianYOLOLayer, out: Tensor, targets: Tensor, ke
     with torch.no_grad():
         act32 = head.activate(out.detach())  # Darknet's layer output
         act = act32.double()
-        pred = head.boxes(act, img_size_hw)  # [N, A, H, W, 4] normalized
+        pred = head.boxes(act, img_size_hw, normalized=True)  # [N, A, H, W, 4]
 
         rows = darknet_truth_rows(targets, keep, opts.max_boxes)
         truth_px = targets[rows].double()

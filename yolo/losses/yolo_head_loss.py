@@ -30,7 +30,7 @@ objectness and classes unless ``new_coords=1``, where the conv before applied it
 * *Box*: ``iou_loss=mse``: ``(2 - w*h) * iou_normalizer * m * (t - p)`` for x, y, w, h (t: the truth's
   offset in its cell, ``log(w / anchor)``, or ``sqrt(w / (4 * anchor))`` with ``new_coords=1``); note that for
   x, y this is w.r.t. the logit *without* the sigmoid's derivative. Other ``iou_loss``: Darknet's closed-form
-  ``dx_box_iou`` (yolo/darknet_box.py), w and h multiplied by ``exp(tw)`` (not with ``new_coords=1``), times
+  ``dx_box_iou`` (:mod:`yolo.losses.darknet_box`), w and h multiplied by ``exp(tw)`` (not with ``new_coords=1``), times
   ``iou_normalizer * m``, clipped to ``max_delta``.
 * ``m`` is the truth's class multiplier from ``counters_per_class`` (max count / count, capped at
   ``max_delta``), else 1. Darknet applies ``cls_normalizer`` only then, to the truth's class delta.

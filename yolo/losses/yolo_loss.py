@@ -19,8 +19,8 @@ class YoloLoss:
     """The training loss over every head of a model, each head by the loss registered for its type.
 
     ``YoloLoss(model)`` reads ``model.yolo_layers`` (the heads; :data:`HEAD_LOSSES` maps each head type to its
-    loss, see :func:`register_head_loss`). The heads are read at every call, so the criterion follows the
-    model across devices.
+    loss, see :func:`yolo.losses.registry.register_head_loss`). The heads are read at every call, so the
+    criterion follows the model across devices.
 
     ``loss, parts = criterion(head_outputs, targets, img_size_hw)``:
 

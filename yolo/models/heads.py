@@ -6,9 +6,9 @@ output and the network input size (H, W). In training mode it returns its raw ma
 mode decoded rows ``Float[N, boxes, K]``: cx, cy, w, h (centre boxes, ``cxcywh``, in input pixels), then
 objectness and class probabilities (and for ``[Gaussian_yolo]`` the four uncertainties).
 
-The ``[yolo]`` arithmetic lives here once: :func:`yolo_activation` is Darknet's layer output and
-:func:`yolo_boxes` its ``get_yolo_box``; :meth:`YOLOLayer.decode` and the [yolo] loss
-(:mod:`yolo.losses.yolo_head_loss`) are both built on them.
+The ``[yolo]`` arithmetic lives here once: :func:`yolo_activation` is Darknet's layer output, :func:`yolo_wh`
+its box size and :func:`yolo_boxes` its ``get_yolo_box``; :meth:`YOLOLayer.decode` (boxes in input pixels) and
+the [yolo] loss (:mod:`yolo.losses.yolo_head_loss`, boxes as fractions of the input) are both built on them.
 """
 from __future__ import annotations
 
@@ -36,19 +36,38 @@ def cell_grid(h: int, w: int, device=None, dtype=None) -> torch.Tensor:
 # ----------------------------------------------------------------------------- the [yolo] arithmetic
 
 
-def yolo_activation(raw: torch.Tensor, scale_x_y: float, new_coords: int) -> torch.Tensor:
-    """Darknet's ``[yolo]`` layer output from its input Float[..., 5 + C] (the same shape).
-
-    Logistic on x, y, objectness and classes (not with ``new_coords=1``, where the conv before already applied
-    it), then x, y mapped to ``s * x - (s - 1) / 2`` for ``scale_x_y = s``; w, h stay raw.
-    """
+def yolo_activation_parts(raw: torch.Tensor, scale_x_y: float,
+                          new_coords: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`yolo_activation` in its three parts: x, y Float[..., 2]; w, h Float[..., 2] (raw); objectness and
+    classes Float[..., 1 + C]."""
     if new_coords:
         xy, rest = raw[..., 0:2], raw[..., 4:]
     else:
         xy, rest = torch.sigmoid(raw[..., 0:2]), torch.sigmoid(raw[..., 4:])
     if scale_x_y != 1.0:
         xy = xy * scale_x_y - 0.5 * (scale_x_y - 1.0)
-    return torch.cat((xy, raw[..., 2:4], rest), -1)
+    return xy, raw[..., 2:4], rest
+
+
+def yolo_activation(raw: torch.Tensor, scale_x_y: float, new_coords: int) -> torch.Tensor:
+    """Darknet's ``[yolo]`` layer output from its input Float[..., 5 + C] (the same shape).
+
+    Logistic on x, y, objectness and classes (not with ``new_coords=1``, where the conv before already applied
+    it), then x, y mapped to ``s * x - (s - 1) / 2`` for ``scale_x_y = s``; w, h stay raw.
+    """
+    return torch.cat(yolo_activation_parts(raw, scale_x_y, new_coords), -1)
+
+
+def yolo_wh(act_wh: torch.Tensor, anchors: torch.Tensor, new_coords: int,
+            max_log_scale: Optional[float] = None) -> torch.Tensor:
+    """Box (w, h) Float[..., 2] from the [yolo] output's w, h Float[..., 2], in the unit of ``anchors``
+    (broadcastable): ``exp(w) * anchor_w``, or with ``new_coords=1`` ``4 * w^2 * anchor_w``.
+    ``max_log_scale`` (the loss's guard) caps w, h before ``exp``."""
+    if new_coords:
+        return act_wh * act_wh * 4 * anchors
+    if max_log_scale is not None:
+        act_wh = act_wh.clamp(max=max_log_scale)
+    return act_wh.exp() * anchors
 
 
 def yolo_boxes(act: torch.Tensor, anchors: torch.Tensor, grid: torch.Tensor, grid_hw: Tuple[int, int],
@@ -57,16 +76,11 @@ def yolo_boxes(act: torch.Tensor, anchors: torch.Tensor, grid: torch.Tensor, gri
 
     ``act`` the [yolo] output Float[N, A, H, W, >=4] (:func:`yolo_activation`); ``anchors`` the anchors'
     (w, h) as fractions of the input, broadcastable to Float[N, A, H, W, 2]; ``grid`` the cells' (column, row)
-    (:func:`cell_grid`); ``grid_hw`` (H, W). cx = (column + x) / W, w = exp(w) * anchor_w, or with
-    ``new_coords=1`` w = 4 * w^2 * anchor_w. ``max_log_scale`` (the loss's guard) caps w, h before ``exp``.
+    (:func:`cell_grid`); ``grid_hw`` (H, W). cx = (column + x) / W; w, h by :func:`yolo_wh`.
     """
     grid_h, grid_w = grid_hw
-    if new_coords:
-        wh = act[..., 2:4] * act[..., 2:4] * 4 * anchors
-    else:
-        log_wh = act[..., 2:4] if max_log_scale is None else act[..., 2:4].clamp(max=max_log_scale)
-        wh = log_wh.exp() * anchors
     xy = act[..., 0:2] + grid
+    wh = yolo_wh(act[..., 2:4], anchors, new_coords, max_log_scale)
     return torch.stack((xy[..., 0] / grid_w, xy[..., 1] / grid_h, wh[..., 0], wh[..., 1]), -1)
 
 
@@ -217,11 +231,12 @@ class YOLOLayer(Head):
         """Float[N, A, H, W, 5+C] raw -> decoded (same shape), boxes in input pixels."""
         _, _, h, w, _ = raw.shape
         in_h, in_w = input_hw
-        size = torch.tensor([in_w, in_h], device=raw.device, dtype=raw.dtype)
-        act = yolo_activation(raw, self.opts.scale_x_y, self.opts.new_coords)
-        boxes = yolo_boxes(act, self.anchors.to(raw.dtype).reshape(1, -1, 1, 1, 2) / size,
-                           self.grid(h, w, raw.device, raw.dtype), (h, w), self.opts.new_coords)
-        return torch.cat((boxes * torch.cat((size, size)), act[..., 4:]), -1)
+        # Input pixels per cell: the same at every input size, so a traced model keeps it as a constant.
+        stride = torch.tensor([in_w / w, in_h / h], device=raw.device, dtype=raw.dtype)
+        xy, wh, rest = yolo_activation_parts(raw, self.opts.scale_x_y, self.opts.new_coords)
+        xy = (xy + self.grid(h, w, raw.device, raw.dtype)) * stride
+        wh = yolo_wh(wh, self.anchors.to(raw.dtype).reshape(1, -1, 1, 1, 2), self.opts.new_coords)
+        return torch.cat((xy, wh, rest), -1)
 
 
 class RegionLayer(Head):
@@ -267,5 +282,5 @@ class RegionLayer(Head):
         return torch.cat((boxes, obj, cls), -1)
 
 
-__all__ = ["Head", "is_head", "cell_grid", "yolo_activation", "yolo_boxes", "HeadOptions", "RegionTrainOptions",
-           "region_train_options", "YOLOLayer", "RegionLayer"]
+__all__ = ["Head", "is_head", "cell_grid", "yolo_activation", "yolo_activation_parts", "yolo_wh", "yolo_boxes",
+           "HeadOptions", "RegionTrainOptions", "region_train_options", "YOLOLayer", "RegionLayer"]

@@ -39,7 +39,7 @@ class ConvBNAct(nn.Module):
         return self.act(x)
 
     def darknet_weights(self) -> List[torch.Tensor]:
-        """Tensors in ``.weights`` file order (see :mod:`yolo.weights`): biases (BN beta), then with BN
+        """Tensors in ``.weights`` file order (see :mod:`yolo.models.weights`): biases (BN beta), then with BN
         scales, rolling mean, rolling variance, then the OIHW weights. None for a layer that uses another
         layer's weights (``share_index``)."""
         if getattr(self, "shared_from", None) is not None:

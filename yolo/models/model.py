@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 # ----------------------------------------------------------------------------- option tables
 
 # Options that Darknet uses only for training, data loading or post-processing: accepted without a warning.
-# [net], [yolo] and [region] come from yolo.cfg_options, which says what training does with each one.
+# [net], [yolo] and [region] come from yolo.models.cfg_options, which says what training does with each one.
 TRAINING_OPTIONS = {
     "*": {"stopbackward", "dontload", "dontloadscales", "train_only_bn", "onlyforward", "learning_rate_scale",
           "learning_rate", "dont_update", "burnin_update", "clip", "grad_centr"},  # yolo.engine.optimizer
@@ -56,7 +56,7 @@ class Darknet(nn.Module):
     """A Darknet network built from a cfg.
 
     Args:
-        cfg: path to a ``.cfg`` file, or sections from :func:`yolo.cfg.parse_cfg`.
+        cfg: path to a ``.cfg`` file, or sections from :func:`yolo.models.cfg.parse_cfg`.
         bn_eps: BatchNorm epsilon, (x - mean) / sqrt(var + eps). Darknet uses 1e-5 (AlexeyAB's CPU
             path and cuDNN in both forks); OpenCV's Darknet importer uses 1e-6. It matters only for
             layers with tiny running variances (depthwise convs, e.g. Yolo-Fastest).

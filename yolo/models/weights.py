@@ -74,7 +74,7 @@ def layer_tensors(model: nn.Module, cutoff: Optional[int] = None) -> List[Tuple[
     """(layer index, tensors in file order) for each layer with weights, layers 0..cutoff-1.
 
     The protocol: a module that has weights in a ``.weights`` file defines ``darknet_weights()``, returning
-    its tensors in Darknet's file order (e.g. :meth:`yolo.layers.ConvBNAct.darknet_weights`); modules
+    its tensors in Darknet's file order (e.g. :meth:`yolo.models.layers.ConvBNAct.darknet_weights`); modules
     without it hold nothing in the file. A module may raise ``ValueError`` when it cannot be written
     (a fused conv).
     """

@@ -77,19 +77,22 @@ class GaussianYOLOLayer(Head):
         return torch.cat((offsets[..., :1], act[..., 1:2], offsets[..., 1:], act[..., 3:4], raw[..., 4:5],
                           act[..., 5:6], raw[..., 6:7], act[..., 7:]), -1)
 
-    def boxes(self, act: torch.Tensor, input_hw: Sequence[int], scale_hw: Sequence[float] = (1.0, 1.0)) -> torch.Tensor:
-        """Centre boxes Float[N, A, H, W, 4] (module docstring's decode) from the activated maps (:meth:`activate`),
-        as fractions of the input (Darknet's ``get_gaussian_yolo_box``, what the loss uses) times ``scale_hw``
-        (the input size (H, W) gives input pixels)."""
+    def boxes(self, act: torch.Tensor, input_hw: Sequence[int], normalized: bool = False) -> torch.Tensor:
+        """Centre boxes Float[N, A, H, W, 4] (module docstring's decode) from the activated maps (:meth:`activate`):
+        in input pixels, or with ``normalized`` as fractions of the input (Darknet's ``get_gaussian_yolo_box``,
+        what the loss uses)."""
         _, _, h, w, _ = act.shape
         in_h, in_w = input_hw
-        scale_h, scale_w = scale_hw
         grid = self.grid(h, w, act.device, act.dtype)
         anchors = self.anchors.to(act.dtype).reshape(1, -1, 1, 1, 2)
-        bw = torch.exp(act[..., 4]) * anchors[..., 0] / in_w * scale_w
-        bh = torch.exp(act[..., 6]) * anchors[..., 1] / in_h * scale_h
-        cx = (grid[..., 0] + act[..., 0]) / w * scale_w
-        cy = (grid[..., 1] + act[..., 2]) / h * scale_h
+        bw = torch.exp(act[..., 4]) * anchors[..., 0]
+        bh = torch.exp(act[..., 6]) * anchors[..., 1]
+        cx = (grid[..., 0] + act[..., 0]) / w
+        cy = (grid[..., 1] + act[..., 2]) / h
+        if normalized:
+            bw, bh = bw / in_w, bh / in_h
+        else:
+            cx, cy = cx * in_w, cy * in_h
         if self.opts.yolo_point == "left_top":
             cx, cy = cx + bw / 2, cy + bh / 2
         elif self.opts.yolo_point == "right_bottom":
@@ -100,7 +103,7 @@ class GaussianYOLOLayer(Head):
         """Float[N, A, H, W, 9+C] raw -> Float[N, A, H, W, 9+C] eval rows (class docstring), boxes in input pixels."""
         act = self.activate(raw)
         sigmas = act[..., (1, 3, 5, 7)]
-        return torch.cat((self.boxes(act, input_hw, input_hw), act[..., 8:], sigmas), -1)
+        return torch.cat((self.boxes(act, input_hw), act[..., 8:], sigmas), -1)
 
 
 # ------------------------------------------------------------------------------------------------ the builder
