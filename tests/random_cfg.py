@@ -39,7 +39,7 @@ CONV_ONLY_ACTIVATIONS = ["mish", "swish", "hard_mish", "normalize_channels", "no
 
 def activations(conv: bool = False) -> List[str]:
     """Activation names for a layer; ``conv=True`` for [convolutional] and the convolutions inside a layer."""
-    from yolo.models.layers import ACTIVATIONS
+    from yolo.models.activations import ACTIVATIONS
     extra = MORE_ACTIVATIONS + (CONV_ONLY_ACTIVATIONS if conv else [])
     return BASIC_ACTIVATIONS + [name for name in extra if name in ACTIVATIONS]
 MAX_SIDE = 24

@@ -66,7 +66,7 @@ def test_conv_only_activation_is_refused_elsewhere(name, tmp_path):
 
 
 def test_gelu_is_darknets_tanh_form():
-    from yolo.models.layers import create_activation
+    from yolo.models.activations import create_activation
     x = torch.linspace(-5, 5, 101)
     expected = 0.5 * x * (1 + torch.tanh(0.797885 * x + 0.035677 * x ** 3))
     assert torch.equal(create_activation("gelu")(x), expected)

@@ -11,7 +11,10 @@ import pytest
 import torch
 from torch import nn
 
-from yolo.losses.yolo_loss import YoloLoss, assign_targets, check_yolo_head, register_head_loss, yolo_head_loss
+from yolo.losses.registry import register_head_loss
+from yolo.losses.targets import assign_targets
+from yolo.losses.yolo_head_loss import check_yolo_head, yolo_head_loss
+from yolo.losses.yolo_loss import YoloLoss
 
 from conftest import asset
 
@@ -621,8 +624,8 @@ def test_darknet_yolov3_tiny_trains():
 
 @pytest.mark.parametrize("new_coords,scale_x_y", [(0, 1.0), (0, 1.2), (1, 2.0)])
 def test_ignore_decode_matches_the_heads_eval_decode(new_coords, scale_x_y):
-    from yolo.models.layers import HeadOptions, YOLOLayer
-    from yolo.losses.yolo_loss import YoloLossOptions, darknet_boxes, darknet_output
+    from yolo.models.heads import HeadOptions, YOLOLayer, cell_grid, yolo_activation, yolo_boxes
+    from yolo.losses.yolo_head_loss import YoloLossOptions
 
     anchors = torch.tensor(ANCHORS, dtype=torch.float32)
     head = YOLOLayer(anchors, [3, 4, 5], NUM_CLASSES, HeadOptions(scale_x_y=scale_x_y, new_coords=new_coords))
@@ -630,11 +633,10 @@ def test_ignore_decode_matches_the_heads_eval_decode(new_coords, scale_x_y):
     if new_coords:
         raw = raw.sigmoid()
     expected = head.decode(raw, IMG_HW)[..., :4]  # cx, cy, w, h in input pixels
-    gy = torch.arange(4.0).view(1, 1, 4, 1)
-    gx = torch.arange(6.0).view(1, 1, 1, 6)
     size = torch.tensor([IMG_HW[1], IMG_HW[0]], dtype=torch.float32)
-    act = darknet_output(raw, YoloLossOptions.of(head))
-    got = darknet_boxes(act, (head.anchors / size).view(1, 3, 1, 1, 2), gx, gy, (4, 6), new_coords)
+    o = YoloLossOptions.of(head)
+    act = yolo_activation(raw, o.scale_x_y, o.new_coords)
+    got = yolo_boxes(act, (head.anchors / size).view(1, 3, 1, 1, 2), cell_grid(4, 6), (4, 6), new_coords)
     torch.testing.assert_close(got * torch.cat((size, size)), expected)
 
 

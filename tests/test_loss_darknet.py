@@ -27,7 +27,9 @@ import pytest
 import torch
 
 from reference import randomize_model
-from yolo.losses.yolo_loss import YoloLoss, usable_targets, yolo_head_loss
+from yolo.losses.targets import usable_targets
+from yolo.losses.yolo_head_loss import yolo_head_loss
+from yolo.losses.yolo_loss import YoloLoss
 from yolo.models.model import Darknet
 
 TOLERANCE = 1e-5

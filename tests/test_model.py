@@ -8,7 +8,8 @@ import torch
 from conftest import CLASSIFIER_CFGS, DETECTION_CFGS, asset
 from reference import randomize_model
 from yolo import Darknet
-from yolo.models.layers import ConvBNAct, HeadOptions, MaxPool, Reorg, YOLOLayer
+from yolo.models.heads import HeadOptions, YOLOLayer
+from yolo.models.layers import ConvBNAct, MaxPool, Reorg
 from yolo.models.summary import total_bflops
 
 

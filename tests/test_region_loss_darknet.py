@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from reference import randomize_model
-from yolo.losses.yolo_loss import YoloLoss, usable_targets
+from yolo.losses.targets import usable_targets
+from yolo.losses.yolo_loss import YoloLoss
 from yolo.models.model import Darknet
 from yolo.losses.region_loss import PRIOR_IMAGES, region_loss, set_images_seen
 from yolo.models.weights import DarknetHeader, save_darknet_weights

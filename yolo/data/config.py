@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
 import yaml
+
+from yolo.data.shapes import ensure_shapes_dataset
 from yolo.errors import DataError
 from yolo.files.names import read_names
 
@@ -250,8 +252,6 @@ def load_data_config(path: PathLike, prepare: bool = True) -> DataConfig:
             raise DataError(f"'generate': unknown generator {generate.get('name')!r} (known: shapes)", yaml_path)
         _check_generate(generate, yaml_path)
         if prepare:
-            from yolo.data.shapes import ensure_shapes_dataset
-
             kwargs = {k: v for k, v in generate.items() if k != "name"}
             ensure_shapes_dataset(root, **kwargs)
 

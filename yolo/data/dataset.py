@@ -31,7 +31,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import cv2
 import numpy as np
 import torch
+from pycocotools.coco import COCO
 from torch.utils.data import Dataset
+from tqdm import tqdm
 
 from yolo.boxes import xyxy_to_cxcywh
 from yolo.data.cache import LabelCache
@@ -289,8 +291,6 @@ def scan_yolo(source: PathLike, num_classes: int, search_dirs: Sequence[Path] = 
 
     iterator = images
     if len(images) >= 2000:
-        from tqdm import tqdm
-
         iterator = tqdm(images, desc=f"checking {source.name}", unit="img")
     for image_path in iterator:
         key = str(image_path)
@@ -396,8 +396,6 @@ class CocoDataset(DetectionDataset):
     def __init__(self, annotation_file: PathLike, image_dir: PathLike, names: Optional[Sequence[str]] = None,
                  img_size: SizeLike = 416, augment: bool = False, hyp: Optional[Dict[str, Any]] = None,
                  seed: int = 0, allow_empty: bool = False):
-        from pycocotools.coco import COCO
-
         annotation_file, image_dir = Path(annotation_file), Path(image_dir)
         if not annotation_file.is_file():
             raise DataError("COCO annotation file not found", annotation_file)

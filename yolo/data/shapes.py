@@ -22,6 +22,8 @@ from typing import List, Optional, Tuple, Union
 import cv2
 import numpy as np
 
+from yolo.errors import DataError
+
 logger = logging.getLogger(__name__)
 
 SHAPE_NAMES = ("circle", "square", "triangle", "cross", "star")
@@ -176,8 +178,6 @@ def ensure_shapes_dataset(root: Union[str, os.PathLike], num_train: int = 400, n
             return root
         if existing is None:
             if any(root.iterdir()):
-                from yolo.errors import DataError
-
                 raise DataError(f"folder exists and is not a generated shapes dataset (no {_MARKER}); "
                                 "refusing to overwrite it", root)
         else:

@@ -16,6 +16,8 @@ from typing import Iterable, List, Optional, Tuple
 
 import numpy as np
 
+from yolo.errors import DataError
+
 logger = logging.getLogger(__name__)
 
 # Box edges may stick out of the image by this much (normalized) before the box is reported;
@@ -126,8 +128,6 @@ class ValidationReport:
 
     def raise_if_unusable(self) -> None:
         """Raise :class:`DataError` when no image has a usable box; the message says why."""
-        from yolo.errors import DataError
-
         if self.num_boxes > 0:
             return
         if self.num_kept_images == 0:

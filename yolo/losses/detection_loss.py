@@ -2,7 +2,7 @@
 
 **Convention.** For the terms returned by :func:`detection_loss` (summed over the batch), ``-d(loss)/d(x)`` is
 exactly Darknet's ``l.delta``, where ``x`` is the head input Float[N, K] (the [connected] output, before the
-class softmax). :class:`yolo.loss.YoloLoss` divides the sum by the batch, so for its per-image loss
+class softmax). :class:`yolo.losses.yolo_loss.YoloLoss` divides the sum by the batch, so for its per-image loss
 ``-N * d(loss)/d(x) == delta``. Darknet's backward adds ``l.delta`` to the input's delta unchanged: with
 ``softmax=1`` it does *not* go through the softmax's Jacobian, and ``class_scale * (t - p)`` is then the
 negative gradient of ``class_scale * (logsumexp(x) - t . x)`` (the softmax cross-entropy), which is the term used.
@@ -32,44 +32,18 @@ A centre on the right/bottom edge stays in the last cell (Darknet writes outside
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Tuple
 
 import torch
 from torch import Tensor
 
 from yolo.losses.darknet_box import box_iou
-from yolo.losses.yolo_loss import register_head_loss
-from yolo.models.cfg import Section
-from yolo.models.layer_types.detection import DetectionLayer
+from yolo.losses.registry import register_head_loss
+from yolo.models.layer_types.detection import DetectionLayer, DetectionTrainOptions, detection_train_options
 
 MIN_SIZE = 0.001  # fill_truth_region drops boxes narrower or lower than this (fraction of the image)
 FORCED_AREA = 0.1  # forced=1: truths under this area go to box 1, the others to box 0
 RMSE_LIMIT = 20.0  # Darknet's initial best_rmse
-
-
-@dataclass
-class DetectionTrainOptions:
-    """The training options of a ``[detection]`` section (Darknet's parse_detection defaults)."""
-
-    coord_scale: float = 1.0
-    object_scale: float = 1.0
-    noobject_scale: float = 1.0
-    class_scale: float = 1.0
-    rescore: int = 0
-    forced: int = 0
-    random: float = 0.0
-    where: str = "<cfg>"  # "path:line" of the section
-
-
-def detection_train_options(section: Section) -> DetectionTrainOptions:
-    """Read a ``[detection]`` section's training options."""
-    opts = DetectionTrainOptions(where=f"{section.source}:{section.line}")
-    for key in ("coord_scale", "object_scale", "noobject_scale", "class_scale", "random"):
-        setattr(opts, key, section.get_float(key, getattr(opts, key)))
-    for key in ("rescore", "forced"):
-        setattr(opts, key, section.get_int(key, getattr(opts, key)))
-    return opts
 
 
 def check_detection_head(head: DetectionLayer, index: int) -> None:

@@ -2,7 +2,7 @@
 
 Convention: for the loss returned here (summed over the batch), ``-d(loss)/d(head input)`` is exactly Darknet's
 ``l.delta``; the head input is the conv output viewed as Float[N, A, H, W, 9+C] (channel order in
-:mod:`yolo.layer_types.gaussian_yolo`). Darknet applies its deltas to the *raw* inputs without the logistic's
+:mod:`yolo.models.layer_types.gaussian_yolo`). Darknet applies its deltas to the *raw* inputs without the logistic's
 derivative, so:
 
 * **Objectness and classes** are binary cross-entropies on the logits, whose gradient ``p - t`` is Darknet's
@@ -16,7 +16,7 @@ derivative, so:
   log-likelihood ``dx^2 / (2 sigma^2) + log(sigma + 0.3)`` (times ``0.5 * (2 - w*h)``, Darknet's
   ``normal / (normal + 1e-9)`` factor, ``iou_normalizer`` for the coordinates and ``uc_normalizer`` for the
   sigmas), taken w.r.t. the activated values; with ``iou``/``giou``/``diou``/``ciou`` the coordinates' D is
-  Darknet's ``dx_box_iou`` (:mod:`yolo.darknet_box`) times ``iou_normalizer``. Non-finite values become 0 and
+  Darknet's ``dx_box_iou`` (:mod:`yolo.losses.darknet_box`) times ``iou_normalizer``. Non-finite values become 0 and
   ``max_delta`` clips. Truths sharing a slot add their box deltas, which are then divided by the number of
   classes whose delta at that slot is positive (Darknet's averages_gaussian_yolo_deltas).
 
@@ -39,9 +39,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from yolo.losses.darknet_box import box_iou, box_iou_kind, dx_box_iou
+from yolo.losses.registry import register_head_loss
+from yolo.losses.targets import darknet_truth_rows, slot_index
 from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer
-from yolo.losses.yolo_loss import register_head_loss
-from yolo.losses.region_loss import darknet_truth_rows
 
 SIGMA_CONST = 0.3  # Darknet's sigma_const: the Gaussian's normalizer uses sigma + 0.3
 EPSILON = 1e-9
@@ -138,17 +138,7 @@ def gaussian_yolo_loss(head: GaussianYOLOLayer, out: Tensor, targets: Tensor, ke
     with torch.no_grad():
         act32 = head.activate(out.detach())  # Darknet's layer output
         act = act32.double()
-        ys = torch.arange(grid_h, device=device, dtype=torch.float64).view(1, 1, grid_h, 1)
-        xs = torch.arange(grid_w, device=device, dtype=torch.float64).view(1, 1, 1, grid_w)
-        aw = all_anchors[mask, 0].view(1, -1, 1, 1)
-        ah = all_anchors[mask, 1].view(1, -1, 1, 1)
-        pw, ph = torch.exp(act[..., 4]) * aw / width, torch.exp(act[..., 6]) * ah / height
-        px, py = (xs + act[..., 0]) / grid_w, (ys + act[..., 2]) / grid_h
-        if opts.yolo_point == "left_top":
-            px, py = px + pw / 2, py + ph / 2
-        elif opts.yolo_point == "right_bottom":
-            px, py = px - pw / 2, py - ph / 2
-        pred = torch.stack((px, py, pw, ph), -1)  # [N, A, H, W, 4] normalized
+        pred = head.boxes(act, img_size_hw, normalized=True)  # [N, A, H, W, 4]
 
         rows = darknet_truth_rows(targets, keep, opts.max_boxes)
         truth_px = targets[rows].double()
@@ -216,7 +206,7 @@ def gaussian_yolo_loss(head: GaussianYOLOLayer, out: Tensor, targets: Tensor, ke
             delta = _box_delta(act32[b, a, j, i, :8], tbox[t].float(), all_anchors[n].float(), i.float(), j.float(),
                                (grid_h, grid_w), img_size_hw, opts)
             flat = delta_box.view(-1, 8)
-            slot = ((b * num_anchors + a) * grid_h + j) * grid_w + i
+            slot = slot_index(b, a, j, i, num_anchors, (grid_h, grid_w))
             flat.index_add_(0, slot, delta)
             obj_target[b, a, j, i] = 1.0
             obj_weight[b, a, j, i] = opts.obj_normalizer

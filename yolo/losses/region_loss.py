@@ -31,57 +31,19 @@ At most ``max`` truths per image take part (the first ones), as Darknet's truth 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from yolo.models.cfg import Section
 from yolo.losses.darknet_box import box_iou
-from yolo.models.layers import RegionLayer
-from yolo.losses.yolo_loss import register_head_loss
+from yolo.losses.registry import register_head_loss
+from yolo.losses.targets import darknet_truth_rows, last_writers, slot_index
+from yolo.models.heads import RegionLayer, RegionTrainOptions
 
 PRIOR_IMAGES = 12800  # Darknet pulls predictions to their anchors while seen < 12800 images
 PRIOR_SCALE = 0.01
-
-
-@dataclass
-class RegionTrainOptions:
-    """The training options of a ``[region]`` section (Darknet's parse_region defaults)."""
-
-    coord_scale: float = 1.0
-    object_scale: float = 1.0
-    noobject_scale: float = 1.0
-    class_scale: float = 1.0
-    thresh: float = 0.5
-    rescore: int = 0
-    bias_match: int = 0
-    classfix: int = 0
-    focal_loss: int = 0
-    max_boxes: int = 200
-    tree: Optional[str] = None
-    map: Optional[str] = None
-    where: str = "<cfg>"  # "path:line" of the section
-
-
-def region_train_options(section: Section) -> RegionTrainOptions:
-    """Read (and check) a ``[region]`` section's training options."""
-    opts = RegionTrainOptions(where=f"{section.source}:{section.line}")
-    for key in ("coord_scale", "object_scale", "noobject_scale", "class_scale", "thresh"):
-        setattr(opts, key, section.get_float(key, getattr(opts, key)))
-    for key in ("rescore", "bias_match", "classfix", "focal_loss"):
-        setattr(opts, key, section.get_int(key, getattr(opts, key)))
-    opts.max_boxes = section.get_int("max", 200)
-    if opts.max_boxes <= 0:
-        raise section.error(f"max={opts.max_boxes} must be positive", "max")
-    if opts.classfix not in (-1, 0, 1, 2):
-        raise section.error(f"classfix={opts.classfix} is not one of -1, 0, 1, 2", "classfix")
-    section.get_int("absolute", 0)  # read for the record: Darknet's region layer always works in absolute mode
-    opts.tree = section.get_str("tree", None)
-    opts.map = section.get_str("map", None)
-    return opts
 
 
 def check_region_head(head: RegionLayer, index: int) -> None:
@@ -94,21 +56,6 @@ def check_region_head(head: RegionLayer, index: int) -> None:
             raise ValueError(f"{opts.where}: [region] {key}={getattr(opts, key)} is not supported for training")
     if opts.focal_loss and not head.softmax:
         raise ValueError(f"{opts.where}: [region] focal_loss=1 needs softmax=1 for training")
-
-
-def darknet_truth_rows(targets: Tensor, keep: Tensor, max_boxes: int) -> Tensor:
-    """Rows of ``targets`` that Darknet's truth buffer would hold: usable, at most ``max_boxes`` per image."""
-    rows = keep.nonzero().squeeze(1)
-    if rows.numel() == 0:
-        return rows
-    image = targets[rows, 0].long()
-    order = torch.argsort(image, stable=True)
-    sorted_image = image[order]
-    counts = torch.bincount(sorted_image)
-    starts = torch.cumsum(counts, 0) - counts
-    rank = torch.empty_like(order)
-    rank[order] = torch.arange(order.numel(), device=rows.device) - starts[sorted_image]
-    return rows[rank < max_boxes]
 
 
 def _class_loss(logits: Tensor, labels: Tensor, weight: Tensor, softmax: bool, focal: bool) -> Tensor:
@@ -135,7 +82,7 @@ def region_loss(head: RegionLayer, out: Tensor, targets: Tensor, keep: Tensor, i
     """Summed (box, obj, cls) terms of one [region] head over the batch, and its number of positive slots.
 
     Args:
-        head: the :class:`RegionLayer` (with ``train_opts`` from :func:`region_train_options`).
+        head: the :class:`RegionLayer` (with ``train_opts`` from :func:`yolo.models.heads.region_train_options`).
         out: Float[N, A, H, W, 5+C] raw head map (training-mode output), float32.
         targets: Float[M, 6] (image, class, cx, cy, w, h in input pixels); ``keep`` Bool[M] the usable rows.
         img_size_hw: the network input (H, W) in pixels.
@@ -151,11 +98,7 @@ def region_loss(head: RegionLayer, out: Tensor, targets: Tensor, keep: Tensor, i
     sig_obj = torch.sigmoid(out[..., 4])
 
     with torch.no_grad():
-        ys = torch.arange(grid_h, device=device, dtype=torch.float32).view(1, 1, grid_h, 1)
-        xs = torch.arange(grid_w, device=device, dtype=torch.float32).view(1, 1, 1, grid_w)
-        pred = torch.stack(((xs + sig_xy[..., 0]) / grid_w, (ys + sig_xy[..., 1]) / grid_h,
-                            torch.exp(out[..., 2]) * bias[:, 0].view(1, -1, 1, 1) / grid_w,
-                            torch.exp(out[..., 3]) * bias[:, 1].view(1, -1, 1, 1) / grid_h), -1)  # [N, A, H, W, 4]
+        pred = head.region_boxes(out)  # [N, A, H, W, 4] normalized centre boxes
         rows = darknet_truth_rows(targets, keep, opts.max_boxes)
         truth = targets[rows]
         image = truth[:, 0].long()
@@ -204,10 +147,7 @@ def region_loss(head: RegionLayer, out: Tensor, targets: Tensor, keep: Tensor, i
             t_centred = torch.cat((torch.zeros_like(tbox[:, :2]), tbox[:, 2:]), 1)[:, None, :]
             anchor = box_iou(centred, t_centred).argmax(1)  # first maximum; 0 when every IoU is 0
 
-            key = ((image * num_anchors + anchor) * grid_h + gj) * grid_w + gi
-            unique, inverse = torch.unique(key, return_inverse=True)
-            winner = torch.full((unique.numel(),), -1, dtype=torch.long, device=device)
-            winner = winner.scatter_reduce(0, inverse, torch.arange(key.numel(), device=device), reduce="amax")
+            unique, _, winner = last_writers(slot_index(image, anchor, gj, gi, num_anchors, (grid_h, grid_w)))
             b, a, j, i = image[winner], anchor[winner], gj[winner], gi[winner]
             t = tbox[winner]
             box_target[b, a, j, i] = torch.stack((t[:, 0] * grid_w - i, t[:, 1] * grid_h - j,

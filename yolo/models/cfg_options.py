@@ -17,7 +17,7 @@ has one of three fates here:
 
 Inference never consults this table: a cfg with ``mosaic=1`` still detects.
 
-The model's list of known keys (``yolo.model.TRAINING_OPTIONS``) is derived from these tables, so a key that
+The model's list of known keys (``yolo.models.model.TRAINING_OPTIONS``) is derived from these tables, so a key that
 appears nowhere here gets the "unused option" warning.
 """
 from __future__ import annotations
@@ -69,10 +69,10 @@ def _r(why: str, neutral: Sequence[str], advice: str, opt_in: Sequence[str] = ()
 _SCHEDULE = "learning-rate schedule: yolo.engine.schedule (Darknet's get_current_rate)"
 _OPTIMIZER = "optimizer: yolo.engine.optimizer.build_optimizer (Darknet's SGD / Adam update)"
 _AUGMENT = "augmentation: yolo.data.transforms, Darknet pipeline (load_data_detection)"
-_LOSS = "loss: yolo.loss (Darknet's yolo_layer deltas)"
-_REGION_LOSS = "loss: yolo.region_loss (Darknet's region_layer deltas)"
-_DETECTION_LOSS = "loss: yolo.detection_loss (Darknet's detection_layer deltas)"
-_MODEL = "model: yolo.model builds the layer from it"
+_LOSS = "loss: yolo.losses.yolo_head_loss (Darknet's yolo_layer deltas)"
+_REGION_LOSS = "loss: yolo.losses.region_loss (Darknet's region_layer deltas)"
+_DETECTION_LOSS = "loss: yolo.losses.detection_loss (Darknet's detection_layer deltas)"
+_MODEL = "model: yolo.models.builders builds the layer from it"
 _REMOVE = "remove it from [net] (or set it to 0)"
 
 NET_OPTIONS: Dict[str, CfgOption] = {
@@ -202,7 +202,7 @@ def _has_path(mapping: Optional[Mapping[str, Any]], path: Sequence[str]) -> bool
 def refusals(sections: Sequence, user_hyp: Optional[Mapping[str, Any]] = None) -> list:
     """The :class:`CfgError` for every refused option set to a non-neutral value, in cfg order.
 
-    ``sections`` are :class:`yolo.cfg.Section` objects (``[net]``, heads; other types are skipped);
+    ``sections`` are :class:`yolo.models.cfg.Section` objects (``[net]``, heads; other types are skipped);
     ``user_hyp`` is the user's ``--hyp`` mapping (its keys may opt into our replacements).
     """
     errors = []

@@ -1,9 +1,10 @@
 """``Darknet``: a Darknet cfg turned into an ``nn.Module`` whose ``module_list`` mirrors the cfg's layers.
 
-Each section is built by a builder looked up by section name in :data:`BUILDERS`. A builder gets the
-section and the shapes of every earlier layer's output, checks its options, and returns the module and
-its output shape ``(channels, height, width)`` at the cfg's [net] size. So a bad cfg fails at build
-time with the file and line, never deep inside ``forward``.
+Each section is built by a builder looked up by section name in :data:`BUILDERS` (the core types in
+:mod:`yolo.models.builders`, the others in :mod:`yolo.models.layer_types`). A builder gets the section and
+the shapes of every earlier layer's output, checks its options, and returns the module and its output shape
+``(channels, height, width)`` at the cfg's [net] size. So a bad cfg fails at build time with the file and
+line, never deep inside ``forward``.
 """
 from __future__ import annotations
 
@@ -14,206 +15,24 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import torch
 import torch.nn as nn
 
+from yolo.errors import CfgError, WeightsError
+from yolo.models import builders  # noqa: F401  (importing it registers every builder)
 from yolo.models.cfg import Section, parse_cfg, parse_cfg_text, sections_to_text
-from yolo.errors import CfgError
-from yolo.models.layers import (ACTIVATIONS, ConvBNAct, Dropout, GlobalAvgPool, HeadOptions, MaxPool, RegionLayer,
-                     Reorg, Route, Shortcut, Softmax, Upsample, YOLOLayer)
-from yolo.models import layer_types  # noqa: F401  (registers the builders of the extra layer types)
 from yolo.models.cfg_options import known_keys
-from yolo.models.layer_types.registry import BUILDERS, LayerInfo, Shape, pool_window, register
-from yolo.models.layer_types.registry import activation as _activation
-from yolo.models.layer_types.registry import layer_index as _layer_index
-from yolo.models.layer_types.registry import positive as _positive
-from yolo.models.layer_types.limits import check_layer_size
+from yolo.models.checkpoint import load_checkpoint_file
+from yolo.models.heads import is_head
+from yolo.models.layer_types.registry import BUILDERS, LayerInfo, Shape, positive
+from yolo.models.layers import ConvBNAct, Route
+from yolo.models.summary import model_summary
+from yolo.models.weights import load_darknet_weights, save_darknet_weights
 
 logger = logging.getLogger(__name__)
-
-
-# ----------------------------------------------------------------------------- builders
-
-
-@register("convolutional", "conv")
-def build_convolutional(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
-    c, h, w = prev
-    filters = _positive(section, "filters", section.get_int("filters", 1))
-    size = _positive(section, "size", section.get_int("size", 1))
-    stride = _positive(section, "stride", section.get_int("stride", 1))
-    groups = _positive(section, "groups", section.get_int("groups", 1))
-    pad_flag = section.get_int("pad", 0)
-    padding = size // 2 if pad_flag else section.get_int("padding", 0)
-    bn = bool(section.get_int("batch_normalize", 0))
-    act = _activation(section, "logistic", conv=True)  # Darknet's default when the key is missing
-    if c % groups or filters % groups:
-        raise section.error(f"groups={groups} must divide input channels ({c}) and filters ({filters})", "groups")
-    out_h = (h + 2 * padding - size) // stride + 1
-    out_w = (w + 2 * padding - size) // stride + 1
-    if out_h <= 0 or out_w <= 0:
-        raise section.error(f"input {h}x{w} is too small for size={size} stride={stride} padding={padding}")
-    check_layer_size(section, filters * (c // groups) * size * size, (filters, out_h, out_w),
-                     "size" if size * size > filters else "filters", f"filters={filters} size={size} on a {c}x{h}x{w} input")
-    xnor, binary = bool(section.get_int("xnor", 0)), bool(section.get_int("binary", 0))
-    if xnor or binary:
-        from yolo.models.layer_types.xnor import BinaryConvBNAct
-        module = BinaryConvBNAct(c, filters, size, stride, padding, groups, bn, act, xnor=xnor)
-    else:
-        module = ConvBNAct(c, filters, size, stride, padding, groups, bn, act)
-    shares = None
-    if "share_index" in section.options:  # this layer uses another layer's weights (Darknet's share_layer)
-        shares = _layer_index(section, "share_index", section.get_int("share_index", 0))
-    dilation = _positive(section, "dilation", section.get_int("dilation", 1)) if size > 1 else 1
-    if dilation > 1:
-        # Darknet pads by padding*dilation but sizes the output as if undilated; the two agree only for
-        # "same" padding (padding = size // 2 with odd size), the only case Darknet computes consistently.
-        span = dilation * (size - 1) + 1
-        if (h + 2 * padding * dilation - span) // stride + 1 != out_h or \
-                (w + 2 * padding * dilation - span) // stride + 1 != out_w:
-            raise section.error(f"dilation={dilation} with size={size} padding={padding}: Darknet's output size "
-                                f"disagrees with its dilated windows (only padding=size//2 is consistent)", "dilation")
-        module.conv.dilation = (dilation, dilation)
-        module.conv.padding = (padding * dilation, padding * dilation)
-    return LayerInfo(module, (filters, out_h, out_w), prev, shares=shares)
-
-
-@register("maxpool")
-def build_maxpool(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
-    size, stride, padding, out_shape = pool_window(section, prev)
-    return LayerInfo(MaxPool(size, stride, padding), out_shape, prev)
-
-
-@register("upsample")
-def build_upsample(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
-    c, h, w = prev
-    stride = _positive(section, "stride", section.get_int("stride", 2))
-    scale = section.get_float("scale", 1.0)
-    check_layer_size(section, 0, (c, h * stride, w * stride), "stride", f"stride={stride} on a {c}x{h}x{w} input")
-    return LayerInfo(Upsample(stride, scale), (c, h * stride, w * stride), prev)
-
-
-@register("route")
-def build_route(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
-    raw = section.get_ints("layers")
-    if not raw:
-        raise section.error("'layers' is empty", "layers")
-    layers = [_layer_index(section, "layers", v) for v in raw]
-    groups = _positive(section, "groups", section.get_int("groups", 1))
-    group_id = section.get_int("group_id", 0)
-    if not 0 <= group_id < groups:
-        raise section.error(f"group_id={group_id} must be in 0..{groups - 1}", "group_id")
-    in_shapes = [shapes[i] for i in layers]
-    hw = in_shapes[0][1:]
-    for i, s in zip(layers, in_shapes):
-        if s[1:] != hw:
-            raise section.error(f"layers {layers} have different sizes: layer {i} is {s[1]}x{s[2]}, "
-                                f"layer {layers[0]} is {hw[0]}x{hw[1]}", "layers")
-        if s[0] % groups:
-            raise section.error(f"groups={groups} does not divide the {s[0]} channels of layer {i}", "groups")
-    channels = sum(s[0] for s in in_shapes) // groups
-    return LayerInfo(Route(layers, groups, group_id), (channels, *hw), prev, tuple(layers))
-
-
-@register("reorg")
-def build_reorg(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
-    c, h, w = prev
-    stride = _positive(section, "stride", section.get_int("stride", 1))
-    if h % stride or w % stride:
-        raise section.error(f"reorg stride {stride} does not divide the {h}x{w} input", "stride")
-    out = (c * stride * stride, h // stride, w // stride)
-    if c % (stride * stride):
-        from yolo.models.layer_types.reorg_old import ReorgAnyChannels, reorg_gather_index
-        index = reorg_gather_index(c, h, w, stride)
-        if index is None:
-            raise section.error(f"reorg stride {stride} on {c} channels: Darknet divides by zero or reads outside "
-                                "its input", "stride")
-        return LayerInfo(ReorgAnyChannels(stride, index), out, prev)
-    return LayerInfo(Reorg(stride), out, prev)
-
-
-@register("avgpool")
-def build_avgpool(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
-    return LayerInfo(GlobalAvgPool(), (prev[0], 1, 1), prev)
-
-
-@register("softmax")
-def build_softmax(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
-    groups = _positive(section, "groups", section.get_int("groups", 1))
-    if prev[0] % groups:
-        raise section.error(f"groups={groups} does not divide {prev[0]} channels", "groups")
-    return LayerInfo(Softmax(groups, section.get_float("temperature", 1.0)), prev, prev)
-
-
-@register("dropout")
-def build_dropout(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
-    p = section.get_float("probability", 0.5)
-    if not 0.0 <= p < 1.0:
-        raise section.error(f"probability={p} must be in [0, 1)", "probability")
-    return LayerInfo(Dropout(p), prev, prev)
-
-
-def _head_options(section: Section) -> HeadOptions:
-    opts = HeadOptions()
-    for key, default in vars(HeadOptions()).items():
-        getter = section.get_str if isinstance(default, str) else (
-            section.get_int if isinstance(default, int) else section.get_float)
-        setattr(opts, key, getter(key, default))
-    if opts.iou_loss not in ("mse", "iou", "giou", "diou", "ciou"):
-        raise section.error(f"unknown iou_loss '{opts.iou_loss}'", "iou_loss")
-    return opts
-
-
-def _check_head_filters(section: Section, prev: Shape, expected: int, why: str) -> None:
-    if prev[0] != expected:
-        raise section.error(f"the layer before has filters={prev[0]}, but this head needs {why} = {expected}")
-
-
-@register("yolo")
-def build_yolo(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
-    classes = section.get_int("classes", 20)
-    anchors = section.get_floats("anchors", [])
-    if not anchors:
-        raise section.error("'anchors' is missing or empty", "anchors")
-    num = section.get_int("num", len(anchors) // 2)
-    given = len(anchors)
-    mask = section.get_ints("mask", list(range(num)))
-    if given < 2 * num:
-        # Darknet reads the values given and leaves the rest 0 (cspx-p7-mish_hp.cfg misses a comma).
-        used = [m for m in mask if 2 * m + 1 >= given]
-        logger.warning("%s:%d: [yolo] num=%d needs %d anchor values, %d given: the missing ones are 0, as in Darknet%s",
-                       section.source, section.line, num, 2 * num, given,
-                       f" (this layer's mask uses anchors {used})" if used else "")
-        anchors = anchors + [0.0] * (2 * num - given)
-    bad = [m for m in mask if not 0 <= m < len(anchors) // 2]
-    if bad:
-        raise section.error(f"mask {bad} refers to anchors outside 0..{len(anchors) // 2 - 1}", "mask")
-    opts = _head_options(section)
-    _check_head_filters(section, prev, (classes + 5) * len(mask), f"(classes+5)*len(mask) = ({classes}+5)*{len(mask)}")
-    module = YOLOLayer(torch.tensor(anchors[: 2 * max(num, max(mask) + 1)]), mask, classes, opts)
-    return LayerInfo(module, prev, prev)
-
-
-@register("region")
-def build_region(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
-    classes = section.get_int("classes", 20)
-    if "tree" in section.options:  # YOLO9000's hierarchical softmax over a class tree
-        raise section.error(f"tree={section.options['tree']}: hierarchical softmax is not supported", "tree")
-    coords = section.get_int("coords", 4)
-    if coords != 4:
-        raise section.error(f"coords={coords} is not supported (only 4)", "coords")
-    num = section.get_int("num", 1)
-    anchors = section.get_floats("anchors", [0.5] * (2 * num))
-    if len(anchors) < 2 * num:
-        raise section.error(f"num={num} needs {2 * num} anchor values, got {len(anchors)}", "anchors")
-    opts = _head_options(section)
-    _check_head_filters(section, prev, (classes + 5) * num, f"(classes+5)*num = ({classes}+5)*{num}")
-    module = RegionLayer(torch.tensor(anchors[: 2 * num]), classes, bool(section.get_int("softmax", 0)), opts)
-    from yolo.losses.region_loss import region_train_options  # also registers the [region] training loss
-    module.train_opts = region_train_options(section)
-    return LayerInfo(module, prev, prev)
 
 
 # ----------------------------------------------------------------------------- option tables
 
 # Options that Darknet uses only for training, data loading or post-processing: accepted without a warning.
-# [net], [yolo], [region] and [detection] come from yolo.cfg_options, which says what training does with each one.
+# [net], [yolo], [region] and [detection] come from yolo.models.cfg_options, which says what training does with each.
 TRAINING_OPTIONS = {
     "*": {"stopbackward", "dontload", "dontloadscales", "train_only_bn", "onlyforward", "learning_rate_scale",
           "learning_rate", "dont_update", "burnin_update", "clip", "grad_centr"},  # yolo.engine.optimizer
@@ -234,18 +53,11 @@ UNSUPPORTED_OPTIONS = {
 # ----------------------------------------------------------------------------- the model
 
 
-from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer  # noqa: E402
-
-from yolo.models.layer_types.detection import DetectionLayer  # noqa: E402
-
-HEAD_TYPES = (YOLOLayer, RegionLayer, GaussianYOLOLayer, DetectionLayer)
-
-
 class Darknet(nn.Module):
     """A Darknet network built from a cfg.
 
     Args:
-        cfg: path to a ``.cfg`` file, or sections from :func:`yolo.cfg.parse_cfg`.
+        cfg: path to a ``.cfg`` file, or sections from :func:`yolo.models.cfg.parse_cfg`.
         bn_eps: BatchNorm epsilon, (x - mean) / sqrt(var + eps). Darknet uses 1e-5 (AlexeyAB's CPU
             path and cuDNN in both forks); OpenCV's Darknet importer uses 1e-6. It matters only for
             layers with tiny running variances (depthwise convs, e.g. Yolo-Fastest).
@@ -271,11 +83,11 @@ class Darknet(nn.Module):
         self.net = sections[0]
         if self.net.has("inputs") and not any(self.net.has(k) for k in ("height", "width", "channels")):
             # A vector network (Darknet's text rnn/gru/lstm cfgs): 'inputs' values, seen as inputs x 1 x 1.
-            self.input_channels, height, width = _positive(self.net, "inputs", self.net.get_int("inputs")), 1, 1
+            self.input_channels, height, width = positive(self.net, "inputs", self.net.get_int("inputs")), 1, 1
         else:
-            self.input_channels = _positive(self.net, "channels", self.net.get_int("channels", 3))
-            height = _positive(self.net, "height", self.net.get_int("height", 416))
-            width = _positive(self.net, "width", self.net.get_int("width", 416))
+            self.input_channels = positive(self.net, "channels", self.net.get_int("channels", 3))
+            height = positive(self.net, "height", self.net.get_int("height", 416))
+            width = positive(self.net, "width", self.net.get_int("width", 416))
         self.input_size = (height, width)
 
         self.module_list = nn.ModuleList()
@@ -298,12 +110,12 @@ class Darknet(nn.Module):
             if isinstance(module, nn.BatchNorm2d):
                 module.eps = bn_eps
 
-        self.yolo_layers = [m for m in self.module_list if isinstance(m, HEAD_TYPES)]
+        self.yolo_layers = [m for m in self.module_list if is_head(m)]
         self.num_classes = self.yolo_layers[0].num_classes if self.yolo_layers else prev[0]
         # Earlier layers each layer reads (route, shortcut, sam, scale_channels, ...): forward keeps only those.
         self._sources = [tuple(info.inputs) for info in self.layer_infos]
         self._saved = sorted({i for sources in self._sources for i in sources})
-        self._is_head = [isinstance(m, HEAD_TYPES) for m in self.module_list]
+        self._is_head = [is_head(m) for m in self.module_list]
         self._check_head_outputs_unread(sections[1:])
         self.stride = self._network_stride()
         self.size_fixed_by = self._size_fixing_section(sections[1:])
@@ -428,19 +240,16 @@ class Darknet(nn.Module):
         return self
 
     def load_darknet_weights(self, path: Union[str, Path], cutoff: Optional[int] = None) -> "Darknet":
-        """Load a Darknet ``.weights`` file (see :func:`yolo.weights.load_darknet_weights`); returns self."""
-        from yolo.models.weights import load_darknet_weights
+        """Load a Darknet ``.weights`` file (see :func:`yolo.models.weights.load_darknet_weights`); returns self."""
         load_darknet_weights(self, path, cutoff)
         return self
 
     def save_darknet_weights(self, path: Union[str, Path], cutoff: Optional[int] = None) -> None:
-        """Write a Darknet ``.weights`` file (see :func:`yolo.weights.save_darknet_weights`)."""
-        from yolo.models.weights import save_darknet_weights
+        """Write a Darknet ``.weights`` file (see :func:`yolo.models.weights.save_darknet_weights`)."""
         save_darknet_weights(self, path, cutoff)
 
     def summary(self, img_size: Optional[Tuple[int, int]] = None) -> str:
-        """A Darknet-style per-layer table with shapes and BFLOPs (see :mod:`yolo.summary`)."""
-        from yolo.models.summary import model_summary
+        """A Darknet-style per-layer table with shapes and BFLOPs (see :mod:`yolo.models.summary`)."""
         return model_summary(self, img_size)
 
 
@@ -451,9 +260,6 @@ def load_model(cfg: Union[str, Path, None] = None, weights: Union[str, Path, Non
     ``weights`` is a Darknet ``.weights`` file or a ``.pt`` checkpoint (``{"model", "cfg", ...}``, read with
     ``weights_only=True``). ``cfg`` may be omitted for a ``.pt`` that carries its cfg text.
     """
-    from yolo.errors import WeightsError
-    from yolo.models.checkpoint import load_checkpoint_file
-
     model: Optional[Darknet] = None
     if weights is not None and Path(weights).suffix in (".pt", ".pth"):
         ckpt = load_checkpoint_file(weights)

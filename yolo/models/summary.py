@@ -4,19 +4,18 @@ BFLOPs are counted Darknet's way (its ``l.bflops``, as printed when it parses a 
 2 * n * (c/groups) * k * k * out_h * out_w / 1e9; per maxpool size * size * c * out_h * out_w / 1e9; per
 shortcut out_c * out_h * out_w * (number of ``from`` layers) / 1e9; a module with a ``bflops(in_shape,
 out_shape)`` method gives its own; other layers count 0 (as in Darknet, [connected] included).
-Totals compare with Darknet's printout (yolov3 at 416: 65.9).
+Totals compare with Darknet's printout (yolov3 at 416: 65.9). ``model`` is a :class:`yolo.models.model.Darknet`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 import torch
+import torch.nn as nn
 
-from yolo.models.layers import ConvBNAct, MaxPool, Route, Shortcut, Upsample, Reorg
-
-if TYPE_CHECKING:
-    from yolo.models.model import Darknet
+from yolo.models.layers import ConvBNAct, MaxPool, Reorg, Route, Shortcut, Upsample
+from yolo.models.weights import float_count
 
 
 # The short names Darknet prints in its layer table.
@@ -35,7 +34,7 @@ class LayerRow:
     bflops: float
 
 
-def layer_rows(model: "Darknet", img_size: Optional[Tuple[int, int]] = None) -> List[LayerRow]:
+def layer_rows(model: nn.Module, img_size: Optional[Tuple[int, int]] = None) -> List[LayerRow]:
     """One row per layer at ``img_size`` (height, width; default the cfg's [net] size).
 
     Shapes come from a forward pass with hooks, so they are what the model really computes.
@@ -93,10 +92,8 @@ def layer_rows(model: "Darknet", img_size: Optional[Tuple[int, int]] = None) -> 
     return rows
 
 
-def model_summary(model: "Darknet", img_size: Optional[Tuple[int, int]] = None) -> str:
+def model_summary(model: nn.Module, img_size: Optional[Tuple[int, int]] = None) -> str:
     """The summary table as text, with totals of parameters, weights-file floats and BFLOPs."""
-    from yolo.models.weights import float_count
-
     rows = layer_rows(model, img_size)
     fmt = "{:>4} {:<9}{:>8} {:>11}  {:>16} -> {:>16} {:>8}"
     lines = [fmt.format("", "layer", "filters", "size/strd", "input", "output", "BFLOPs")]
@@ -113,6 +110,6 @@ def model_summary(model: "Darknet", img_size: Optional[Tuple[int, int]] = None) 
     return "\n".join(lines)
 
 
-def total_bflops(model: "Darknet", img_size: Optional[Tuple[int, int]] = None) -> float:
+def total_bflops(model: nn.Module, img_size: Optional[Tuple[int, int]] = None) -> float:
     """Darknet's BFLOPs total at ``img_size`` (height, width)."""
     return sum(r.bflops for r in layer_rows(model, img_size))

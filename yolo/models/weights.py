@@ -1,4 +1,4 @@
-"""Darknet ``.weights`` files: read into and write from a :class:`yolo.model.Darknet`.
+"""Darknet ``.weights`` files: read into and write from a :class:`yolo.models.model.Darknet`.
 
 Layout: int32 major, int32 minor, int32 revision, then ``seen`` (images trained on) as 8 bytes when
 major*10 + minor >= 2, else 4 bytes; then float32 values for every layer that has weights, in cfg order.
@@ -14,15 +14,14 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, List, Optional, Tuple, Union
+from typing import List, Optional, Tuple, Union
 
 import numpy as np
 import torch
+import torch.nn as nn
+
 from yolo.errors import WeightsError
 from yolo.files.atomic import write_bytes_atomic
-
-if TYPE_CHECKING:
-    from yolo.models.model import Darknet
 
 
 @dataclass(frozen=True)
@@ -71,11 +70,11 @@ def read_header(path: Union[str, Path]) -> DarknetHeader:
     return DarknetHeader(major, minor, revision, seen)
 
 
-def layer_tensors(model: "Darknet", cutoff: Optional[int] = None) -> List[Tuple[int, List[torch.Tensor]]]:
+def layer_tensors(model: nn.Module, cutoff: Optional[int] = None) -> List[Tuple[int, List[torch.Tensor]]]:
     """(layer index, tensors in file order) for each layer with weights, layers 0..cutoff-1.
 
     The protocol: a module that has weights in a ``.weights`` file defines ``darknet_weights()``, returning
-    its tensors in Darknet's file order (e.g. :meth:`yolo.layers.ConvBNAct.darknet_weights`); modules
+    its tensors in Darknet's file order (e.g. :meth:`yolo.models.layers.ConvBNAct.darknet_weights`); modules
     without it hold nothing in the file. A module may raise ``ValueError`` when it cannot be written
     (a fused conv).
     """
@@ -97,12 +96,12 @@ def layer_tensors(model: "Darknet", cutoff: Optional[int] = None) -> List[Tuple[
     return out
 
 
-def float_count(model: "Darknet", cutoff: Optional[int] = None) -> int:
+def float_count(model: nn.Module, cutoff: Optional[int] = None) -> int:
     """Number of float32 values a weights file holds for layers 0..cutoff-1."""
     return sum(t.numel() for _, tensors in layer_tensors(model, cutoff) for t in tensors)
 
 
-def load_darknet_weights(model: "Darknet", path: Union[str, Path], cutoff: Optional[int] = None) -> DarknetHeader:
+def load_darknet_weights(model: nn.Module, path: Union[str, Path], cutoff: Optional[int] = None) -> DarknetHeader:
     """Copy a ``.weights`` file into ``model`` (every shape checked); returns the header.
 
     Raises :class:`WeightsError` naming expected and actual float counts when the file does not fit.
@@ -148,7 +147,7 @@ def _mismatch_message(model, path, layers, expected, actual, cutoff) -> str:
     return msg + f": {actual - expected} values too many (weights for another cfg?)"
 
 
-def save_darknet_weights(model: "Darknet", path: Union[str, Path], cutoff: Optional[int] = None,
+def save_darknet_weights(model: nn.Module, path: Union[str, Path], cutoff: Optional[int] = None,
                          header: Optional[DarknetHeader] = None) -> None:
     """Write ``model`` (layers 0..cutoff-1) as a Darknet ``.weights`` file, atomically.
 
@@ -165,7 +164,7 @@ def save_darknet_weights(model: "Darknet", path: Union[str, Path], cutoff: Optio
     write_bytes_atomic(path, b"".join(chunks))
 
 
-def randomize_weights(model: "Darknet", seed: int = 0) -> "Darknet":
+def randomize_weights(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
     """Fill ``model`` in place with random, well-scaled values so that activations neither vanish nor
     overflow through a deep network: conv weights ~ N(0, 1/fan_in), conv biases ~ N(0, 0.01), BN gamma and
     running variance ~ U(0.5, 1.5), beta and running mean ~ U(-0.1, 0.1). Deterministic in ``seed``; used to

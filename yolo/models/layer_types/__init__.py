@@ -1,10 +1,6 @@
-"""Darknet layer types beyond the core set in :mod:`yolo.layers`, one small module each.
+"""Darknet layer types beyond the core set (:mod:`yolo.models.layers`, built by :mod:`yolo.models.builders`), one
+small module each.
 
-Each module defines its ``nn.Module`` and registers its builder in :data:`yolo.layer_types.registry.BUILDERS`;
-importing this package registers them all.
+Each module defines its ``nn.Module`` and registers its builder in
+:data:`yolo.models.layer_types.registry.BUILDERS`; :mod:`yolo.models.builders` imports them all.
 """
-from yolo.models.layer_types import registry  # noqa: F401
-from yolo.models.layer_types import activation, batchnorm, connected, contrastive, cost, crop, detection, local  # noqa: F401,E401
-from yolo.models.layer_types import local_avgpool, reorg3d, scale_channels, shortcut  # noqa: F401,E401
-from yolo.models.layer_types import gaussian_yolo  # noqa: F401
-from yolo.models.layer_types import recurrent_rnn, recurrent_gru, recurrent_lstm, recurrent_conv_lstm  # noqa: F401,E401

@@ -5,6 +5,7 @@ from typing import List
 
 import torch.nn as nn
 
+from yolo.models.activations import create_activation
 from yolo.models.cfg import Section
 from yolo.models.layer_types.registry import LayerInfo, Shape, activation, register
 
@@ -14,7 +15,6 @@ class Activation(nn.Module):
 
     def __init__(self, name: str):
         super().__init__()
-        from yolo.models.layers import create_activation
         self.activation = name
         self.act = create_activation(name)
 

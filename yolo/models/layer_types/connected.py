@@ -11,6 +11,7 @@ from typing import List
 import torch
 import torch.nn as nn
 
+from yolo.models.activations import create_activation
 from yolo.models.cfg import Section
 from yolo.models.layer_types.registry import LayerInfo, Shape, activation, positive, register
 
@@ -20,7 +21,6 @@ class Connected(nn.Module):
 
     def __init__(self, inputs: int, outputs: int, batch_normalize: bool, activation_name: str):
         super().__init__()
-        from yolo.models.layers import create_activation
         self.linear = nn.Linear(inputs, outputs, bias=not batch_normalize)
         # Darknet's CUDA path moves the rolling statistics by 0.01 per batch, as for convolutions.
         self.bn = nn.BatchNorm1d(outputs, eps=1e-5, momentum=0.01) if batch_normalize else None

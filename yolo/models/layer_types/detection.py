@@ -6,31 +6,56 @@ class probabilities [side*side, classes], then confidences [side*side, num], the
 With ``softmax=1`` the class probabilities of each cell go through a softmax.
 
 Training mode returns the flat input Float[N, K], raw (no softmax: Darknet's backward passes its delta to the
-input without the softmax's Jacobian, so the loss, yolo/detection_loss.py, applies the softmax itself); eval
+input without the softmax's Jacobian, so the loss, yolo/losses/detection_loss.py, applies the softmax itself); eval
 returns Float[N, side*side*num, 5 + classes] rows (cx, cy, w, h in input pixels, confidence, class
 probabilities), ordered by cell then box, decoded as Darknet's ``get_detection_detections``:
 cx = (x + col) / side * input_w, w = w^(sqrt ? 2 : 1) * input_w.
 """
 from __future__ import annotations
 
-from typing import List, Sequence
+from dataclasses import dataclass
+from typing import List, Optional, Sequence
 
 import torch
-import torch.nn as nn
 
 from yolo.models.cfg import Section
+from yolo.models.heads import Head
 from yolo.models.layer_types.registry import LayerInfo, Shape, positive, register
 
 
-class DetectionLayer(nn.Module):
+@dataclass
+class DetectionTrainOptions:
+    """The training options of a ``[detection]`` section (Darknet's parse_detection defaults)."""
+
+    coord_scale: float = 1.0
+    object_scale: float = 1.0
+    noobject_scale: float = 1.0
+    class_scale: float = 1.0
+    rescore: int = 0
+    forced: int = 0
+    random: float = 0.0
+    where: str = "<cfg>"  # "path:line" of the section
+
+
+def detection_train_options(section: Section) -> DetectionTrainOptions:
+    """Read a ``[detection]`` section's training options."""
+    opts = DetectionTrainOptions(where=f"{section.source}:{section.line}")
+    for key in ("coord_scale", "object_scale", "noobject_scale", "class_scale", "random"):
+        setattr(opts, key, section.get_float(key, getattr(opts, key)))
+    for key in ("rescore", "forced"):
+        setattr(opts, key, section.get_int(key, getattr(opts, key)))
+    return opts
+
+
+class DetectionLayer(Head):
+    """Darknet ``[detection]`` head (module docstring): ``num`` boxes per cell of a ``side x side`` grid."""
+
     def __init__(self, side: int, num: int, classes: int, coords: int, softmax: bool, sqrt: bool):
-        super().__init__()
-        self.side, self.num, self.num_classes, self.coords = side, num, classes, coords
+        super().__init__(classes, range(num))  # num_anchors: boxes per cell, under the name the other heads use
+        self.side, self.num, self.coords = side, num, coords
         self.softmax, self.sqrt = softmax, sqrt
-        self.num_anchors = num  # boxes per cell, under the name the other heads use
         self.flat_size = side * side * ((1 + coords) * num + classes)  # K, the values of one image
-        self.mask = list(range(num))
-        self.stride = None
+        self.train_opts: Optional[DetectionTrainOptions] = None  # set by the builder; read by the loss
 
     def activated(self, x: torch.Tensor) -> torch.Tensor:
         """Darknet's layer output: the input, with the class block softmaxed per cell when ``softmax=1``."""
@@ -45,14 +70,18 @@ class DetectionLayer(nn.Module):
         in_h, in_w = input_hw
         self.stride = (in_h / self.side, in_w / self.side)
         if self.training:
-            return x.flatten(1)
-        out = self.activated(x)
+            return x.flatten(1)  # raw: the loss applies the class softmax itself (module docstring)
+        return self.decode(self.activated(x), input_hw)
+
+    def decode(self, out: torch.Tensor, input_hw: Sequence[int]) -> torch.Tensor:
+        """The activated flat map Float[N, K] -> rows Float[N, side*side*num, 5 + classes] (module docstring)."""
+        in_h, in_w = input_hw
         n, s, b, k = out.shape[0], self.side, self.num, self.num_classes
         cells = s * s
         probs = out[:, :cells * k].reshape(n, cells, 1, k).expand(n, cells, b, k)
         conf = out[:, cells * k:cells * (k + b)].reshape(n, cells, b, 1)
         boxes = out[:, cells * (k + b):cells * (k + b + b * 4)].reshape(n, cells, b, 4)
-        index = torch.arange(cells, device=x.device, dtype=out.dtype)
+        index = torch.arange(cells, device=out.device, dtype=out.dtype)
         col, row = (index % s).reshape(1, cells, 1), torch.div(index, s, rounding_mode="floor").reshape(1, cells, 1)
         cx = (boxes[..., 0] + col) / s * in_w
         cy = (boxes[..., 1] + row) / s * in_h
@@ -84,5 +113,3 @@ def build_detection(section: Section, shapes: List[Shape], prev: Shape) -> Layer
     module.train_opts = detection_train_options(section)
     return LayerInfo(module, prev, prev)
 
-
-from yolo.losses.detection_loss import detection_train_options  # noqa: E402  (registers the head's training loss)

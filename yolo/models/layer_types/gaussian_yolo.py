@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
 import torch
-import torch.nn as nn
 
 from yolo.models.cfg import Section
 from yolo.boxes import cxcywh_to_xyxy
 from yolo.inference.postprocess import empty_detections, nms
+from yolo.models.heads import Head, HeadOptions
 from yolo.models.layer_types.registry import LayerInfo, Shape, register
 
 YOLO_POINTS = ("center", "left_top", "right_bottom")
@@ -34,36 +34,22 @@ NUM_BOX_ENTRIES = 9  # 4 coordinates, 4 sigmas, objectness
 
 
 @dataclass
-class GaussianYoloOptions:
-    """The options of a ``[Gaussian_yolo]`` section, with Darknet's defaults (src/parser.c parse_gaussian_yolo)."""
+class GaussianYoloOptions(HeadOptions):
+    """The options of a ``[Gaussian_yolo]`` section, with Darknet's defaults (src/parser.c parse_gaussian_yolo):
+    the ``[yolo]`` ones (:class:`yolo.models.heads.HeadOptions`) and these."""
 
-    scale_x_y: float = 1.0
     yolo_point: str = "center"
-    ignore_thresh: float = 0.5
-    truth_thresh: float = 1.0
-    iou_thresh: float = 1.0
-    iou_thresh_kind: str = "iou"
-    iou_loss: str = "mse"
-    iou_normalizer: float = 0.75
     uc_normalizer: float = 1.0
-    obj_normalizer: float = 1.0
-    cls_normalizer: float = 1.0
-    delta_normalizer: float = 1.0
-    max_delta: float = float("inf")
-    label_smooth_eps: float = 0.0
-    objectness_smooth: int = 0
     counters_per_class: Optional[List[int]] = None
     map: Optional[str] = None
     beta_nms: float = 0.6
     nms_kind: str = "default"
-    jitter: float = 0.2
-    resize: float = 1.0
     random: float = 0.0
     max_boxes: int = 200
     where: str = "<cfg>"  # "path:line" of the section, for messages about options the loss cannot honour
 
 
-class GaussianYOLOLayer(nn.Module):
+class GaussianYOLOLayer(Head):
     """Darknet ``[Gaussian_yolo]`` head.
 
     Input Float[N, A*(9+C), H, W] (the preceding conv). Training: the same values, raw, viewed as
@@ -78,24 +64,9 @@ class GaussianYOLOLayer(nn.Module):
     num_box_entries = NUM_BOX_ENTRIES
 
     def __init__(self, anchors: torch.Tensor, mask: Sequence[int], num_classes: int, opts: GaussianYoloOptions):
-        super().__init__()
-        self.mask = list(mask)
-        self.num_classes = num_classes
-        self.num_anchors = len(self.mask)
-        self.num_outputs = NUM_BOX_ENTRIES + num_classes
+        super().__init__(num_classes, mask)
         self.opts = opts
-        self.register_buffer("all_anchors", anchors.float().reshape(-1, 2), persistent=False)
-        self.register_buffer("anchors", self.all_anchors[self.mask].clone(), persistent=False)
-        self.stride = None  # (stride_y, stride_x) of the last forward, in input pixels per cell
-
-    def forward(self, x: torch.Tensor, input_hw: Sequence[int]):
-        n, _, h, w = x.shape
-        a, k = self.num_anchors, self.num_outputs
-        self.stride = (input_hw[0] / h, input_hw[1] / w)
-        raw = x.reshape(n, a, k, h, w).permute(0, 1, 3, 4, 2)
-        if self.training:
-            return raw.contiguous()
-        return self.decode(raw, input_hw).reshape(n, a * h * w, k)
+        self._register_anchors(anchors)
 
     def activate(self, raw: torch.Tensor) -> torch.Tensor:
         """Float[N, A, H, W, 9+C] raw -> the same with Darknet's activations (what Darknet's layer outputs)."""
@@ -107,24 +78,33 @@ class GaussianYOLOLayer(nn.Module):
         return torch.cat((offsets[..., :1], act[..., 1:2], offsets[..., 1:], act[..., 3:4], raw[..., 4:5],
                           act[..., 5:6], raw[..., 6:7], act[..., 7:]), -1)
 
-    def decode(self, raw: torch.Tensor, input_hw: Sequence[int]) -> torch.Tensor:
-        """Float[N, A, H, W, 9+C] raw -> Float[N, A, H, W, 9+C] eval rows (class docstring), boxes in input pixels."""
-        _, _, h, w, _ = raw.shape
+    def boxes(self, act: torch.Tensor, input_hw: Sequence[int], normalized: bool = False) -> torch.Tensor:
+        """Centre boxes Float[N, A, H, W, 4] (module docstring's decode) from the activated maps (:meth:`activate`):
+        in input pixels, or with ``normalized`` as fractions of the input (Darknet's ``get_gaussian_yolo_box``,
+        what the loss uses)."""
+        _, _, h, w, _ = act.shape
         in_h, in_w = input_hw
-        act = self.activate(raw)
-        ys, xs = torch.meshgrid(torch.arange(h, device=raw.device, dtype=raw.dtype),
-                                torch.arange(w, device=raw.device, dtype=raw.dtype), indexing="ij")
-        anchors = self.anchors.to(raw.dtype).reshape(1, -1, 1, 1, 2)
+        grid = self.grid(h, w, act.device, act.dtype)
+        anchors = self.anchors.to(act.dtype).reshape(1, -1, 1, 1, 2)
         bw = torch.exp(act[..., 4]) * anchors[..., 0]
         bh = torch.exp(act[..., 6]) * anchors[..., 1]
-        cx = (xs + act[..., 0]) / w * in_w
-        cy = (ys + act[..., 2]) / h * in_h
+        cx = (grid[..., 0] + act[..., 0]) / w
+        cy = (grid[..., 1] + act[..., 2]) / h
+        if normalized:
+            bw, bh = bw / in_w, bh / in_h
+        else:
+            cx, cy = cx * in_w, cy * in_h
         if self.opts.yolo_point == "left_top":
             cx, cy = cx + bw / 2, cy + bh / 2
         elif self.opts.yolo_point == "right_bottom":
             cx, cy = cx - bw / 2, cy - bh / 2
+        return torch.stack((cx, cy, bw, bh), -1)
+
+    def decode(self, raw: torch.Tensor, input_hw: Sequence[int]) -> torch.Tensor:
+        """Float[N, A, H, W, 9+C] raw -> Float[N, A, H, W, 9+C] eval rows (class docstring), boxes in input pixels."""
+        act = self.activate(raw)
         sigmas = act[..., (1, 3, 5, 7)]
-        return torch.cat((torch.stack((cx, cy, bw, bh), -1), act[..., 8:], sigmas), -1)
+        return torch.cat((self.boxes(act, input_hw), act[..., 8:], sigmas), -1)
 
 
 # ------------------------------------------------------------------------------------------------ the builder
@@ -230,5 +210,3 @@ def postprocess_gaussian(predictions: torch.Tensor, conf_thres: float = 0.25, io
         })
     return results
 
-
-from yolo.losses import gaussian_yolo_loss  # noqa: E402,F401  (registers the head's training loss)

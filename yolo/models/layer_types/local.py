@@ -13,6 +13,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from yolo.models.activations import create_activation
 from yolo.models.cfg import Section
 from yolo.models.layer_types.registry import LayerInfo, Shape, activation, positive, register
 
@@ -20,7 +21,6 @@ from yolo.models.layer_types.registry import LayerInfo, Shape, activation, posit
 class Local(nn.Module):
     def __init__(self, in_shape: Shape, filters: int, size: int, stride: int, pad: int, out_hw, activation_name: str):
         super().__init__()
-        from yolo.models.layers import create_activation
         c = in_shape[0]
         self.size, self.stride, self.pad = size, stride, pad
         self.out_h, self.out_w = out_hw

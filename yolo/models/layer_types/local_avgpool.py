@@ -9,20 +9,14 @@ from __future__ import annotations
 from typing import List
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 from yolo.models.cfg import Section
 from yolo.models.layer_types.registry import LayerInfo, Shape, pool_window, register
+from yolo.models.layers import PoolWindow
 
 
-class LocalAvgPool(nn.Module):
-    def __init__(self, size: int, stride: int, padding: int):
-        super().__init__()
-        self.size, self.stride, self.padding = size, stride, padding
-        self.pad_before = padding // 2
-        self.pad_after = padding - self.pad_before
-
+class LocalAvgPool(PoolWindow):
     def forward(self, x):
         pads = (self.pad_before, self.pad_after, self.pad_before, self.pad_after)
         total = F.avg_pool2d(F.pad(x, pads), self.size, self.stride, divisor_override=1)

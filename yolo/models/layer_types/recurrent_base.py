@@ -26,6 +26,8 @@ import torch.nn as nn
 
 from yolo.models.cfg import Section
 from yolo.models.layer_types.connected import Connected as ConnectedLayer
+from yolo.models.layer_types.limits import check_layer_size
+from yolo.models.layer_types.registry import LayerInfo, Shape, positive
 
 
 class RecurrentLayer(nn.Module):
@@ -91,6 +93,32 @@ class Connected(ConnectedLayer):
         return self.act(x)
 
 
+class ConnectedRecurrent(RecurrentLayer):
+    """Base of [gru] and [lstm]: ``gates`` pairs of fully connected inner layers, one reading the input
+    (``inputs -> outputs``), one the state (``outputs -> outputs``); :attr:`weight_order` names them in the
+    ``.weights`` file's order (src/parser.c ``save_weights_upto``)."""
+
+    gates = 0
+    weight_order: Tuple[str, ...] = ()
+
+    def darknet_weights(self) -> List[torch.Tensor]:
+        return [t for name in self.weight_order for t in getattr(self, name).darknet_weights()]
+
+    def bflops(self, in_shape: Shape, out_shape: Shape) -> float:
+        return 0.0  # Darknet counts no BFLOPs for connected layers
+
+
+def build_connected_recurrent(section: Section, prev: Shape, layer_type: type) -> LayerInfo:
+    """The [gru]/[lstm] builder: ``layer_type(inputs, output, batch_normalize)`` on the input flattened to
+    C*H*W values; the output is Float[N, output, 1, 1]."""
+    c, h, w = prev
+    outputs = positive(section, "output", section.get_int("output", 1))
+    check_layer_size(section, layer_type.gates * (c * h * w + outputs) * outputs, (outputs, 1, 1), "output",
+                     f"output={outputs} on {c * h * w} inputs")
+    module = layer_type(c * h * w, outputs, bool(section.get_int("batch_normalize", 0)))
+    return LayerInfo(module, (outputs, 1, 1), prev)
+
+
 def conv_bflops(conv: nn.Module, out_h: int, out_w: int) -> float:
     """Darknet's count for one conv (src/convolutional_layer.c): 2 * weights * out_h * out_w / 1e9."""
     return 2.0 * conv.conv.weight.numel() * out_h * out_w / 1e9
@@ -104,7 +132,6 @@ def refuse_options(section: Section, refused: dict) -> None:
     for key, (neutral, reason) in refused.items():
         if section.has(key) and section.get_str(key) != neutral:
             raise section.error(f"'{key}={section.options[key]}' is not supported: {reason}", key)
-
 
 
 def same_size_conv(section: Section, in_h: int, in_w: int) -> Tuple[int, int, int]:

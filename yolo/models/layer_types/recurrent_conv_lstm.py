@@ -30,6 +30,7 @@ import torch
 import torch.nn as nn
 
 from yolo.models.cfg import Section
+from yolo.models.layers import ConvBNAct
 from yolo.models.layer_types.recurrent_base import RecurrentLayer, conv_bflops, refuse_options, same_size_conv
 from yolo.models.layer_types.limits import check_layer_size
 from yolo.models.layer_types.registry import LayerInfo, Shape, activation, positive, register
@@ -41,8 +42,6 @@ class ConvLSTM(RecurrentLayer):
         super().__init__()
         self.outputs, self.peephole = outputs, peephole
         self.state_constrain = state_constrain  # None: Darknet's default, 32 * time_steps; 0: no clamp
-
-        from yolo.models.layers import ConvBNAct  # here, not at the top: yolo.layers imports this package
 
         def conv(c_in):
             return ConvBNAct(c_in, outputs, size, 1, padding, groups, batch_normalize, act)

@@ -21,12 +21,14 @@ from typing import List
 import torch
 
 from yolo.models.cfg import Section
-from yolo.models.layer_types.recurrent_base import Connected, RecurrentLayer
-from yolo.models.layer_types.limits import check_layer_size
-from yolo.models.layer_types.registry import LayerInfo, Shape, positive, register
+from yolo.models.layer_types.recurrent_base import Connected, ConnectedRecurrent, build_connected_recurrent
+from yolo.models.layer_types.registry import LayerInfo, Shape, register
 
 
-class GRU(RecurrentLayer):
+class GRU(ConnectedRecurrent):
+    gates = 3
+    weight_order = ("input_z", "input_r", "input_h", "state_z", "state_r", "state_h")
+
     def __init__(self, inputs: int, outputs: int, batch_normalize: bool):
         super().__init__()
         self.outputs = outputs
@@ -46,20 +48,7 @@ class GRU(RecurrentLayer):
         self.keep_state((s,))
         return torch.cat(outputs, 0)[:, :, None, None]
 
-    def darknet_weights(self) -> List[torch.Tensor]:
-        """src/parser.c ``save_weights_upto``: input_z, input_r, input_h, state_z, state_r, state_h."""
-        layers = (self.input_z, self.input_r, self.input_h, self.state_z, self.state_r, self.state_h)
-        return [t for m in layers for t in m.darknet_weights()]
-
-    def bflops(self, in_shape: Shape, out_shape: Shape) -> float:
-        return 0.0  # Darknet counts no BFLOPs for connected layers
-
 
 @register("gru")
 def build_gru(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
-    c, h, w = prev
-    outputs = positive(section, "output", section.get_int("output", 1))
-    check_layer_size(section, 3 * (c * h * w + outputs) * outputs, (outputs, 1, 1), "output",
-                     f"output={outputs} on {c * h * w} inputs")
-    module = GRU(c * h * w, outputs, bool(section.get_int("batch_normalize", 0)))
-    return LayerInfo(module, (outputs, 1, 1), prev)
+    return build_connected_recurrent(section, prev, GRU)

@@ -18,12 +18,14 @@ from typing import List
 import torch
 
 from yolo.models.cfg import Section
-from yolo.models.layer_types.recurrent_base import Connected, RecurrentLayer
-from yolo.models.layer_types.limits import check_layer_size
-from yolo.models.layer_types.registry import LayerInfo, Shape, positive, register
+from yolo.models.layer_types.recurrent_base import Connected, ConnectedRecurrent, build_connected_recurrent
+from yolo.models.layer_types.registry import LayerInfo, Shape, register
 
 
-class LSTM(RecurrentLayer):
+class LSTM(ConnectedRecurrent):
+    gates = 4
+    weight_order = ("wf", "wi", "wg", "wo", "uf", "ui", "ug", "uo")
+
     def __init__(self, inputs: int, outputs: int, batch_normalize: bool):
         super().__init__()
         self.outputs = outputs
@@ -46,20 +48,7 @@ class LSTM(RecurrentLayer):
         self.keep_state((h, c))
         return torch.cat(outputs, 0)[:, :, None, None]
 
-    def darknet_weights(self) -> List[torch.Tensor]:
-        """src/parser.c ``save_weights_upto``: wf, wi, wg, wo, uf, ui, ug, uo."""
-        layers = (self.wf, self.wi, self.wg, self.wo, self.uf, self.ui, self.ug, self.uo)
-        return [t for m in layers for t in m.darknet_weights()]
-
-    def bflops(self, in_shape: Shape, out_shape: Shape) -> float:
-        return 0.0  # Darknet counts no BFLOPs for connected layers
-
 
 @register("lstm")
 def build_lstm(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
-    c, h, w = prev
-    outputs = positive(section, "output", section.get_int("output", 1))
-    check_layer_size(section, 4 * (c * h * w + outputs) * outputs, (outputs, 1, 1), "output",
-                     f"output={outputs} on {c * h * w} inputs")
-    module = LSTM(c * h * w, outputs, bool(section.get_int("batch_normalize", 0)))
-    return LayerInfo(module, (outputs, 1, 1), prev)
+    return build_connected_recurrent(section, prev, LSTM)

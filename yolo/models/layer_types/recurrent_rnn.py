@@ -23,7 +23,9 @@ from typing import List
 import torch
 import torch.nn as nn
 
+from yolo.models.activations import ACTIVATIONS
 from yolo.models.cfg import Section
+from yolo.models.layers import ConvBNAct
 from yolo.models.layer_types.recurrent_base import Connected, RecurrentLayer, conv_bflops, same_size_conv
 from yolo.models.layer_types.limits import check_layer_size
 from yolo.models.layer_types.registry import LayerInfo, Shape, activation, positive, register
@@ -97,8 +99,6 @@ class CRNN(PlainRecurrent):
 
     def __init__(self, channels: int, hidden: int, outputs: int, size: int, padding: int, groups: int, act: str,
                  batch_normalize: bool, shortcut: bool):
-        from yolo.models.layers import ConvBNAct  # here, not at the top: yolo.layers imports this package
-
         def conv(c_in, c_out):
             return ConvBNAct(c_in, c_out, size, 1, padding, groups, batch_normalize, act)
         super().__init__(conv(channels, hidden), conv(hidden, hidden), conv(hidden, outputs), shortcut)
@@ -123,7 +123,6 @@ def build_rnn(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
     if logistic not in (0, 1, 2):
         raise section.error(f"'logistic' must be 0, 1 or 2, got {logistic}", "logistic")
     self_act = {0: act, 1: "logistic", 2: "loggy"}[logistic]
-    from yolo.models.layers import ACTIVATIONS
     if self_act not in ACTIVATIONS:
         raise section.error(f"logistic=2 needs the '{self_act}' activation, which is not implemented", "logistic")
     weights = c * h * w * hidden + hidden * hidden + hidden * outputs

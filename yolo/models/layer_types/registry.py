@@ -11,6 +11,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import torch.nn as nn
 
+from yolo.models.activations import ACTIVATIONS, CONV_ONLY
 from yolo.models.cfg import Section
 
 Shape = Tuple[int, int, int]  # (channels, height, width)
@@ -54,9 +55,6 @@ def activation(section: Section, default: str, conv: bool = False, refuse: Tuple
     convolution computes (elsewhere its generic ``activate()`` returns 0 for them); ``refuse`` names more
     (swish and mish, which only [convolutional] and [shortcut] compute).
     """
-    from yolo.models.layers import ACTIVATIONS  # here, not at the top: yolo.layers imports this package
-    from yolo.models.layer_types.activations import CONV_ONLY
-
     name = section.get_str("activation", default)
     if name in refuse or (not conv and name in CONV_ONLY):
         raise section.error(f"activation '{name}' is computed by Darknet only in [convolutional] layers "
@@ -72,6 +70,15 @@ def layer_index(section: Section, key: str, value: int) -> int:
     if not 0 <= index < section.index:
         raise section.error(f"'{key}' refers to layer {value} -> {index}, outside layers 0..{section.index - 1}", key)
     return index
+
+
+def layer_indices(section: Section, key: str) -> List[int]:
+    """The absolute indices of the earlier layers that ``key`` lists (``layers`` of a [route], ``from`` of a
+    [shortcut]), each checked by :func:`layer_index`; an empty list is a cfg error."""
+    values = section.get_ints(key)
+    if not values:
+        raise section.error(f"'{key}' names no layer", key)
+    return [layer_index(section, key, v) for v in values]
 
 
 def pool_window(section: Section, prev: Shape) -> Tuple[int, int, int, Shape]:

@@ -2,7 +2,7 @@
 
 Float[N, C, H, W] -> Float[N, C*s*s, H/s, W/s], output channel (dy*s + dx)*C + c taking input
 (c, y*s + dy, x*s + dx). ``reverse=1`` gives C/(s*s) x H*s x W*s by Darknet's ``reorg_cpu(..., forward=1)``
-with the output's sizes: the inverse of the old [reorg]'s gather (see :mod:`yolo.layer_types.reorg_old`)
+with the output's sizes: the inverse of the old [reorg]'s gather (see :mod:`yolo.models.layer_types.reorg_old`)
 for a C/s^4-channel tensor of (H*s*s) x (W*s*s), not the inverse of the forward [reorg3d].
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Darknet reads its input as in_c = C // s^2 channels of (H*s) x (W*s) and writes, for every (k, j, i) of
 C x H x W, out[k, j, i] = in_flat[w2 + W*s*(h2 + H*s*c2)] with c2 = k % in_c, d = k // in_c,
 w2 = i*s + d % s, h2 = j*s + d // s; the result is read as C*s*s x H/s x W/s. When s^2 divides C this is
-:class:`yolo.layers.Reorg`; otherwise it is a fixed gather, computed here per image (Darknet's batched
+:class:`yolo.models.layers.Reorg`; otherwise it is a fixed gather, computed here per image (Darknet's batched
 index strides by in_c*s^2*H*W, not C*H*W, and so reads the next image's values for images after the first).
 """
 from __future__ import annotations

@@ -11,6 +11,7 @@ from typing import List
 
 import torch.nn as nn
 
+from yolo.models.activations import create_activation
 from yolo.models.cfg import Section
 from yolo.models.layer_types.registry import LayerInfo, Shape, activation, layer_index, register
 
@@ -20,7 +21,6 @@ class ScaleBy(nn.Module):
 
     def __init__(self, source: int, activation_name: str):
         super().__init__()
-        from yolo.models.layers import create_activation
         self.source = source
         self.activation = activation_name
         self.act = create_activation(activation_name)

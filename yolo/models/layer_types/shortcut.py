@@ -19,7 +19,7 @@ import torch.nn as nn
 
 from yolo.models.cfg import Section
 from yolo.models.layers import Shortcut
-from yolo.models.layer_types.registry import LayerInfo, Shape, activation, layer_index, register
+from yolo.models.layer_types.registry import LayerInfo, Shape, activation, layer_indices, register
 
 WEIGHTS_TYPES = {"none": 0, "per_feature": 1, "per_layer": 1, "per_channel": 2}
 NORMALIZATIONS = ("none", "relu", "avg_relu", "softmax")
@@ -69,10 +69,7 @@ class MultiShortcut(Shortcut):
 
 @register("shortcut")
 def build_shortcut(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
-    raw = section.get_ints("from")
-    if not raw:
-        raise section.error("'from' names no layer", "from")
-    sources = [layer_index(section, "from", v) for v in raw]
+    sources = layer_indices(section, "from")
     for source in sources:
         if shapes[source][1:] != prev[1:]:
             raise section.error(f"layer {source} is {shapes[source][1]}x{shapes[source][2]} but the previous layer is "

@@ -1,12 +1,27 @@
-"""Darknet's activations beyond PyTorch's built-ins, each computing src/activations.h's formula exactly.
+"""Darknet's activations by name (:data:`ACTIVATIONS`, :func:`create_activation`), each computing
+src/activations.h's formula exactly (elu, selu and gelu with Darknet's constants).
 
 Every module maps Float[N, C, H, W] -> the same shape, elementwise except the ``normalize_channels``
 family, which normalizes across channels at each pixel (as Darknet's [convolutional] does).
 """
 from __future__ import annotations
 
+from typing import Callable, Dict
+
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Mish(nn.Module):
+    """x * tanh(softplus(x)), as Darknet's mish."""
+
+    def forward(self, x):
+        return F.mish(x)
+
+
+def _leaky():
+    return nn.LeakyReLU(0.1)  # Darknet's leaky slope is 0.1, not PyTorch's 0.01
 
 
 class Elementwise(nn.Module):
@@ -141,7 +156,16 @@ class NormalizeChannelsSoftmax(nn.Module):
 # so other layer types refuse them.
 CONV_ONLY = {"hard_mish", "normalize_channels", "normalize_channels_softmax", "normalize_channels_softmax_maxval"}
 
-DARKNET_ACTIVATIONS = {
+# Activation lookup by Darknet name, in one place.
+ACTIVATIONS: Dict[str, Callable[[], nn.Module]] = {
+    "linear": nn.Identity,
+    "leaky": _leaky,
+    "logistic": nn.Sigmoid,
+    "relu": nn.ReLU,
+    "relu6": nn.ReLU6,
+    "mish": Mish,
+    "swish": nn.SiLU,
+    "tanh": nn.Tanh,
     "ramp": Ramp,
     "relie": Relie,
     "loggy": Loggy,
@@ -150,7 +174,7 @@ DARKNET_ACTIVATIONS = {
     "lhtan": Lhtan,
     "stair": Stair,
     # revleaky differs from leaky only in Darknet's gradient (a CPU/CUDA inconsistency); forward is leaky.
-    "revleaky": lambda: nn.LeakyReLU(0.1),
+    "revleaky": _leaky,
     "elu": Elu,
     "selu": Selu,
     "gelu": Gelu,
@@ -159,3 +183,8 @@ DARKNET_ACTIVATIONS = {
     "normalize_channels_softmax": NormalizeChannelsSoftmax,
     "normalize_channels_softmax_maxval": lambda: NormalizeChannelsSoftmax(use_max=True),
 }
+
+
+def create_activation(name: str) -> nn.Module:
+    """Module for a Darknet activation name; raises KeyError for an unknown name."""
+    return ACTIVATIONS[name]()
