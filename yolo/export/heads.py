@@ -14,7 +14,7 @@ import torch.nn as nn
 
 from yolo.models.layer_types.detection import DetectionLayer
 from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer
-from yolo.models.layers import RegionLayer
+from yolo.models.heads import RegionLayer
 
 EVAL_COLUMNS = "cx, cy, w, h (input pixels), objectness, class probabilities"
 GAUSSIAN_COLUMNS = ", sigma_tx, sigma_ty, sigma_tw, sigma_th"
