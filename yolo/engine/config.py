@@ -28,34 +28,21 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import yaml
 
 from yolo.data.transforms import augment_from_cfg
-from yolo.engine.schedule import SCHEDULE_DEFAULTS, LRSchedule, read_net_schedule, resolve_steps
+from yolo.engine.schedule import SCHEDULE_DEFAULTS, LRSchedule, ScheduleSettings, read_net_schedule, resolve_steps
 from yolo.errors import ConfigError
 from yolo.models.cfg_options import check_training_options, last_head
 
 logger = logging.getLogger(__name__)
 
 @dataclass
-class Hyperparameters:
+class Hyperparameters(ScheduleSettings):
     """Every training setting, resolved from ``[net]``, ``--hyp`` and the flags (:func:`resolve_hyp`).
 
     The field order is ``hyp.yaml``'s. Code that also takes a plain dict (a saved run's ``hyp.yaml``) reads
     it as a mapping: ``hyp["batch"]``, ``hyp.get("burn_in", 0)``.
     """
 
-    # Darknet's [net] schedule keys (yolo.engine.schedule.read_net_schedule), with Darknet's defaults.
-    learning_rate: float = 0.001
-    max_batches: int = 0
-    learning_rate_min: float = 0.00001
-    sgdr_cycle: Optional[int] = None
-    sgdr_mult: int = 2
-    power: float = 4.0
-    burn_in: int = 0
-    policy: str = "constant"
-    step: int = 1
-    scale: float = 1.0
-    gamma: float = 1.0
-    steps: List[float] = field(default_factory=list)  # update numbers, or fractions of the run (< 1)
-    scales: List[float] = field(default_factory=list)
+    # Darknet's [net] schedule keys come from ScheduleSettings (yolo.engine.schedule), with Darknet's defaults.
     # Darknet's [net] update keys (parse_net_options); B1, B2 and eps are read only with adam=1.
     batch: int = 1  # images per update over all processes
     subdivisions: int = 1  # mini-batches per update (gradient accumulation)

@@ -42,31 +42,20 @@ import numpy as np
 POLICIES = ("constant", "step", "steps", "exp", "poly", "sigmoid", "sgdr", "random")
 DARKNET_PI = 3.14159265  # the constant Darknet's sgdr uses
 
-# [net] schedule keys with Darknet's defaults (parse_net_options).
-SCHEDULE_DEFAULTS: Dict[str, Any] = {
-    "learning_rate": 0.001, "policy": "constant", "burn_in": 0, "power": 4.0, "steps": [], "scales": [],
-    "step": 1, "scale": 1.0, "gamma": 1.0, "max_batches": 0, "learning_rate_min": 0.00001,
-    "sgdr_cycle": None, "sgdr_mult": 2,
-}
-
-
-def _f32(value: float) -> float:
-    return float(np.float32(value))
-
-
 @dataclass
-class LRSchedule:
-    """A Darknet learning-rate policy; call it with the update number ``n`` (1-based).
+class ScheduleSettings:
+    """Darknet's ``[net]`` learning-rate keys with Darknet's defaults (parse_net_options): the one declaration
+    that :class:`LRSchedule` and the trainer's :class:`yolo.engine.config.Hyperparameters` both extend.
 
-    ``sgdr_cycle`` None means ``max_batches`` (Darknet's default). ``seed`` drives ``policy=random`` only.
-    ``scales`` may be longer than ``steps`` (Darknet uses the first ``len(steps)``), never shorter.
+    ``steps`` are update numbers (or, in training settings, fractions of the run below 1); ``sgdr_cycle`` None
+    means ``max_batches``.
     """
 
-    learning_rate: float
+    learning_rate: float = 0.001
     policy: str = "constant"
     burn_in: int = 0
     power: float = 4.0
-    steps: List[int] = field(default_factory=list)
+    steps: List[float] = field(default_factory=list)
     scales: List[float] = field(default_factory=list)
     step: int = 1
     scale: float = 1.0
@@ -75,6 +64,24 @@ class LRSchedule:
     learning_rate_min: float = 0.00001
     sgdr_cycle: Optional[int] = None
     sgdr_mult: int = 2
+
+
+# The same keys and defaults as a plain dict (a fresh list for each list default).
+SCHEDULE_DEFAULTS: Dict[str, Any] = asdict(ScheduleSettings())
+
+
+def _f32(value: float) -> float:
+    return float(np.float32(value))
+
+
+@dataclass
+class LRSchedule(ScheduleSettings):
+    """A Darknet learning-rate policy; call it with the update number ``n`` (1-based).
+
+    ``sgdr_cycle`` None means ``max_batches`` (Darknet's default). ``seed`` drives ``policy=random`` only.
+    ``scales`` may be longer than ``steps`` (Darknet uses the first ``len(steps)``), never shorter.
+    """
+
     seed: int = 0
 
     def __post_init__(self):
@@ -225,20 +232,21 @@ def schedule_from_hyp(hyp: Mapping[str, Any], total_updates: int, seed: int = 0)
     """
     max_batches = int(hyp.get("max_batches") or 0) or int(total_updates)
     cycle = hyp.get("sgdr_cycle")
+    value = {key: hyp.get(key, default) for key, default in SCHEDULE_DEFAULTS.items()}
     return LRSchedule(
-        learning_rate=float(hyp["learning_rate"]),
-        policy=str(hyp.get("policy", "constant")),
-        burn_in=int(hyp.get("burn_in", 0)),
-        power=float(hyp.get("power", 4.0)),
-        steps=resolve_steps(hyp.get("steps") or [], total_updates),
-        scales=list(hyp.get("scales") or []),
-        step=int(hyp.get("step", 1)),
-        scale=float(hyp.get("scale", 1.0)),
-        gamma=float(hyp.get("gamma", 1.0)),
+        learning_rate=float(value["learning_rate"]),
+        policy=str(value["policy"]),
+        burn_in=int(value["burn_in"]),
+        power=float(value["power"]),
+        steps=resolve_steps(value["steps"] or [], total_updates),
+        scales=list(value["scales"] or []),
+        step=int(value["step"]),
+        scale=float(value["scale"]),
+        gamma=float(value["gamma"]),
         max_batches=max_batches,
-        learning_rate_min=float(hyp.get("learning_rate_min", 0.00001)),
+        learning_rate_min=float(value["learning_rate_min"]),
         sgdr_cycle=int(cycle) if cycle else max_batches,
-        sgdr_mult=int(hyp.get("sgdr_mult", 2)),
+        sgdr_mult=int(value["sgdr_mult"]),
         seed=int(seed),
     )
 
@@ -250,5 +258,5 @@ def set_lr(optimizer, lr: float) -> None:
         group["lr"] = lr * group.get("lr_scale", 1.0)
 
 
-__all__ = ["LRSchedule", "POLICIES", "SCHEDULE_DEFAULTS", "read_net_schedule", "resolve_steps",
+__all__ = ["LRSchedule", "POLICIES", "SCHEDULE_DEFAULTS", "ScheduleSettings", "read_net_schedule", "resolve_steps",
            "schedule_from_hyp", "set_lr"]

@@ -113,15 +113,28 @@ class HeadOptions:
 
 
 @dataclass
-class RegionTrainOptions:
-    """The training options of a ``[region]`` section (Darknet's parse_region defaults)."""
+class CellLossScales:
+    """The loss scales and ``rescore`` that Darknet's [region] and [detection] layers share, with their defaults
+    (parse_region, parse_detection)."""
 
     coord_scale: float = 1.0
     object_scale: float = 1.0
     noobject_scale: float = 1.0
     class_scale: float = 1.0
-    thresh: float = 0.5
     rescore: int = 0
+
+    def read_scales(self, section: Section) -> None:
+        """Read these keys from ``section`` (bad values: its one-line error with file and line)."""
+        for key in ("coord_scale", "object_scale", "noobject_scale", "class_scale"):
+            setattr(self, key, section.get_float(key, getattr(self, key)))
+        self.rescore = section.get_int("rescore", self.rescore)
+
+
+@dataclass
+class RegionTrainOptions(CellLossScales):
+    """The training options of a ``[region]`` section (Darknet's parse_region defaults)."""
+
+    thresh: float = 0.5
     bias_match: int = 0
     classfix: int = 0
     focal_loss: int = 0
@@ -134,9 +147,9 @@ class RegionTrainOptions:
 def region_train_options(section: Section) -> RegionTrainOptions:
     """Read (and check) a ``[region]`` section's training options."""
     opts = RegionTrainOptions(where=f"{section.source}:{section.line}")
-    for key in ("coord_scale", "object_scale", "noobject_scale", "class_scale", "thresh"):
-        setattr(opts, key, section.get_float(key, getattr(opts, key)))
-    for key in ("rescore", "bias_match", "classfix", "focal_loss"):
+    opts.read_scales(section)
+    opts.thresh = section.get_float("thresh", opts.thresh)
+    for key in ("bias_match", "classfix", "focal_loss"):
         setattr(opts, key, section.get_int(key, getattr(opts, key)))
     opts.max_boxes = section.get_int("max", 200)
     if opts.max_boxes <= 0:

@@ -19,19 +19,14 @@ from typing import List, Optional, Sequence
 import torch
 
 from yolo.models.cfg import Section
-from yolo.models.heads import Head
+from yolo.models.heads import CellLossScales, Head
 from yolo.models.layer_types.registry import LayerInfo, Shape, positive, register
 
 
 @dataclass
-class DetectionTrainOptions:
+class DetectionTrainOptions(CellLossScales):
     """The training options of a ``[detection]`` section (Darknet's parse_detection defaults)."""
 
-    coord_scale: float = 1.0
-    object_scale: float = 1.0
-    noobject_scale: float = 1.0
-    class_scale: float = 1.0
-    rescore: int = 0
     forced: int = 0
     random: float = 0.0
     where: str = "<cfg>"  # "path:line" of the section
@@ -40,10 +35,9 @@ class DetectionTrainOptions:
 def detection_train_options(section: Section) -> DetectionTrainOptions:
     """Read a ``[detection]`` section's training options."""
     opts = DetectionTrainOptions(where=f"{section.source}:{section.line}")
-    for key in ("coord_scale", "object_scale", "noobject_scale", "class_scale", "random"):
-        setattr(opts, key, section.get_float(key, getattr(opts, key)))
-    for key in ("rescore", "forced"):
-        setattr(opts, key, section.get_int(key, getattr(opts, key)))
+    opts.read_scales(section)
+    opts.random = section.get_float("random", opts.random)
+    opts.forced = section.get_int("forced", opts.forced)
     return opts
 
 
