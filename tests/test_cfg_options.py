@@ -1,4 +1,4 @@
-"""The table of Darknet training options (yolo.cfg_options): complete against Darknet's parser, enforced at
+"""The table of Darknet training options (yolo.models.cfg_options): complete against Darknet's parser, enforced at
 training start with the cfg's file and line, and never in the way of inference."""
 import logging
 import re

@@ -1,7 +1,7 @@
 """YOLO loss: assignment and loss values against a plain-Python reference of Darknet's rules.
 
 The reference below loops over truths, anchors and every prediction slot with Python floats; the
-vectorized loss in ``yolo.loss`` must agree with it on small random cases over several seeds.
+vectorized loss in ``yolo.losses`` must agree with it on small random cases over several seeds.
 """
 import math
 from dataclasses import dataclass

@@ -309,7 +309,7 @@ def test_batchnorm_in_training_follows_cudnn_and_differs_from_darknet_cpu_by_the
 
 # ------------------------------------------------------------------------------------ end to end
 def test_two_updates_with_our_loss_equal_darknets(darknet, assets, tmp_path):
-    """As above, but with nothing taken from Darknet on our side: our loss (yolo.loss.YoloLoss), divided by
+    """As above, but with nothing taken from Darknet on our side: our loss (yolo.losses.yolo_loss.YoloLoss), divided by
     subdivisions as the trainer does, backward, and the trainer's update; two updates of two sub-batches."""
     from yolo.losses.yolo_loss import YoloLoss
 

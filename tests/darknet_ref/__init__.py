@@ -147,7 +147,7 @@ _SECTION = re.compile(r"^\s*\[([^\]]+)\]")
 def set_net_options(cfg_text: str, **options) -> str:
     """``cfg_text`` with the given ``[net]`` options set (replaced where present, else added).
 
-    Written independently of ``yolo.cfg`` so that the reference does not depend on our parser.
+    Written independently of ``yolo.models.cfg`` so that the reference does not depend on our parser.
     """
     lines = cfg_text.replace("\r\n", "\n").split("\n")
     start = next(i for i, line in enumerate(lines) if _SECTION.match(line))

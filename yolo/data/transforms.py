@@ -130,7 +130,7 @@ def augment_from_cfg(net, heads: Sequence = (), mosaic_prob: float = 0.5,
         heads: ``[yolo]``/``[region]`` sections; the *last* one gives ``jitter`` (default 0.2), ``resize`` and
             ``max`` (Darknet's train_detector reads them from the network's last layer).
         mosaic_prob: the affine pipeline's mosaic probability when the cfg sets ``mosaic=1`` (accepted for
-            training only when ``--hyp`` opts in, see :mod:`yolo.cfg_options`).
+            training only when ``--hyp`` opts in, see :mod:`yolo.models.cfg_options`).
         overrides: final say, same keys as :data:`DEFAULT_AUGMENT`.
     """
     overrides = dict(overrides or {})

@@ -3,7 +3,7 @@
 Hyperparameters come from three places, each overriding the one before:
 
 0. options Darknet would train with but that are not reproduced here stop the run at start, with the cfg's
-   file and line (:mod:`yolo.cfg_options` lists every ``[net]``/``[yolo]``/``[region]`` key and its fate);
+   file and line (:mod:`yolo.models.cfg_options` lists every ``[net]``/``[yolo]``/``[region]`` key and its fate);
 1. the cfg's ``[net]`` section (Darknet's own keys: ``batch``, ``subdivisions``, ``learning_rate``,
    ``momentum``, ``decay``, ``adam`` with ``B1``/``B2``/``eps``, the schedule keys (``burn_in``, ``power``,
    ``policy``, ``steps``, ``scales``, ``step``, ``scale``, ``gamma``, ``max_batches``, ``learning_rate_min``,
@@ -170,7 +170,7 @@ def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, 
     """
     where = str(hyp_source) if isinstance(hyp_source, (str, Path)) else "hyp"
     user = read_hyp(hyp_source)
-    # Every option Darknet would train with is either reproduced or refused here (yolo.cfg_options);
+    # Every option Darknet would train with is either reproduced or refused here (yolo.models.cfg_options);
     # a --hyp that names our own replacement (multi_scale, augment.mosaic) accepts the cfg key.
     check_training_options([net, *heads], user)
     hyp: Dict[str, Any] = read_net_schedule(net)

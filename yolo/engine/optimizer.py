@@ -44,7 +44,7 @@ class LayerRule:
 
 
 def layer_rules(model: nn.Module, burn_in: int = 0, adam: bool = False) -> Dict[int, LayerRule]:
-    """``id(parameter) -> LayerRule`` from each layer's cfg section (a :class:`yolo.model.Darknet`; any other
+    """``id(parameter) -> LayerRule`` from each layer's cfg section (a :class:`yolo.models.model.Darknet`; any other
     module gets the default rule). Raises the section's one-line CfgError for update options not reproduced."""
     rules: Dict[int, LayerRule] = {}
     sections = getattr(model, "sections", None)

@@ -166,9 +166,9 @@ def _atoi_list(net, key: str) -> List[int]:
 
 
 def read_net_schedule(net) -> Dict[str, Any]:
-    """The ``[net]`` schedule keys of ``net`` (a :class:`yolo.cfg.Section`) as Darknet's parse_net_options reads them.
+    """The ``[net]`` schedule keys of ``net`` (a :class:`yolo.models.cfg.Section`) as Darknet's parse_net_options reads them.
 
-    Bad values raise the section's one-line :class:`yolo.cfg.CfgError` (file and line). ``scales`` longer than
+    Bad values raise the section's one-line :class:`yolo.models.cfg.CfgError` (file and line). ``scales`` longer than
     ``steps`` are cut to ``len(steps)`` as Darknet does; shorter ones are refused (Darknet reads past their end).
     """
     out: Dict[str, Any] = {}

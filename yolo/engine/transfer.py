@@ -195,7 +195,7 @@ def _darknet_floats(path: Path) -> int:
 
 
 def load_pretrained(model, path: PathLike, cutoff: Optional[int] = None) -> TransferReport:
-    """Initialize ``model`` (a :class:`yolo.model.Darknet`) from ``path``; see the module docstring.
+    """Initialize ``model`` (a :class:`yolo.models.model.Darknet`) from ``path``; see the module docstring.
 
     Args:
         model: the model to fill (its cfg decides every shape).

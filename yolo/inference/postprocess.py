@@ -81,7 +81,7 @@ def nms_settings(sections: Sequence) -> Tuple[str, float]:
     detector reads ``net.layers[net.n - 1]``) when that is a ``[yolo]`` or ``[Gaussian_yolo]`` head, else
     ``("default", 0.6)``.
 
-    ``sections`` are :class:`yolo.cfg.Section` objects (anything with ``type``, ``has`` and ``get_str`` /
+    ``sections`` are :class:`yolo.models.cfg.Section` objects (anything with ``type``, ``has`` and ``get_str`` /
     ``get_float``). A name Darknet does not know for ``[yolo]`` (e.g. ``cornersnms``, which only its
     ``[Gaussian_yolo]`` reads) falls back to ``default``, as in Darknet.
     """
