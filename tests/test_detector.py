@@ -16,6 +16,7 @@ from yolo.inference.prepare import prepare_for_inference
 from yolo.inference.preprocess import preprocess
 from yolo.models.layers import ConvBNAct, MaxPool
 from yolo.models.model import Darknet, load_model
+from yolo.models.weights import randomize_weights
 
 IMAGES = ["dog.jpg", "horses.jpg", "person.jpg", "eagle.jpg", "giraffe.jpg", "kite.jpg", "scream.jpg"]
 CONF, IOU = 0.25, 0.45
@@ -266,22 +267,6 @@ def test_fast_maxpool_matches_darknet_maxpool(size, stride, padding, hw, channel
     assert torch.equal(FastMaxPool(pool)(x), pool(x))
 
 
-def quick_random_weights(model, seed):
-    """Random but tame weights without a calibration pass: conv ~ N(0, 1/fan_in), BN near identity."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, torch.nn.Conv2d):
-                m.weight.copy_(torch.randn(m.weight.shape, generator=g) / m.weight[0].numel() ** 0.5)
-                if m.bias is not None:
-                    m.bias.copy_(torch.randn(m.bias.shape, generator=g) * 0.1)
-            elif isinstance(m, torch.nn.BatchNorm2d):
-                m.weight.copy_(0.5 + torch.rand(m.weight.shape, generator=g))
-                m.bias.copy_(torch.randn(m.bias.shape, generator=g) * 0.1)
-                m.running_mean.copy_(torch.randn(m.running_mean.shape, generator=g) * 0.1)
-                m.running_var.copy_(0.5 + torch.rand(m.running_var.shape, generator=g))
-
-
 @pytest.mark.parametrize("cfg_name,weights,hw", [
     ("yolov3.cfg", None, (192, 224)),  # maps of 12..112 pixels: Winograd and direct kernels
     ("yolov4-tiny.cfg", None, (160, 224)),
@@ -293,7 +278,7 @@ def test_prepared_model_matches_eval_model(cfg_name, weights, hw):
         model = load_model(asset(f"cfg/{cfg_name}"), asset(f"weights/{weights}"))
     else:
         model = Darknet(asset(f"cfg/{cfg_name}"))
-        quick_random_weights(model, seed=1)
+        randomize_weights(model, seed=1)
     model.eval()
     fast = prepare_for_inference(model, "cpu", example_hw=hw)
     assert any(isinstance(m, (FusedConvCPU, WinogradConv3x3)) for m in fast.module_list)
