@@ -15,7 +15,7 @@ import argparse
 from pathlib import Path
 
 from yolo.anchors import kmeans_anchors, label_sizes, write_cfg_with_anchors
-from yolo.cli.args import fail
+from yolo.cli.args import ToolParser, fail
 from yolo.data.config import load_data_config
 from yolo.data.dataset import build_dataset
 from yolo.errors import AnchorCfgError, CfgError, DataError
@@ -23,7 +23,7 @@ from yolo.models.cfg import parse_cfg
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = ToolParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", required=True, help="dataset YAML (its train split's labels are used)")
     p.add_argument("--cfg", default=None,
                    help="Darknet cfg: default width/height ([net]) and anchor count ([yolo] num)")

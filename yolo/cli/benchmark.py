@@ -10,7 +10,6 @@ ours / OpenCV (latency: below 1.0 means we are faster). With a GPU it also repor
 """
 from __future__ import annotations
 
-import argparse
 import os
 import tempfile
 from pathlib import Path
@@ -20,13 +19,13 @@ import cv2
 import torch
 
 from yolo.benchmark.compare import cpu_figures, cuda_figures, random_weights_file, synthetic_image
-from yolo.cli.args import ToolParser, fail, fraction, image_side, non_negative_int, positive_int
+from yolo.cli.args import DefaultsHelpFormatter, ToolParser, fail, fraction, image_side, non_negative_int, positive_int
 from yolo.files.images import load_image
 
 
 def parse_args(argv=None):
     p = ToolParser(description=__doc__.split("\n\n")[0],
-                   formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                   formatter_class=DefaultsHelpFormatter)
     p.add_argument("--cfg", required=True, type=Path, help="Darknet .cfg")
     p.add_argument("--weights", type=Path, default=None, help="Darknet .weights (default: random weights)")
     p.add_argument("--img-size", type=image_side, nargs="+", default=[416], help="input size: S or H W")

@@ -14,7 +14,6 @@ error with exit status 2.
 """
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 import time
@@ -22,7 +21,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from yolo.cli.args import ToolParser, fail, fraction, image_side, non_negative_int, positive_int
+from yolo.cli.args import DefaultsHelpFormatter, ToolParser, fail, fraction, image_side, non_negative_int, positive_int
 from yolo.device import parse_device
 from yolo.errors import CfgError, ConfigError, ImageReadError, WeightsError
 from yolo.inference.detector import Detector
@@ -36,7 +35,7 @@ logger = logging.getLogger("yolo.detect")
 
 
 def parse_args(argv=None):
-    p = ToolParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = ToolParser(description=__doc__.split("\n\n")[0], formatter_class=DefaultsHelpFormatter)
     p.add_argument("--cfg", type=Path, default=None, help="Darknet .cfg (optional for a .pt carrying its cfg)")
     p.add_argument("--weights", type=Path, required=True, help="Darknet .weights or our .pt")
     p.add_argument("--source", required=True, help="image, video, folder, glob or camera index")

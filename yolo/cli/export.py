@@ -13,12 +13,11 @@ the tolerance is an error (exit status 1) and the file is removed.
 """
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Dict
 
-from yolo.cli.args import (ToolParser, fail, fraction, image_side, non_negative_int, number, positive_int,
-                           setup_logging)
+from yolo.cli.args import (DefaultsHelpFormatter, ToolParser, fail, fraction, image_side, non_negative_int, number,
+                           positive_int, setup_logging)
 from yolo.errors import CfgError, ExportError, ImageReadError, WeightsError
 from yolo.export import NMSOptions
 from yolo.export.heads import check_runtime
@@ -33,7 +32,7 @@ from yolo.models.model import load_model
 
 def parse_args(argv=None):
     p = ToolParser(description=__doc__.split("\n\n")[0],
-                   formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                   formatter_class=DefaultsHelpFormatter)
     p.add_argument("--cfg", type=Path, default=None, help="Darknet .cfg (optional for a .pt that carries its cfg)")
     p.add_argument("--weights", type=Path, required=True, help="Darknet .weights or a trained .pt checkpoint")
     p.add_argument("--format", required=True, choices=sorted(SUFFIXES), help="what to write")
