@@ -24,6 +24,7 @@ from yolo.engine.config import resolve_hyp
 from yolo.engine.schedule import schedule_from_hyp
 from yolo.engine.optimizer import optimizer_from_hyp
 from yolo.engine.trainer import Trainer
+from yolo.losses.yolo_loss import YoloLoss
 
 SIZE = 64
 # No BatchNorm: the update of conv weights and biases (BatchNorm has its own test below). The decay is 100 times
@@ -311,7 +312,6 @@ def test_batchnorm_in_training_follows_cudnn_and_differs_from_darknet_cpu_by_the
 def test_two_updates_with_our_loss_equal_darknets(darknet, assets, tmp_path):
     """As above, but with nothing taken from Darknet on our side: our loss (yolo.losses.yolo_loss.YoloLoss), divided by
     subdivisions as the trainer does, backward, and the trainer's update; two updates of two sub-batches."""
-    from yolo.losses.yolo_loss import YoloLoss
 
     x, truths = coco128_batch(assets, 4)
     cfg = tmp_path / "net.cfg"
@@ -323,20 +323,30 @@ def test_two_updates_with_our_loss_equal_darknets(darknet, assets, tmp_path):
     rates, _, final = darknet.updates(cfg, weights, x, truths, rounds=2, subdivisions=2)
 
     model = load_model(cfg, weights).train()
+    ours = _train_with_our_loss(model, x, truths, SIZE, rounds=2)
+    assert ours == pytest.approx(rates[:2], rel=1e-6)
+    assert_same_weights(model, load_model(cfg, final), load_model(cfg, weights))
+
+
+def _train_with_our_loss(model, x, truths, size: int, rounds: int) -> list:
+    """``rounds`` updates of ``model`` by our trainer's code (YoloLoss, backward, ``Trainer._optimizer_step``) on
+    ``x`` Float[4, 3, size, size] in two sub-batches of 2; ``truths`` per image rows (x, y, w, h, class), normalized.
+    Returns the learning rate of each update."""
     hyp = resolve_hyp(model.net, [s for s in model.sections if s.type == "yolo"], {"ema": False}, {})
     trainer = SimpleNamespace(global_step=0, schedule=schedule_from_hyp(hyp, hyp["max_batches"]),
                               optimizer=optimizer_from_hyp(model, hyp), hyp=hyp, model=model, ema=None,
                               scaler=torch.amp.GradScaler("cuda", enabled=False))
     criterion = YoloLoss(model)
-    for _ in range(2):
+    rates = []
+    for _ in range(rounds):
         for s in range(2):
-            rows = [[b, r[4], r[0] * SIZE, r[1] * SIZE, r[2] * SIZE, r[3] * SIZE]
+            rows = [[b, r[4], r[0] * size, r[1] * size, r[2] * size, r[3] * size]
                     for b, t in enumerate(truths[2 * s:2 * s + 2]) for r in t]
-            loss, _ = criterion(model(torch.from_numpy(x[2 * s:2 * s + 2])), torch.tensor(rows), (SIZE, SIZE))
+            loss, _ = criterion(model(torch.from_numpy(x[2 * s:2 * s + 2])), torch.tensor(rows), (size, size))
             (loss / 2).backward()
         Trainer._optimizer_step(trainer)
-        assert trainer.lr == pytest.approx(rates[trainer.global_step - 1], rel=1e-6)
-    assert_same_weights(model, load_model(cfg, final), load_model(cfg, weights))
+        rates.append(trainer.lr)
+    return rates
 
 
 def _yolov3_tiny_updates(ref, assets, tmp_path, rounds: int = 2):
@@ -345,7 +355,6 @@ def _yolov3_tiny_updates(ref, assets, tmp_path, rounds: int = 2):
 
     Returns ``[(name, our change, Darknet's change)]`` per parameter and running statistic (float64 arrays)."""
     from darknet_ref import set_net_options
-    from yolo.losses.yolo_loss import YoloLoss
 
     size, n = 256, 4
     root, labels = assets("coco128/images/train2017"), assets("coco128/labels/train2017")
@@ -363,18 +372,7 @@ def _yolov3_tiny_updates(ref, assets, tmp_path, rounds: int = 2):
     _, _, final = ref.updates(cfg, weights, x, truths, rounds=rounds, subdivisions=2)
 
     model = load_model(cfg, weights).train()
-    hyp = resolve_hyp(model.net, [s for s in model.sections if s.type == "yolo"], {"ema": False}, {})
-    trainer = SimpleNamespace(global_step=0, schedule=schedule_from_hyp(hyp, hyp["max_batches"]),
-                              optimizer=optimizer_from_hyp(model, hyp), hyp=hyp, model=model, ema=None,
-                              scaler=torch.amp.GradScaler("cuda", enabled=False))
-    criterion = YoloLoss(model)
-    for _ in range(rounds):
-        for s in range(2):
-            rows = [[b, r[4], r[0] * size, r[1] * size, r[2] * size, r[3] * size]
-                    for b, t in enumerate(truths[2 * s:2 * s + 2]) for r in t]
-            loss, _ = criterion(model(torch.from_numpy(x[2 * s:2 * s + 2])), torch.tensor(rows), (size, size))
-            (loss / 2).backward()
-        Trainer._optimizer_step(trainer)
+    _train_with_our_loss(model, x, truths, size, rounds)
     start, theirs = load_model(cfg, weights).state_dict(), load_model(cfg, final).state_dict()
     return [(k, (model.state_dict()[k] - v).double().numpy().ravel(), (theirs[k] - v).double().numpy().ravel())
             for k, v in start.items() if "num_batches" not in k]
