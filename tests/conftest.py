@@ -61,3 +61,24 @@ def darknet(tmp_path_factory):
     except BuildError as exc:
         pytest.fail(str(exc))
     return DarknetRef(ref.folder, tmp_path_factory.mktemp("darknet"))
+
+
+@pytest.fixture(scope="session")
+def darknet_opencv(tmp_path_factory):
+    """Darknet's OpenCV build (tests/darknet_ref, ``build_reference(opencv=True)``): built once, cached.
+
+    Skips when ../shared/darknet is absent or OpenCV's C++ development files are not installed (``pkg-config
+    --exists opencv4`` fails); fails when both are present and the build fails.
+    """
+    from darknet_ref import BuildError, DarknetRef, OpenCVMissing, build_reference, darknet_source
+
+    src = darknet_source()
+    if not (src / "build.sh").is_file():
+        pytest.skip(f"Darknet source not found at {src} (set YOLO_DARKNET_SRC): the Darknet reference tests need it")
+    try:
+        ref = build_reference(src, opencv=True)
+    except OpenCVMissing as exc:
+        pytest.skip(str(exc))
+    except BuildError as exc:
+        pytest.fail(str(exc))
+    return DarknetRef(ref.folder, tmp_path_factory.mktemp("darknet_opencv"))

@@ -72,6 +72,23 @@ CUDA_TRAINING = (
 )
 
 
+# Darknet's OpenCV build (``build_reference(opencv=True)``): what Darknet users train with. Its
+# load_data_detection is the ``#ifdef OPENCV`` branch of src/data.c (mosaic, blur, gaussian_noise, the OpenCV
+# image_data_augmentation of src/image_opencv.cpp); the Makefile links OpenCV through pkg-config.
+OPENCV_BUILD = ("Makefile", "\nOPENCV=0\n", "\nOPENCV=1\n", "Darknet's OpenCV build")
+OPENCV_MISSING = ("Darknet's OpenCV build needs OpenCV's C++ development files: apt-get install libopencv-dev "
+                  "(pkg-config --exists opencv4 failed)")
+
+
+def opencv_version() -> Optional[str]:
+    """The system OpenCV that Darknet's OpenCV build links (``pkg-config --modversion opencv4``), or None."""
+    try:
+        run = subprocess.run(["pkg-config", "--modversion", "opencv4"], capture_output=True, text=True)
+    except OSError:
+        return None
+    return run.stdout.strip() if run.returncode == 0 and run.stdout.strip() else None
+
+
 def _source_hash(src: Path, patches: Sequence[tuple] = ()) -> str:
     digest = hashlib.sha256()
     for patch in patches:
@@ -89,6 +106,10 @@ class BuildError(RuntimeError):
     """Darknet or the harness did not build."""
 
 
+class OpenCVMissing(BuildError):
+    """Darknet's OpenCV build was asked for and OpenCV's C++ development files are not installed."""
+
+
 def _patched_source(src: Path, patches: Sequence[tuple], folder: Path) -> Path:
     """A copy of the source tree ``src`` in ``folder`` with ``patches`` (see CUDA_TRAINING) applied."""
     for name in ("build.sh", "Makefile", "LICENSE", "src", "include", "3rdparty"):
@@ -103,19 +124,29 @@ def _patched_source(src: Path, patches: Sequence[tuple], folder: Path) -> Path:
 
 
 def build_reference(src: Optional[Path] = None, cache: Optional[Path] = None,
-                    patches: Sequence[tuple] = ()) -> "DarknetRef":
+                    patches: Sequence[tuple] = (), opencv: bool = False) -> "DarknetRef":
     """Build Darknet and the harness once (cached by source hash and ``patches``); returns a :class:`DarknetRef`.
 
     ``patches``: source changes applied to a copy before building, e.g. :data:`CUDA_TRAINING`.
+    ``opencv``: Darknet's OpenCV build (its own cache entry, keyed also by the OpenCV version); raises
+    :class:`OpenCVMissing` when ``pkg-config`` does not find ``opencv4``.
     """
+    if opencv:
+        version = opencv_version()
+        if version is None:
+            raise OpenCVMissing(OPENCV_MISSING)
+        patches = tuple(patches) + (OPENCV_BUILD[:2] + (OPENCV_BUILD[2] + f"# opencv4 {version}\n",
+                                                         OPENCV_BUILD[3]),)
     src = src or darknet_source()
     cache = Path(os.environ.get("YOLO_TEST_CACHE", Path.home() / ".cache" / "yolo-tests")) if cache is None else cache
     out = cache / f"darknet-{_source_hash(src, patches)}"
-    harness = out / "harness"
+    # The OpenCV build is driven through ctypes (tests/darknet_ref/opencv.py), not the harness, which calls
+    # blend_images of the build without OpenCV.
+    built = out / ("libdarknet.so" if opencv else "harness")
     cache.mkdir(parents=True, exist_ok=True)
     with open(cache / ".darknet.lock", "w") as lock:  # one build at a time across processes
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not harness.is_file():
+        if not built.is_file():
             tmp = Path(tempfile.mkdtemp(prefix="darknet-build-", dir=cache))
             try:
                 build_src = _patched_source(src, patches, Path(tempfile.mkdtemp(prefix="src-", dir=tmp))) \
@@ -126,8 +157,8 @@ def build_reference(src: Optional[Path] = None, cache: Optional[Path] = None,
                 cc = subprocess.run(
                     ["gcc", "-O2", "-o", str(tmp / "harness"), str(HARNESS_C), f"-I{tmp / 'include'}",
                      f"-I{tmp / 'src'}", f"-L{tmp}", "-ldarknet", f"-Wl,-rpath,{out}", "-lm", "-fopenmp"],
-                    capture_output=True, text=True)
-                if cc.returncode != 0:
+                    capture_output=True, text=True) if not opencv else None
+                if cc is not None and cc.returncode != 0:
                     raise BuildError(f"building the Darknet harness failed:\n{cc.stderr[-3000:]}")
                 if patches:
                     shutil.rmtree(build_src)  # the build has its own copy of the patched files
