@@ -68,12 +68,13 @@ def _rand_scale(rng: np.random.Generator, s: float) -> float:
     return float(scale) if rng.integers(2) else float(F32(1.0 / float(scale)))
 
 
-def draw_darknet(rng: np.random.Generator, orig_hw: Tuple[int, int], net_hw: Tuple[int, int],
-                 hyp: Mapping[str, float]) -> DarknetDraw:
-    """Draw one image's augmentation as ``load_data_detection`` does.
+def darknet_crop(orig_hw: Tuple[int, int], net_hw: Tuple[int, int], hyp: Mapping[str, float],
+                 resize_r1: float, resize_r2: float, r1: float, r2: float, r3: float, r4: float
+                 ) -> Tuple[int, int, int, int]:
+    """``(pleft, pright, ptop, pbot)`` from ``load_data_detection``'s uniform draws (``random_float``): the
+    ``jitter`` crop, the ``resize`` zoom and the ``letter_box`` widening, integer formulas as in C.
 
-    ``hyp`` holds ``jitter``, ``resize`` (of the last ``[yolo]``), ``letter_box`` (0/1), ``flip`` (> 0: mirror
-    half of the images), ``hue``, ``saturation``, ``exposure`` (Darknet's ``[net]`` values).
+    ``hyp`` holds ``jitter``, ``resize`` and ``letter_box`` (see :func:`draw_darknet`).
     """
     oh, ow = orig_hw
     net_h, net_w = net_hw
@@ -85,17 +86,10 @@ def draw_darknet(rng: np.random.Generator, orig_hw: Tuple[int, int], net_hw: Tup
     min_rdh = _trunc(F32(oh) * (F32(1) - F32(1) / resize_down) / F32(2))
     max_rdw = _trunc(F32(ow) * (F32(1) - F32(1) / resize_up) / F32(2))
     max_rdh = _trunc(F32(oh) * (F32(1) - F32(1) / resize_up) / F32(2))
+    resize_r1, resize_r2 = F32(resize_r1), F32(resize_r2)
 
-    resize_r1, resize_r2 = F32(rng.random()), F32(rng.random())
-    r1, r2, r3, r4 = (F32(v) for v in rng.random(4))
-    flip = bool(rng.integers(2)) if hyp.get("flip", 0) > 0 else False
-    hue = float(hyp.get("hue", 0.0))
-    dhue = float(F32(F32(rng.random()) * (F32(hue) - F32(-hue)) + F32(-hue)))
-    dsat = _rand_scale(rng, float(hyp.get("saturation", 1.0)))
-    dexp = _rand_scale(rng, float(hyp.get("exposure", 1.0)))
-
-    pleft, pright = _trunc(_precalc(-dw, dw, r1)), _trunc(_precalc(-dw, dw, r2))
-    ptop, pbot = _trunc(_precalc(-dh, dh, r3)), _trunc(_precalc(-dh, dh, r4))
+    pleft, pright = _trunc(_precalc(-dw, dw, F32(r1))), _trunc(_precalc(-dw, dw, F32(r2)))
+    ptop, pbot = _trunc(_precalc(-dh, dh, F32(r3))), _trunc(_precalc(-dh, dh, F32(r4)))
     # C's `int += float`: the sum is formed in float, then truncated.
     hi_w, hi_h = (0, 0) if resize < 1 else (max_rdw, max_rdh)
     pleft = _trunc(F32(pleft) + _precalc(min_rdw, hi_w, resize_r1))
@@ -112,6 +106,24 @@ def draw_darknet(rng: np.random.Generator, orig_hw: Tuple[int, int], net_hw: Tup
         else:
             delta_w = (F32(oh) * net_ar - F32(ow)) / F32(2)
             pleft, pright = _trunc(F32(pleft) - delta_w), _trunc(F32(pright) - delta_w)
+    return pleft, pright, ptop, pbot
+
+
+def draw_darknet(rng: np.random.Generator, orig_hw: Tuple[int, int], net_hw: Tuple[int, int],
+                 hyp: Mapping[str, float]) -> DarknetDraw:
+    """Draw one image's augmentation as ``load_data_detection`` does.
+
+    ``hyp`` holds ``jitter``, ``resize`` (of the last ``[yolo]``), ``letter_box`` (0/1), ``flip`` (> 0: mirror
+    half of the images), ``hue``, ``saturation``, ``exposure`` (Darknet's ``[net]`` values).
+    """
+    resize_r1, resize_r2 = F32(rng.random()), F32(rng.random())
+    r1, r2, r3, r4 = (F32(v) for v in rng.random(4))
+    flip = bool(rng.integers(2)) if hyp.get("flip", 0) > 0 else False
+    hue = float(hyp.get("hue", 0.0))
+    dhue = float(F32(F32(rng.random()) * (F32(hue) - F32(-hue)) + F32(-hue)))
+    dsat = _rand_scale(rng, float(hyp.get("saturation", 1.0)))
+    dexp = _rand_scale(rng, float(hyp.get("exposure", 1.0)))
+    pleft, pright, ptop, pbot = darknet_crop(orig_hw, net_hw, hyp, resize_r1, resize_r2, r1, r2, r3, r4)
     return DarknetDraw(pleft, pright, ptop, pbot, flip, dhue, dsat, dexp)
 
 
@@ -419,6 +431,6 @@ def darknet_item(load: Callable[[int], tuple], index: int, num_items: int, rng: 
     return _to_uint8(pixels), boxes, labels, matrix
 
 
-__all__ = ["DarknetDraw", "augment_image", "augment_truths", "crop_image", "crop_resize", "darknet_item",
+__all__ = ["DarknetDraw", "augment_image", "augment_truths", "crop_image", "crop_resize", "darknet_crop", "darknet_item",
            "darknet_sample", "distort_image", "draw_darknet", "hsv_to_rgb", "input_matrix", "mixup_images",
            "mixup_truths", "resize_image", "rgb_to_hsv"]
