@@ -184,13 +184,16 @@ def blend_truth_mosaic(current: np.ndarray, piece: np.ndarray, max_boxes: int, n
     """
     net_h, net_w = net_hw
     w, h = F32(net_w), F32(net_h)
+    # Darknet's build (-Ofast) divides by w and h as products with their float reciprocals; the whole-pixel
+    # truncations below can tell the two apart, so we do the same.
+    inv_w, inv_h = F32(1) / w, F32(1) / h
     cx, cy = F32(cut_x), F32(cut_y)
     left_shift, right_shift, top_shift, bot_shift = (F32(v) for v in shifts)
     current = np.asarray(current, F32).reshape(-1, 5)
     piece = np.asarray(piece, F32).reshape(-1, 5)[:max(max_boxes - len(current), 0)]
     xb, yb, wb, hb = (piece[:, k].copy() for k in range(4))
-    xb = xb - (w - cx - right_shift) / w if i_mixup in (0, 2) else xb + (cx - left_shift) / w
-    yb = yb - (h - cy - bot_shift) / h if i_mixup in (0, 1) else yb + (cy - top_shift) / h
+    xb = xb - (w - cx - right_shift) * inv_w if i_mixup in (0, 2) else xb + (cx - left_shift) * inv_w
+    yb = yb - (h - cy - bot_shift) * inv_h if i_mixup in (0, 1) else yb + (cy - top_shift) * inv_h
 
     def ints(centre, size, scale):  # (int)((c - s / 2) * scale), (int)((c + s / 2) * scale)
         return (np.trunc((centre - size / F32(2)) * scale).astype(np.int64),
@@ -205,18 +208,18 @@ def blend_truth_mosaic(current: np.ndarray, piece: np.ndarray, max_boxes: int, n
         right = np.where(right > rb, int(rb), right)
         top = np.where(top < tb, int(tb), top)
         bot = np.where(bot > bb, int(bb), bot)
-        xb = ((right + left).astype(F32) / F32(2)) / w
-        wb = (right - left).astype(F32) / w
-        yb = ((bot + top).astype(F32) / F32(2)) / h
-        hb = (bot - top).astype(F32) / h
+        xb = ((right + left).astype(F32) / F32(2)) * inv_w
+        wb = (right - left).astype(F32) * inv_w
+        yb = ((bot + top).astype(F32) / F32(2)) * inv_h
+        hb = (bot - top).astype(F32) * inv_h
     else:
-        for low, high, centre, size, scale in ((left, right, xb, wb, w), (top, bot, yb, hb, h)):
+        for low, high, centre, size, scale, inv in ((left, right, xb, wb, w, inv_w), (top, bot, yb, hb, h, inv_h)):
             cut_low = low < 0
-            diff = low.astype(F32) / scale
+            diff = low.astype(F32) * inv
             centre[cut_low] -= diff[cut_low] / F32(2)
             size[cut_low] += diff[cut_low]
             cut_high = high > int(scale)
-            diff = (high - int(scale)).astype(F32) / scale
+            diff = (high - int(scale)).astype(F32) * inv
             centre[cut_high] -= diff[cut_high] / F32(2)
             size[cut_high] -= diff[cut_high]
         left, right = ints(xb, wb, w)
@@ -234,6 +237,7 @@ def _lut(values: np.ndarray) -> np.ndarray:
 
 
 _LEVELS = np.arange(256, dtype=F32)
+_INV_255 = F32(1) / F32(255)
 
 
 def image_data_augmentation(image: np.ndarray, net_hw: Tuple[int, int], pleft: int, ptop: int, swidth: int,
@@ -306,8 +310,14 @@ def noise_field(seed: int, shape: Tuple[int, ...], sigma: int) -> np.ndarray:
 
 
 def mat_to_image(sized: np.ndarray) -> np.ndarray:
-    """Darknet's ``mat_to_image``: ``uint8`` ``h x w x 3`` -> Float32 ``3 x h x w`` planes, ``/ 255.0f``."""
-    return np.ascontiguousarray(sized.transpose(2, 0, 1)).astype(F32) / F32(255)
+    """Darknet's ``mat_to_image``: ``uint8`` ``h x w x 3`` -> Float32 ``3 x h x w`` planes in [0, 1].
+
+    The source divides by ``255.0f``; Darknet's build (``-Ofast``) multiplies by the float reciprocal, which
+    differs by one float step for half of the levels: we do what the built Darknet does.
+    """
+    planes = np.ascontiguousarray(sized.transpose(2, 0, 1)).astype(F32)
+    planes *= _INV_255
+    return planes
 
 
 # ---------------------------------------------------------------------------------------------- mosaic
