@@ -256,3 +256,61 @@ def test_load_data_detection_matches_darknet(cv_lib, dataset, case, coin):
 def test_letter_box_with_mosaic_is_refused():
     with pytest.raises(ValueError, match="letter_box=1 with mosaic=1"):
         load_data_detection(np.random.default_rng(0), 1, 1, None, (64, 64), {**_hyp(CASES["mosaic"]), "letter_box": 1})
+
+
+# ------------------------------------------------------------------------------------ in the trainer
+def test_mosaic_item_shows_four_images():
+    """A training item of the darknet_opencv pipeline (yolo.data.transforms.train_transform): with mosaic on, the
+    picture is four images (here four solid colours, one whole-image box each) around the cut, and the truths
+    come from the four."""
+    from yolo.data.transforms import augment_config, train_transform
+
+    colours = [(200, 30, 30), (30, 200, 30), (30, 30, 200), (200, 200, 30)]
+    load = lambda i: (np.full((90, 120, 3), colours[i], np.uint8),  # noqa: E731
+                      np.array([[10, 10, 110, 80]], np.float32), np.array([i]))
+    hyp = augment_config(pipeline="darknet_opencv", jitter=0.1, hue=0, saturation=1, exposure=1, flip=0.5,
+                         mosaic=1, blur=1, gaussian_noise=0)
+    mosaics = 0
+    for seed in range(12):
+        image, boxes, labels, matrix = train_transform(load, 0, 4, np.random.default_rng(seed), (128, 160), hyp)
+        assert image.shape == (128, 160, 3) and image.dtype == np.uint8
+        if matrix is not None:  # the batch coin turned the mosaic off: one image
+            continue
+        mosaics += 1
+        quadrants = [image[:10, :10], image[:10, -10:], image[-10:, :10], image[-10:, -10:]]
+        seen = {tuple(int(v) for v in q.reshape(-1, 3).mean(0).round()) for q in quadrants}
+        assert seen <= set(colours), seen  # each corner is one of the images, unblended
+        assert len(labels) >= 1 and set(labels.tolist()) <= {0, 1, 2, 3}
+    assert 2 <= mosaics <= 10  # the coin of each (one-image) batch
+
+
+def test_training_steps_with_mosaic_blur_and_noise(assets, tmp_path, caplog):
+    """A tiny cfg with mosaic=1, blur=1, gaussian_noise=20 trains two steps on coco128 images."""
+    import re as _re
+    import yaml
+
+    from test_train import FAST, TINY_CFG
+    from yolo.engine import TrainOptions, Trainer
+
+    root = tmp_path / "data"
+    for sub in ("images", "labels"):
+        (root / sub / "train").mkdir(parents=True)
+    names = sorted(p.name for p in assets("coco128/images/train2017").iterdir())[:8]
+    for name in names:
+        shutil.copy(assets(f"coco128/images/train2017/{name}"), root / "images" / "train" / name)
+        shutil.copy(assets(f"coco128/labels/train2017/{name[:-4]}.txt"), root / "labels" / "train" / f"{name[:-4]}.txt")
+    data = tmp_path / "data.yaml"
+    data.write_text(yaml.safe_dump({"path": str(root), "train": "images/train", "val": "images/train",
+                                    "names": [str(k) for k in range(80)]}))
+    cfg_text = TINY_CFG.format(bn=1).replace("[net]", "[net]\nmosaic=1\nblur=1\ngaussian_noise=20", 1)
+    cfg_text = _re.sub(r"classes=5", "classes=80", cfg_text)
+    cfg_text = _re.sub(r"filters=30\n", "filters=255\n", cfg_text)
+    cfg = tmp_path / "tiny.cfg"
+    cfg.write_text(cfg_text)
+    options = TrainOptions(cfg=str(cfg), data=str(data), epochs=1, img_size=96, batch_size=4, device="cpu",
+                           project=str(tmp_path / "runs"), progress=False,
+                           hyp={**FAST, "max_steps_per_epoch": 2, "eval_interval": 100})
+    with caplog.at_level("INFO"):
+        result = Trainer(options).fit()
+    assert "Darknet's OpenCV pipeline" in caplog.text
+    assert result.run_dir.is_dir()

@@ -67,11 +67,9 @@ def _sections(net_extra="", head_extra=""):
     return parse_cfg_text(text, source="train.cfg")
 
 
-@pytest.mark.parametrize("net_extra,key,line", [("seq_scales=1\n", "seq_scales=1", 7), ("blur=1\n", "blur=1", 7),
-                                                ("cutmix=1\n", "cutmix=1", 7),
+@pytest.mark.parametrize("net_extra,key,line", [("seq_scales=1\n", "seq_scales=1", 7),
                                                 ("ema_alpha=0.9998\n", "ema_alpha=0.9998", 7),
-                                                ("mosaic=1\n", "mosaic=1", 7), ("track=1\n", "track=1", 7),
-                                                ("gaussian_noise=1\n", "gaussian_noise=1", 7)])
+                                                ("track=1\n", "track=1", 7), ("contrastive=1\n", "contrastive=1", 7)])
 def test_refused_net_options_stop_training_with_file_and_line(net_extra, key, line):
     sections = _sections(net_extra)
     with pytest.raises(CfgError) as info:
@@ -95,7 +93,7 @@ def test_head_options_and_opt_in():
     assert resolve_hyp(sections[0], heads, {"multi_scale": True}, {})["multi_scale"] is True
     assert resolve_hyp(sections[0], heads, {"multi_scale": False}, {})["multi_scale"] is False
     mosaic = _sections("mosaic=1\n")
-    with pytest.raises(ValueError, match="pipeline: affine"):  # our mosaic needs our pipeline
+    with pytest.raises(ValueError, match="must be 0 or 1"):  # a probability is our mosaic's, in our pipeline
         resolve_hyp(mosaic[0], mosaic[2:], {"augment": {"mosaic": 0.5}}, {})
     hyp = resolve_hyp(mosaic[0], mosaic[2:], {"augment": {"pipeline": "affine", "mosaic": 0.5}}, {})
     assert hyp["augment"]["mosaic"] == 0.5
@@ -108,13 +106,15 @@ def test_darknet_pipeline_settings_come_from_the_cfg():
             hyp["mixup"]) == (1.0, 0.0, pytest.approx(0.05), pytest.approx(0.3), 1.5, 90.0, 1.0)
 
 
-def test_shipped_cfgs_detect_but_refuse_training(assets):
-    """yolov4.cfg (mosaic=1) still builds for inference; training names its first refused key."""
-    cfg = assets("cfg/yolov4.cfg")
+def test_shipped_cfgs_detect_but_refuse_training(assets, tmp_path):
+    """A cfg with a refused key still builds for inference; training names its first refused key."""
+    cfg = tmp_path / "yolov4.cfg"
+    cfg.write_text(assets("cfg/yolov4.cfg").read_text().replace("mosaic=1", "mosaic=1\ntrack=1", 1))
     Darknet(cfg)  # no error: inference never consults the table
     errors = refusals(parse_cfg(cfg))
-    assert [e.problem.split("'")[1] for e in errors] == ["mosaic=1"]  # random=1 (last [yolo]) is trained
-    assert str(errors[0]).startswith(f"{cfg}:25: [net] option 'mosaic=1'")
+    assert [e.problem.split("'")[1] for e in errors] == ["track=1"]  # random=1 (last [yolo]) is trained
+    assert str(errors[0]).startswith(f"{cfg}:26: [net] option 'track=1'")
+    check_training_options(parse_cfg(assets("cfg/yolov4.cfg")))  # mosaic=1: Darknet's OpenCV pipeline
     check_training_options(parse_cfg(assets("cfg/yolov4-tiny.cfg")))  # nothing refused there
     check_training_options(parse_cfg(assets("cfg/yolov2.cfg")))  # [region] with random=1: trained too
 
@@ -125,7 +125,7 @@ def test_keys_outside_darknet_still_warn(caplog):
     assert "rank" in caplog.text
 
 
-@pytest.mark.parametrize("case", ["blur", "affine_key"])
+@pytest.mark.parametrize("case", ["track", "affine_key"])
 def test_train_tool_stops_with_one_line(assets, tmp_path, capsys, case):
     import sys
     from pathlib import Path
@@ -138,9 +138,9 @@ def test_train_tool_stops_with_one_line(assets, tmp_path, capsys, case):
     text = assets("cfg/yolov3-tiny.cfg").read_text().replace("random=1", "random=0")
     argv = ["--cfg", str(cfg), "--data", str(repo / "configs" / "coco128.yaml"), "--epochs", "1", "--device", "cpu",
             "--project", str(tmp_path / "runs"), "--workers", "0"]
-    if case == "blur":
-        text = text.replace("[net]", "[net]\nblur=1", 1)
-        expected = f"error: {cfg}:2: [net] option 'blur=1' is not implemented for training: set blur=0"
+    if case == "track":
+        text = text.replace("[net]", "[net]\ntrack=1", 1)
+        expected = f"error: {cfg}:2: [net] option 'track=1' is not implemented for training: remove it"
     else:  # a setting of our own pipeline with Darknet's: refused, not ignored
         hyp = tmp_path / "hyp.yaml"
         hyp.write_text("augment: {min_visible: 0.5}\n")
@@ -151,3 +151,30 @@ def test_train_tool_stops_with_one_line(assets, tmp_path, capsys, case):
         main(parse_args(argv))
     err = capsys.readouterr().err.strip()
     assert exit_info.value.code == 2 and err.startswith(expected) and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("net_extra,mixup,mosaic", [("mosaic=1\n", 0, 1), ("blur=1\n", 0, 0),
+                                                    ("gaussian_noise=20\n", 0, 0), ("cutmix=1\nmixup=1\n", 0, 0),
+                                                    ("mosaic=1\nmixup=1\n", 0, 1), ("mosaic=1\ncutmix=1\n", 0, 1)])
+def test_opencv_only_options_select_darknets_opencv_pipeline(caplog, net_extra, mixup, mosaic):
+    """mosaic, blur, gaussian_noise (and cutmix, which the build without OpenCV refuses) are trained by Darknet's
+    OpenCV pipeline, said in one log line; parser.c's mapping: mosaic overrides mixup, cutmix cancels it."""
+    sections = _sections(net_extra + "mosaic_bound=1\n")
+    with caplog.at_level(logging.INFO, logger="yolo.data.transforms"):
+        hyp = resolve_hyp(sections[0], [s for s in sections if s.type == "yolo"], None, {})["augment"]
+    assert hyp["pipeline"] == "darknet_opencv" and (hyp["mixup"], hyp["mosaic"]) == (mixup, mosaic)
+    assert hyp["mosaic_bound"] == 1 and hyp["blur"] == (1 if "blur" in net_extra else 0)
+    assert len([r for r in caplog.records if "OpenCV" in r.getMessage()]) == 1
+    with pytest.raises(ValueError, match="only Darknet's OpenCV build trains"):
+        resolve_hyp(sections[0], [s for s in sections if s.type == "yolo"], {"augment": {"pipeline": "darknet"}}, {})
+    plain = _sections("mixup=1\n")
+    forced = resolve_hyp(plain[0], plain[2:], {"augment": {"pipeline": "darknet_opencv"}}, {})["augment"]
+    assert forced["pipeline"] == "darknet_opencv" and forced["mixup"] == 1
+
+
+def test_letter_box_with_mosaic_stops_training_with_file_and_line():
+    sections = _sections("letter_box=1\nmosaic=1\n")
+    with pytest.raises(CfgError) as info:
+        resolve_hyp(sections[0], [s for s in sections if s.type == "yolo"], None, {})
+    assert str(info.value).startswith("train.cfg:8: [net] options 'letter_box' and 'mosaic' together are not "
+                                      "supported for training")

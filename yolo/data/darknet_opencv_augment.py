@@ -285,7 +285,8 @@ def image_data_augmentation(image: np.ndarray, net_hw: Tuple[int, int], pleft: i
         blurred = cv2.GaussianBlur(sized, (ksize, ksize), 0)
         if blur == 1 and truths is not None:
             rows, cols = sized.shape[:2]
-            for x, y, w, h in np.asarray(truths, F32).reshape(len(truths), -1)[:, :4]:
+            boxes = np.asarray(truths, F32)
+            for x, y, w, h in (boxes.reshape(len(boxes), -1)[:, :4] if boxes.size else ()):
                 if x == 0:
                     break
                 left = int((float(x) - float(w) / 2.0) * cols)   # double arithmetic, truncated

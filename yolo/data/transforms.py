@@ -3,6 +3,10 @@
 * ``"darknet"`` (what a cfg selects, :func:`augment_from_cfg`): Darknet's own detector augmentation,
   formula for formula (:mod:`yolo.data.darknet_augment`): integer crop jitter with ``resize`` zoom and
   ``letter_box``, a stretch to the network size, flip, HSV distortion, at most ``max_boxes`` truths.
+* ``"darknet_opencv"``: Darknet's OpenCV build (:mod:`yolo.data.darknet_opencv_augment`), what Darknet users
+  train with: OpenCV crop / resize / HSV, ``mosaic`` (with ``mosaic_bound``), ``mixup``, ``blur``,
+  ``gaussian_noise``. A cfg selects it when it sets ``mosaic``, ``cutmix``, ``blur`` or ``gaussian_noise``,
+  which the build without OpenCV refuses or lacks; ``augment: {pipeline: darknet_opencv}`` selects it always.
 * ``"affine"`` (this framework's own, the default of :func:`augment_config` without a cfg; opt in from a
   cfg with ``augment: {pipeline: affine}`` in ``--hyp``): letterboxed crop jitter, random zoom / shift /
   rotation, OpenCV HSV, flip and a 4-image mosaic. It is not Darknet's: its geometry keeps the aspect ratio,
@@ -37,14 +41,23 @@ names where Darknet has the knob:
 ``letter_box`` Darknet pipeline: widen the crop to the network's aspect ratio, ``[net] letter_box``
 ``max_boxes``  Darknet pipeline: at most this many truths per image (a random subset), ``[yolo] max``
 ``mixup``      Darknet pipeline: 1 averages half of the images with another one, ``[net] mixup``
+``mosaic_bound`` OpenCV pipeline: clip mosaic truths to their quadrant, ``[net] mosaic_bound``
+``blur``       OpenCV pipeline: ``[net] blur`` (1: background blur, > 1: kernel size hint)
+``gaussian_noise`` OpenCV pipeline: ``[net] gaussian_noise`` (noise standard deviation in levels)
 =============  ==================================================================================
 
+In the ``darknet_opencv`` pipeline ``mosaic`` is Darknet's ``[net] mosaic`` (0 or 1: half of the batches are
+mosaics), and ``mixup`` / ``mosaic`` already follow parser.c's mapping (``cutmix`` cancels ``mixup``, ``mosaic``
+overrides it).
+
 ``scale``, ``translate``, ``degrees``, ``mosaic``, ``min_visible``, ``min_side`` and ``fill`` belong to the
-affine pipeline; ``resize``, ``letter_box``, ``max_boxes`` and ``mixup`` to the Darknet one. Setting one for the other
+affine pipeline; ``resize``, ``letter_box``, ``max_boxes`` and ``mixup`` to the Darknet ones; ``mosaic_bound``, ``blur`` and
+``gaussian_noise`` to the OpenCV one. Setting one for the other
 pipeline is an error, never silently ignored.
 """
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
@@ -53,12 +66,17 @@ import numpy as np
 
 from yolo.inference.preprocess import LETTERBOX_FILL_UINT8, LetterboxInfo, letterbox, letterbox_params, stretch
 from yolo.data.darknet_augment import darknet_item
+from yolo.data.darknet_opencv_augment import darknet_opencv_item, effective_mixup
+
+logger = logging.getLogger(__name__)
 
 Sample = Tuple[np.ndarray, np.ndarray, np.ndarray]  # image HxWx3 uint8, boxes Float32[N,4] xyxy, labels Int64[N]
 
-PIPELINES = ("affine", "darknet")
+PIPELINES = ("affine", "darknet", "darknet_opencv")
 AFFINE_ONLY = ("scale", "translate", "degrees", "mosaic", "min_visible", "min_side", "fill")
 DARKNET_ONLY = ("resize", "letter_box", "max_boxes", "mixup")
+OPENCV_ONLY = ("mosaic_bound", "blur", "gaussian_noise")
+OPENCV_CFG_KEYS = ("mosaic", "cutmix", "blur", "gaussian_noise")  # a cfg setting one selects darknet_opencv
 
 DEFAULT_AUGMENT: Dict[str, Any] = {
     "pipeline": "affine",
@@ -66,6 +84,9 @@ DEFAULT_AUGMENT: Dict[str, Any] = {
     "letter_box": 0.0,
     "max_boxes": 200.0,
     "mixup": 0.0,
+    "mosaic_bound": 0.0,
+    "blur": 0.0,
+    "gaussian_noise": 0.0,
     "hue": 0.1,
     "saturation": 1.5,
     "exposure": 1.5,
@@ -109,6 +130,18 @@ def augment_config(overrides: Optional[Mapping[str, Any]] = None, **kwargs) -> D
             raise ValueError(f"augmentation {key}={hyp[key]} must be >= 0")
     if hyp["mixup"] not in (0.0, 1.0):
         raise ValueError(f"augmentation mixup={hyp['mixup']:g} must be 0 or 1 (Darknet's [net] mixup)")
+    for key in OPENCV_ONLY:
+        if hyp[key] < 0 or hyp[key] != int(hyp[key]):
+            raise ValueError(f"augmentation {key}={hyp[key]:g} must be a whole number >= 0 (Darknet's [net] {key})")
+    if hyp["pipeline"] == "darknet_opencv":
+        if hyp["mosaic"] not in (0.0, 1.0):
+            raise ValueError(f"augmentation mosaic={hyp['mosaic']:g} must be 0 or 1 in Darknet's OpenCV pipeline "
+                             "([net] mosaic: half of the batches are mosaics)")
+        if hyp["mosaic"] and hyp["letter_box"]:
+            raise ValueError("letter_box=1 with mosaic=1 is not supported by Darknet (load_data_detection refuses it)")
+    elif any(hyp[key] for key in OPENCV_ONLY):
+        raise ValueError(f"augment {[k for k in OPENCV_ONLY if hyp[k]]} belong to Darknet's OpenCV pipeline: add "
+                         "'pipeline: darknet_opencv' to 'augment'")
     for key in ("flip", "mosaic"):
         if not 0.0 <= hyp[key] <= 1.0:
             raise ValueError(f"augmentation {key}={hyp[key]} is a probability and must be in [0, 1]")
@@ -121,7 +154,8 @@ def augment_from_cfg(net, heads: Sequence = (), mosaic_prob: float = 0.5,
                      overrides: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """Augmentation hyperparameters from a Darknet cfg, then ``overrides`` (e.g. a training YAML).
 
-    The cfg selects the ``darknet`` pipeline unless ``overrides`` names ``pipeline: affine``.
+    The cfg selects the ``darknet`` pipeline, or ``darknet_opencv`` when it sets ``mosaic``, ``cutmix``,
+    ``blur`` or ``gaussian_noise`` (said in one log line), unless ``overrides`` names the pipeline.
 
     Args:
         net: the ``[net]`` section (anything with ``get_float(key, default)`` / ``get_int``):
@@ -134,7 +168,12 @@ def augment_from_cfg(net, heads: Sequence = (), mosaic_prob: float = 0.5,
         overrides: final say, same keys as :data:`DEFAULT_AUGMENT`.
     """
     overrides = dict(overrides or {})
-    pipeline = str(overrides.get("pipeline") or "darknet")
+    cfg_opencv = {key: net.get_int(key, 0) for key in OPENCV_CFG_KEYS + ("mosaic_bound",)}
+    opencv_set = [f"{key}={cfg_opencv[key]}" for key in OPENCV_CFG_KEYS if cfg_opencv[key]]
+    pipeline = str(overrides.get("pipeline") or ("darknet_opencv" if opencv_set else "darknet"))
+    if opencv_set and not overrides.get("pipeline"):
+        logger.info("the cfg sets %s, which only Darknet's OpenCV build trains: augmentation is Darknet's OpenCV "
+                    "pipeline (augment: {pipeline: darknet_opencv})", ", ".join(opencv_set))
     hyp: Dict[str, Any] = {
         "pipeline": pipeline,
         "saturation": net.get_float("saturation", 1.0),
@@ -151,20 +190,30 @@ def augment_from_cfg(net, heads: Sequence = (), mosaic_prob: float = 0.5,
         cfg_darknet_only["max_boxes"] = float(last.get_int("max", 200))
     # A key of the other pipeline is an error unless it has its no-op value (a saved hyp.yaml lists them all).
     neutral = {**DEFAULT_AUGMENT, "scale": 0.0, "translate": 0.0, "degrees": 0.0, "mosaic": 0.0}
-    if pipeline == "darknet":
+    if pipeline in ("darknet", "darknet_opencv"):
+        own = ("mosaic",) if pipeline == "darknet_opencv" else ()
         wrong = [key for key in AFFINE_ONLY if key in overrides and overrides[key] is not None
-                 and float(overrides[key]) != neutral[key]]
+                 and key not in own and float(overrides[key]) != neutral[key]]
         if wrong:
             raise ValueError(f"augment {wrong} belong to this framework's own pipeline: add 'pipeline: affine' "
                              "to 'augment' (Darknet's pipeline, the default with a cfg, has no such setting)")
         hyp.update(cfg_darknet_only)
         hyp.update({"scale": 0.0, "translate": 0.0, "degrees": 0.0, "mosaic": 0.0})
+        if pipeline == "darknet" and opencv_set:
+            raise ValueError(f"the cfg sets {', '.join(opencv_set)}, which only Darknet's OpenCV build trains (the "
+                             "build without OpenCV refuses them): remove 'pipeline: darknet' from --hyp")
+        if pipeline == "darknet_opencv":
+            # parser.c: mosaic (with or without cutmix) -> mosaic, cutmix alone -> nothing, else [net] mixup
+            mode = effective_mixup(int(cfg_darknet_only["mixup"]), cfg_opencv["mosaic"], cfg_opencv["cutmix"])
+            hyp.update({"mixup": float(mode == 1), "mosaic": float(mode == 3),
+                        **{key: float(cfg_opencv[key]) for key in OPENCV_ONLY}})
     else:
         wrong = [key for key in DARKNET_ONLY if key in overrides and overrides[key] is not None
                  and float(overrides[key]) != neutral[key]]
         if wrong:
             raise ValueError(f"augment {wrong} belong to Darknet's pipeline: remove them or 'pipeline: affine'")
-        changed = [f"{k}={v:g}" for k, v in cfg_darknet_only.items() if v != DEFAULT_AUGMENT[k]]
+        changed = [f"{k}={v:g}" for k, v in {**cfg_darknet_only, **{k: float(cfg_opencv[k]) for k in OPENCV_ONLY}
+                                              }.items() if v != DEFAULT_AUGMENT[k]]
         if changed:
             raise ValueError(f"the cfg sets {', '.join(changed)}, which only Darknet's pipeline applies: remove "
                              "them from the cfg or 'pipeline: affine' from --hyp")
@@ -414,6 +463,8 @@ def train_transform(load: Callable[[int], Sample], index: int, num_items: int, r
     matrix: Optional[np.ndarray]
     if hyp["pipeline"] == "darknet":
         return darknet_item(load, index, num_items, rng, out_hw, hyp)
+    if hyp["pipeline"] == "darknet_opencv":
+        return darknet_opencv_item(load, index, num_items, rng, out_hw, hyp)
     if hyp["mosaic"] > 0 and rng.random() < hyp["mosaic"]:
         partners = rng.integers(0, num_items, size=3)
         image, boxes, labels = _mosaic([load(index)] + [load(int(i)) for i in partners], rng, out_hw, hyp)

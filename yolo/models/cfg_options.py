@@ -69,6 +69,8 @@ def _r(why: str, neutral: Sequence[str], advice: str, opt_in: Sequence[str] = ()
 _SCHEDULE = "learning-rate schedule: yolo.engine.schedule (Darknet's get_current_rate)"
 _OPTIMIZER = "optimizer: yolo.engine.optimizer.build_optimizer (Darknet's SGD / Adam update)"
 _AUGMENT = "augmentation: yolo.data.transforms, Darknet pipeline (load_data_detection)"
+_OPENCV = ("augmentation: Darknet's OpenCV build (yolo.data.darknet_opencv_augment), selected when the cfg sets "
+           "it")
 _LOSS = "loss: yolo.losses.yolo_head_loss (Darknet's yolo_layer deltas)"
 _REGION_LOSS = "loss: yolo.losses.region_loss (Darknet's region_layer deltas)"
 _DETECTION_LOSS = "loss: yolo.losses.detection_loss (Darknet's detection_layer deltas)"
@@ -98,14 +100,15 @@ NET_OPTIONS: Dict[str, CfgOption] = {
     "saturation": _t(_AUGMENT + ": distort_image, rand_scale"),
     "exposure": _t(_AUGMENT + ": distort_image, rand_scale"),
     "letter_box": _t(_AUGMENT + ": crop widened to the network's aspect ratio"),
-    "mosaic": _r("Darknet's mosaic exists only in its OpenCV build (load_data_detection, image_opencv.cpp)",
-                 ("0",), "set mosaic=0, or add 'augment: {pipeline: affine, mosaic: 0.5}' to --hyp for this "
-                 "framework's own (different) mosaic", ("augment", "mosaic")),
-    "mosaic_bound": _r("bounds of Darknet's OpenCV mosaic", ("0",), "remove mosaic_bound (it goes with mosaic)"),
-    "cutmix": _r("Darknet refuses cutmix for detectors", ("0",), "set cutmix=0 (Darknet's detector refuses it too)"),
-    "mixup": _t(_AUGMENT + ": half of the images averaged with another one, truths of both"),
-    "blur": _r("Darknet's blur exists only in its OpenCV build", ("0",), "set blur=0"),
-    "gaussian_noise": _r("Darknet's gaussian_noise exists only in its OpenCV build", ("0",), "set gaussian_noise=0"),
+    "mosaic": _t(_OPENCV + ": half of the batches are mosaics of four augmented images"),
+    "mosaic_bound": _t(_OPENCV + ": mosaic truths clipped to their quadrant (blend_truth_mosaic)"),
+    "cutmix": _t(_OPENCV + ": Darknet's detector ignores cutmix (load_data_detection prints that it is not "
+                 "supported), but parser.c maps it over mixup, so mixup=1 with it does nothing; the build "
+                 "without OpenCV refuses it"),
+    "mixup": _t(_AUGMENT + ": half of the images (of the batches, in the OpenCV pipeline) averaged with "
+                "another one, truths of both"),
+    "blur": _t(_OPENCV + ": background (1) or whole-image (> 1) Gaussian blur on a third of the images each"),
+    "gaussian_noise": _t(_OPENCV + ": non-negative uint8 noise on half of the images"),
     "angle": _i("used by classifier data only; the detector loader ignores it"),
     "aspect": _i("used by classifier data only"), "min_crop": _i("used by classifier data only"),
     "max_crop": _i("used by classifier data only"),
@@ -199,6 +202,14 @@ def _has_path(mapping: Optional[Mapping[str, Any]], path: Sequence[str]) -> bool
     return True  # named explicitly, whatever the value (multi_scale: false also decides)
 
 
+def _neutral_int(raw: Optional[str]) -> bool:
+    """A missing or zero integer option (Darknet reads them with ``option_find_int_quiet``, default 0)."""
+    try:
+        return raw is None or int(float(raw.strip())) == 0
+    except ValueError:
+        return False
+
+
 def refusals(sections: Sequence, user_hyp: Optional[Mapping[str, Any]] = None) -> list:
     """The :class:`CfgError` for every refused option set to a non-neutral value, in cfg order.
 
@@ -207,6 +218,12 @@ def refusals(sections: Sequence, user_hyp: Optional[Mapping[str, Any]] = None) -
     """
     errors = []
     for section in sections:
+        if section.type in ("net", "network") and not _neutral_int(section.options.get("mosaic")) \
+                and not _neutral_int(section.options.get("letter_box")):
+            line = section.option_lines.get("mosaic", section.line)
+            errors.append(CfgError("[net] options 'letter_box' and 'mosaic' together are not supported for training: "
+                                   "Darknet refuses the combination too (load_data_detection); set one of them to 0",
+                                   section.source, line))
         table = OPTIONS_BY_SECTION.get(section.type)
         if table is None:
             continue
