@@ -38,6 +38,7 @@ from typing import Dict, List, Optional
 import yaml
 
 from darknet_ref import CUDA_TRAINING, build_reference  # the cached builds the reference tests use
+from yolo.data.dataset import find_label_file
 from yolo.files.images import DATASET_IMAGE_SUFFIXES as IMAGE_SUFFIXES
 from yolo.models.cfg import parse_cfg, sections_to_text
 
@@ -50,12 +51,17 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--weights", default=None, help="starting .weights (omit to train from scratch)")
     p.add_argument("--images", required=True, help="folder of images with YOLO labels in the matching labels/ folder")
     p.add_argument("--names", required=True, help="class names: a .names file or a dataset YAML with 'names'")
-    p.add_argument("--train", type=int, default=96, help="the first N images (sorted by name) train; the rest evaluate")
+    p.add_argument("--train", type=int, default=96,
+                   help="the first N images (sorted by name) train; the rest evaluate (0: all train)")
+    p.add_argument("--val-images", default=None,
+                   help="a separate folder of held-out images (with labels) to evaluate on instead of the rest")
     p.add_argument("--epochs", type=int, default=16, help="passes over the training images, for every run")
     p.add_argument("--batch", type=int, default=16, help="images per update")
     p.add_argument("--subdivisions", type=int, default=2, help="sub-batches per update (memory only)")
     p.add_argument("--img-size", type=int, default=416)
-    p.add_argument("--lr", type=float, default=0.001, help="constant learning rate (no burn-in)")
+    p.add_argument("--lr", type=float, default=0.001, help="constant learning rate (after --burn-in)")
+    p.add_argument("--burn-in", type=int, default=0,
+                   help="updates of Darknet's burn-in (lr x (i/N)^power, the cfg's power) before it")
     p.add_argument("--improved-hyp", default=None,
                    help="hyperparameter YAML for the 'ours, improved' run (default: EMA and the prior head bias)")
     p.add_argument("--darknet", default=None, help="a built Darknet CLI (default: build ../shared/darknet)")
@@ -74,13 +80,35 @@ def read_names(path: str) -> List[str]:
     return [line.strip() for line in Path(path).read_text().splitlines() if line.strip()]
 
 
+def list_images(folder: str) -> List[Path]:
+    return sorted(p for p in Path(folder).resolve().iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+
+
+def darknet_image_list(images: List[Path], folder: Path) -> Path:
+    """A list file for Darknet, whose label lookup knows only a few folder names (``images/train2017`` ->
+    ``labels/train2017``, else ``name.txt`` beside the image): each image and its label file are linked
+    side by side into ``folder``. Returns the list file's path."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    for image in images:
+        label = find_label_file(image)
+        if label is None:
+            raise SystemExit(f"error: {image}: no label file")
+        (folder / image.name).symlink_to(image)
+        (folder / image.name).with_suffix(".txt").symlink_to(label.resolve())
+    listing = folder.with_suffix(".txt")
+    listing.write_text("".join(f"{folder / image.name}\n" for image in images))
+    return listing
+
+
 def training_cfg(cfg: str, args: argparse.Namespace, updates: int) -> str:
-    """The cfg with [net] set for the comparison: batch, size, a constant rate, max_batches = ``updates``."""
+    """The cfg with [net] set for the comparison: batch, size, a constant rate after ``--burn-in``,
+    max_batches = ``updates``."""
     sections = parse_cfg(cfg)
     net = sections[0]
     net.options.update({"batch": str(args.batch), "subdivisions": str(args.subdivisions),
                         "width": str(args.img_size), "height": str(args.img_size),
-                        "learning_rate": str(args.lr), "burn_in": "0", "policy": "constant",
+                        "learning_rate": str(args.lr), "burn_in": str(args.burn_in), "policy": "constant",
                         "max_batches": str(updates)})
     for key in ("steps", "scales"):
         net.options.pop(key, None)
@@ -118,14 +146,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    images = sorted(p for p in Path(args.images).resolve().iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
-    if not 0 < args.train < len(images):
+    images = list_images(args.images)
+    if args.val_images:
+        train_images, val_images = images[:args.train or len(images)], list_images(args.val_images)
+    elif 0 < args.train < len(images):
+        train_images, val_images = images[:args.train], images[args.train:]
+    else:
         raise SystemExit(f"error: --train {args.train} must leave images to evaluate ({len(images)} found)")
     names = read_names(args.names)
-    (out / "train.txt").write_text("".join(f"{p}\n" for p in images[:args.train]))
-    (out / "val.txt").write_text("".join(f"{p}\n" for p in images[args.train:]))
+    (out / "train.txt").write_text("".join(f"{p}\n" for p in train_images))
+    (out / "val.txt").write_text("".join(f"{p}\n" for p in val_images))
     (out / "classes.names").write_text("".join(f"{n}\n" for n in names))
-    updates = args.epochs * (args.train // args.batch)  # our loader drops an incomplete last batch
+    updates = args.epochs * (len(train_images) // args.batch)  # our loader drops an incomplete last batch
     cfg = out / "train.cfg"
     cfg.write_text(training_cfg(args.cfg, args, updates))
     for split in ("train", "val"):
@@ -140,11 +172,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         backup = out / "darknet_backup"
         shutil.rmtree(backup, ignore_errors=True)
         backup.mkdir()
-        (out / "darknet.data").write_text(f"classes={len(names)}\ntrain={out / 'train.txt'}\nvalid={out / 'val.txt'}\n"
+        darknet_train = darknet_image_list(train_images, out / "darknet_images")
+        (out / "darknet.data").write_text(f"classes={len(names)}\ntrain={darknet_train}\nvalid={out / 'val.txt'}\n"
                                          f"names={out / 'classes.names'}\nbackup={backup}\n")
         cmd = [str(darknet), "detector", "train", str(out / "darknet.data"), str(cfg)]
         cmd += [args.weights] if args.weights else []
         seconds = run_logged(cmd + ["-dont_show", "-clear"], out / "darknet_train.log", cwd=out, env=env)
+        if "Can't open label file" in (out / "darknet_train.log").read_text(errors="replace"):
+            raise SystemExit(f"error: Darknet did not find some label files; see {out / 'darknet_train.log'}")
         label = f"Darknet ({args.darknet_training})"
         rows[label] = {**evaluate(cfg, backup / "train_final.weights", out / "val.yaml", args, out / "darknet_eval.log"),
                        "images_per_s": seen / seconds}
