@@ -87,15 +87,17 @@ def list_images(folder: str) -> List[Path]:
 def darknet_image_list(images: List[Path], folder: Path) -> Path:
     """A list file for Darknet, whose label lookup knows only a few folder names (``images/train2017`` ->
     ``labels/train2017``, else ``name.txt`` beside the image): each image and its label file are linked
-    side by side into ``folder``. Returns the list file's path."""
+    side by side into ``folder`` (an empty one for an image without labels, a background image to both sides).
+    Returns the list file's path."""
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     for image in images:
-        label = find_label_file(image)
-        if label is None:
-            raise SystemExit(f"error: {image}: no label file")
+        label, link = find_label_file(image), (folder / image.name).with_suffix(".txt")
         (folder / image.name).symlink_to(image)
-        (folder / image.name).with_suffix(".txt").symlink_to(label.resolve())
+        if label is None:
+            link.write_text("")
+        else:
+            link.symlink_to(label.resolve())
     listing = folder.with_suffix(".txt")
     listing.write_text("".join(f"{folder / image.name}\n" for image in images))
     return listing
