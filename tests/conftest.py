@@ -48,19 +48,27 @@ DETECTION_CFGS = [
 CLASSIFIER_CFGS = ["tiny.cfg"]
 
 
-@pytest.fixture(scope="session")
-def darknet(tmp_path_factory):
-    """Darknet itself (tests/darknet_ref): built once, cached; skips when ../shared/darknet is absent."""
-    from darknet_ref import BuildError, DarknetRef, build_reference, darknet_source
+def _darknet_build(tmp_path_factory, name: str, **build_options):
+    """A cached Darknet build as a :class:`DarknetRef`: skips when ../shared/darknet is absent (or, for the OpenCV
+    build, OpenCV's C++ development files are), fails when the source is present and the build fails."""
+    from darknet_ref import BuildError, DarknetRef, OpenCVMissing, build_reference, darknet_source
 
     src = darknet_source()
     if not (src / "build.sh").is_file():
         pytest.skip(f"Darknet source not found at {src} (set YOLO_DARKNET_SRC): the Darknet reference tests need it")
     try:
-        ref = build_reference(src)
+        ref = build_reference(src, **build_options)
+    except OpenCVMissing as exc:
+        pytest.skip(str(exc))
     except BuildError as exc:
         pytest.fail(str(exc))
-    return DarknetRef(ref.folder, tmp_path_factory.mktemp("darknet"))
+    return DarknetRef(ref.folder, tmp_path_factory.mktemp(name))
+
+
+@pytest.fixture(scope="session")
+def darknet(tmp_path_factory):
+    """Darknet itself (tests/darknet_ref): built once, cached; skips when ../shared/darknet is absent."""
+    return _darknet_build(tmp_path_factory, "darknet")
 
 
 @pytest.fixture(scope="session")
@@ -70,15 +78,4 @@ def darknet_opencv(tmp_path_factory):
     Skips when ../shared/darknet is absent or OpenCV's C++ development files are not installed (``pkg-config
     --exists opencv4`` fails); fails when both are present and the build fails.
     """
-    from darknet_ref import BuildError, DarknetRef, OpenCVMissing, build_reference, darknet_source
-
-    src = darknet_source()
-    if not (src / "build.sh").is_file():
-        pytest.skip(f"Darknet source not found at {src} (set YOLO_DARKNET_SRC): the Darknet reference tests need it")
-    try:
-        ref = build_reference(src, opencv=True)
-    except OpenCVMissing as exc:
-        pytest.skip(str(exc))
-    except BuildError as exc:
-        pytest.fail(str(exc))
-    return DarknetRef(ref.folder, tmp_path_factory.mktemp("darknet_opencv"))
+    return _darknet_build(tmp_path_factory, "darknet_opencv", opencv=True)

@@ -371,23 +371,36 @@ def mixup_truths(new: np.ndarray, old: np.ndarray, max_boxes: int) -> np.ndarray
     return np.concatenate([new, old])[:max_boxes]
 
 
+def truths_from_xyxy(boxes: np.ndarray, orig_hw: Tuple[int, int]) -> np.ndarray:
+    """Float32[N, 4] xyxy boxes in original pixels -> Float32[N, 4] Darknet truths ``(x, y, w, h)``, centre boxes
+    normalized to the image (what a label file holds)."""
+    oh, ow = orig_hw
+    boxes = np.asarray(boxes, np.float32).reshape(-1, 4)
+    return np.stack([(boxes[:, 0] + boxes[:, 2]) / 2 / ow, (boxes[:, 1] + boxes[:, 3]) / 2 / oh,
+                     (boxes[:, 2] - boxes[:, 0]) / ow, (boxes[:, 3] - boxes[:, 1]) / oh], 1)
+
+
+def xyxy_from_truths(truths: np.ndarray, net_hw: Tuple[int, int]) -> np.ndarray:
+    """Float32[K, >=4] truths ``(x, y, w, h, ...)`` normalized to the network input -> Float32[K, 4] xyxy input
+    pixels."""
+    net_h, net_w = net_hw
+    t = np.asarray(truths, np.float32)
+    xyxy = np.stack([(t[:, 0] - t[:, 2] / 2) * net_w, (t[:, 1] - t[:, 3] / 2) * net_h,
+                     (t[:, 0] + t[:, 2] / 2) * net_w, (t[:, 1] + t[:, 3] / 2) * net_h], 1)
+    return xyxy.astype(np.float32).reshape(-1, 4)
+
+
 def _one_image(image: np.ndarray, boxes: np.ndarray, labels: np.ndarray, rng: np.random.Generator,
                net_hw: Tuple[int, int], hyp: Mapping[str, float]):
     """One image's float32 pixels, truths (xyxy input pixels), labels and matrix."""
     oh, ow = image.shape[:2]
-    net_h, net_w = net_hw
     draw = draw_darknet(rng, (oh, ow), net_hw, hyp)
     # Darknet shuffles the truths and keeps the first `max` of them, before any check.
     order = rng.permutation(len(labels))[: int(hyp.get("max_boxes", 200))]
     boxes, labels = np.asarray(boxes, np.float32)[order].reshape(-1, 4), np.asarray(labels)[order]
-    truths = np.stack([(boxes[:, 0] + boxes[:, 2]) / 2 / ow, (boxes[:, 1] + boxes[:, 3]) / 2 / oh,
-                       (boxes[:, 2] - boxes[:, 0]) / ow, (boxes[:, 3] - boxes[:, 1]) / oh], 1)
-    out, keep = augment_truths(truths, draw, (oh, ow), net_hw)
-    xyxy = np.stack([(out[:, 0] - out[:, 2] / 2) * net_w, (out[:, 1] - out[:, 3] / 2) * net_h,
-                     (out[:, 0] + out[:, 2] / 2) * net_w, (out[:, 1] + out[:, 3] / 2) * net_h], 1)
+    out, keep = augment_truths(truths_from_xyxy(boxes, (oh, ow)), draw, (oh, ow), net_hw)
     pixels = augment_image(np.asarray(image, dtype=np.uint8), draw, net_hw)
-    return pixels, xyxy.astype(np.float32).reshape(-1, 4), labels[keep].astype(np.int64), \
-        input_matrix(draw, (oh, ow), net_hw)
+    return pixels, xyxy_from_truths(out, net_hw), labels[keep].astype(np.int64), input_matrix(draw, (oh, ow), net_hw)
 
 
 def _to_uint8(pixels: np.ndarray) -> np.ndarray:

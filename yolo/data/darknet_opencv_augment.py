@@ -36,7 +36,8 @@ import cv2
 import numpy as np
 
 from yolo.data.darknet_augment import (F32, DarknetDraw, _rand_scale, _to_uint8, _trunc, augment_truths,
-                                       darknet_crop, input_matrix, mixup_truths)
+                                       darknet_crop, input_matrix, mixup_images, mixup_truths, truths_from_xyxy,
+                                       xyxy_from_truths)
 
 RAND_MAX = 2147483647  # glibc's: random_gen() returns rand()
 MOSAIC, MIXUP = 3, 1   # Darknet's use_mixup values of the two blends
@@ -426,8 +427,7 @@ def load_data_detection(rng, n: int, num_items: int, load: Loader, net_hw: Tuple
                 images[i], truths[i], draws[i] = sized, kept, draw if use_mixup == 0 else None
             elif use_mixup == MIXUP:
                 # blend_images_cv(new, 0.5, old, 0.5): float32 average; blend_truth: the first image's truths first
-                images[i] = mat_to_image(sized).transpose(1, 2, 0) * F32(0.5) \
-                    + mat_to_image(images[i]).transpose(1, 2, 0) * F32(0.5)
+                images[i] = mixup_images(mat_to_image(sized), mat_to_image(images[i])).transpose(1, 2, 0)
                 truths[i] = mixup_truths(truths[i], kept, max_boxes)
             else:
                 shifts = mosaic_shifts(draw, orig_hw, net_hw, cuts[i])
@@ -449,23 +449,16 @@ def darknet_opencv_item(load: Callable[[int], tuple], index: int, num_items: int
     """
     def load_rows(i: int) -> Tuple[np.ndarray, np.ndarray]:
         image, boxes, labels = load(i)
-        oh, ow = image.shape[:2]
-        boxes = np.asarray(boxes, F32).reshape(-1, 4)
-        rows = np.stack([(boxes[:, 0] + boxes[:, 2]) / 2 / ow, (boxes[:, 1] + boxes[:, 3]) / 2 / oh,
-                         (boxes[:, 2] - boxes[:, 0]) / ow, (boxes[:, 3] - boxes[:, 1]) / oh,
-                         np.asarray(labels, F32).reshape(-1)], 1).astype(F32)
-        sizes[i] = (oh, ow)
-        return np.asarray(image, np.uint8), rows
+        sizes[i] = image.shape[:2]
+        rows = np.concatenate([truths_from_xyxy(boxes, sizes[i]), np.asarray(labels, F32).reshape(-1, 1)], 1)
+        return np.asarray(image, np.uint8), rows.astype(F32)
 
     sizes = {}
     batch = load_data_detection(rng, 1, num_items, load_rows, net_hw, hyp, first=[index])
     image, rows, draw = batch.images[0], batch.truths[0], batch.draws[0]
     image = image if image.dtype == np.uint8 else _to_uint8(image)
-    net_h, net_w = net_hw
-    xyxy = np.stack([(rows[:, 0] - rows[:, 2] / 2) * net_w, (rows[:, 1] - rows[:, 3] / 2) * net_h,
-                     (rows[:, 0] + rows[:, 2] / 2) * net_w, (rows[:, 1] + rows[:, 3] / 2) * net_h], 1)
     matrix = input_matrix(draw.crop(sizes[index]), sizes[index], net_hw) if draw is not None else None
-    return image, xyxy.astype(F32).reshape(-1, 4), rows[:, 4].astype(np.int64), matrix
+    return image, xyxy_from_truths(rows, net_hw), rows[:, 4].astype(np.int64), matrix
 
 
 __all__ = ["OpenCVBatch", "OpenCVDraw", "blend_truth_mosaic", "darknet_opencv_item", "draw_opencv",
