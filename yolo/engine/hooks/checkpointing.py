@@ -12,6 +12,7 @@ from typing import Any, Dict
 from yolo.engine.hooks.base import HookBase
 from yolo.engine.rng import rng_state
 from yolo.models.checkpoint import model_checkpoint, save_checkpoint
+from yolo.models.preprocessing import training_preprocessing
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ def training_checkpoint(trainer) -> Dict[str, Any]:
         "hyp": t.hyp.to_dict(),
     }
     return model_checkpoint(t.eval_model(), names=t.data.names, train=train_state, epoch=t.epoch,
-                            metrics=t.last_metrics)
+                            metrics=t.last_metrics, preprocessing=training_preprocessing(t.hyp.augment, t.img_size))
 
 
 __all__ = ["CheckpointHook", "save", "training_checkpoint"]
