@@ -48,7 +48,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p = ToolParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cfg", default=None, help="Darknet .cfg (optional for a .pt checkpoint that carries its cfg)")
     p.add_argument("--weights", required=True, help="Darknet .weights or .pt checkpoint")
-    p.add_argument("--data", required=True, help="dataset YAML (its 'val' split is evaluated)")
+    p.add_argument("--data", required=True,
+                   help="dataset YAML or Darknet .data file (its val split, valid= in a .data, is evaluated)")
     p.add_argument("--split", default="val", choices=("val", "train"), help="which split to evaluate (default: val)")
     p.add_argument("--img-size", type=image_side, nargs="+", default=None,
                    help="network input: one value (square) or height width; default: the training size a "

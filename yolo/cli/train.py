@@ -43,7 +43,9 @@ EXIT_NON_FINITE = 3
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p = ToolParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cfg", default=None, help="Darknet .cfg (not needed with --resume)")
-    p.add_argument("--data", default=None, help="dataset YAML (train and val splits, class names)")
+    p.add_argument("--data", default=None,
+                   help="dataset YAML (train and val splits, class names) or Darknet .data file (classes, train, "
+                        "valid, names)")
     p.add_argument("--weights", default=None,
                    help="start from Darknet .weights (full or partial) or a .pt; tensors that do not fit are "
                         "re-initialized and reported")

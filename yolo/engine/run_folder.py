@@ -12,6 +12,7 @@ from typing import Any, Dict
 import numpy as np
 import yaml
 
+from yolo.data.darknet_data import is_darknet_data
 from yolo.engine.rng import software_environment
 from yolo.files.atomic import remove_stale_temp_files
 
@@ -27,7 +28,11 @@ def write_settings(run_dir: Path, cfg_text: str, hyp: Dict[str, Any], options: D
     write_yaml(run_dir / "opt.yaml", {k: v for k, v in options.items() if k != "hyp"}
                | {"hyp": str(given_hyp) if not isinstance(given_hyp, dict) else "inline"})
     source = getattr(data, "source", None)
-    if source is not None and Path(source).is_file():
+    if source is not None and is_darknet_data(source):  # the same dataset as a YAML, its paths absolute
+        (run_dir / "data.yaml").write_text(f"# from Darknet's {source}\n" + yaml.safe_dump(_plain(
+            {"path": data.root, "train": data.train, "val": data.val, "names": data.names}), sort_keys=False),
+            encoding="utf-8")
+    elif source is not None and Path(source).is_file():
         (run_dir / "data.yaml").write_text(Path(source).read_text(encoding="utf-8"), encoding="utf-8")
     env = software_environment()
     write_yaml(run_dir / "environment.yaml", env)
