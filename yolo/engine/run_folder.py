@@ -40,6 +40,25 @@ def write_settings(run_dir: Path, cfg_text: str, hyp: Dict[str, Any], options: D
                 ", ".join(f"{k} {v}" for k, v in env.items()))
 
 
+# What a resumed run may change (tools/train.py --resume ... --epochs N, --device, --workers).
+RESUME_KEYS = ("epochs", "device", "workers")
+
+
+def update_settings(run_dir: Path, options: Dict[str, Any], hyp: Dict[str, Any]) -> None:
+    """A resumed run's ``opt.yaml`` and ``hyp.yaml``: the values it changed (:data:`RESUME_KEYS`) written over the
+    ones it started with, the rest kept as they were."""
+    for name, values in (("opt.yaml", options), ("hyp.yaml", hyp)):
+        path = run_dir / name
+        if not path.is_file():
+            continue
+        saved = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        changed = {k: values[k] for k in RESUME_KEYS if k in saved and k in values and saved[k] != values[k]}
+        if changed:
+            write_yaml(path, {**saved, **changed})
+            logger.info("%s: %s (resumed with new values)", path.name,
+                        ", ".join(f"{k} {saved[k]} -> {v}" for k, v in changed.items()))
+
+
 def recover_run_folder(run_dir: Path, resumed: bool, best_fitness: float) -> float:
     """Undo what a kill during a save left behind: temp files, and a best score without its best.pt.
     Returns the best fitness to continue with (-1 when ``best.pt`` is missing)."""
@@ -71,4 +90,4 @@ def _plain(value: Any) -> Any:
     return value
 
 
-__all__ = ["recover_run_folder", "write_settings", "write_yaml"]
+__all__ = ["RESUME_KEYS", "recover_run_folder", "update_settings", "write_settings", "write_yaml"]

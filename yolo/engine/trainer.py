@@ -52,7 +52,7 @@ from yolo.engine.hooks import (CheckpointHook, EvalHook, HookBase, ProgressWrite
                                TensorBoardWriter, evaluate_run)
 from yolo.engine.optimizer import clip_weights, hold_gradients, holds_gradients, optimizer_from_hyp
 from yolo.engine.rng import seed_everything, set_rng_state
-from yolo.engine.run_folder import recover_run_folder, write_settings
+from yolo.engine.run_folder import recover_run_folder, update_settings, write_settings
 from yolo.engine.schedule import LRSchedule, burn_in_outlasts_run, schedule_from_hyp, set_lr
 from yolo.engine.transfer import freeze_layers, frozen_to_eval, load_pretrained, with_num_classes
 from yolo.errors import ConfigError, NonFiniteLossError
@@ -450,8 +450,10 @@ class Trainer:
         if not self.main:
             return
         self.best_fitness = recover_run_folder(self.run_dir, resumed, self.best_fitness)
-        if not resumed:  # a resumed run keeps the settings files it started with
+        if not resumed:  # a resumed run keeps the settings files it started with, but for its new run length
             write_settings(self.run_dir, self.model.cfg_text, hyp.to_dict(), opt.to_dict(), self.data)
+        else:
+            update_settings(self.run_dir, opt.to_dict(), hyp.to_dict())
         # The order matters: evaluation decides is_best before results.csv and the checkpoints are written.
         self.loop_hooks = [ProgressWriter(use_bars(opt.progress)), EvalHook(hyp.eval_interval),
                            ResultsCSVWriter(self.run_dir / "results.csv")]

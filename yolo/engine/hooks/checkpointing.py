@@ -26,8 +26,9 @@ class CheckpointHook(HookBase):
     def after_interrupt(self, trainer) -> None:
         save(trainer, best=False)
         last = trainer.run_dir / "last.pt"
-        logger.warning("stopped at epoch %d, update %d/%d; saved %s (continue with --resume %s)",
-                       trainer.epoch + 1, trainer.epoch_step, trainer.steps_per_epoch, last, last)
+        # how to continue is said once, by the caller (tools/train.py names the command the user ran)
+        logger.warning("stopped at epoch %d, update %d/%d; saved %s", trainer.epoch + 1, trainer.epoch_step,
+                       trainer.steps_per_epoch, last)
 
 
 def save(trainer, best: bool) -> None:
