@@ -9,9 +9,7 @@ Results go to a new folder (``runs/detect/exp``, ``exp2``, ...; an earlier run i
 annotated images and videos, with ``--save-txt`` YOLO labels (``labels/<name>.txt``: ``class cx cy w h``
 normalized, plus the score with ``--save-conf``), with ``--save-json`` ``results.json`` in COCO results
 format (``image_id``, ``category_id``, ``bbox`` [x, y, w, h] pixels, ``score``; integer image ids as COCO's:
-the number a file is named by, ``000000000009.jpg`` -> 9, else its position, listed in ``image_ids.json``).
-Without ``--names`` the names come from the checkpoint, or a ``.names`` file beside the cfg, else class numbers
-are shown (said once).
+a numeric file name's number, else positions listed in ``image_ids.json``).
 An unreadable file is reported and skipped; a missing source or a cfg/weights problem is a one-line
 error with exit status 2.
 """
@@ -29,7 +27,7 @@ from yolo.cli.args import DefaultsHelpFormatter, ToolParser, fail, fraction, ima
 from yolo.device import parse_device
 from yolo.errors import CfgError, ConfigError, ImageReadError, WeightsError
 from yolo.inference.detector import Detector
-from yolo.inference.runner import detect_images, detect_video
+from yolo.inference.runner import detect_images, detect_video, names_hint
 from yolo.inference.sources import camera_opens, collect_sources
 from yolo.inference.writer import Writer
 from yolo.progress import use_bars
@@ -72,18 +70,6 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def names_hint(names_from: Optional[str]) -> Optional[str]:
-    """One line on where the class names come from when the user gave none: a file found beside the cfg, or
-    (None) that detections show class numbers and how to name them."""
-    if names_from in ("given", "checkpoint"):
-        return None
-    if names_from is None:
-        return ("note: no class names (a Darknet .weights file carries none, and no .names file beside the cfg "
-                "has as many names as it has classes): detections show class numbers; give --names FILE "
-                "(one name a line, e.g. Darknet's data/coco.names)")
-    return f"class names from {names_from} (beside the cfg; --names chooses others)"
-
-
 def main(args) -> Optional[Path]:
     """Run detection as described by ``args``; returns the run folder (None with ``--nosave`` and nothing
     else to save: no folder is made)."""
@@ -116,9 +102,8 @@ def main(args) -> Optional[Path]:
         fail(str(exc).strip().splitlines()[0])
     if args.half and detector.device.type != "cuda":
         logger.warning("--half needs CUDA: running in fp32 on %s", detector.device)
-    names_note = names_hint(detector.names_from)
-    if names_note:
-        print(names_note, file=sys.stderr)
+    if names_hint(detector.names_from):
+        print(names_hint(detector.names_from), file=sys.stderr)
 
     saves = not args.nosave or args.save_txt or args.save_json
     out_dir = increment_path(args.output / args.name) if saves else None  # --nosave alone: no run folder

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from tqdm import tqdm
 
@@ -20,7 +20,7 @@ from yolo.inference.detector import Detector
 from yolo.inference.sources import SourceItem, VideoReader
 from yolo.inference.writer import Writer
 
-__all__ = ["describe", "input_text", "timing_text", "detect_images", "detect_video"]
+__all__ = ["describe", "input_text", "names_hint", "timing_text", "detect_images", "detect_video"]
 
 
 def describe(det: dict, names: Sequence[str]) -> str:
@@ -36,6 +36,18 @@ def input_text(detector: Detector) -> str:
     """The network input an image is resized to, width first as image sizes are printed: ``416x416 letterbox``."""
     height, width = detector.img_size
     return f"{width}x{height} {detector.resize}"
+
+
+def names_hint(names_from: Optional[str]) -> Optional[str]:
+    """One line on where the class names come from when the user gave none: a file found beside the cfg, or
+    (None) that detections show class numbers and how to name them."""
+    if names_from in ("given", "checkpoint"):
+        return None
+    if names_from is None:
+        return ("note: no class names (a Darknet .weights file carries none, and no .names file beside the cfg "
+                "has as many names as it has classes): detections show class numbers; give --names FILE "
+                "(one name a line, e.g. Darknet's data/coco.names)")
+    return f"class names from {names_from} (beside the cfg; --names chooses others)"
 
 
 def timing_text(timings: dict, images: int) -> str:
