@@ -6,6 +6,7 @@ import logging
 import pytest
 
 from test_train import FAST, write_cfg, write_data
+from yolo.cli import detect as detect_cli
 from yolo.cli import eval as eval_cli
 from yolo.data import ensure_shapes_dataset
 from yolo.engine import TrainOptions, Trainer
@@ -48,7 +49,7 @@ def evaluate(weights, data, tmp_path, *extra):
                                               "--save-dir", str(tmp_path / "eval"), *extra]))
 
 
-def test_training_and_eval_agree_on_best_pt(shapes, tmp_path):
+def test_training_and_eval_agree_on_best_pt(shapes, tmp_path, capsys):
     """The affine pipeline letterboxes its crops; the cfg (no letter_box) would stretch. Trained at 64 on a cfg of
     96: eval.py without --resize/--img-size must measure best.pt exactly as the training did."""
     trainer = train(shapes, tmp_path, "affine", epochs=24, augment={"pipeline": "affine", "hue": 0.0},
@@ -72,6 +73,15 @@ def test_training_and_eval_agree_on_best_pt(shapes, tmp_path):
     assert detector.names == list(trainer.data.names)  # a model trained here carries its names
     detector = Detector(None, trainer.result.best, device="cpu", img_size=96, resize="stretch")
     assert (detector.img_size, detector.resize) == ((96, 96), "stretch")
+
+    # tools/detect.py: each image's line says the input it was resized to; the names are the checkpoint's
+    image = sorted((shapes["root"] / "images" / "train").glob("*"))[0]
+    capsys.readouterr()
+    detect_cli.main(detect_cli.parse_args(["--weights", str(trainer.result.best), "--source", str(image),
+                                           "--device", "cpu", "--conf-thres", "0.05", "--nosave"]))
+    printed = capsys.readouterr()
+    assert "-> 64x64 letterbox, " in printed.out and "class numbers" not in printed.err
+    assert any(name in printed.out for name in trainer.data.names)
 
 
 def test_darknet_pipeline_validates_as_the_cfg_says(shapes, tmp_path, caplog):
