@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 IGNORED_KEYS = {"backup": "checkpoints are written to the run folder (runs/train/NAME)",
                 "eval": "evaluation is COCO mAP", "results": "results go to the run folder",
                 "map": "class ids map to themselves", "difficult": "no difficult-image list is used",
-                "labels": "'names' is read instead", "top": "classifier option", "test": "no test split is used"}
+                "labels": "names= is read instead", "top": "classifier option", "test": "no test split is used"}
 
 
 def is_darknet_data(path) -> bool:
@@ -77,15 +77,17 @@ def read_darknet_data(path) -> Dict[str, Any]:
     ``num_classes``. Every problem is a :class:`DataError` naming the file and line."""
     data_path = Path(path).resolve()
     options = read_data_options(data_path)
+    if "names" not in options and "labels" in options:  # Darknet's get_metadata reads labels= without names=
+        options["names"] = options.pop("labels")
+    for key in ("train", "names"):
+        if key not in options:
+            raise DataError(f"missing '{key}=' (a Darknet .data file needs train= and names=)", data_path)
     for key, why in IGNORED_KEYS.items():
         if key in options:
             logger.info("%s:%d: %s=%s ignored: %s", data_path, options[key][1], key, options[key][0], why)
     unknown = sorted(set(options) - set(IGNORED_KEYS) - {"classes", "train", "valid", "names"})
     if unknown:
         logger.warning("%s: ignoring keys Darknet's detector does not read: %s", data_path, unknown)
-    for key in ("train", "names"):
-        if key not in options:
-            raise DataError(f"missing '{key}=' (a Darknet .data file needs train= and names=)", data_path)
     train = _resolve(options["train"][0], "train", options["train"][1], data_path)
     valid_value, valid_line = options.get("valid", options["train"])  # Darknet: valid defaults to train
     val = _resolve(valid_value, "valid", valid_line, data_path)
