@@ -44,9 +44,9 @@ def names_hint(names_from: Optional[str]) -> Optional[str]:
     if names_from in ("given", "checkpoint"):
         return None
     if names_from is None:
-        return ("note: no class names (a Darknet .weights file carries none, and no .names file beside the cfg "
-                "has as many names as it has classes): detections show class numbers; give --names FILE "
-                "(one name a line, e.g. Darknet's data/coco.names)")
+        return ("note: no class names (the weights carry none, and no .names file beside the cfg lists as many "
+                "names as the model has classes): detections show class numbers; give --names FILE (one name a "
+                "line, e.g. Darknet's data/coco.names)")
     return f"class names from {names_from} (beside the cfg; --names chooses others)"
 
 
