@@ -1,4 +1,6 @@
 """tools/detect.py end to end: sources, outputs, run folders, and errors that are reported, not fatal."""
+import contextlib
+import io
 import json
 import shutil
 import subprocess
@@ -47,7 +49,8 @@ def test_folder_with_bad_files_images_labels_json(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "broken.jpg" in captured.out + captured.err and "skipped" in captured.out + captured.err
     assert "dog" in captured.out and "ms" in captured.out
-    assert sorted(p.name for p in out.iterdir()) == ["000000000042.jpg", "dog.jpg", "labels", "results.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["000000000042.jpg", "dog.jpg", "image_ids.json", "labels",
+                                                     "results.json"]
     annotated = cv2.imread(str(out / "dog.jpg"))
     assert annotated.shape == cv2.imread(str(src / "dog.jpg")).shape
     assert not np.array_equal(annotated, cv2.imread(str(src / "dog.jpg")))  # something was drawn
@@ -57,12 +60,55 @@ def test_folder_with_bad_files_images_labels_json(tmp_path, capsys):
     assert ((values[:, 1:5] >= 0) & (values[:, 1:5] <= 1)).all()
     assert 16 in values[:, 0].astype(int)  # the dog
     results = json.loads((out / "results.json").read_text())
-    assert {r["image_id"] for r in results} == {"dog", 42}
+    # "dog" is not a number: every image is then numbered by its position (COCO ids are integers), and
+    # image_ids.json says which file each id is, as COCO's "images" entries.
+    images = json.loads((out / "image_ids.json").read_text())
+    assert [(i["id"], Path(i["file_name"]).name) for i in images] == [(1, "000000000042.jpg"), (2, "dog.jpg")]
+    assert (images[1]["height"], images[1]["width"]) == cv2.imread(str(src / "dog.jpg")).shape[:2]
+    assert {r["image_id"] for r in results} == {1, 2}
     assert all(set(r) == {"image_id", "category_id", "bbox", "score"} and len(r["bbox"]) == 4 for r in results)
-    assert 18 in {r["category_id"] for r in results}  # COCO's id for dog
+    assert 18 in {r["category_id"] for r in results if r["image_id"] == 2}  # COCO's id for dog, in dog.jpg
+    assert_pycocotools_reads(results, images)
     # A second run never overwrites the first.
-    assert main(tiny_args(src / "dog.jpg", tmp_path / "runs", "--nosave")) == tmp_path / "runs" / "exp2"
+    assert main(tiny_args(src / "dog.jpg", tmp_path / "runs", "--nosave", "--save-txt")) == tmp_path / "runs" / "exp2"
     assert (out / "dog.jpg").exists()
+
+
+def assert_pycocotools_reads(results, images):
+    """pycocotools accepts ``results`` against ground truth made of ``images`` (COCO's ``loadRes`` demands
+    ids of the ground truth; ``COCOeval`` sorts them, which needs integers)."""
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    gt = COCO()
+    gt.dataset = {"images": images, "annotations": [], "categories": [{"id": c, "name": str(c)}
+                                                                      for c in range(1, 91)]}
+    with contextlib.redirect_stdout(io.StringIO()):
+        gt.createIndex()
+        dt = gt.loadRes(results)
+        COCOeval(gt, dt, "bbox").evaluate()
+
+
+def test_results_json_ids_are_coco_file_numbers_and_nosave_makes_no_folder(tmp_path, capsys):
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(asset("images/dog.jpg"), src / "000000000009.jpg")
+    shutil.copy(asset("images/horses.jpg"), src / "000000000042.jpg")
+    out = main(tiny_args(src, tmp_path / "runs", "--save-json", "--nosave"))
+    assert sorted(p.name for p in out.iterdir()) == ["results.json"]  # no image_ids.json: the names are the ids
+    results = json.loads((out / "results.json").read_text())
+    assert {r["image_id"] for r in results} == {9, 42}
+    assert 18 in {r["category_id"] for r in results if r["image_id"] == 9}
+    assert_pycocotools_reads(results, [{"id": i, "file_name": f"{i:012d}.jpg", "height": 1, "width": 1}
+                                       for i in (9, 42)])
+    # --nosave and nothing else to save: no run folder at all, and none reported
+    capsys.readouterr()
+    assert main(tiny_args(src, tmp_path / "runs", "--nosave")) is None
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["exp"]
+    printed = capsys.readouterr().out
+    assert "nothing saved (--nosave)" in printed and "results in" not in printed
+    # every image's line names the network input it was resized to
+    assert "768x576 -> 320x320 stretch, " in printed  # dog.jpg; yolov3-tiny.cfg stretches (no letter_box)
 
 
 def test_glob_and_video(tmp_path):
@@ -128,3 +174,36 @@ def test_benchmark_smoke(capsys):
     out = capsys.readouterr().out
     assert "ratios ours/OpenCV" in out and "random weights" in out
     assert figures["latency_ratio"] > 0 and figures["model_ratio"] > 0 and figures["throughput_ratio"] > 0
+
+
+def test_names_come_from_beside_the_cfg_or_a_hint_says_how_to_give_them(tmp_path, capsys):
+    """Darknet .weights carry no names: coco.names beside the cfg (or in Darknet's data/ folder next to the cfg's
+    folder) names the classes; without one, one note says that class numbers are shown and how to name them."""
+    weights = asset("weights/yolov3-tiny.weights")
+    expected = [line.strip() for line in asset("cfg/coco.names").read_text().splitlines() if line.strip()]
+
+    def detect(cfg, out):
+        capsys.readouterr()
+        main(parse_args(["--cfg", str(cfg), "--weights", str(weights), "--source", str(asset("images/dog.jpg")),
+                         "--output", str(out), "--device", "cpu", "--img-size", "320", "--nosave"]))
+        return capsys.readouterr()
+
+    printed = detect(asset("cfg/yolov3-tiny.cfg"), tmp_path / "beside")  # the assets keep coco.names beside it
+    assert "class names from" in printed.err and "coco.names" in printed.err
+    assert " dog" in printed.out and "1 16" not in printed.out
+
+    darknet = tmp_path / "darknet"  # Darknet's layout: cfg/yolov3-tiny.cfg, data/coco.names
+    (darknet / "cfg").mkdir(parents=True)
+    (darknet / "data").mkdir()
+    shutil.copy(asset("cfg/yolov3-tiny.cfg"), darknet / "cfg")
+    shutil.copy(asset("cfg/voc.names"), darknet / "data")  # 20 names: never taken for an 80-class model
+    printed = detect(darknet / "cfg" / "yolov3-tiny.cfg", tmp_path / "none")
+    assert printed.err.count("no class names") == 1 and "--names" in printed.err
+    assert "1 16" in printed.out  # the dog, as a class number
+    shutil.copy(asset("cfg/coco.names"), darknet / "data")
+    printed = detect(darknet / "cfg" / "yolov3-tiny.cfg", tmp_path / "data")
+    assert str(darknet / "data" / "coco.names") in printed.err and " dog" in printed.out
+
+    from yolo.inference.detector import Detector
+    detector = Detector(darknet / "cfg" / "yolov3-tiny.cfg", weights, device="cpu", img_size=320)
+    assert detector.names == expected and detector.names_from == str(darknet / "data" / "coco.names")

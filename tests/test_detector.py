@@ -188,7 +188,9 @@ def test_no_detections_gives_empty_tensors(tiny_paths):
     out = det(np.full((200, 300, 3), 127, np.uint8))[0]
     assert out["boxes"].shape == (0, 4) and out["scores"].shape == (0,) and out["labels"].shape == (0,)
     assert out["labels"].dtype == torch.int64 and out["names"] == []
-    assert det.names[:2] == ["0", "1"] and len(det.names) == 80
+    # no names given: the coco.names beside the cfg (the assets keep it there)
+    assert det.names[:2] == ["person", "bicycle"] and len(det.names) == 80
+    assert det.names_from == str(cfg.resolve().parent / "coco.names")
 
 
 def test_bad_arguments(tiny_paths):

@@ -10,7 +10,7 @@ from yolo.models.cfg import parse_cfg_text
 from yolo.errors import CfgError
 from yolo.engine.config import resolve_hyp
 from yolo.errors import ConfigError
-from yolo.engine.schedule import LRSchedule, read_net_schedule, resolve_steps, schedule_from_hyp
+from yolo.engine.schedule import LRSchedule, burn_in_outlasts_run, read_net_schedule, resolve_steps, schedule_from_hyp
 from yolo.engine.optimizer import build_optimizer
 
 # The smallest network Darknet will build: the rate does not depend on it.
@@ -229,3 +229,15 @@ def test_adam_decays_every_parameter_and_layers_scale_their_rate():
         assert lr_of[id(p)] == pytest.approx(0.001)
     for p in model.module_list[1].parameters():
         assert lr_of[id(p)] == pytest.approx(0.002)
+
+
+def test_burn_in_longer_than_the_run_is_warned_about():
+    """yolov3-tiny.cfg's burn_in=1000 on a 16-update fine-tuning run: the rate ends at lr * (16/1000)^4 (Darknet's
+    burn-in formula), so the run learns almost nothing; the warning says so. A burn-in the run completes is fine."""
+    schedule = LRSchedule(learning_rate=0.001, burn_in=1000, power=4, policy="steps", steps=[800, 900],
+                          scales=[0.1, 0.1], max_batches=16)
+    message = burn_in_outlasts_run(schedule, 16)
+    assert message is not None and "burn_in=1000" in message and "16 updates" in message
+    assert f"{0.001 * (16 / 1000) ** 4:.3g}" in message  # 6.55e-11
+    assert burn_in_outlasts_run(schedule, 1000) is None
+    assert burn_in_outlasts_run(LRSchedule(learning_rate=0.001, burn_in=0, max_batches=16), 16) is None

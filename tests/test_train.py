@@ -317,6 +317,8 @@ def test_ctrl_c_saves_and_resume_matches_uninterrupted(shapes, reference_run, tm
     output, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, output
     assert "--resume" in output and "Traceback" not in output, output
+    # how to continue is said once, with the command that was run
+    assert output.count("continue with") == 1 and f"python {cmd[1]} --resume {run_dir / 'last.pt'}" in output, output
     saved = train_state(run_dir)
     assert saved["train"]["epoch"] >= 1 and saved["train"]["global_step"] < 9  # stopped before the end
 

@@ -24,7 +24,8 @@ from yolo.models.cfg import parse_cfg
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = ToolParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", required=True, help="dataset YAML (its train split's labels are used)")
+    p.add_argument("--data", required=True,
+                   help="dataset YAML or Darknet .data file (its train split's labels are used)")
     p.add_argument("--cfg", default=None,
                    help="Darknet cfg: default width/height ([net]) and anchor count ([yolo] num)")
     p.add_argument("-n", "--num-of-clusters", type=int, default=None,

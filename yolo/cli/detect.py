@@ -8,7 +8,8 @@ Example::
 Results go to a new folder (``runs/detect/exp``, ``exp2``, ...; an earlier run is never overwritten):
 annotated images and videos, with ``--save-txt`` YOLO labels (``labels/<name>.txt``: ``class cx cy w h``
 normalized, plus the score with ``--save-conf``), with ``--save-json`` ``results.json`` in COCO results
-format (``image_id``, ``category_id``, ``bbox`` [x, y, w, h] pixels, ``score``).
+format (``image_id``, ``category_id``, ``bbox`` [x, y, w, h] pixels, ``score``; integer image ids as COCO's:
+a numeric file name's number, else positions listed in ``image_ids.json``).
 An unreadable file is reported and skipped; a missing source or a cfg/weights problem is a one-line
 error with exit status 2.
 """
@@ -18,6 +19,7 @@ import logging
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 from tqdm import tqdm
 
@@ -25,7 +27,7 @@ from yolo.cli.args import DefaultsHelpFormatter, ToolParser, fail, fraction, ima
 from yolo.device import parse_device
 from yolo.errors import CfgError, ConfigError, ImageReadError, WeightsError
 from yolo.inference.detector import Detector
-from yolo.inference.runner import detect_images, detect_video
+from yolo.inference.runner import detect_images, detect_video, names_hint
 from yolo.inference.sources import camera_opens, collect_sources
 from yolo.inference.writer import Writer
 from yolo.progress import use_bars
@@ -41,12 +43,13 @@ def parse_args(argv=None):
     p.add_argument("--source", required=True, help="image, video, folder, glob or camera index")
     p.add_argument("--names", type=Path, default=None, help=".names file (one class name a line)")
     p.add_argument("--img-size", type=image_side, nargs="+", default=None,
-                   help="network input: S or H W (default: 416, or the cfg's size when a [connected] layer fixes it)")
+                   help="network input: S or H W (default: the training size a checkpoint of ours records; else "
+                        "416, or the cfg's size when a [connected] layer fixes it)")
     p.add_argument("--conf-thres", type=fraction, default=0.25, help="score threshold (objectness x class)")
     p.add_argument("--iou-thres", type=fraction, default=0.45, help="NMS IoU threshold")
     p.add_argument("--resize", default=None, choices=["letterbox", "stretch"],
-                   help="pre-processing (default: the cfg's, as Darknet: letter_box=1 in [net] letterboxes, "
-                        "else stretch)")
+                   help="pre-processing (default: how a checkpoint of ours was trained and validated; else the "
+                        "cfg's, as Darknet: letter_box=1 in [net] letterboxes, else stretch)")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 or a GPU index (default: CUDA if present)")
     p.add_argument("--half", action="store_true", help="fp16 inference (CUDA only)")
     p.add_argument("--classes", type=non_negative_int, nargs="+", default=None, help="keep only these class indices")
@@ -67,8 +70,9 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def main(args) -> Path:
-    """Run detection as described by ``args``; returns the run folder."""
+def main(args) -> Optional[Path]:
+    """Run detection as described by ``args``; returns the run folder (None with ``--nosave`` and nothing
+    else to save: no folder is made)."""
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(message)s")
     try:
         items = collect_sources(args.source)
@@ -98,8 +102,11 @@ def main(args) -> Path:
         fail(str(exc).strip().splitlines()[0])
     if args.half and detector.device.type != "cuda":
         logger.warning("--half needs CUDA: running in fp32 on %s", detector.device)
+    if names_hint(detector.names_from):
+        print(names_hint(detector.names_from), file=sys.stderr)
 
-    out_dir = increment_path(args.output / args.name)
+    saves = not args.nosave or args.save_txt or args.save_json
+    out_dir = increment_path(args.output / args.name) if saves else None  # --nosave alone: no run folder
     writer = Writer(out_dir, detector.names, not args.nosave, args.save_txt, args.save_conf, args.save_json)
     t_start = time.perf_counter()
     images = [it for it in items if it.kind == "image"]
@@ -122,7 +129,8 @@ def main(args) -> Path:
             progress.update(1)
     json_path = writer.finish()
     elapsed = time.perf_counter() - t_start
-    print(f"{n_images} image(s)/frame(s), {n_dets} detection(s) in {elapsed:.2f}s; results in {out_dir}"
+    print(f"{n_images} image(s)/frame(s), {n_dets} detection(s) in {elapsed:.2f}s; "
+          + (f"results in {out_dir}" if out_dir is not None else "nothing saved (--nosave)")
           + (f"; COCO results {json_path}" if json_path else "")
           + (f"; {len(skipped)} source(s) skipped" if skipped else ""))
     if skipped and n_images == 0:

@@ -20,8 +20,8 @@ from yolo.data import build_dataset, create_dataloader, load_data_config
 from yolo.device import parse_device
 from yolo.errors import CfgError, ConfigError, DataError, WeightsError
 from yolo.evaluation import Evaluator, evaluate_model
-from yolo.inference.detector import cfg_resize_mode
 from yolo.models.model import load_model
+from yolo.models.preprocessing import default_img_size, default_resize
 from yolo.progress import use_bars
 from yolo.runs import increment_path
 
@@ -31,9 +31,10 @@ RESIZE_MODES = ("letterbox", "stretch")
 
 
 def _img_size(values: Optional[Sequence[int]], model) -> Tuple[int, int]:
-    """``--img-size`` (none: the cfg's, one value: square, two: height width), checked against the stride."""
+    """``--img-size`` (none: the training size a checkpoint records, else the cfg's; one value: square, two:
+    height width), checked against the stride."""
     if not values:
-        size = tuple(model.input_size)
+        size = default_img_size(model) or tuple(model.input_size)
     elif len(values) <= 2:
         size = (values[0], values[-1])
     else:
@@ -47,10 +48,12 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p = ToolParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cfg", default=None, help="Darknet .cfg (optional for a .pt checkpoint that carries its cfg)")
     p.add_argument("--weights", required=True, help="Darknet .weights or .pt checkpoint")
-    p.add_argument("--data", required=True, help="dataset YAML (its 'val' split is evaluated)")
+    p.add_argument("--data", required=True,
+                   help="dataset YAML or Darknet .data file (its val split, valid= in a .data, is evaluated)")
     p.add_argument("--split", default="val", choices=("val", "train"), help="which split to evaluate (default: val)")
     p.add_argument("--img-size", type=image_side, nargs="+", default=None,
-                   help="network input: one value (square) or height width; default: the cfg's [net] size")
+                   help="network input: one value (square) or height width; default: the training size a "
+                        "checkpoint of ours records, else the cfg's [net] size")
     p.add_argument("--conf-thres", type=fraction, default=0.001,
                    help="keep detections scoring above this (default: %(default)s)")
     p.add_argument("--iou-thres", type=fraction, default=0.6, help="NMS IoU threshold (default: %(default)s)")
@@ -59,8 +62,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                    help="one class per box (default: every class above --conf-thres, as Darknet evaluates)")
     p.add_argument("--resize", default=None, choices=RESIZE_MODES,
                    help="letterbox keeps the aspect ratio (Darknet's letterbox_image), stretch resizes to the "
-                        "input size (resize_image); default: the cfg's, as Darknet's detector map "
-                        "(letter_box=1 in [net]: letterbox, else stretch)")
+                        "input size (resize_image); default: how a checkpoint of ours was trained and "
+                        "validated, else the cfg's, as Darknet's detector map (letter_box=1 in [net]: "
+                        "letterbox, else stretch)")
     p.add_argument("--batch-size", type=positive_int, default=16, help="images per batch (default: %(default)s)")
     p.add_argument("--workers", type=non_negative_int, default=min(4, os.cpu_count() or 1),
                    help="data loading processes (default: %(default)s)")
@@ -90,7 +94,7 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
         model.eval().fuse()
         img_size = _img_size(args.img_size, model)
         dataset = build_dataset(data, args.split, img_size=img_size, augment=False)
-        dataset.resize = args.resize or cfg_resize_mode(model)
+        dataset.resize = args.resize or default_resize(model)
         split = data.split(args.split)
         evaluator = Evaluator(data.names, dataset.ground_truth(), category_ids=getattr(dataset, "category_ids", None),
                               use_pycocotools=not args.fast,

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from yolo.cli.args import ToolParser, fail, image_side, non_negative_int, positive_int, setup_logging
+from yolo.cli.invocation import invoked_command
 from yolo.engine.config import TrainOptions
 from yolo.engine.trainer import Trainer
 from yolo.errors import CfgError, ConfigError, DataError, NonFiniteLossError, WeightsError
@@ -43,7 +44,9 @@ EXIT_NON_FINITE = 3
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p = ToolParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cfg", default=None, help="Darknet .cfg (not needed with --resume)")
-    p.add_argument("--data", default=None, help="dataset YAML (train and val splits, class names)")
+    p.add_argument("--data", default=None,
+                   help="dataset YAML (train and val splits, class names) or Darknet .data file (classes, train, "
+                        "valid, names)")
     p.add_argument("--weights", default=None,
                    help="start from Darknet .weights (full or partial) or a .pt; tensors that do not fit are "
                         "re-initialized and reported")
@@ -111,7 +114,7 @@ def main(args: argparse.Namespace) -> int:
     except (CfgError, DataError, WeightsError, ConfigError, FileNotFoundError) as exc:
         fail(str(exc))
     if result.status == "interrupted":
-        print(f"interrupted: saved {result.last}; continue with: python tools/train.py --resume {result.last}",
+        print(f"interrupted: saved {result.last}; continue with: {invoked_command('train')} --resume {result.last}",
               file=sys.stderr)
         return EXIT_INTERRUPTED
     m = result.metrics

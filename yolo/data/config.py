@@ -13,6 +13,9 @@ A dataset YAML looks like::
 and is then taken from the JSON's categories. ``generate: shapes`` (or a mapping with
 ``name: shapes`` and keyword arguments) builds the synthetic shapes dataset on first use.
 
+A Darknet ``.data`` file (``classes``, ``train``, ``valid``, ``names``; :mod:`yolo.data.darknet_data`) is
+accepted wherever a dataset YAML is.
+
 Every error is a :class:`DataError` that names the YAML file (and the key) that is wrong.
 """
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any, Dict, List, Optional, Union
 
 import yaml
 
+from yolo.data.darknet_data import is_darknet_data, read_darknet_data
 from yolo.data.shapes import ensure_shapes_dataset
 from yolo.errors import DataError
 from yolo.files.names import read_names
@@ -211,10 +215,10 @@ def _check_generate(generate: Dict[str, Any], yaml_path: Path) -> None:
 
 
 def load_data_config(path: PathLike, prepare: bool = True) -> DataConfig:
-    """Read a dataset YAML.
+    """Read a dataset YAML, or a Darknet ``.data`` file (:mod:`yolo.data.darknet_data`).
 
     Args:
-        path: the YAML file.
+        path: the YAML file (or ``.data`` file).
         prepare: when the YAML has ``generate:``, create the dataset if it is missing
             (``False``: leave the disk alone; the paths are then not checked either).
 
@@ -224,6 +228,8 @@ def load_data_config(path: PathLike, prepare: bool = True) -> DataConfig:
     yaml_path = Path(path).resolve()
     if not yaml_path.is_file():
         raise DataError("dataset config not found", yaml_path)
+    if is_darknet_data(yaml_path):  # Darknet's obj.data: classes, train, valid, names
+        return DataConfig(**read_darknet_data(yaml_path), source=yaml_path)
     try:
         with open(yaml_path, encoding="utf-8") as f:
             raw = yaml.safe_load(f)

@@ -12,7 +12,7 @@ import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
@@ -50,6 +50,10 @@ class Problem:
     @classmethod
     def from_json(cls, row: list) -> "Problem":
         return cls(*row)
+
+
+# split -> the problem block last logged for it in this process (ValidationReport.log lists a block once)
+_LOGGED_PROBLEMS: Dict[str, str] = {}
 
 
 @dataclass
@@ -120,11 +124,18 @@ class ValidationReport:
         return "\n".join(lines)
 
     def log(self, log: logging.Logger = logger, limit: int = 50) -> None:
-        """Log the summary (INFO, or WARNING when there are problems) and up to ``limit`` details."""
-        if self.problems:
-            log.warning("%s\n%s", self.summary(), self.details(limit))
-        else:
+        """Log the summary (INFO, or WARNING when there are problems) and up to ``limit`` details; problems this
+        process has already listed for the same split (a val split that is the train split, an evaluation after
+        the training in one process) are referred to in one line, not listed again."""
+        if not self.problems:
             log.info("%s", self.summary())
+            return
+        text = f"{self.summary()}\n{self.details(limit)}"
+        if _LOGGED_PROBLEMS.get(self.source) == text:
+            log.info("%s: the same %d problem(s) as listed above", self.source, len(self.problems))
+            return
+        _LOGGED_PROBLEMS[self.source] = text
+        log.warning("%s", text)
 
     def raise_if_unusable(self) -> None:
         """Raise :class:`DataError` when no image has a usable box; the message says why."""

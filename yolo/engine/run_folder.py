@@ -12,6 +12,7 @@ from typing import Any, Dict
 import numpy as np
 import yaml
 
+from yolo.data.darknet_data import is_darknet_data
 from yolo.engine.rng import software_environment
 from yolo.files.atomic import remove_stale_temp_files
 
@@ -27,12 +28,35 @@ def write_settings(run_dir: Path, cfg_text: str, hyp: Dict[str, Any], options: D
     write_yaml(run_dir / "opt.yaml", {k: v for k, v in options.items() if k != "hyp"}
                | {"hyp": str(given_hyp) if not isinstance(given_hyp, dict) else "inline"})
     source = getattr(data, "source", None)
-    if source is not None and Path(source).is_file():
+    if source is not None and is_darknet_data(source):  # the same dataset as a YAML, its paths absolute
+        (run_dir / "data.yaml").write_text(f"# from Darknet's {source}\n" + yaml.safe_dump(_plain(
+            {"path": data.root, "train": data.train, "val": data.val, "names": data.names}), sort_keys=False),
+            encoding="utf-8")
+    elif source is not None and Path(source).is_file():
         (run_dir / "data.yaml").write_text(Path(source).read_text(encoding="utf-8"), encoding="utf-8")
     env = software_environment()
     write_yaml(run_dir / "environment.yaml", env)
     logger.info("environment: %s (identical losses need the same versions, thread count and seed)",
                 ", ".join(f"{k} {v}" for k, v in env.items()))
+
+
+# What a resumed run may change (tools/train.py --resume ... --epochs N, --device, --workers).
+RESUME_KEYS = ("epochs", "device", "workers")
+
+
+def update_settings(run_dir: Path, options: Dict[str, Any], hyp: Dict[str, Any]) -> None:
+    """A resumed run's ``opt.yaml`` and ``hyp.yaml``: the values it changed (:data:`RESUME_KEYS`) written over the
+    ones it started with, the rest kept as they were."""
+    for name, values in (("opt.yaml", options), ("hyp.yaml", hyp)):
+        path = run_dir / name
+        if not path.is_file():
+            continue
+        saved = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        changed = {k: values[k] for k in RESUME_KEYS if k in saved and k in values and saved[k] != values[k]}
+        if changed:
+            write_yaml(path, {**saved, **changed})
+            logger.info("%s: %s (resumed with new values)", path.name,
+                        ", ".join(f"{k} {saved[k]} -> {v}" for k, v in changed.items()))
 
 
 def recover_run_folder(run_dir: Path, resumed: bool, best_fitness: float) -> float:
@@ -66,4 +90,4 @@ def _plain(value: Any) -> Any:
     return value
 
 
-__all__ = ["recover_run_folder", "write_settings", "write_yaml"]
+__all__ = ["RESUME_KEYS", "recover_run_folder", "update_settings", "write_settings", "write_yaml"]

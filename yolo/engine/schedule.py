@@ -251,6 +251,19 @@ def schedule_from_hyp(hyp: Mapping[str, Any], total_updates: int, seed: int = 0)
     )
 
 
+def burn_in_outlasts_run(schedule: LRSchedule, total_updates: int) -> Optional[str]:
+    """A warning when ``burn_in`` (in updates) is longer than the run: the learning rate then never reaches
+    ``learning_rate`` (a stock cfg's ``burn_in=1000`` on a fine-tuning run of a few dozen updates learns
+    almost nothing), else None."""
+    if schedule.burn_in <= total_updates or schedule.learning_rate <= 0:
+        return None
+    final = schedule(total_updates)
+    return (f"burn_in={schedule.burn_in} updates is longer than this run's {total_updates} updates: the learning "
+            f"rate only ramps up to {final:.3g} ({final / schedule.learning_rate:.2g} of learning_rate="
+            f"{schedule.learning_rate:g}) and the run learns little; set burn_in below {total_updates} "
+            f"(e.g. burn_in: {max(1, total_updates // 10)} in --hyp)")
+
+
 def set_lr(optimizer, lr: float) -> None:
     """Give every parameter group of ``optimizer`` the rate ``lr`` times its ``lr_scale`` (Darknet's per-layer
     ``learning_rate``, 1 by default)."""
@@ -258,5 +271,5 @@ def set_lr(optimizer, lr: float) -> None:
         group["lr"] = lr * group.get("lr_scale", 1.0)
 
 
-__all__ = ["LRSchedule", "POLICIES", "SCHEDULE_DEFAULTS", "ScheduleSettings", "read_net_schedule", "resolve_steps",
-           "schedule_from_hyp", "set_lr"]
+__all__ = ["LRSchedule", "POLICIES", "SCHEDULE_DEFAULTS", "ScheduleSettings", "burn_in_outlasts_run",
+           "read_net_schedule", "resolve_steps", "schedule_from_hyp", "set_lr"]

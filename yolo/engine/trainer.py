@@ -52,8 +52,8 @@ from yolo.engine.hooks import (CheckpointHook, EvalHook, HookBase, ProgressWrite
                                TensorBoardWriter, evaluate_run)
 from yolo.engine.optimizer import clip_weights, hold_gradients, holds_gradients, optimizer_from_hyp
 from yolo.engine.rng import seed_everything, set_rng_state
-from yolo.engine.run_folder import recover_run_folder, write_settings
-from yolo.engine.schedule import LRSchedule, schedule_from_hyp, set_lr
+from yolo.engine.run_folder import recover_run_folder, update_settings, write_settings
+from yolo.engine.schedule import LRSchedule, burn_in_outlasts_run, schedule_from_hyp, set_lr
 from yolo.engine.transfer import freeze_layers, frozen_to_eval, load_pretrained, with_num_classes
 from yolo.errors import ConfigError, NonFiniteLossError
 from yolo.losses.region_loss import set_images_seen
@@ -63,6 +63,7 @@ from yolo.models.cfg_options import TRAINED_HEADS
 from yolo.models.checkpoint import load_checkpoint_file
 from yolo.models.head_prior import prior_head_biases
 from yolo.models.model import Darknet
+from yolo.models.preprocessing import training_preprocessing
 from yolo.progress import use_bars
 from yolo.runs import increment_path
 
@@ -370,6 +371,8 @@ class Trainer:
                                                hyp=hyp.augment, seed=self.options.seed)
                 if self.main:
                     self.val_set = build_dataset(self.data, "val", img_size=self.img_size, augment=False)
+                    # validate as the model trains, as the checkpoint records it (yolo.models.preprocessing)
+                    self.val_set.resize = training_preprocessing(hyp.augment, self.img_size)["resize"]
             barrier()
         world = self.dist.world_size
         per_update = hyp.batch // hyp.subdivisions
@@ -401,6 +404,9 @@ class Trainer:
         late = [s for s in self.schedule.steps if s > self.total_steps]
         if late and self.main:
             logger.warning("lr steps %s lie beyond this run's %d updates: they never apply", late, self.total_steps)
+        long_burn_in = burn_in_outlasts_run(self.schedule, self.total_steps)
+        if long_burn_in and self.main:
+            logger.warning("%s", long_burn_in)
         self.workers = hyp.workers if hyp.workers is not None else min(4, max(0, (os.cpu_count() or 1) - 1))
         # Multi-scale: run-wide mini-batch index -> (h, w) its images are loaded at (None: img_size).
         if isinstance(hyp.multi_scale, dict):  # the cfg's random: Darknet's rule, one size per update
@@ -444,8 +450,10 @@ class Trainer:
         if not self.main:
             return
         self.best_fitness = recover_run_folder(self.run_dir, resumed, self.best_fitness)
-        if not resumed:  # a resumed run keeps the settings files it started with
+        if not resumed:  # a resumed run keeps the settings files it started with, but for its new run length
             write_settings(self.run_dir, self.model.cfg_text, hyp.to_dict(), opt.to_dict(), self.data)
+        else:
+            update_settings(self.run_dir, opt.to_dict(), hyp.to_dict())
         # The order matters: evaluation decides is_best before results.csv and the checkpoints are written.
         self.loop_hooks = [ProgressWriter(use_bars(opt.progress)), EvalHook(hyp.eval_interval),
                            ResultsCSVWriter(self.run_dir / "results.csv")]

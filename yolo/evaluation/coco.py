@@ -6,7 +6,8 @@ uses category ids (1..90 with gaps for the 80 COCO classes) and corner ``xywh`` 
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -20,6 +21,7 @@ __all__ = [
     "as_numpy",
     "xyxy_to_coco_xywh",
     "coco_category_ids",
+    "coco_image_ids",
     "ground_truth_to_coco",
     "detections_to_coco_results",
 ]
@@ -59,6 +61,19 @@ def coco_category_ids(names: Sequence[str]) -> List[int]:
     if tuple(canonical) == COCO_NAMES:
         return list(COCO91_IDS)
     return list(range(1, len(names) + 1))
+
+
+def coco_image_ids(file_names: Sequence[str]) -> Tuple[List[int], bool]:
+    """Integer COCO image ids for images named ``file_names`` (in a stable order) and whether they are an index.
+
+    COCO's ids are integers (pycocotools sorts them and matches results to ``images[].id``) and COCO's own file
+    names are the id (``000000000009.jpg`` is image 9): when every file stem is a number and no two are equal,
+    those numbers are the ids. Otherwise the ids are ``1..N`` in the given order (``True`` is returned: the
+    caller then writes which file each id is)."""
+    stems = [Path(name).stem for name in file_names]
+    if stems and all(s.isdigit() for s in stems) and len({int(s) for s in stems}) == len(stems):
+        return [int(s) for s in stems], False
+    return list(range(1, len(stems) + 1)), True
 
 
 def as_numpy(x: Any, dtype) -> np.ndarray:

@@ -5,8 +5,9 @@ of detectron2's ``inference_on_dataset``: reset the evaluator, feed it every bat
 """
 from __future__ import annotations
 
+import logging
 import time
-from typing import Any, Dict, Iterable, Mapping, Union
+from typing import Any, Dict, Iterable, Mapping, Optional, Union
 
 import torch
 from tqdm import tqdm
@@ -14,6 +15,9 @@ from tqdm import tqdm
 from yolo.evaluation.evaluator import Evaluator
 from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer, postprocess_gaussian
 from yolo.inference.postprocess import nms_settings, postprocess, scale_boxes_to_original
+from yolo.progress import ProgressLines
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["evaluate_model"]
 
@@ -27,6 +31,14 @@ def _info_get(info: Any, *keys: str, default: Any = None) -> Any:
         elif hasattr(info, key):
             return getattr(info, key)
     return default
+
+
+def _length(loader: Iterable) -> Optional[int]:
+    """The number of batches of ``loader``, None when it has no length."""
+    try:
+        return len(loader)  # type: ignore[arg-type]
+    except TypeError:
+        return None
 
 
 def _sync(device: torch.device) -> None:
@@ -79,6 +91,8 @@ def evaluate_model(
     times = {"preprocess": 0.0, "inference": 0.0, "nms": 0.0}
     num_images = 0
     bar = tqdm(loader, desc=desc, disable=not progress, leave=False)
+    lines = ProgressLines(f"{desc} (batches)", _length(loader), not progress, logger)  # lines when no bar
+    batches = 0
     it = iter(bar)
     try:
         with torch.inference_mode():
@@ -116,6 +130,8 @@ def evaluate_model(
                 times["inference"] += t2 - t1
                 times["nms"] += t3 - t2
                 num_images += len(image_ids)
+                batches += 1
+                lines.update(batches, f"{num_images} images")
     finally:
         bar.close()
         model.train(was_training)

@@ -1,9 +1,9 @@
-"""Class names from a Darknet ``.names`` file."""
+"""Class names from a Darknet ``.names`` file, and where to find one for a cfg that comes without."""
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import List, Union
+from typing import List, Optional, Union
 
 
 def read_names(path: Union[str, "os.PathLike[str]"]) -> List[str]:
@@ -15,3 +15,28 @@ def read_names(path: Union[str, "os.PathLike[str]"]) -> List[str]:
     except FileNotFoundError:
         raise FileNotFoundError(f"{path}: names file not found") from None
     return [line.strip() for line in lines if line.strip()]
+
+
+def names_beside_cfg(cfg: Union[str, "os.PathLike[str]"], num_classes: int) -> Optional[Path]:
+    """A ``.names`` file for a Darknet cfg that comes without names, or None.
+
+    Looked for where Darknet users keep them: beside the cfg, and in the ``data`` folder next to the cfg's
+    folder (Darknet's ``cfg/yolov3.cfg`` with ``data/coco.names``). ``coco.names`` comes first; otherwise the
+    one ``.names`` file there with ``num_classes`` names (``voc.names`` for a 20-class VOC cfg). A file whose
+    count differs from ``num_classes`` is never taken.
+    """
+    folder = Path(cfg).resolve().parent
+    folders = [folder, folder.parent / "data"]
+    fits = []
+    for where in folders:
+        for path in sorted(where.glob("*.names")) if where.is_dir() else []:
+            try:
+                count = len(read_names(path))
+            except (OSError, UnicodeDecodeError):
+                continue
+            if count == num_classes:
+                fits.append(path)
+    coco = [p for p in fits if p.name == "coco.names"]
+    if coco:
+        return coco[0]
+    return fits[0] if len(fits) == 1 else None

@@ -21,24 +21,18 @@ import torch
 
 from yolo.device import parse_device
 from yolo.files.images import as_bgr, load_image
-from yolo.files.names import read_names
+from yolo.files.names import names_beside_cfg, read_names
 from yolo.inference.postprocess import PostprocessConfig, nms_settings, postprocess, scale_boxes_to_original
 from yolo.inference.prepare import prepare_for_inference
 from yolo.inference.preprocess import LetterboxInfo, preprocess
 from yolo.models.checkpoint import load_checkpoint_file
 from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer, postprocess_gaussian
 from yolo.models.model import load_model
+from yolo.models.preprocessing import cfg_resize_mode, default_img_size, default_resize
 
 __all__ = ["Detector", "cfg_resize_mode"]
 
 ImageInput = Union[str, Path, np.ndarray]
-
-
-def cfg_resize_mode(model) -> str:
-    """The pre-processing Darknet's ``detector test``/``detector map`` apply for ``model``'s cfg:
-    ``"letterbox"`` when its ``[net]`` sets ``letter_box`` (non-zero), else ``"stretch"``."""
-    net = getattr(model, "net", None)
-    return "letterbox" if net is not None and net.get_int("letter_box", 0) else "stretch"
 
 
 # ------------------------------------------------------------------------------------ detector
@@ -48,15 +42,18 @@ class Detector:
     Args:
         cfg: Darknet ``.cfg`` path (may be ``None`` with a ``.pt`` that carries its cfg).
         weights: Darknet ``.weights`` or a ``.pt`` checkpoint.
-        names: class names (a ``.names`` file or a sequence); default ``"0", "1", ...``
-            (or the names stored in a ``.pt`` checkpoint).
+        names: class names (a ``.names`` file or a sequence); default: the names a ``.pt`` checkpoint of ours
+            stores, else ``coco.names`` (or the one ``.names`` file with as many names as classes) beside the
+            cfg or in Darknet's ``data/`` folder next to it, else ``"0", "1", ...``.
         device: ``"cpu"``, ``"cuda"``, ...; default CUDA when available.
-        img_size: network input, an int (square) or ``(h, w)``; multiples of the network stride. Default 416, or
-            the cfg's [net] size for a network whose weights are tied to it (YOLOv1's [connected]).
+        img_size: network input, an int (square) or ``(h, w)``; multiples of the network stride. Default: the
+            training size a checkpoint of ours records, the cfg's [net] size for a network whose weights are
+            tied to it (YOLOv1's [connected]), else 416.
         conf_thres, iou_thres: score threshold (objectness x class probability) and NMS IoU.
         resize: ``"letterbox"`` (Darknet's ``letterbox_image``) or ``"stretch"`` (Darknet's ``resize_image``,
-            as OpenCV ``blobFromImage``); default: the cfg's, as Darknet (``letter_box=1`` in ``[net]``
-            letterboxes, else stretch; :func:`cfg_resize_mode`).
+            as OpenCV ``blobFromImage``); default: the one a checkpoint of ours records (how it was trained and
+            validated, :mod:`yolo.models.preprocessing`), else the cfg's, as Darknet (``letter_box=1`` in
+            ``[net]`` letterboxes, else stretch; :func:`cfg_resize_mode`).
         half: fp16 on CUDA (ignored on the CPU).
         classes: keep only these class indices. agnostic: class-agnostic NMS.
         multi_label: every class above the threshold per box (for evaluation).
@@ -105,8 +102,10 @@ class Detector:
         if getattr(self.model, "input_channels", 3) != 3 or not self.model.yolo_layers:
             raise ValueError(f"{cfg or weights}: not a detector on 3-channel images (channels="
                              f"{getattr(self.model, 'input_channels', 3)}, heads={len(self.model.yolo_layers)})")
-        if img_size is None:  # a network tied to its cfg's size (YOLOv1's [connected]) runs at that size
-            img_size = tuple(self.model.input_size) if getattr(self.model, "size_fixed_by", None) else 416
+        if img_size is None:  # the training size a checkpoint records; a network tied to its cfg's size
+            # (YOLOv1's [connected]) runs at that size; else 416
+            img_size = default_img_size(self.model) or (
+                tuple(self.model.input_size) if getattr(self.model, "size_fixed_by", None) else 416)
         self.img_size = (img_size, img_size) if isinstance(img_size, int) else tuple(int(v) for v in img_size)
         stride = int(getattr(self.model, "stride", 32))
         if self.img_size[0] % stride or self.img_size[1] % stride or min(self.img_size) <= 0:
@@ -115,8 +114,8 @@ class Detector:
             self.model.check_input_size(self.img_size, "img_size")
         self.num_classes = int(self.model.num_classes)
         self.gaussian = any(isinstance(h, GaussianYOLOLayer) for h in self.model.yolo_layers)
-        self.names = self._resolve_names(names, weights)
-        self.resize = resize if resize is not None else cfg_resize_mode(self.model)
+        self.names = self._resolve_names(names, weights, cfg)
+        self.resize = resize if resize is not None else default_resize(self.model)
         cfg_kind, cfg_beta = nms_settings(getattr(self.model, "sections", ()))
         self.settings = PostprocessConfig(
             conf_thres=float(conf_thres), iou_thres=float(iou_thres),
@@ -134,9 +133,17 @@ class Detector:
         self.max_batch = max_batch if max_batch is not None else (1 if self.device.type == "cpu" else 0)
         self.timings: Dict[str, float] = {}
 
-    def _resolve_names(self, names, weights) -> List[str]:
+    def _resolve_names(self, names, weights, cfg=None) -> List[str]:
+        """The class names: given, else a checkpoint's, else a ``.names`` file beside the cfg
+        (:func:`yolo.files.names.names_beside_cfg`), else the class numbers. ``self.names_from`` says which:
+        ``"given"``, ``"checkpoint"``, the file's path, or None for numbers."""
+        self.names_from = "given" if names is not None else None
         if names is None and weights is not None and Path(weights).suffix in (".pt", ".pth"):
             names = load_checkpoint_file(weights).get("names")
+            self.names_from = "checkpoint" if names is not None else None
+        if names is None and cfg is not None:
+            names = names_beside_cfg(cfg, self.num_classes)
+            self.names_from = str(names) if names is not None else None
         if names is None:
             return [str(i) for i in range(self.num_classes)]
         if isinstance(names, (str, Path)):

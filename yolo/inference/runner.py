@@ -1,5 +1,7 @@
 """Detection over many sources: image files in batches and video/camera frames one by one, each result
-handed to a :class:`yolo.inference.writer.Writer` and reported as one line (``dog.jpg: 1 dog, 2 cars, 12.3ms``).
+handed to a :class:`yolo.inference.writer.Writer` and reported as one line
+(``dog.jpg: 768x576 -> 416x416 letterbox, 1 dog, 2 cars, 12.3ms``: the image, the network input it was resized
+to and how).
 
 A file that cannot be read is reported and skipped, never fatal.
 """
@@ -8,7 +10,7 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from tqdm import tqdm
 
@@ -18,7 +20,7 @@ from yolo.inference.detector import Detector
 from yolo.inference.sources import SourceItem, VideoReader
 from yolo.inference.writer import Writer
 
-__all__ = ["describe", "timing_text", "detect_images", "detect_video"]
+__all__ = ["describe", "input_text", "names_hint", "timing_text", "detect_images", "detect_video"]
 
 
 def describe(det: dict, names: Sequence[str]) -> str:
@@ -30,15 +32,28 @@ def describe(det: dict, names: Sequence[str]) -> str:
                      for k, n in sorted(counts.items()))
 
 
+def input_text(detector: Detector) -> str:
+    """The network input an image is resized to, width first as image sizes are printed: ``416x416 letterbox``."""
+    height, width = detector.img_size
+    return f"{width}x{height} {detector.resize}"
+
+
+def names_hint(names_from: Optional[str]) -> Optional[str]:
+    """One line on where the class names come from when the user gave none: a file found beside the cfg, or
+    (None) that detections show class numbers and how to name them."""
+    if names_from in ("given", "checkpoint"):
+        return None
+    if names_from is None:
+        return ("note: no class names (the weights carry none, and no .names file beside the cfg lists as many "
+                "names as the model has classes): detections show class numbers; give --names FILE (one name a "
+                "line, e.g. Darknet's data/coco.names)")
+    return f"class names from {names_from} (beside the cfg; --names chooses others)"
+
+
 def timing_text(timings: dict, images: int) -> str:
     """``12.3ms (pre 1.1, model 10.4, post 0.8)`` per image, from :attr:`Detector.timings`."""
     pre, model, post = (timings.get(k, 0.0) * 1e3 / images for k in ("preprocess", "inference", "postprocess"))
     return f"{pre + model + post:.1f}ms (pre {pre:.1f}, model {model:.1f}, post {post:.1f})"
-
-
-def _image_id(stem: str):
-    """COCO convention: numeric file names are the image id (``000000000009.jpg`` -> 9)."""
-    return int(stem) if stem.isdigit() else stem
 
 
 def detect_images(items: Sequence[SourceItem], detector: Detector, writer: Writer, batch_size: int,
@@ -67,10 +82,10 @@ def detect_images(items: Sequence[SourceItem], detector: Detector, writer: Write
             n_images += 1
             n_dets += len(det["labels"])
             writer.labels(Path(name).stem, det, frame.shape[:2])
-            writer.json(_image_id(item.path.stem), det)
+            writer.json(str(item.path), det, frame.shape[:2])
             writer.image(name, frame, det)
-            progress.write(f"image {position[id(item)]}/{count} {item.path}: "
-                           f"{frame.shape[1]}x{frame.shape[0]} {describe(det, detector.names)}, {timing}")
+            progress.write(f"image {position[id(item)]}/{count} {item.path}: {frame.shape[1]}x{frame.shape[0]} -> "
+                           f"{input_text(detector)}, {describe(det, detector.names)}, {timing}")
             progress.update(1)
     return n_images, n_dets, skipped
 
@@ -89,11 +104,12 @@ def detect_video(item: SourceItem, detector: Detector, writer: Writer, progress:
                 detections += len(det["labels"])
                 stem = f"{Path(out_name).stem}_{index}"
                 writer.labels(stem, det, frame.shape[:2])
-                writer.json(stem, det)
+                writer.json(stem, det, frame.shape[:2])
                 writer.video_frame(out_name, frame, det, video.fps)
                 where = f"{item.name} frame {index + 1}/{video.total or '?'}"
                 progress.set_postfix_str(where)
-                progress.write(f"{where}: {describe(det, detector.names)}, {timing}")
+                progress.write(f"{where}: {frame.shape[1]}x{frame.shape[0]} -> {input_text(detector)}, "
+                               f"{describe(det, detector.names)}, {timing}")
         finally:
             writer.close_video(out_name)
     if frames == 0:

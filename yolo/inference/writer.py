@@ -15,20 +15,24 @@ import numpy as np
 import torch
 
 from yolo.boxes import xyxy_to_cxcywh, xyxy_to_xywh
-from yolo.evaluation import coco_category_ids, detections_to_coco_results
+from yolo.evaluation.coco import coco_category_ids, coco_image_ids, detections_to_coco_results
 from yolo.visualize import draw_box_uncertainty, draw_detections
 
-__all__ = ["Writer"]
+__all__ = ["IMAGE_IDS_FILE", "Writer"]
+
+IMAGE_IDS_FILE = "image_ids.json"  # beside results.json when its image ids are positions, not file names
 
 
 class Writer:
     """Saves annotated frames, YOLO txt labels and COCO results under ``out_dir``.
 
     Args:
-        out_dir: the run folder (exists). names: class names, one per label index.
+        out_dir: the run folder (exists; None when nothing is saved). names: class names, one per label index.
         save_img: annotated images and videos. save_txt: txt labels, ``class cx cy w h`` normalized to 0..1
             (``cxcywh``), plus the score with ``save_conf``. save_json: ``results.json`` in COCO results
-            format (``bbox`` ``xywh`` pixels) on :meth:`finish`.
+            format (``bbox`` ``xywh`` pixels) on :meth:`finish`. Its ``image_id`` is an integer, as COCO's:
+            the file name's number where every image is named by one (``000000000009.jpg``: 9), else the
+            image's position ``1..N`` with ``image_ids.json`` beside it (``[{id, file_name, height, width}]``).
     """
 
     def __init__(self, out_dir: Path, names: Sequence[str], save_img: bool, save_txt: bool, save_conf: bool,
@@ -36,10 +40,11 @@ class Writer:
         self.out_dir, self.names = out_dir, list(names)
         self.save_img, self.save_txt, self.save_conf, self.save_json = save_img, save_txt, save_conf, save_json
         self.category_ids = coco_category_ids(self.names)
-        self.json_results: List[dict] = []
+        self.json_images: List[dict] = []  # file_name, height, width of each image given to json()
+        self.json_detections: List[tuple] = []  # its (boxes xywh, scores, labels)
         self.used_names: set = set()
         self.videos: Dict[str, cv2.VideoWriter] = {}
-        if save_txt:
+        if save_txt:  # out_dir may be None only when nothing is saved
             (out_dir / "labels").mkdir(parents=True, exist_ok=True)
 
     def unique_name(self, name: str) -> str:
@@ -64,13 +69,14 @@ class Writer:
             lines.append(row + (f" {score:.5f}" if self.save_conf else ""))
         (self.out_dir / "labels" / f"{stem}.txt").write_text("".join(line + "\n" for line in lines))
 
-    def json(self, image_id, det: dict) -> None:
-        """Keep the detections of ``image_id`` for ``results.json`` (with ``save_json``)."""
+    def json(self, file_name: str, det: dict, shape_hw: Tuple[int, int]) -> None:
+        """Keep the detections of the image ``file_name`` (``shape_hw`` its size) for ``results.json`` (with
+        ``save_json``); its COCO image id is chosen on :meth:`finish`."""
         if not self.save_json:
             return
-        xywh = xyxy_to_xywh(det["boxes"].double()).numpy()
-        self.json_results += detections_to_coco_results(image_id, xywh, det["scores"].numpy(),
-                                                        det["labels"].numpy(), self.category_ids)
+        self.json_images.append({"file_name": str(file_name), "height": int(shape_hw[0]), "width": int(shape_hw[1])})
+        self.json_detections.append((xyxy_to_xywh(det["boxes"].double()).numpy(), det["scores"].numpy(),
+                                     det["labels"].numpy()))
 
     def annotate(self, image: np.ndarray, det: dict) -> np.ndarray:
         """``image`` (BGR ``uint8``) with the boxes, names and scores drawn (and uncertainties, if any)."""
@@ -109,6 +115,13 @@ class Writer:
             self.close_video(name)
         if not self.save_json:
             return None
+        ids, is_index = coco_image_ids([image["file_name"] for image in self.json_images])
+        results: List[dict] = []
+        for image_id, (boxes, scores, labels) in zip(ids, self.json_detections):
+            results += detections_to_coco_results(image_id, boxes, scores, labels, self.category_ids)
         path = self.out_dir / "results.json"
-        path.write_text(json.dumps(self.json_results))
+        path.write_text(json.dumps(results))
+        if is_index:  # the ids are positions: say which image each one is (COCO's "images" entries)
+            images = [{"id": image_id, **image} for image_id, image in zip(ids, self.json_images)]
+            (self.out_dir / IMAGE_IDS_FILE).write_text(json.dumps(images, indent=1))
         return path

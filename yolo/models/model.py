@@ -23,6 +23,7 @@ from yolo.models.checkpoint import load_checkpoint_file
 from yolo.models.heads import is_head
 from yolo.models.layer_types.registry import BUILDERS, LayerInfo, Shape, positive
 from yolo.models.layers import ConvBNAct, Route
+from yolo.models.preprocessing import checked_record
 from yolo.models.summary import model_summary
 from yolo.models.weights import load_darknet_weights, save_darknet_weights
 
@@ -120,6 +121,7 @@ class Darknet(nn.Module):
         self.stride = self._network_stride()
         self.size_fixed_by = self._size_fixing_section(sections[1:])
         self.darknet_header = (0, 2, 0, 0)  # major, minor, revision, seen: what a loaded file had
+        self.preprocessing: Optional[Dict] = None  # a training checkpoint's record (yolo.models.preprocessing)
 
     def _check_head_outputs_unread(self, layers: Sequence[Section]) -> None:
         """Refuse a layer that reads a head's output. Darknet's heads output their activated input (its own
@@ -279,6 +281,10 @@ def load_model(cfg: Union[str, Path, None] = None, weights: Union[str, Path, Non
         header = ckpt.get("darknet_header")
         if header:
             model.darknet_header = tuple(int(v) for v in header)
+        try:  # how a trained model's inputs were made: detect and eval use it (yolo.models.preprocessing)
+            model.preprocessing = checked_record(ckpt.get("preprocessing"), str(weights))
+        except ValueError as exc:
+            raise WeightsError(str(exc)) from None
     else:
         if cfg is None:
             raise ValueError("a cfg is needed to build the model (only .pt checkpoints carry their own)")

@@ -12,6 +12,7 @@ from typing import Any, Dict
 from yolo.engine.hooks.base import HookBase
 from yolo.engine.rng import rng_state
 from yolo.models.checkpoint import model_checkpoint, save_checkpoint
+from yolo.models.preprocessing import training_preprocessing
 
 logger = logging.getLogger(__name__)
 
@@ -25,8 +26,9 @@ class CheckpointHook(HookBase):
     def after_interrupt(self, trainer) -> None:
         save(trainer, best=False)
         last = trainer.run_dir / "last.pt"
-        logger.warning("stopped at epoch %d, update %d/%d; saved %s (continue with --resume %s)",
-                       trainer.epoch + 1, trainer.epoch_step, trainer.steps_per_epoch, last, last)
+        # how to continue is said once, by the caller (tools/train.py names the command the user ran)
+        logger.warning("stopped at epoch %d, update %d/%d; saved %s", trainer.epoch + 1, trainer.epoch_step,
+                       trainer.steps_per_epoch, last)
 
 
 def save(trainer, best: bool) -> None:
@@ -62,7 +64,7 @@ def training_checkpoint(trainer) -> Dict[str, Any]:
         "hyp": t.hyp.to_dict(),
     }
     return model_checkpoint(t.eval_model(), names=t.data.names, train=train_state, epoch=t.epoch,
-                            metrics=t.last_metrics)
+                            metrics=t.last_metrics, preprocessing=training_preprocessing(t.hyp.augment, t.img_size))
 
 
 __all__ = ["CheckpointHook", "save", "training_checkpoint"]

@@ -22,6 +22,7 @@ from yolo.engine.hooks.base import HookBase
 from yolo.files.atomic import atomic_path
 from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer, postprocess_gaussian
 from yolo.inference.postprocess import postprocess
+from yolo.progress import ProgressLines
 from yolo.visualize import draw_detections
 
 logger = logging.getLogger(__name__)
@@ -31,16 +32,20 @@ RESULTS_COLUMNS = ("epoch", "box_loss", "obj_loss", "cls_loss", "loss", "lr", "p
 
 
 class ProgressWriter(HookBase):
-    """A tqdm bar per epoch (postfix: the epoch's running mean losses, lr, input size, targets), a debug line
-    every 10 updates when bars are off (``--verbose`` in logs), and a summary line per epoch."""
+    """A tqdm bar per epoch (postfix: the epoch's running mean losses, lr, input size, targets); when bars are
+    off, a progress line every ``yolo.progress.LINE_SECONDS`` and a debug line every 10 updates (``--verbose``);
+    a summary line per epoch."""
 
     def __init__(self, show_bars: bool):
         self.show_bars = show_bars
         self.bar: Optional[tqdm] = None
+        self.lines: Optional[ProgressLines] = None
 
     def before_epoch(self, trainer) -> None:
         self.bar = tqdm(total=trainer.steps_per_epoch, initial=trainer.epoch_step, disable=not self.show_bars,
                         desc=f"epoch {trainer.epoch + 1}/{trainer.epochs}", dynamic_ncols=True, leave=True)
+        self.lines = ProgressLines(f"epoch {trainer.epoch + 1}/{trainer.epochs}", trainer.steps_per_epoch,
+                                   not self.show_bars, logger, done=trainer.epoch_step)
 
     def after_step(self, trainer) -> None:
         s = trainer.step_log
@@ -48,6 +53,8 @@ class ProgressWriter(HookBase):
                                  f"lr {trainer.lr:.2e} img {s.size_hw[1]}x{s.size_hw[0]} "
                                  f"targets {s.num_targets}", refresh=False)
         self.bar.update(1)
+        self.lines.update(trainer.epoch_step, f"box {s.mean_box:.3f} obj {s.mean_obj:.3f} cls {s.mean_cls:.3f} "
+                                              f"lr {trainer.lr:.2e}")
         if self.bar.disable and trainer.epoch_step % 10 == 0:
             logger.debug("epoch %d/%d update %d/%d: box %.3f obj %.3f cls %.3f lr %.2e", trainer.epoch + 1,
                          trainer.epochs, trainer.epoch_step, trainer.steps_per_epoch, s.mean_box, s.mean_obj,

@@ -1,0 +1,107 @@
+"""Darknet's .data files: obj.data with train/valid lists and a .names file, as Darknet users bring them."""
+import logging
+import os
+
+import numpy as np
+import pytest
+import yaml
+
+from conftest import asset
+from yolo.cli import eval as eval_cli
+from yolo.data import build_dataset, load_data_config
+from yolo.errors import DataError
+
+
+@pytest.fixture
+def darknet_project(tmp_path, monkeypatch):
+    """A Darknet-style project made from coco128, run from its root as Darknet is: ``data/obj.data``,
+    ``data/train.txt`` and ``data/valid.txt`` (image paths relative to the working directory), ``data/obj.names``,
+    the images under ``coco128/images/train2017`` with their labels in ``coco128/labels/train2017``."""
+    project = tmp_path / "project"
+    (project / "data").mkdir(parents=True)
+    os.symlink(asset("coco128"), project / "coco128")
+    images = sorted((project / "coco128" / "images" / "train2017").glob("*.jpg"))
+    relative = [f"coco128/images/train2017/{p.name}" for p in images]
+    (project / "data" / "train.txt").write_text("\n".join(relative[:16]) + "\n")
+    (project / "data" / "valid.txt").write_text("\n".join(relative[16:24]) + "\n")
+    (project / "data" / "obj.names").write_text(asset("cfg/coco.names").read_text())
+    (project / "data" / "obj.data").write_text("classes= 80\ntrain  = data/train.txt\nvalid  = data/valid.txt\n"
+                                               "names = data/obj.names\nbackup = backup/\n")
+    monkeypatch.chdir(project)
+    return project
+
+
+def labels_by_hand(image_path, width, height):
+    """The label file Darknet reads for an image (``images`` -> ``labels``, ``.jpg`` -> ``.txt``), as pixel xyxy."""
+    label_file = str(image_path).replace("/images/", "/labels/").rsplit(".", 1)[0] + ".txt"
+    rows = [[float(v) for v in line.split()] for line in open(label_file) if line.strip()]
+    return [(int(c), (cx - w / 2) * width, (cy - h / 2) * height, (cx + w / 2) * width, (cy + h / 2) * height)
+            for c, cx, cy, w, h in rows]
+
+
+def test_obj_data_reads_lists_names_and_labels(darknet_project, caplog):
+    with caplog.at_level(logging.INFO, logger="yolo.data.darknet_data"):
+        config = load_data_config("data/obj.data")
+    assert "backup=backup/ ignored" in caplog.text and "run folder" in caplog.text
+    assert config.names == asset("cfg/coco.names").read_text().split("\n")[:80] and config.num_classes == 80
+    assert config.train == darknet_project / "data" / "train.txt"
+    assert config.val == darknet_project / "data" / "valid.txt"
+
+    for split, count in (("train", 16), ("val", 8)):
+        dataset = build_dataset(config, split, img_size=320, augment=False)
+        assert len(dataset) == count
+        listed = (config.train if split == "train" else config.val).read_text().split()
+        assert [os.path.basename(r.path) for r in dataset.records] == [os.path.basename(p) for p in listed]
+        for record in dataset.records:
+            expected = labels_by_hand(record.path, record.width, record.height)
+            assert record.labels.tolist() == [c for c, *_ in expected]
+            np.testing.assert_allclose(record.boxes, np.array([b for _, *b in expected]).reshape(-1, 4), atol=1e-3)
+
+    # valid= missing: Darknet validates on the train list
+    (darknet_project / "data" / "train-only.data").write_text("train=data/train.txt\nnames=data/obj.names\n")
+    assert load_data_config("data/train-only.data").val == config.train
+
+
+def test_eval_takes_a_data_file_and_measures_what_the_yaml_does(darknet_project, tmp_path):
+    (darknet_project / "same.yaml").write_text(yaml.safe_dump({"path": ".", "train": "data/train.txt",
+                                                               "val": "data/valid.txt", "names": "data/obj.names"}))
+    common = ["--cfg", str(asset("cfg/yolov3-tiny.cfg")), "--weights", str(asset("weights/yolov3-tiny.weights")),
+              "--img-size", "320", "--device", "cpu", "--workers", "0", "--no-plots", "--no-progress", "--fast"]
+    from_data = eval_cli.main(eval_cli.parse_args([*common, "--data", "data/obj.data", "--save-dir", "a"]))
+    from_yaml = eval_cli.main(eval_cli.parse_args([*common, "--data", "same.yaml", "--save-dir", "b"]))
+    assert from_data["num_images"] == 8 and from_data["mAP50"] > 0.1
+    assert (from_data["mAP50"], from_data["mAP50_95"]) == (from_yaml["mAP50"], from_yaml["mAP50_95"])
+
+
+@pytest.mark.parametrize("text, line, message", [
+    ("classes=80\ntrain data/train.txt\nnames=data/obj.names\n", 2, "expected key=value"),
+    ("classes=3\ntrain=data/train.txt\nnames=data/obj.names\n", 1, "classes=3 but"),
+    ("classes=eighty\ntrain=data/train.txt\nnames=data/obj.names\n", 1, "is not an integer"),
+    ("train=data/missing.txt\nnames=data/obj.names\n", 1, "train=data/missing.txt: not found"),
+    ("# comment\n\ntrain=data/train.txt\nvalid=data/train.txt\n", None, "missing 'names='"),
+])
+def test_bad_data_files_name_the_file_and_line(darknet_project, text, line, message):
+    path = darknet_project / "data" / "bad.data"
+    path.write_text(text)
+    with pytest.raises(DataError, match=message) as info:
+        load_data_config(path)
+    assert str(path) in str(info.value)
+    if line is not None:
+        assert f"bad.data:{line}" in str(info.value)
+
+
+def test_training_takes_a_data_file(darknet_project, tmp_path, monkeypatch):
+    """One update of a tiny cfg (its heads set to 80 classes) on obj.data; the run folder's data.yaml is the same
+    dataset as a YAML that any tool reads back."""
+    from test_train import FAST, write_cfg
+    from yolo.engine import TrainOptions, Trainer
+
+    monkeypatch.setenv("YOLO_CACHE_DIR", str(tmp_path / "cache"))
+    options = TrainOptions(cfg=str(write_cfg(tmp_path)), data="data/obj.data", device="cpu", project=str(tmp_path),
+                           name="obj", progress=False, img_size=64, epochs=1, adapt_classes=True,
+                           hyp={**FAST, "batch": 8, "subdivisions": 1, "max_steps_per_epoch": 1, "burn_in": 0})
+    result = Trainer(options).fit()
+    assert result.status == "finished" and result.global_step == 1
+    copy = load_data_config(result.run_dir / "data.yaml")
+    original = load_data_config(darknet_project / "data" / "obj.data")
+    assert (copy.train, copy.val, copy.names) == (original.train, original.val, original.names)

@@ -1,0 +1,106 @@
+"""What the tools print: each data problem listed once, one Ctrl-C advice naming the command the user ran,
+progress lines in logs during long loops, and a resumed run's settings files that say what it ran with."""
+import logging
+
+import pytest
+import yaml
+
+import yolo.data.validation
+import yolo.progress
+from test_train import FAST, write_cfg, write_data
+from yolo.cli import anchors as anchors_cli
+from yolo.cli import eval as eval_cli
+from yolo.cli.invocation import invoked_command
+from yolo.data import ensure_shapes_dataset
+from yolo.engine import TrainOptions, Trainer
+from yolo.progress import ProgressLines
+
+
+@pytest.fixture
+def shapes(tmp_path, monkeypatch):
+    """Tiny shapes data with a label file that belongs to no image; its val split is its train split."""
+    monkeypatch.setenv("YOLO_CACHE_DIR", str(tmp_path / "cache"))
+    root = ensure_shapes_dataset(tmp_path / "data", num_train=16, num_val=0, seed=3, size_range=(96, 128),
+                                 max_shapes=3)
+    (root / "labels" / "train" / "renamed_image.txt").write_text("0 0.5 0.5 0.2 0.2\n")
+    return {"root": root, "cfg": write_cfg(tmp_path), "data": write_data(tmp_path, root, val="images/train")}
+
+
+def train(shapes, tmp_path, **options):
+    hyp = {**FAST, "batch": 8, "subdivisions": 1, "burn_in": 0, "eval_interval": 1}
+    options = {"cfg": str(shapes["cfg"]), "data": str(shapes["data"]), "device": "cpu", "project": str(tmp_path),
+               "name": "run", "progress": False, "img_size": 64, "hyp": hyp, **options}
+    return Trainer(TrainOptions(**options)).fit()
+
+
+def test_a_data_problem_is_listed_once_per_run_and_once_in_eval_and_anchors(shapes, tmp_path, caplog):
+    orphan = "renamed_image.txt: label file has no matching image"
+    with caplog.at_level(logging.INFO):
+        train(shapes, tmp_path, epochs=1)
+    assert caplog.text.count(orphan) == 1  # the train split and the val split (the same folder): one listing
+    assert "the same 1 problem(s) as listed above" in caplog.text
+
+    # tools/eval.py and tools/anchors.py, each the first thing a process does: listed once each
+    yolo.data.validation._LOGGED_PROBLEMS.clear()
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        eval_cli.main(eval_cli.parse_args(["--cfg", str(shapes["cfg"]), "--weights", str(tmp_path / "run" / "last.pt"),
+                                           "--data", str(shapes["data"]), "--device", "cpu", "--workers", "0",
+                                           "--no-plots", "--save-dir", str(tmp_path / "eval")]))
+    assert caplog.text.count(orphan) == 1
+    yolo.data.validation._LOGGED_PROBLEMS.clear()
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        anchors_cli.main(anchors_cli.parse_args(["--data", str(shapes["data"]), "-n", "3", "--width", "64",
+                                                 "--height", "64"]))
+    assert caplog.text.count(orphan) == 1
+
+
+def test_resume_with_more_epochs_updates_the_settings_files(shapes, tmp_path):
+    first = train(shapes, tmp_path, epochs=1)
+    assert yaml.safe_load((first.run_dir / "opt.yaml").read_text())["epochs"] == 1
+    resumed = Trainer(TrainOptions(resume=str(first.run_dir), epochs=2, progress=False)).fit()
+    assert resumed.epochs_done == 2 and resumed.run_dir == first.run_dir
+    opt = yaml.safe_load((first.run_dir / "opt.yaml").read_text())
+    hyp = yaml.safe_load((first.run_dir / "hyp.yaml").read_text())
+    assert opt["epochs"] == 2 and hyp["epochs"] == 2
+    assert opt["cfg"] == str(shapes["cfg"].resolve()) and opt["resume"] is None  # the rest as the run started
+
+
+def test_long_loops_print_progress_lines_without_a_bar(shapes, tmp_path, caplog, monkeypatch):
+    monkeypatch.setattr(yolo.progress, "LINE_SECONDS", 0.0)  # every step is "long" here
+    with caplog.at_level(logging.INFO):
+        train(shapes, tmp_path, epochs=1)
+    assert "epoch 1/1: 1/2 (50%)" in caplog.text and "epoch 1/1: 2/2 (100%)" in caplog.text
+    assert "val 1/1 (batches): 1/" in caplog.text
+
+
+def test_progress_lines_come_every_line_seconds_only(monkeypatch):
+    now = [0.0]
+    messages = []
+
+    class Log:
+        def info(self, fmt, *args):
+            messages.append(fmt % args)
+
+    lines = ProgressLines("epoch 1/2", 100, True, Log(), clock=lambda: now[0])
+    for step in range(1, 101):
+        now[0] = step * 1.0  # one second a step: a line at 30, 60 and 90 s
+        lines.update(step)
+    assert messages == ["epoch 1/2: 30/100 (30%), 30 s, about 70 s left",
+                        "epoch 1/2: 60/100 (60%), 60 s, about 40 s left",
+                        "epoch 1/2: 90/100 (90%), 90 s, about 10 s left"]
+    silent = ProgressLines("eval", 10, False, Log(), clock=lambda: now[0])
+    now[0] = 1e6
+    silent.update(5)
+    assert len(messages) == 3
+
+
+@pytest.mark.parametrize("argv0, command", [
+    ("/home/me/.venv/bin/yolo-train", "yolo-train"),
+    ("tools/train.py", "python tools/train.py"),
+    ("/work/yolo/yolo/cli/train.py", "python -m yolo.cli.train"),
+    ("tools/demo.py", "yolo-train"),  # the demo runs the trainer in its own process
+])
+def test_advice_names_the_command_the_user_ran(argv0, command):
+    assert invoked_command("train", [argv0]) == command

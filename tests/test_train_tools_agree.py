@@ -1,0 +1,110 @@
+"""One model, one preprocessing: a training checkpoint records how its inputs were made (resize, size, pipeline),
+and the trainer's own validation, tools/eval.py and tools/detect.py all use that record unless told otherwise, so
+the mAP training reports for best.pt is the mAP eval.py measures on it."""
+import logging
+
+import pytest
+
+from test_train import FAST, write_cfg, write_data
+from yolo.cli import detect as detect_cli
+from yolo.cli import eval as eval_cli
+from yolo.data import ensure_shapes_dataset
+from yolo.engine import TrainOptions, Trainer
+from yolo.inference.detector import Detector
+from yolo.models.checkpoint import load_checkpoint_file, save_checkpoint
+from yolo.models.model import load_model
+from yolo.models.preprocessing import training_preprocessing
+from yolo.errors import WeightsError
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("shapes")
+    root = ensure_shapes_dataset(folder / "data", num_train=24, num_val=8, seed=7, size_range=(96, 128),
+                                 max_shapes=3)
+    # validation on the training images: the short run below then scores well above zero
+    return {"folder": folder, "root": root, "cfg": write_cfg(folder),
+            "data": write_data(folder, root, val="images/train", name="overfit.yaml")}
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("YOLO_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def train(shapes, tmp_path, name, epochs, augment, **hyp):
+    options = TrainOptions(cfg=str(shapes["cfg"]), data=str(shapes["data"]), device="cpu", project=str(tmp_path),
+                           name=name, progress=False, img_size=64, epochs=epochs,
+                           hyp={**FAST, "conf_thres": 0.001, "batch": 8, "subdivisions": 1, "learning_rate": 0.02,
+                                "burn_in": 10, "steps": [0.8], "scales": [0.1], "bn_momentum": 0.1,
+                                "augment": augment, **hyp})
+    trainer = Trainer(options)
+    trainer.result = trainer.fit()
+    return trainer
+
+
+def evaluate(weights, data, tmp_path, *extra):
+    return eval_cli.main(eval_cli.parse_args(["--weights", str(weights), "--data", str(data), "--device", "cpu",
+                                              "--workers", "0", "--no-plots", "--no-progress",
+                                              "--save-dir", str(tmp_path / "eval"), *extra]))
+
+
+def test_training_and_eval_agree_on_best_pt(shapes, tmp_path, capsys):
+    """The affine pipeline letterboxes its crops; the cfg (no letter_box) would stretch. Trained at 64 on a cfg of
+    96: eval.py without --resize/--img-size must measure best.pt exactly as the training did."""
+    trainer = train(shapes, tmp_path, "affine", epochs=24, augment={"pipeline": "affine", "hue": 0.0},
+                    eval_interval=8)
+    assert trainer.val_set.resize == "letterbox"
+    best = load_checkpoint_file(trainer.result.best)
+    assert best["preprocessing"] == {"resize": "letterbox", "img_size": [64, 64], "pipeline": "affine"}
+    trained = best["metrics"]  # what the training measured on this very model
+    assert trained["mAP50"] > 0.2, trained  # a model that finds shapes: the comparison below means something
+
+    measured = evaluate(trainer.result.best, shapes["data"], tmp_path)
+    assert measured["mAP50"] == pytest.approx(trained["mAP50"], abs=1e-4)
+    assert measured["mAP50_95"] == pytest.approx(trained["mAP50_95"], abs=1e-4)
+    # what eval.py measured before: the cfg's stretch at the cfg's size, on the same weights
+    stretched = evaluate(trainer.result.best, shapes["data"], tmp_path, "--resize", "stretch", "--img-size", "96")
+    assert abs(stretched["mAP50_95"] - trained["mAP50_95"]) > 1e-3
+
+    # detect's defaults are the record too; flags still win
+    detector = Detector(None, trainer.result.best, device="cpu")
+    assert (detector.img_size, detector.resize) == ((64, 64), "letterbox")
+    assert detector.names == list(trainer.data.names)  # a model trained here carries its names
+    detector = Detector(None, trainer.result.best, device="cpu", img_size=96, resize="stretch")
+    assert (detector.img_size, detector.resize) == ((96, 96), "stretch")
+
+    # tools/detect.py: each image's line says the input it was resized to; the names are the checkpoint's
+    image = sorted((shapes["root"] / "images" / "train").glob("*"))[0]
+    capsys.readouterr()
+    detect_cli.main(detect_cli.parse_args(["--weights", str(trainer.result.best), "--source", str(image),
+                                           "--device", "cpu", "--conf-thres", "0.05", "--nosave"]))
+    printed = capsys.readouterr()
+    assert "-> 64x64 letterbox, " in printed.out and "class numbers" not in printed.err
+    assert any(name in printed.out for name in trainer.data.names)
+
+
+def test_darknet_pipeline_validates_as_the_cfg_says(shapes, tmp_path, caplog):
+    """Darknet's pipeline stretches each crop to the input unless the cfg sets letter_box=1 (as Darknet's detector
+    map then does): validation and the record follow."""
+    with caplog.at_level(logging.WARNING, logger="yolo.engine.trainer"):
+        trainer = train(shapes, tmp_path, "darknet", epochs=1, augment={})
+    # burn_in 10 outlasts this run's 3 updates: said once, beside the warning for steps that never apply
+    assert caplog.text.count("burn_in=10 updates is longer than this run's 3 updates") == 1
+    assert trainer.val_set.resize == "stretch"
+    assert load_checkpoint_file(trainer.result.last)["preprocessing"] == {"resize": "stretch", "img_size": [64, 64],
+                                                                          "pipeline": "darknet"}
+    assert training_preprocessing({"pipeline": "darknet", "letter_box": 1.0}, (64, 96))["resize"] == "letterbox"
+    assert training_preprocessing({"pipeline": "darknet_opencv", "letter_box": 0.0}, (64, 96)) == \
+        {"resize": "stretch", "img_size": [64, 96], "pipeline": "darknet_opencv"}
+
+    # a model without a record (a converted .pt, Darknet .weights) follows its cfg; a broken record is refused
+    ckpt = load_checkpoint_file(trainer.result.last)
+    plain = {k: v for k, v in ckpt.items() if k not in ("preprocessing", "train")}
+    save_checkpoint(plain, tmp_path / "plain.pt")
+    assert load_model(weights=tmp_path / "plain.pt").preprocessing is None
+    detector = Detector(None, tmp_path / "plain.pt", device="cpu")
+    assert (detector.img_size, detector.resize) == ((416, 416), "stretch")
+    save_checkpoint({**plain, "preprocessing": {"resize": "squash"}}, tmp_path / "broken.pt")
+    with pytest.raises(WeightsError, match="broken.pt: malformed 'preprocessing'"):
+        load_model(weights=tmp_path / "broken.pt")

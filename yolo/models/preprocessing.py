@@ -1,0 +1,73 @@
+"""How a model's inputs are made, recorded in its checkpoint so that every tool feeds it the same way.
+
+A training checkpoint (``best.pt``, ``last.pt``) holds ``preprocessing``::
+
+    {"resize": "letterbox" | "stretch",   # how the trainer's validation resized each image
+     "img_size": [height, width],         # the training input size
+     "pipeline": "darknet" | "darknet_opencv" | "affine"}   # the training augmentation
+
+The trainer validates with the resize its augmentation trains on (:func:`training_preprocessing`): this
+framework's own ``affine`` pipeline letterboxes its crops, Darknet's pipelines letterbox only with the cfg's
+``letter_box=1`` and stretch otherwise (as Darknet's ``detector map`` does). ``tools/detect.py`` and
+``tools/eval.py`` then use the recorded resize and size unless ``--resize`` / ``--img-size`` are given, so one
+model is always measured on one preprocessing. A model without a record (Darknet ``.weights``, a converted
+``.pt``) follows its cfg, as Darknet does (:func:`cfg_resize_mode`).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+RESIZE_MODES = ("letterbox", "stretch")
+
+
+def cfg_resize_mode(model) -> str:
+    """The pre-processing Darknet's ``detector test``/``detector map`` apply for ``model``'s cfg:
+    ``"letterbox"`` when its ``[net]`` sets ``letter_box`` (non-zero), else ``"stretch"``."""
+    net = getattr(model, "net", None)
+    return "letterbox" if net is not None and net.get_int("letter_box", 0) else "stretch"
+
+
+def training_preprocessing(augment: Mapping[str, Any], img_size) -> Dict[str, Any]:
+    """The record for a run whose resolved augmentation settings are ``augment``
+    (:func:`yolo.data.transforms.augment_from_cfg`) and whose input is ``img_size`` ``(h, w)``."""
+    pipeline = str(augment.get("pipeline", "darknet"))
+    letterboxed = pipeline == "affine" or bool(float(augment.get("letter_box", 0) or 0))
+    return {"resize": "letterbox" if letterboxed else "stretch", "img_size": [int(v) for v in img_size],
+            "pipeline": pipeline}
+
+
+def recorded_preprocessing(model) -> Optional[Dict[str, Any]]:
+    """The record a model was loaded with (``model.preprocessing``, set by
+    :func:`yolo.models.model.load_model` from a training checkpoint), or None."""
+    record = getattr(model, "preprocessing", None)
+    return record if isinstance(record, Mapping) else None
+
+
+def checked_record(record: Any, where: str) -> Optional[Dict[str, Any]]:
+    """A checkpoint's ``preprocessing`` entry checked (None when absent); anything malformed is a ``ValueError``
+    naming ``where``."""
+    if record is None:
+        return None
+    size = record.get("img_size") if isinstance(record, Mapping) else None
+    if (not isinstance(record, Mapping) or record.get("resize") not in RESIZE_MODES
+            or not isinstance(size, (list, tuple)) or len(size) != 2
+            or not all(isinstance(v, int) and v > 0 for v in size)):
+        raise ValueError(f"{where}: malformed 'preprocessing' entry {record!r} (expected resize letterbox/stretch "
+                         "and img_size [height, width])")
+    return {"resize": record["resize"], "img_size": [int(v) for v in size], "pipeline": record.get("pipeline")}
+
+
+def default_resize(model) -> str:
+    """The resize a tool uses when none is asked for: the recorded one, else the cfg's."""
+    record = recorded_preprocessing(model)
+    return record["resize"] if record is not None else cfg_resize_mode(model)
+
+
+def default_img_size(model) -> Optional[Tuple[int, int]]:
+    """The recorded training input ``(h, w)``, or None when the model carries no record."""
+    record = recorded_preprocessing(model)
+    return (int(record["img_size"][0]), int(record["img_size"][1])) if record is not None else None
+
+
+__all__ = ["RESIZE_MODES", "cfg_resize_mode", "checked_record", "default_img_size", "default_resize",
+           "recorded_preprocessing", "training_preprocessing"]
