@@ -16,6 +16,7 @@ from pathlib import Path
 
 from yolo.anchors import kmeans_anchors, label_sizes, write_cfg_with_anchors
 from yolo.cli.args import ToolParser, fail
+from yolo.files.overwrite import refuse_overwriting_inputs
 from yolo.data.config import load_data_config
 from yolo.data.dataset import build_dataset
 from yolo.errors import AnchorCfgError, CfgError, DataError
@@ -40,6 +41,11 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(args: argparse.Namespace):
     if args.write is not None and args.cfg is None:
         fail("--write needs --cfg (the cfg to copy)")
+    if args.write is not None:
+        try:
+            refuse_overwriting_inputs(args.write, {"--cfg": args.cfg, "--data": args.data}, flag="--write")
+        except ValueError as exc:
+            fail(str(exc))
     width, height, k = args.width, args.height, args.num_of_clusters
     if args.cfg is not None:
         try:
