@@ -127,3 +127,72 @@ def test_anchors_write_never_replaces_its_cfg(capsys, tiny, tmp_path):
         ["--data", str(tmp_path / "missing.yaml"), "--cfg", str(cfg), "--write", str(link)])))
     assert "--write is the input --cfg" in err, err
     assert cfg.read_text() == TINY_CFG
+
+
+# ------------------------------------------------------------------------------- diverging boxes, hooks
+def test_drawing_clips_absurd_boxes_like_detection_and_skips_non_finite_ones():
+    """A diverging model's box (about +-2.2e9 pixels, beyond OpenCV's 32-bit coordinates) is drawn as the
+    box clipped to the image, the way detection clips; a NaN box is not drawn."""
+    from yolo.visualize import draw_detections
+
+    image = np.full((96, 96, 3), 40, np.uint8)
+    scores, labels = torch.tensor([0.9]), torch.tensor([1])
+    absurd = draw_detections(image, torch.tensor([[-2.2e9, -2.2e9, 2.2e9, 2.2e9]]), scores, labels, ["a", "b"])
+    clipped = draw_detections(image, torch.tensor([[0.0, 0.0, 96.0, 96.0]]), scores, labels, ["a", "b"])
+    assert np.array_equal(absurd, clipped) and not np.array_equal(absurd, image)
+    nan = draw_detections(image, torch.tensor([[float("nan"), 0.0, 5.0, 5.0]]), scores, labels, ["a", "b"])
+    assert np.array_equal(nan, image)
+
+
+def test_training_sample_drawing_survives_a_diverged_model():
+    """The TensorBoard sample images of a model whose boxes diverged (the hook that ended such runs)."""
+    from yolo.engine.hooks.writers import sample_predictions
+
+    class Diverged(torch.nn.Module):
+        yolo_layers = []
+
+        def forward(self, x):  # one box per image: centre 48, 4.4e9 pixels wide and high, a sure class 0
+            row = torch.tensor([48.0, 48.0, 4.4e9, 4.4e9, 1.0, 1.0, 0.0])
+            return row.expand(x.shape[0], 1, 7).clone()
+
+    dataset = [(torch.zeros(3, 96, 96, dtype=torch.uint8), torch.zeros(0, 6), None)] * 2
+    drawn = sample_predictions(Diverged(), dataset, 2, ["a", "b"], torch.device("cpu"))
+    assert drawn.shape == (2, 96, 96, 3) and drawn.any()
+
+
+@pytest.fixture
+def train_setup(tmp_path):
+    """8 tiny shapes images, the tiny cfg and the test hyperparameters of test_kill_resume."""
+    import yaml
+    from test_kill_resume import HYP
+    from yolo.data import ensure_shapes_dataset
+
+    root = ensure_shapes_dataset(tmp_path / "data", num_train=8, num_val=2, seed=3, size_range=(64, 80),
+                                 max_shapes=2)
+    (tmp_path / "data.yaml").write_text(yaml.safe_dump({"path": str(root), "train": "images/train",
+                                                        "val": "images/val", "names": list(SHAPE_NAMES)}))
+    (tmp_path / "tiny.cfg").write_text(TINY_CFG)
+    (tmp_path / "hyp.yaml").write_text(yaml.safe_dump(HYP))
+    return tmp_path
+
+
+def test_a_failing_report_hook_logs_one_warning_and_the_run_goes_on(train_setup, monkeypatch, caplog):
+    import yolo.engine.hooks.writers as writers
+    from test_kill_resume import HYP, made_up_evaluation
+    from yolo.engine import TrainOptions, Trainer
+    from yolo.models.checkpoint import load_checkpoint_file
+
+    def broken(*args, **kwargs):
+        raise OverflowError("Python int too large to convert to C int")
+
+    monkeypatch.setattr(writers, "sample_predictions", broken)
+    monkeypatch.setattr(Trainer, "_evaluate", made_up_evaluation)
+    options = TrainOptions(cfg=str(train_setup / "tiny.cfg"), data=str(train_setup / "data.yaml"),
+                           hyp={**HYP, "tensorboard": True, "tb_images": 2}, epochs=3, device="cpu",
+                           project=str(train_setup / "runs"), name="run", progress=False, workers=0)
+    with caplog.at_level("DEBUG"):
+        result = Trainer(options).fit()
+    assert result.status == "finished" and result.epochs_done == 3
+    assert load_checkpoint_file(result.last)["train"]["epoch"] == 3
+    warnings = [r for r in caplog.records if r.levelname == "WARNING" and "TensorBoard writer failed" in r.message]
+    assert len(warnings) == 1 and "OverflowError" in warnings[0].message and "goes on" in warnings[0].message

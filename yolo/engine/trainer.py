@@ -48,8 +48,8 @@ from yolo.engine.config import Hyperparameters, TrainOptions, resolve_hyp
 from yolo.engine.distributed import (DistInfo, DistributedEpochSampler, SkipSampler, any_true, barrier,
                                      broadcast_object, cleanup_distributed, init_distributed)
 from yolo.engine.ema import ModelEMA
-from yolo.engine.hooks import (CheckpointHook, EvalHook, HookBase, ProgressWriter, ResultsCSVWriter, StepLog,
-                               TensorBoardWriter, evaluate_run)
+from yolo.engine.hooks import (CheckpointHook, EvalHook, Guarded, HookBase, ProgressWriter, ResultsCSVWriter,
+                               StepLog, TensorBoardWriter, evaluate_run)
 from yolo.engine.optimizer import clip_weights, hold_gradients, holds_gradients, optimizer_from_hyp
 from yolo.engine.rng import seed_everything, set_rng_state
 from yolo.engine.run_folder import recover_run_folder, write_settings
@@ -447,12 +447,12 @@ class Trainer:
         if not resumed:  # a resumed run keeps the settings files it started with
             write_settings(self.run_dir, self.model.cfg_text, hyp.to_dict(), opt.to_dict(), self.data)
         # The order matters: evaluation decides is_best before results.csv and the checkpoints are written.
-        self.loop_hooks = [ProgressWriter(use_bars(opt.progress)), EvalHook(hyp.eval_interval),
-                           ResultsCSVWriter(self.run_dir / "results.csv")]
+        self.loop_hooks = [Guarded(ProgressWriter(use_bars(opt.progress)), "progress display"),
+                           EvalHook(hyp.eval_interval), ResultsCSVWriter(self.run_dir / "results.csv")]
         if hyp.tensorboard:
             tensorboard = TensorBoardWriter(self.run_dir, hyp.tb_images)
             self.writer = tensorboard.writer
-            self.loop_hooks.append(tensorboard)
+            self.loop_hooks.append(Guarded(tensorboard, "TensorBoard writer"))
         self.loop_hooks.append(CheckpointHook())
         logger.info("run folder %s: %d epochs x %d updates of %d images (%d mini-batch(es) of %d x %d "
                     "process(es)), img %dx%d, lr %g, %s", self.run_dir, self.epochs, self.steps_per_epoch,
