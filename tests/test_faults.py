@@ -196,3 +196,152 @@ def test_a_failing_report_hook_logs_one_warning_and_the_run_goes_on(train_setup,
     assert load_checkpoint_file(result.last)["train"]["epoch"] == 3
     warnings = [r for r in caplog.records if r.levelname == "WARNING" and "TensorBoard writer failed" in r.message]
     assert len(warnings) == 1 and "OverflowError" in warnings[0].message and "goes on" in warnings[0].message
+
+
+# ------------------------------------------------------------------------------- full disk
+def _noisy_images(folder: Path, count: int, side: int = 320):
+    """``count`` JPEG files of random noise (about 100 kB each: they do not compress)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for i in range(count):
+        cv2.imwrite(str(folder / f"img{i}.jpg"), rng.integers(0, 256, (side, side, 3), dtype=np.uint8))
+    return folder
+
+
+def _detect(tiny, source: Path, output: Path, *extra):
+    from yolo.cli import detect
+
+    cfg, pt, _ = tiny
+    return lambda: detect.cli(["--weights", str(pt), "--source", str(source), "--output", str(output),
+                               "--device", "cpu", "--img-size", "64", "--conf-thres", "0.0", "--max-det", "5",
+                               "--save-txt", "--save-json", "--no-progress", *extra])
+
+
+def test_detect_on_a_full_disk_is_an_error_naming_the_file(capsys, tiny, tmp_path, small_disk):
+    source = _noisy_images(tmp_path / "images", 7)
+    err = one_line_error(capsys, _detect(tiny, source, small_disk / "runs"))
+    assert "cannot write: the disk is full" in err and str(small_disk) in err, err
+    assert "results in" not in capsys.readouterr().out
+
+
+def test_detect_reports_an_image_writer_failure(capsys, tiny, tmp_path, monkeypatch):
+    """The same without a small file system: OpenCV's writer returns False (what it does on a full disk)."""
+    import yolo.inference.writer as writer_module
+
+    source = _noisy_images(tmp_path / "images", 2, side=64)
+    monkeypatch.setattr(writer_module.cv2, "imwrite", lambda *args, **kwargs: False)
+    err = one_line_error(capsys, _detect(tiny, source, tmp_path / "runs"))
+    assert "img0.jpg: cannot write: the writer reported a failure" in err, err
+
+
+def test_checkpoint_save_on_a_full_disk_names_the_cause_and_keeps_last_pt(tmp_path, monkeypatch):
+    """torch.save on a full disk raises a RuntimeError about a zip position; it is reported as a full disk
+    (here the file system is made to look full), and the previous file stays whole."""
+    import yolo.files.write_errors as write_errors
+    from yolo.errors import OutputError
+    from yolo.models.checkpoint import load_checkpoint_file
+
+    path = tmp_path / "last.pt"
+    save_checkpoint({"model": {}, "epoch": 1}, path)
+    real_statvfs = os.statvfs
+
+    class Full:
+        def __init__(self, stats):
+            self.f_flag, self.f_frsize, self.f_bavail = stats.f_flag, stats.f_frsize, 0
+
+    def full_save(obj, f, *args, **kwargs):
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")
+
+    monkeypatch.setattr(write_errors.os, "statvfs", lambda p: Full(real_statvfs(p)))
+    monkeypatch.setattr(torch, "save", full_save)
+    with pytest.raises(OutputError, match=r"last\.pt: cannot write: the disk is full \(0 bytes free\)"):
+        save_checkpoint({"model": {}, "epoch": 2}, path)
+    monkeypatch.undo()
+    assert load_checkpoint_file(path)["epoch"] == 1 and sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]
+
+
+def test_training_on_a_disk_that_fills_up_stops_with_one_line_and_resumes(capsys, train_setup, tmp_path,
+                                                                          small_disk, monkeypatch):
+    """The disk fills up after epoch 1 (a filler file takes every free block); the save of epoch 2 fails with
+    one line saying the disk is full and how to continue; with space freed, --resume finishes the run."""
+    import yolo.cli.train as train_cli
+    from test_kill_resume import made_up_evaluation
+    from yolo.engine import TrainOptions, Trainer
+    from yolo.models.checkpoint import load_checkpoint_file
+
+    filler = small_disk / "filler"
+
+    def fill_disk(trainer):
+        if trainer.epoch == 1:
+            fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+            try:
+                while os.write(fd, b"\0" * 4096):
+                    pass
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+            finally:
+                os.close(fd)
+
+    class FillingTrainer(Trainer):
+        def __init__(self, options):
+            super().__init__(options)
+            self.hooks["epoch_end"].append(fill_disk)
+
+    monkeypatch.setattr(train_cli, "Trainer", FillingTrainer)
+    monkeypatch.setattr(Trainer, "_evaluate", made_up_evaluation)
+    args = train_cli.parse_args(["--cfg", str(train_setup / "tiny.cfg"), "--data", str(train_setup / "data.yaml"),
+                                 "--hyp", str(train_setup / "hyp.yaml"), "--epochs", "2", "--device", "cpu",
+                                 "--project", str(small_disk), "--name", "run", "--no-progress"])
+    err = one_line_error(capsys, lambda: train_cli.main(args))
+    last = small_disk / "run" / "last.pt"
+    assert "cannot write: the disk is full" in err and f"{last} is intact: continue with --resume {last}" in err
+    filler.unlink()
+    assert load_checkpoint_file(last)["train"]["epoch"] == 1
+    result = Trainer(TrainOptions(resume=str(last), progress=False, workers=0)).fit()
+    assert result.status == "finished" and load_checkpoint_file(last)["train"]["epoch"] == 2
+
+
+# ------------------------------------------------------------------------------- read-only output folder
+def test_every_tool_on_a_read_only_output_folder_is_one_line(capsys, tiny, train_setup, read_only_disk):
+    from yolo.cli import convert, eval as eval_cli, train as train_cli
+
+    cfg, pt, weights = tiny
+    source = _noisy_images(train_setup / "images", 1, side=64)
+    checks = {
+        "detect": _detect(tiny, source, read_only_disk / "runs"),
+        "train": lambda: train_cli.cli(["--cfg", str(cfg), "--data", str(train_setup / "data.yaml"),
+                                        "--hyp", str(train_setup / "hyp.yaml"), "--epochs", "1", "--device", "cpu",
+                                        "--project", str(read_only_disk / "runs"), "--no-progress"]),
+        "eval": lambda: eval_cli.cli(["--weights", str(pt), "--data", str(train_setup / "data.yaml"),
+                                      "--device", "cpu", "--project", str(read_only_disk / "runs"),
+                                      "--no-progress", "--workers", "0"]),
+        "convert .weights": lambda: convert.cli(["--weights", str(pt), "--output",
+                                                 str(read_only_disk / "tiny.weights")]),
+        "convert .pt": lambda: convert.cli(["--weights", str(weights), "--cfg", str(cfg), "--output",
+                                            str(read_only_disk / "tiny.pt")]),
+    }
+    for tool, run in checks.items():
+        err = one_line_error(capsys, run)
+        assert "cannot write: the file system is read-only" in err and str(read_only_disk) in err, (tool, err)
+
+
+def test_a_read_only_folder_is_one_line_without_a_mount(capsys, tiny, tmp_path, monkeypatch):
+    """The same logic where no file system can be mounted: creating folders under ``ro`` fails as it does on
+    a read-only file system."""
+    import pathlib
+    from yolo.cli import convert
+
+    ro = tmp_path / "ro"
+    real_mkdir = pathlib.Path.mkdir
+
+    def mkdir(self, *args, **kwargs):
+        if str(self).startswith(str(ro)):
+            raise OSError(errno.EROFS, "Read-only file system", str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(pathlib.Path, "mkdir", mkdir)
+    source = _noisy_images(tmp_path / "images", 1, side=64)
+    err = one_line_error(capsys, _detect(tiny, source, ro / "runs"))
+    assert f"{ro}/runs/exp: cannot write: the file system is read-only" in err, err
+    err = one_line_error(capsys, lambda: convert.cli(["--weights", str(tiny[1]), "--output", str(ro / "t.weights")]))
+    assert f"{ro}: cannot write: the file system is read-only" in err, err

@@ -57,3 +57,8 @@ class ExportError(RuntimeError):
 
 class AnchorCfgError(ValueError):
     """A cfg that cannot take the new anchors; the message names the file and line."""
+
+
+class OutputError(OSError):
+    """A file or folder that could not be written (the disk is full, the file system is read-only, no
+    permission); the message names it, says why and what to do (:mod:`yolo.files.write_errors`)."""

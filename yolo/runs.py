@@ -4,6 +4,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from yolo.files.write_errors import writing
+
 
 def increment_path(base: Path, mkdir: bool = True) -> Path:
     """A run folder that never overwrites an earlier run: ``runs/detect/exp``, then ``exp2``, ``exp3``, ...
@@ -24,9 +26,10 @@ def increment_path(base: Path, mkdir: bool = True) -> Path:
             if not path.exists():
                 return path
         else:
-            try:
-                path.mkdir(parents=True, exist_ok=False)
-                return path
-            except FileExistsError:
-                pass
+            with writing(path):  # a read-only or full disk: one OutputError naming the folder
+                try:
+                    path.mkdir(parents=True, exist_ok=False)
+                    return path
+                except FileExistsError:
+                    pass
         number += 1

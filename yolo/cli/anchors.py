@@ -15,7 +15,7 @@ import argparse
 from pathlib import Path
 
 from yolo.anchors import kmeans_anchors, label_sizes, write_cfg_with_anchors
-from yolo.cli.args import ToolParser, fail
+from yolo.cli.args import ToolParser, fail, run_tool
 from yolo.files.overwrite import refuse_overwriting_inputs
 from yolo.data.config import load_data_config
 from yolo.data.dataset import build_dataset
@@ -85,4 +85,4 @@ def main(args: argparse.Namespace):
 
 def cli(argv=None) -> None:
     """Console entry point: ``yolo-anchors``."""
-    main(parse_args(argv))
+    run_tool(main, parse_args(argv))

@@ -6,7 +6,12 @@ import logging
 import math
 import sys
 from pathlib import Path
-from typing import Callable, NoReturn, Optional
+from typing import Callable, NoReturn, Optional, TypeVar
+
+from yolo.files.write_errors import as_output_error
+
+T = TypeVar("T")
+EXIT_INTERRUPTED = 130
 
 
 def setup_logging(verbose: bool = False) -> None:
@@ -18,6 +23,21 @@ def fail(message: str, code: int = 2) -> NoReturn:
     """Print a one-line error to stderr and exit with a non-zero status."""
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(code)
+
+
+def run_tool(main: Callable[[argparse.Namespace], T], args: argparse.Namespace) -> T:
+    """``main(args)`` with what any tool can meet as one line instead of a traceback: a write that failed (a
+    full disk, a read-only folder: exit status 2) and Ctrl-C (exit status 130)."""
+    try:
+        return main(args)
+    except OSError as exc:
+        error = as_output_error(exc)
+        if error is None:
+            raise
+        fail(str(error))
+    except KeyboardInterrupt:
+        print("interrupted (Ctrl-C): stopped", file=sys.stderr)
+        raise SystemExit(EXIT_INTERRUPTED) from None
 
 
 class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):

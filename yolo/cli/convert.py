@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from yolo.cli.args import ToolParser, fail, non_negative_int
+from yolo.cli.args import ToolParser, fail, non_negative_int, run_tool
 from yolo.files.names import read_names
 from yolo.files.overwrite import refuse_overwriting_inputs
 from yolo.errors import CfgError
@@ -69,5 +69,5 @@ def main(args: argparse.Namespace) -> Path:
 
 
 def cli(argv=None) -> None:
-    main(parse_args(argv))
+    run_tool(main, parse_args(argv))
 

@@ -25,7 +25,7 @@ import yaml
 from yolo.cli import detect as detect_cli
 from yolo.cli import eval as eval_cli
 from yolo.cli import train as train_cli
-from yolo.cli.args import ToolParser, non_negative_int, positive_int
+from yolo.cli.args import ToolParser, non_negative_int, positive_int, run_tool
 from yolo.data import ensure_shapes_dataset
 
 REPO = Path(__file__).resolve().parents[2]  # the clone: configs/, and where runs/ and datasets/ go
@@ -114,4 +114,4 @@ def _train_img_size(run_dir: Path):
 def cli(argv=None) -> None:
     """Console entry point: ``yolo-demo``."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    sys.exit(main(parse_args(argv)))
+    sys.exit(run_tool(main, parse_args(argv)))

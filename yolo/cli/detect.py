@@ -21,7 +21,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from yolo.cli.args import DefaultsHelpFormatter, ToolParser, fail, fraction, image_side, non_negative_int, positive_int
+from yolo.cli.args import (DefaultsHelpFormatter, ToolParser, fail, fraction, image_side, non_negative_int,
+                           positive_int, run_tool)
 from yolo.device import parse_device
 from yolo.errors import CfgError, ConfigError, ImageReadError, WeightsError
 from yolo.inference.detector import Detector
@@ -132,4 +133,4 @@ def main(args) -> Path:
 
 def cli(argv=None) -> None:
     """Console entry point: ``yolo-detect``."""
-    main(parse_args(argv))
+    run_tool(main, parse_args(argv))

@@ -15,7 +15,8 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from yolo.cli.args import ToolParser, fail, fraction, image_side, non_negative_int, positive_int, setup_logging
+from yolo.cli.args import (ToolParser, fail, fraction, image_side, non_negative_int, positive_int, run_tool,
+                           setup_logging)
 from yolo.data import build_dataset, create_dataloader, load_data_config
 from yolo.device import parse_device
 from yolo.errors import CfgError, ConfigError, DataError, WeightsError
@@ -130,4 +131,4 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
 def cli(argv: Optional[List[str]] = None) -> None:
     """Console entry point: ``yolo-eval``."""
     setup_logging()
-    main(parse_args(argv))
+    run_tool(main, parse_args(argv))

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Dict
 
 from yolo.cli.args import (DefaultsHelpFormatter, ToolParser, fail, fraction, image_side, non_negative_int, number,
-                           positive_int, setup_logging)
+                           positive_int, run_tool, setup_logging)
 from yolo.errors import CfgError, ExportError, ImageReadError, WeightsError
 from yolo.export import NMSOptions
 from yolo.export.heads import check_runtime
@@ -135,4 +135,4 @@ def main(args) -> Dict[str, object]:
 
 def cli(argv=None) -> None:
     """Console entry point: ``yolo-export``."""
-    main(parse_args(argv))
+    run_tool(main, parse_args(argv))

@@ -16,6 +16,7 @@ import torch
 
 from yolo.boxes import xyxy_to_cxcywh, xyxy_to_xywh
 from yolo.evaluation import coco_category_ids, detections_to_coco_results
+from yolo.files.write_errors import check_written, writing
 from yolo.visualize import draw_box_uncertainty, draw_detections
 
 __all__ = ["Writer"]
@@ -40,7 +41,8 @@ class Writer:
         self.used_names: set = set()
         self.videos: Dict[str, cv2.VideoWriter] = {}
         if save_txt:
-            (out_dir / "labels").mkdir(parents=True, exist_ok=True)
+            with writing(out_dir / "labels"):
+                (out_dir / "labels").mkdir(parents=True, exist_ok=True)
 
     def unique_name(self, name: str) -> str:
         """``name`` or ``stem_2.ext``, ... when two sources share a file name."""
@@ -62,7 +64,9 @@ class Writer:
         for (cx, cy, bw, bh), score, label in zip(rows.tolist(), det["scores"].tolist(), det["labels"].tolist()):
             row = f"{label} {cx:.6f} {cy:.6f} {bw:.6f} {bh:.6f}"
             lines.append(row + (f" {score:.5f}" if self.save_conf else ""))
-        (self.out_dir / "labels" / f"{stem}.txt").write_text("".join(line + "\n" for line in lines))
+        path = self.out_dir / "labels" / f"{stem}.txt"
+        with writing(path):
+            path.write_text("".join(line + "\n" for line in lines))
 
     def json(self, image_id, det: dict) -> None:
         """Keep the detections of ``image_id`` for ``results.json`` (with ``save_json``)."""
@@ -80,12 +84,15 @@ class Writer:
         return out
 
     def image(self, name: str, image: np.ndarray, det: dict) -> None:
-        """Save ``image`` annotated as ``name`` (as ``.jpg`` when OpenCV cannot write its suffix)."""
+        """Save ``image`` annotated as ``name`` (as ``.jpg`` when OpenCV cannot write its suffix). A failed write
+        (a full disk) is an :class:`yolo.errors.OutputError` naming the file."""
         if not self.save_img:
             return
         out_path, annotated = self.out_dir / name, self.annotate(image, det)
-        if not cv2.imwrite(str(out_path), annotated):
-            cv2.imwrite(str(out_path.with_suffix(".jpg")), annotated)
+        if not cv2.haveImageWriter(str(out_path)):
+            out_path = out_path.with_suffix(".jpg")
+        with writing(out_path):  # cv2.imwrite raises for some failures and returns False for others
+            check_written(cv2.imwrite(str(out_path), annotated), out_path)
 
     def video_frame(self, name: str, frame: np.ndarray, det: dict, fps: float) -> None:
         """Append ``frame`` annotated to the video ``name`` (``mp4v``), opened on its first frame."""
@@ -93,8 +100,9 @@ class Writer:
             return
         if name not in self.videos:
             h, w = frame.shape[:2]
-            self.videos[name] = cv2.VideoWriter(str(self.out_dir / name), cv2.VideoWriter_fourcc(*"mp4v"), fps,
-                                                (w, h))
+            video = cv2.VideoWriter(str(self.out_dir / name), cv2.VideoWriter_fourcc(*"mp4v"), fps, (w, h))
+            check_written(video.isOpened(), self.out_dir / name)
+            self.videos[name] = video
         self.videos[name].write(self.annotate(frame, det))
 
     def close_video(self, name: str) -> None:
@@ -110,5 +118,6 @@ class Writer:
         if not self.save_json:
             return None
         path = self.out_dir / "results.json"
-        path.write_text(json.dumps(self.json_results))
+        with writing(path):
+            path.write_text(json.dumps(self.json_results))
         return path
