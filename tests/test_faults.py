@@ -345,3 +345,91 @@ def test_a_read_only_folder_is_one_line_without_a_mount(capsys, tiny, tmp_path, 
     assert f"{ro}/runs/exp: cannot write: the file system is read-only" in err, err
     err = one_line_error(capsys, lambda: convert.cli(["--weights", str(tiny[1]), "--output", str(ro / "t.weights")]))
     assert f"{ro}: cannot write: the file system is read-only" in err, err
+
+
+# ------------------------------------------------------------------------------- absurd counts
+HEAD_CFG = "[net]\nwidth=64\nheight=64\nchannels=3\n[convolutional]\nfilters={filters}\nsize=1\nstride=1\n" \
+           "activation=linear\n{head}"
+
+
+@pytest.mark.parametrize("head, filters, line, key", [
+    ("[yolo]\nmask=0,1,2\nanchors=10,10, 20,20, 40,40\nclasses=5\nnum=100000000\n", 30, 14, "num"),
+    ("[yolo]\nmask=0\nanchors=10,10\nclasses=100000000\nnum=1\n", 30, 13, "classes"),
+    ("[region]\nanchors=1,1\nclasses=5\nnum=100000000\n", 50, 13, "num"),
+    ("[Gaussian_yolo]\nmask=0\nanchors=10,10\nclasses=5\nnum=100000000\n", 14, 14, "num"),
+    ("[detection]\nclasses=5\nnum=2\nside=1000000\ncoords=4\n", 30, 13, "side"),
+])
+def test_absurd_head_counts_are_refused_with_their_line_before_allocation(head, filters, line, key):
+    from yolo.errors import CfgError
+    from yolo.models.cfg import parse_cfg_text
+
+    text = HEAD_CFG.format(filters=filters, head=head)
+    with pytest.raises(CfgError) as info:
+        Darknet(parse_cfg_text(text, "big.cfg"))
+    message = str(info.value)
+    assert message.startswith(f"big.cfg:{line}: ") and f"'{key}=" in message and "out of range" in message, message
+
+
+ALIAS_BOMB = "\n".join(["a: &a [x, x, x, x, x, x, x, x, x]"]
+                       + [f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]" for i in range(8)])
+
+
+def test_a_yaml_alias_bomb_is_refused_at_once_with_its_line(tmp_path):
+    from yolo.data import load_data_config
+    from yolo.engine.config import read_hyp
+    from yolo.errors import ConfigError, DataError
+
+    data = tmp_path / "bomb.yaml"
+    data.write_text(f"train: images\nval: images\n{ALIAS_BOMB}\nnames: *i\n")
+    with pytest.raises(DataError) as info:
+        load_data_config(data, prepare=False)
+    message = str(info.value)
+    assert message.startswith(f"{data}:4: not valid YAML") and "alias *a refused" in message, message
+    assert len(message) < 1000
+    hyp = tmp_path / "hyp.yaml"
+    hyp.write_text(f"{ALIAS_BOMB}\nmomentum: *i\n")
+    with pytest.raises(ConfigError, match="alias \\*a refused"):
+        read_hyp(hyp)
+
+
+def test_too_many_class_names_are_refused(tmp_path):
+    from yolo.data import load_data_config
+    from yolo.errors import DataError
+    from yolo.files.names import read_names
+
+    names = tmp_path / "many.names"
+    names.write_text("c\n" * 100_001)
+    with pytest.raises(ValueError, match="100,001 class names, more than the 100,000 allowed"):
+        read_names(names)
+    data = tmp_path / "data.yaml"
+    data.write_text("train: a\nval: a\nnames: [" + ", ".join(["c"] * 100_001) + "]\n")
+    with pytest.raises(DataError, match="100,001 classes, more than the 100,000 allowed"):
+        load_data_config(data, prepare=False)
+    data.write_text("train: a\nval: a\nnames: [a, [b, c]]\n")
+    with pytest.raises(DataError, match="'names' holds a list where a class name belongs"):
+        load_data_config(data, prepare=False)
+
+
+def test_values_echoed_in_errors_are_bounded_and_escaped(tmp_path, capsys):
+    from yolo.cli.args import fail
+    from yolo.data.validation import read_label_file
+    from yolo.errors import MAX_MESSAGE, DataError, shown
+
+    assert shown("x" * 10) == "x" * 10
+    assert shown("x" * 1_000_000) == "x" * 200 + "... (1,000,000 characters)"
+    assert shown("\x1b[2J\x07ok\n") == "\\x1b[2J\\x07ok\\n"
+    data = tmp_path / "data.yaml"
+    data.write_text("train: a\nval: a\nnames: [a]\nnc: " + "x" * 1_000_000 + "\n")
+    from yolo.data import load_data_config
+    with pytest.raises(DataError) as info:
+        load_data_config(data, prepare=False)
+    assert len(str(info.value)) <= MAX_MESSAGE + 40
+    # A label line that would clear the screen is shown escaped, in the problem and in a tool's error line.
+    label = tmp_path / "a.txt"
+    label.write_bytes(b"0 0.5 0.5 0.1 0.1\n\x1b[2J\x1b[H\x1b]0;owned\x07 hello\n")
+    _, problems = read_label_file(label, 1)
+    assert len(problems) == 1 and "\x1b" not in str(problems[0]) and "\\x1b[2J" in str(problems[0])
+    with pytest.raises(SystemExit):
+        fail(f"bad: \x1b[2J{'y' * 1_000_000}")
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and err.count("\n") == 1 and len(err) < MAX_MESSAGE + 100

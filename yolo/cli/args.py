@@ -8,20 +8,31 @@ import sys
 from pathlib import Path
 from typing import Callable, NoReturn, Optional, TypeVar
 
+from yolo.errors import MAX_MESSAGE, shown
 from yolo.files.write_errors import as_output_error
 
 T = TypeVar("T")
 EXIT_INTERRUPTED = 130
 
 
-def setup_logging(verbose: bool = False) -> None:
-    """Plain ``logging`` to stderr: INFO by default, DEBUG with ``verbose``."""
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s", stream=sys.stderr)
+class VisibleFormatter(logging.Formatter):
+    """Log lines with control characters escaped (a path or a label line cannot drive the terminal); line
+    breaks and tabs kept."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return shown(super().format(record), 10 * MAX_MESSAGE, keep="\n\t")
+
+
+def setup_logging(verbose: bool = False, level: int = logging.INFO) -> None:
+    """Plain ``logging`` to stderr: ``level`` (INFO) by default, DEBUG with ``verbose``; messages escaped."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(VisibleFormatter("%(message)s"))
+    logging.basicConfig(level=logging.DEBUG if verbose else level, handlers=[handler])
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print a one-line error to stderr and exit with a non-zero status."""
-    print(f"error: {message}", file=sys.stderr)
+    print(f"error: {shown(message, MAX_MESSAGE)}", file=sys.stderr)  # one line, whatever the message echoes
     raise SystemExit(code)
 
 

@@ -22,9 +22,9 @@ from pathlib import Path
 from tqdm import tqdm
 
 from yolo.cli.args import (DefaultsHelpFormatter, ToolParser, fail, fraction, image_side, non_negative_int,
-                           positive_int, run_tool)
+                           positive_int, run_tool, setup_logging)
 from yolo.device import parse_device
-from yolo.errors import CfgError, ConfigError, ImageReadError, WeightsError
+from yolo.errors import MAX_MESSAGE, CfgError, ConfigError, ImageReadError, WeightsError, shown
 from yolo.inference.detector import Detector
 from yolo.inference.runner import detect_images, detect_video
 from yolo.inference.sources import camera_opens, collect_sources
@@ -70,7 +70,7 @@ def parse_args(argv=None):
 
 def main(args) -> Path:
     """Run detection as described by ``args``; returns the run folder."""
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(message)s")
+    setup_logging(args.verbose, logging.WARNING)
     try:
         items = collect_sources(args.source)
     except FileNotFoundError as exc:
@@ -116,8 +116,8 @@ def main(args) -> Path:
                 n_images += frames_done
                 n_dets += dets_done
             except ImageReadError as exc:
-                skipped.append(str(exc))
-                progress.write(f"warning: {exc}; skipped", file=sys.stderr)
+                skipped.append(shown(exc, MAX_MESSAGE))
+                progress.write(f"warning: {skipped[-1]}; skipped", file=sys.stderr)
             except KeyboardInterrupt:  # a camera runs until interrupted
                 progress.write(f"{item.name}: stopped")
             progress.update(1)

@@ -16,7 +16,7 @@ from typing import Iterable, List, Optional, Tuple
 
 import numpy as np
 
-from yolo.errors import DataError
+from yolo.errors import MAX_MESSAGE, DataError, shown
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class Problem:
 
     def __str__(self) -> str:
         where = self.path if self.line is None else f"{self.path}:{self.line}"
-        return f"{where}: {self.reason}"
+        return shown(f"{where}: {self.reason}", MAX_MESSAGE)  # a label line may hold terminal escapes
 
     def to_json(self) -> list:
         return [self.path, self.reason, self.line, self.kind, self.code]

@@ -29,7 +29,8 @@ import yaml
 
 from yolo.data.transforms import augment_from_cfg
 from yolo.engine.schedule import SCHEDULE_DEFAULTS, LRSchedule, ScheduleSettings, read_net_schedule, resolve_steps
-from yolo.errors import ConfigError
+from yolo.errors import ConfigError, shown
+from yolo.files.yaml_files import load_yaml
 from yolo.models.cfg_options import check_training_options, last_head
 
 logger = logging.getLogger(__name__)
@@ -143,9 +144,11 @@ def read_hyp(hyp: Union[str, Path, Mapping[str, Any], None]) -> Dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"{path}: hyperparameter file not found")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = load_yaml(path) or {}
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        raise ConfigError(f"{path}: not valid YAML: {shown(exc)}") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read it: {shown(exc)}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a hyperparameter file must be a mapping of key: value")
     return data

@@ -12,7 +12,7 @@ from typing import List, Sequence, Tuple
 
 from tqdm import tqdm
 
-from yolo.errors import ImageReadError
+from yolo.errors import MAX_MESSAGE, ImageReadError, shown
 from yolo.files.images import load_image
 from yolo.inference.detector import Detector
 from yolo.inference.sources import SourceItem, VideoReader
@@ -55,8 +55,8 @@ def detect_images(items: Sequence[SourceItem], detector: Detector, writer: Write
                 frames.append(load_image(item.path))
                 chunk.append(item)
             except ImageReadError as exc:
-                skipped.append(str(exc))
-                progress.write(f"warning: {exc}; skipped", file=sys.stderr)
+                skipped.append(shown(exc, MAX_MESSAGE))
+                progress.write(f"warning: {skipped[-1]}; skipped", file=sys.stderr)
                 progress.update(1)
         if not chunk:
             continue
@@ -69,7 +69,7 @@ def detect_images(items: Sequence[SourceItem], detector: Detector, writer: Write
             writer.labels(Path(name).stem, det, frame.shape[:2])
             writer.json(_image_id(item.path.stem), det)
             writer.image(name, frame, det)
-            progress.write(f"image {position[id(item)]}/{count} {item.path}: "
+            progress.write(f"image {position[id(item)]}/{count} {shown(item.path, MAX_MESSAGE)}: "
                            f"{frame.shape[1]}x{frame.shape[0]} {describe(det, detector.names)}, {timing}")
             progress.update(1)
     return n_images, n_dets, skipped
@@ -91,7 +91,7 @@ def detect_video(item: SourceItem, detector: Detector, writer: Writer, progress:
                 writer.labels(stem, det, frame.shape[:2])
                 writer.json(stem, det)
                 writer.video_frame(out_name, frame, det, video.fps)
-                where = f"{item.name} frame {index + 1}/{video.total or '?'}"
+                where = f"{shown(item.name, MAX_MESSAGE)} frame {index + 1}/{video.total or '?'}"
                 progress.set_postfix_str(where)
                 progress.write(f"{where}: {describe(det, detector.names)}, {timing}")
         finally:
@@ -99,7 +99,7 @@ def detect_video(item: SourceItem, detector: Detector, writer: Writer, progress:
     if frames == 0:
         raise ImageReadError(f"{item.path or item.name}: no frame could be read")
     if frames < video.total:  # OpenCV stops at the first frame it cannot decode
-        progress.write(f"warning: {item.path}: the video should have {video.total} frames but only {frames} could "
+        progress.write(f"warning: {shown(item.path, MAX_MESSAGE)}: the video should have {video.total} frames but only {frames} could "
                        f"be read (truncated or damaged file); the {video.total - frames} missing frame(s) were not "
                        "processed", file=sys.stderr)
     return frames, detections

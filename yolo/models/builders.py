@@ -13,6 +13,7 @@ from typing import List
 
 import torch
 
+from yolo.counts import MAX_ANCHORS, MAX_CLASSES
 from yolo.models.cfg import Section
 from yolo.models.heads import HeadOptions, RegionLayer, YOLOLayer, region_train_options
 from yolo.models.layer_types import (activation, batchnorm, connected, contrastive, cost, crop,  # noqa: F401
@@ -159,11 +160,11 @@ def _check_head_filters(section: Section, prev: Shape, expected: int, why: str) 
 
 @register("yolo")
 def build_yolo(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
-    classes = section.get_int("classes", 20)
+    classes = section.get_count("classes", 20, MAX_CLASSES)
     anchors = section.get_floats("anchors", [])
     if not anchors:
         raise section.error("'anchors' is missing or empty", "anchors")
-    num = section.get_int("num", len(anchors) // 2)
+    num = section.get_count("num", len(anchors) // 2, MAX_ANCHORS)
     given = len(anchors)
     mask = section.get_ints("mask", list(range(num)))
     if given < 2 * num:
@@ -184,13 +185,13 @@ def build_yolo(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
 
 @register("region")
 def build_region(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
-    classes = section.get_int("classes", 20)
+    classes = section.get_count("classes", 20, MAX_CLASSES)
     if "tree" in section.options:  # YOLO9000's hierarchical softmax over a class tree
         raise section.error(f"tree={section.options['tree']}: hierarchical softmax is not supported", "tree")
     coords = section.get_int("coords", 4)
     if coords != 4:
         raise section.error(f"coords={coords} is not supported (only 4)", "coords")
-    num = section.get_int("num", 1)
+    num = section.get_count("num", 1, MAX_ANCHORS)
     anchors = section.get_floats("anchors", [0.5] * (2 * num))
     if len(anchors) < 2 * num:
         raise section.error(f"num={num} needs {2 * num} anchor values, got {len(anchors)}", "anchors")

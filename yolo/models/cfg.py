@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Union
-from yolo.errors import CfgError
+from yolo.errors import CfgError, shown
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +66,14 @@ class Section:
             return int(raw) if "." not in raw else int(float(raw))
         except ValueError:
             raise self.error(f"option '{key}={raw}' is not an integer", key) from None
+
+    def get_count(self, key: str, default, high: int, low: int = 1) -> int:
+        """An integer count (``num``, ``classes``) in ``[low, high]``, checked before anything is allocated with
+        it (limits: :mod:`yolo.counts`)."""
+        value = self.get_int(key, default)
+        if not low <= value <= high:
+            raise self.error(f"'{key}={value}' is out of range: it must be between {low} and {high:,}", key)
+        return value
 
     def get_float(self, key: str, default=_MISSING) -> float:
         raw = self._raw(key, default)
@@ -175,7 +183,7 @@ def parse_cfg_text(text: str, source: str = "<cfg>") -> List[Section]:
 
 def _visible(text: str) -> str:
     """``text`` with invisible and control characters written as escapes (``\\ufeff``), for messages."""
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+    return shown(text)
 
 
 def sections_to_text(sections: Sequence[Section]) -> str:

@@ -1,0 +1,10 @@
+"""The largest counts a cfg or a dataset config may ask for, checked before anything is allocated with them.
+
+They lie far above any real model (YOLO9000 has 9,418 classes, the published cfgs at most 9 anchors to a
+head and 200 truths an image) so that they refuse only absurd values (``num=100000000`` would allocate
+gigabytes of anchors before anything else could say it is wrong).
+"""
+MAX_CLASSES = 100_000  # classes of a head, names of a dataset
+MAX_ANCHORS = 10_000   # num (anchors of a head), side (YOLOv1 grid cells a side)
+
+__all__ = ["MAX_ANCHORS", "MAX_CLASSES"]
