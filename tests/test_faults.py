@@ -433,3 +433,102 @@ def test_values_echoed_in_errors_are_bounded_and_escaped(tmp_path, capsys):
         fail(f"bad: \x1b[2J{'y' * 1_000_000}")
     err = capsys.readouterr().err
     assert "\x1b" not in err and err.count("\n") == 1 and len(err) < MAX_MESSAGE + 100
+
+
+# ------------------------------------------------------------------------------- silent nonsense
+@pytest.mark.parametrize("head, filters, anchors_line", [
+    ("[yolo]\nmask=0,1,2\nanchors=10,10, 0,20, 40,40\nclasses=5\nnum=3\n", 30, 12),
+    ("[yolo]\nmask=0,1,2\nanchors=10,10, 20,-20, 40,40\nclasses=5\nnum=3\n", 30, 12),
+    ("[region]\nanchors=1,1, -1,2\nclasses=5\nnum=2\n", 20, 11),
+    ("[Gaussian_yolo]\nmask=0\nanchors=0,10\nclasses=5\nnum=1\n", 14, 12),
+])
+def test_anchors_of_no_or_negative_size_are_refused_with_their_line(head, filters, anchors_line):
+    from yolo.errors import CfgError
+    from yolo.models.cfg import parse_cfg_text
+
+    with pytest.raises(CfgError, match=rf"^bad.cfg:{anchors_line}: .*anchor sizes must be positive"):
+        Darknet(parse_cfg_text(HEAD_CFG.format(filters=filters, head=head), "bad.cfg"))
+
+
+def test_weights_with_nan_or_inf_are_refused_naming_file_and_layer(capsys, tiny, tmp_path):
+    from yolo.cli import detect
+    from yolo.errors import WeightsError
+
+    cfg, pt, weights = tiny
+    data = bytearray(weights.read_bytes())
+    floats = np.frombuffer(data, dtype="<f4", offset=20)  # after the 20-byte header (version 0.2)
+    layer0 = 8 * 4 + 8 * 3 * 3 * 3  # [convolutional] 0: biases, scales, mean, variance, then the kernels
+    bad = tmp_path / "nan.weights"
+    floats = floats.copy()
+    floats[layer0 + 5] = np.nan  # in layer 1 (the [maxpool] has no weights: the next is layer 2)
+    bad.write_bytes(bytes(data[:20]) + floats.tobytes())
+    with pytest.raises(WeightsError, match=r"nan.weights: layer 2 holds 1 NaN or infinite value"):
+        Darknet(cfg).load_darknet_weights(bad)
+    floats[:] = np.inf
+    bad.write_bytes(bytes(data[:20]) + floats.tobytes())
+    err = one_line_error(capsys, lambda: detect.cli(["--cfg", str(cfg), "--weights", str(bad), "--source",
+                                                     str(_noisy_images(tmp_path / "img", 1, 64)), "--device", "cpu"]))
+    assert "nan.weights: layer 0 holds" in err, err
+    # The same in a .pt checkpoint.
+    ckpt = torch.load(pt, weights_only=True)
+    key = next(k for k, v in ckpt["model"].items() if v.is_floating_point())
+    ckpt["model"][key].view(-1)[0] = float("nan")
+    torch.save(ckpt, tmp_path / "nan.pt")
+    err = one_line_error(capsys, lambda: detect.cli(["--weights", str(tmp_path / "nan.pt"), "--source",
+                                                     str(tmp_path / "img"), "--device", "cpu"]))
+    assert f"nan.pt: {key} holds 1 NaN or infinite value" in err, err
+
+
+@pytest.mark.parametrize("hyp, words", [
+    ("momentum: .nan", "hyp.yaml: momentum=nan is not a finite number"),
+    ("momentum: 1.5", "hyp.yaml: momentum=1.5 is out of range: it must be at least 0 and below 1"),
+    ("decay: -0.1", "hyp.yaml: decay=-0.1 is out of range"),
+    ("learning_rate: .inf", "hyp.yaml: learning_rate=inf is not a finite number"),
+    ("batch: 100000000", "hyp.yaml: batch=100000000 is out of range: it must be between 1 and 65,536"),
+    ("iou_thres: 2", "hyp.yaml: iou_thres=2.0 is out of range"),
+])
+def test_hyperparameters_out_of_range_are_refused_naming_the_key(tmp_path, hyp, words):
+    from yolo.engine.config import resolve_hyp
+    from yolo.errors import ConfigError
+    from yolo.models.cfg import parse_cfg_text
+
+    sections = parse_cfg_text(TINY_CFG, "tiny.cfg")
+    (tmp_path / "hyp.yaml").write_text(hyp + "\n")
+    with pytest.raises(ConfigError) as info:
+        resolve_hyp(sections[0], sections[-1:], tmp_path / "hyp.yaml", {})
+    assert str(info.value).startswith(str(tmp_path / words.split(":")[0])) and words.split(": ", 1)[1] in \
+        str(info.value), str(info.value)
+
+
+def test_a_cfg_momentum_out_of_range_names_the_cfg_line(tmp_path):
+    from yolo.engine.config import resolve_hyp
+    from yolo.errors import ConfigError
+    from yolo.models.cfg import parse_cfg_text
+
+    sections = parse_cfg_text(TINY_CFG.replace("policy=constant", "policy=constant\nmomentum=1"), "tiny.cfg")
+    with pytest.raises(ConfigError, match=r"^tiny.cfg:10: momentum=1.0 is out of range"):
+        resolve_hyp(sections[0], sections[-1:], None, {})
+
+
+def test_a_class_filter_the_model_does_not_have_is_an_error(capsys, tiny, tmp_path):
+    from yolo.cli import detect
+
+    err = one_line_error(capsys, lambda: detect.cli(["--weights", str(tiny[1]), "--source",
+                                                     str(_noisy_images(tmp_path / "img", 1, 64)), "--device", "cpu",
+                                                     "--classes", "1", "7", "9"]))
+    assert "--classes 7 9: the model has 5 classes (0..4)" in err, err
+
+
+def test_a_label_path_that_is_a_folder_is_reported_as_a_folder(tmp_path):
+    from yolo.data import ensure_shapes_dataset
+    from yolo.data.dataset import scan_yolo
+
+    root = ensure_shapes_dataset(tmp_path / "data", num_train=3, num_val=1, seed=3, size_range=(64, 80),
+                                 max_shapes=2)
+    label = root / "labels" / "train" / "00001.txt"
+    label.unlink()
+    label.mkdir()
+    records, report = scan_yolo(root / "images" / "train", len(SHAPE_NAMES), cache=False)
+    texts = [str(p) for p in report.problems]
+    assert any(t.startswith(f"{label}: is a folder where the image's label file belongs") for t in texts), texts
+    assert len(records) == 2 and not any("no matching image" in t for t in texts)

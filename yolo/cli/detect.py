@@ -97,6 +97,10 @@ def main(args) -> Path:
                             nms_kind=args.nms_kind, beta_nms=args.beta_nms)
     except (CfgError, WeightsError, ValueError, FileNotFoundError) as exc:
         fail(str(exc).strip().splitlines()[0])
+    unknown = sorted(set(args.classes or ()) - set(range(detector.num_classes)))
+    if unknown:
+        fail(f"--classes {' '.join(str(c) for c in unknown)}: the model has {detector.num_classes} classes "
+             f"(0..{detector.num_classes - 1}), so nothing could be detected")
     if args.half and detector.device.type != "cuda":
         logger.warning("--half needs CUDA: running in fp32 on %s", detector.device)
 

@@ -240,6 +240,10 @@ def read_label_file(path: Path, num_classes: int) -> Tuple[np.ndarray, List[Prob
     Each line is decoded on its own, so a line that is not UTF-8 text is dropped and reported like any
     other malformed line while the image keeps its valid boxes. A byte-order mark is tolerated.
     """
+    if path.is_dir():
+        return np.zeros((0, 5), np.float32), [Problem(str(path), "is a folder where the image's label file belongs; "
+                                                     "its image is dropped (rename the folder)", None, "file",
+                                                     "bad_label_file")]
     try:
         data = path.read_bytes()
     except OSError as e:

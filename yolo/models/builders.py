@@ -21,7 +21,7 @@ from yolo.models.layer_types import (activation, batchnorm, connected, contrasti
                                      recurrent_gru, recurrent_lstm, recurrent_rnn, reorg3d, scale_channels, shortcut)
 from yolo.models.layer_types.limits import check_layer_size
 from yolo.models.layer_types.registry import (LayerInfo, Shape, layer_index, layer_indices, pool_window, positive,
-                                              register)
+                                              positive_anchors, register)
 from yolo.models.layer_types.registry import activation as checked_activation
 from yolo.models.layer_types.reorg_old import ReorgAnyChannels, reorg_gather_index
 from yolo.models.layer_types.xnor import BinaryConvBNAct
@@ -161,7 +161,7 @@ def _check_head_filters(section: Section, prev: Shape, expected: int, why: str) 
 @register("yolo")
 def build_yolo(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
     classes = section.get_count("classes", 20, MAX_CLASSES)
-    anchors = section.get_floats("anchors", [])
+    anchors = positive_anchors(section, section.get_floats("anchors", []))
     if not anchors:
         raise section.error("'anchors' is missing or empty", "anchors")
     num = section.get_count("num", len(anchors) // 2, MAX_ANCHORS)
@@ -192,7 +192,7 @@ def build_region(section: Section, shapes: List[Shape], prev: Shape) -> LayerInf
     if coords != 4:
         raise section.error(f"coords={coords} is not supported (only 4)", "coords")
     num = section.get_count("num", 1, MAX_ANCHORS)
-    anchors = section.get_floats("anchors", [0.5] * (2 * num))
+    anchors = positive_anchors(section, section.get_floats("anchors", [0.5] * (2 * num)))
     if len(anchors) < 2 * num:
         raise section.error(f"num={num} needs {2 * num} anchor values, got {len(anchors)}", "anchors")
     opts = _head_options(section)

@@ -276,6 +276,11 @@ def load_model(cfg: Union[str, Path, None] = None, weights: Union[str, Path, Non
         except RuntimeError as exc:
             first = str(exc).strip().splitlines()
             raise WeightsError(f"{weights}: does not match cfg {model.cfg_path}: {' '.join(first[:3])}") from None
+        for key, value in state.items():
+            if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+                bad = int((~torch.isfinite(value)).sum())
+                raise WeightsError(f"{weights}: {key} holds {bad:,} NaN or infinite value(s): the checkpoint is "
+                                   "damaged or was saved by a training that diverged")
         header = ckpt.get("darknet_header")
         if header:
             model.darknet_header = tuple(int(v) for v in header)

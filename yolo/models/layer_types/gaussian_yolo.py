@@ -27,7 +27,7 @@ from yolo.boxes import cxcywh_to_xyxy
 from yolo.counts import MAX_ANCHORS, MAX_CLASSES
 from yolo.inference.postprocess import empty_detections, nms
 from yolo.models.heads import Head, HeadOptions
-from yolo.models.layer_types.registry import LayerInfo, Shape, register
+from yolo.models.layer_types.registry import LayerInfo, Shape, positive_anchors, register
 
 YOLO_POINTS = ("center", "left_top", "right_bottom")
 IOU_KINDS = ("mse", "iou", "giou", "diou", "ciou")
@@ -120,7 +120,7 @@ def _choice(section: Section, key: str, default: str, choices: Sequence[str]) ->
 def build_gaussian_yolo(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
     """``[Gaussian_yolo]``: options checked as for ``[yolo]``; filters must be (classes + 9) * len(mask)."""
     classes = section.get_count("classes", 20, MAX_CLASSES)
-    anchors = section.get_floats("anchors", [])
+    anchors = positive_anchors(section, section.get_floats("anchors", []))
     if not anchors or len(anchors) % 2:
         raise section.error(f"'anchors' needs pairs of w,h, got {len(anchors)} values", "anchors")
     num = section.get_count("num", 1, MAX_ANCHORS)
