@@ -532,3 +532,55 @@ def test_a_label_path_that_is_a_folder_is_reported_as_a_folder(tmp_path):
     texts = [str(p) for p in report.problems]
     assert any(t.startswith(f"{label}: is a folder where the image's label file belongs") for t in texts), texts
     assert len(records) == 2 and not any("no matching image" in t for t in texts)
+
+
+# ------------------------------------------------------------------------------- tracebacks left
+EVAL_DRIVER = """
+import os, signal, sys, time
+sys.path.insert(0, {repo!r})
+import yolo.cli.eval as eval_cli
+
+def interrupted(*args, **kwargs):  # Ctrl-C in the middle of the evaluation: a real SIGINT to this process
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(30)
+
+eval_cli.evaluate_model = interrupted
+eval_cli.cli(sys.argv[1:])
+"""
+
+
+def test_ctrl_c_during_eval_is_one_line_and_leaves_no_empty_run_folder(tiny, train_setup):
+    runs = train_setup / "runs"
+    proc = subprocess.run([sys.executable, "-c", EVAL_DRIVER.format(repo=str(REPO)), "--weights", str(tiny[1]),
+                           "--data", str(train_setup / "data.yaml"), "--device", "cpu", "--workers", "0",
+                           "--project", str(runs), "--no-progress"],
+                          capture_output=True, text=True, timeout=120, cwd=train_setup)
+    assert proc.returncode == 130, proc.stderr[-2000:]
+    assert proc.stderr.splitlines()[-1] == "interrupted (Ctrl-C): stopped", proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr, proc.stderr[-2000:]
+    assert not runs.exists() or not any(runs.rglob("*")), sorted(runs.rglob("*"))
+
+
+def _png_claiming(width: int, height: int) -> bytes:
+    """A PNG whose header claims ``width x height`` pixels, with one row of data."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * (1 + 3 * width)))
+            + chunk(b"IEND", b""))
+
+
+def test_detect_skips_a_png_claiming_60000x60000_pixels_and_goes_on(capsys, tiny, tmp_path):
+    source = _noisy_images(tmp_path / "images", 2, side=64)
+    (source / "huge.png").write_bytes(_png_claiming(60000, 60000))
+    _detect(tiny, source, tmp_path / "runs")()
+    out_dir = tmp_path / "runs" / "exp"
+    captured = capsys.readouterr()
+    assert f"warning: {source / 'huge.png'}: cannot decode the image: its header claims more pixels than OpenCV " \
+           "decodes" in captured.err, captured.err
+    assert "2 image(s)" in captured.out and "1 source(s) skipped" in captured.out
+    assert sorted(p.name for p in out_dir.glob("*.jpg")) == ["img0.jpg", "img1.jpg"]

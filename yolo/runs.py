@@ -33,3 +33,10 @@ def increment_path(base: Path, mkdir: bool = True) -> Path:
                 except FileExistsError:
                     pass
         number += 1
+
+
+def remove_if_empty(folder: Path) -> None:
+    """Remove ``folder`` when it exists and holds nothing (a run stopped before it wrote anything)."""
+    folder = Path(folder)
+    if folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()

@@ -24,7 +24,7 @@ from yolo.evaluation import Evaluator, evaluate_model
 from yolo.inference.detector import cfg_resize_mode
 from yolo.models.model import load_model
 from yolo.progress import use_bars
-from yolo.runs import increment_path
+from yolo.runs import increment_path, remove_if_empty
 
 logger = logging.getLogger("yolo.eval")
 
@@ -107,9 +107,13 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
 
     logger.info("evaluating %s on %s (%d images) at %dx%d, %s, conf %g, NMS IoU %g", args.weights, args.data,
                 len(dataset), img_size[0], img_size[1], dataset.resize, args.conf_thres, args.iou_thres)
-    metrics = evaluate_model(model, loader, evaluator, conf_thres=args.conf_thres, iou_thres=args.iou_thres,
-                             device=device, max_det=args.max_det, multi_label=not args.single_label,
-                             amp=args.amp, progress=use_bars(not args.no_progress), desc=f"eval {args.split}")
+    try:
+        metrics = evaluate_model(model, loader, evaluator, conf_thres=args.conf_thres, iou_thres=args.iou_thres,
+                                 device=device, max_det=args.max_det, multi_label=not args.single_label,
+                                 amp=args.amp, progress=use_bars(not args.no_progress), desc=f"eval {args.split}")
+    except KeyboardInterrupt:  # Ctrl-C: nothing was written; leave no empty run folder behind
+        remove_if_empty(save_dir)
+        raise
     speed = metrics["speed_ms"]
     print(evaluator.summary_text(metrics))
     print(f"Speed: {speed['preprocess']:.1f} ms pre-process, {speed['inference']:.1f} ms inference, "
