@@ -584,3 +584,73 @@ def test_detect_skips_a_png_claiming_60000x60000_pixels_and_goes_on(capsys, tiny
            "decodes" in captured.err, captured.err
     assert "2 image(s)" in captured.out and "1 source(s) skipped" in captured.out
     assert sorted(p.name for p in out_dir.glob("*.jpg")) == ["img0.jpg", "img1.jpg"]
+
+
+# ------------------------------------------------------------------------------- writes outside the folder
+@pytest.mark.parametrize("name", ["../../../elsewhere", "a/b", "..", ".", "", "run\x1b[2J"])
+def test_a_run_name_that_is_a_path_is_refused_by_every_tool(capsys, tiny, train_setup, name):
+    from yolo.cli import eval as eval_cli, train as train_cli
+
+    cfg, pt, _ = tiny
+    output = train_setup / "out" / "D"
+    source = _noisy_images(train_setup / "images", 1, side=64)
+    runs = {
+        "detect": lambda: _detect(tiny, source, output, "--name", name)(),
+        "eval": lambda: eval_cli.cli(["--weights", str(pt), "--data", str(train_setup / "data.yaml"), "--device",
+                                      "cpu", "--project", str(output), "--name", name, "--workers", "0"]),
+        "train": lambda: train_cli.cli(["--cfg", str(cfg), "--data", str(train_setup / "data.yaml"), "--hyp",
+                                        str(train_setup / "hyp.yaml"), "--epochs", "1", "--device", "cpu",
+                                        "--project", str(output), "--name", name, "--no-progress"]),
+    }
+    def written():  # what is on disk but the label caches the dataset scans keep
+        return sorted(str(p) for p in train_setup.parent.rglob("*") if not p.name.endswith(".cache.json"))
+
+    before = written()
+    for tool, run in runs.items():
+        err = one_line_error(capsys, run)
+        assert "a run name must be one folder name" in err and "\x1b" not in err, (tool, err)
+    assert written() == before
+
+
+HOLDING_DRIVER = """
+import sys, time
+sys.path.insert(0, {repo!r})
+sys.path.insert(0, {tests!r})
+from test_kill_resume import made_up_evaluation
+from yolo.engine import Trainer
+
+def hold(self):  # the run is open (its folder locked): say so, then train for a long time
+    print("training", flush=True)
+    time.sleep(120)
+
+Trainer._train = hold
+Trainer._evaluate = made_up_evaluation
+from yolo.cli.train import cli
+cli(sys.argv[1:])
+"""
+
+
+def test_two_resumes_of_one_run_at_once_the_second_refuses(capsys, train_setup, monkeypatch):
+    import yolo.cli.train as train_cli
+    from test_kill_resume import HYP, made_up_evaluation
+    from yolo.engine import TrainOptions, Trainer
+
+    monkeypatch.setattr(Trainer, "_evaluate", made_up_evaluation)
+    first = Trainer(TrainOptions(cfg=str(train_setup / "tiny.cfg"), data=str(train_setup / "data.yaml"), hyp=HYP,
+                                 epochs=1, device="cpu", project=str(train_setup / "runs"), name="run",
+                                 progress=False, workers=0)).fit()
+    last = first.run_dir / "last.pt"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDING_DRIVER.format(repo=str(REPO), tests=str(REPO / "tests")),
+                               "--resume", str(last), "--epochs", "2", "--device", "cpu", "--no-progress"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=train_setup)
+    try:
+        assert holder.stdout.readline().strip() == "training", holder.stderr.read()[-2000:]
+        err = one_line_error(capsys, lambda: train_cli.main(train_cli.parse_args(
+            ["--resume", str(last), "--epochs", "2", "--device", "cpu", "--no-progress"])))
+        assert f"{first.run_dir}: another training is running in this run folder" in err, err
+    finally:
+        holder.kill()
+        holder.communicate()
+    # The lock goes with its process (even killed): the run resumes and finishes.
+    result = Trainer(TrainOptions(resume=str(last), epochs=2, progress=False, workers=0)).fit()
+    assert result.status == "finished" and result.epochs_done == 2

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Callable, NoReturn, Optional, TypeVar
 
-from yolo.errors import MAX_MESSAGE, shown
+from yolo.errors import MAX_MESSAGE, ConfigError, shown
 from yolo.files.write_errors import as_output_error
 
 T = TypeVar("T")
@@ -38,7 +38,7 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 def run_tool(main: Callable[[argparse.Namespace], T], args: argparse.Namespace) -> T:
     """``main(args)`` with what any tool can meet as one line instead of a traceback: a write that failed (a
-    full disk, a read-only folder: exit status 2) and Ctrl-C (exit status 130)."""
+    full disk, a read-only folder) or a bad setting (exit status 2), and Ctrl-C (exit status 130)."""
     try:
         return main(args)
     except OSError as exc:
@@ -46,6 +46,8 @@ def run_tool(main: Callable[[argparse.Namespace], T], args: argparse.Namespace) 
         if error is None:
             raise
         fail(str(error))
+    except ConfigError as exc:  # a bad setting found late (a --name that is a path): one line by design
+        fail(str(exc))
     except KeyboardInterrupt:
         print("interrupted (Ctrl-C): stopped", file=sys.stderr)
         raise SystemExit(EXIT_INTERRUPTED) from None

@@ -30,7 +30,7 @@ from yolo.inference.runner import detect_images, detect_video
 from yolo.inference.sources import camera_opens, collect_sources
 from yolo.inference.writer import Writer
 from yolo.progress import use_bars
-from yolo.runs import increment_path
+from yolo.runs import increment_path, run_name
 
 logger = logging.getLogger("yolo.detect")
 
@@ -104,7 +104,7 @@ def main(args) -> Path:
     if args.half and detector.device.type != "cuda":
         logger.warning("--half needs CUDA: running in fp32 on %s", detector.device)
 
-    out_dir = increment_path(args.output / args.name)
+    out_dir = increment_path(args.output / run_name(args.name))
     writer = Writer(out_dir, detector.names, not args.nosave, args.save_txt, args.save_conf, args.save_json)
     t_start = time.perf_counter()
     images = [it for it in items if it.kind == "image"]

@@ -24,7 +24,7 @@ from yolo.evaluation import Evaluator, evaluate_model
 from yolo.inference.detector import cfg_resize_mode
 from yolo.models.model import load_model
 from yolo.progress import use_bars
-from yolo.runs import increment_path, remove_if_empty
+from yolo.runs import increment_path, remove_if_empty, run_name
 
 logger = logging.getLogger("yolo.eval")
 
@@ -100,7 +100,7 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
         fail(str(exc))
     loader = create_dataloader(dataset, batch_size=args.batch_size, shuffle=False, num_workers=args.workers,
                                pin_memory=device.type == "cuda")
-    save_dir = Path(args.save_dir) if args.save_dir else Path(args.project) / args.name
+    save_dir = Path(args.save_dir) if args.save_dir else Path(args.project) / run_name(args.name)
     if not args.save_dir or (save_dir.exists() and any(save_dir.iterdir())):  # never overwrite a run
         save_dir = increment_path(save_dir)
     save_dir.mkdir(parents=True, exist_ok=True)

@@ -49,7 +49,7 @@ from yolo.engine.distributed import (DistInfo, DistributedEpochSampler, SkipSamp
                                      broadcast_object, cleanup_distributed, init_distributed)
 from yolo.engine.ema import ModelEMA
 from yolo.engine.hooks import (CheckpointHook, EvalHook, Guarded, HookBase, ProgressWriter, ResultsCSVWriter,
-                               StepLog, TensorBoardWriter, evaluate_run)
+                               RunFolderLock, StepLog, TensorBoardWriter, evaluate_run)
 from yolo.engine.optimizer import clip_weights, hold_gradients, holds_gradients, optimizer_from_hyp
 from yolo.engine.rng import seed_everything, set_rng_state
 from yolo.engine.run_folder import recover_run_folder, write_settings
@@ -64,7 +64,7 @@ from yolo.models.checkpoint import load_checkpoint_file
 from yolo.models.head_prior import prior_head_biases
 from yolo.models.model import Darknet
 from yolo.progress import use_bars
-from yolo.runs import increment_path
+from yolo.runs import increment_path, run_name
 
 logger = logging.getLogger(__name__)
 
@@ -439,15 +439,17 @@ class Trainer:
         if resumed:
             self.run_dir = self.resume_path.parent
         else:
-            run_dir = str(increment_path(Path(opt.project) / opt.name)) if self.main else None
+            run_dir = str(increment_path(Path(opt.project) / run_name(opt.name))) if self.main else None
             self.run_dir = Path(broadcast_object(run_dir))
         if not self.main:
             return
+        lock = RunFolderLock(self.run_dir)  # before anything in the folder is touched
+        self.loop_hooks = [lock]  # released by fit() whatever happens next
         self.best_fitness = recover_run_folder(self.run_dir, resumed, self.best_fitness)
         if not resumed:  # a resumed run keeps the settings files it started with
             write_settings(self.run_dir, self.model.cfg_text, hyp.to_dict(), opt.to_dict(), self.data)
         # The order matters: evaluation decides is_best before results.csv and the checkpoints are written.
-        self.loop_hooks = [Guarded(ProgressWriter(use_bars(opt.progress)), "progress display"),
+        self.loop_hooks = [lock, Guarded(ProgressWriter(use_bars(opt.progress)), "progress display"),
                            EvalHook(hyp.eval_interval), ResultsCSVWriter(self.run_dir / "results.csv")]
         if hyp.tensorboard:
             tensorboard = TensorBoardWriter(self.run_dir, hyp.tb_images)
