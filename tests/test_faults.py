@@ -486,6 +486,7 @@ def test_weights_with_nan_or_inf_are_refused_naming_file_and_layer(capsys, tiny,
     ("learning_rate: .inf", "hyp.yaml: learning_rate=inf is not a finite number"),
     ("batch: 100000000", "hyp.yaml: batch=100000000 is out of range: it must be between 1 and 65,536"),
     ("iou_thres: 2", "hyp.yaml: iou_thres=2.0 is out of range"),
+    ("img_size: [100000, 64]", "hyp.yaml: img_size=[100000, 64] is out of range"),
 ])
 def test_hyperparameters_out_of_range_are_refused_naming_the_key(tmp_path, hyp, words):
     from yolo.engine.config import resolve_hyp

@@ -7,5 +7,6 @@ gigabytes of anchors before anything else could say it is wrong).
 MAX_CLASSES = 100_000  # classes of a head, names of a dataset
 MAX_ANCHORS = 10_000   # num (anchors of a head), side (YOLOv1 grid cells a side)
 MAX_BATCH = 65_536     # images per update (batch) and mini-batches per update (subdivisions)
+MAX_IMAGE_SIDE = 8192  # the network input's height and width in training (--img-size allows as much)
 
-__all__ = ["MAX_ANCHORS", "MAX_BATCH", "MAX_CLASSES"]
+__all__ = ["MAX_ANCHORS", "MAX_BATCH", "MAX_CLASSES", "MAX_IMAGE_SIDE"]

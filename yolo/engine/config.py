@@ -28,7 +28,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import yaml
 
-from yolo.counts import MAX_BATCH
+from yolo.counts import MAX_BATCH, MAX_IMAGE_SIDE
 from yolo.data.transforms import augment_from_cfg
 from yolo.engine.schedule import SCHEDULE_DEFAULTS, LRSchedule, ScheduleSettings, read_net_schedule, resolve_steps
 from yolo.errors import ConfigError, shown
@@ -222,7 +222,10 @@ def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, 
         LRSchedule(**check)
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
-    hyp["img_size"] = list(_img_size(hyp["img_size"], where))
+    hyp["img_size"] = list(_img_size(hyp["img_size"], _origin("img_size", user, flags, net, where)))
+    if not all(1 <= side <= MAX_IMAGE_SIDE for side in hyp["img_size"]):
+        raise ConfigError(f"{_origin('img_size', user, flags, net, where)}: img_size={hyp['img_size']} is out of "
+                          f"range: each side must be between 1 and {MAX_IMAGE_SIDE:,}")
     if hyp["batch"] < 1 or hyp["subdivisions"] < 1:
         raise ConfigError(f"batch={hyp['batch']} and subdivisions={hyp['subdivisions']} must be positive")
     if hyp["batch"] % hyp["subdivisions"]:  # Darknet: mini-batch = batch / subdivisions, rounded down
