@@ -1,7 +1,7 @@
 """Reporting hooks (progress lines, TensorBoard, sample drawings) never end a run.
 
-:class:`Guarded` wraps one: an exception in it is logged as one warning (the first time for that hook and
-method; later ones at debug level) and the training goes on. A stop request (``KeyboardInterrupt``) still
+:class:`Guarded` wraps one: an exception in it is logged as one warning (its first failure; later ones at
+debug level) and the training goes on. A stop request (``KeyboardInterrupt``) still
 passes through. Hooks the run's state depends on (evaluation, ``results.csv``, checkpoints) are not wrapped:
 their failure must stop the run.
 """
@@ -19,7 +19,7 @@ class Guarded(HookBase):
 
     def __init__(self, hook: HookBase, what: str):
         self.hook, self.what = hook, what
-        self.warned: set = set()
+        self.warned = False
 
     def _call(self, method: str, *args) -> None:
         try:
@@ -27,8 +27,8 @@ class Guarded(HookBase):
         except Exception as exc:  # any failure of a report, never of the training itself
             trainer = args[0] if args else None
             where = f" in epoch {trainer.epoch + 1}" if trainer is not None else ""
-            level = logging.DEBUG if method in self.warned else logging.WARNING
-            self.warned.add(method)
+            level = logging.DEBUG if self.warned else logging.WARNING
+            self.warned = True
             message = " ".join(str(exc).split())[:300]
             logger.log(level, "the %s failed%s (%s: %s); the training goes on without it", self.what,
                        where, type(exc).__name__, message)
