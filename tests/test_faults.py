@@ -477,6 +477,10 @@ def test_weights_with_nan_or_inf_are_refused_naming_file_and_layer(capsys, tiny,
     err = one_line_error(capsys, lambda: detect.cli(["--weights", str(tmp_path / "nan.pt"), "--source",
                                                      str(tmp_path / "img"), "--device", "cpu"]))
     assert f"nan.pt: {key} holds 1 NaN or infinite value" in err, err
+    # ... and as the starting weights of a training.
+    from yolo.engine.transfer import load_pretrained
+    with pytest.raises(WeightsError, match=f"nan.pt: {key} holds 1 NaN"):
+        load_pretrained(Darknet(cfg), tmp_path / "nan.pt")
 
 
 @pytest.mark.parametrize("hyp, words", [
