@@ -674,3 +674,22 @@ def test_a_label_line_with_terminal_escapes_is_printed_escaped_by_the_tools(tiny
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "\\x1b[2J\\x1b[H\\x1b]0;owned\\x07" in proc.stderr, proc.stderr[-2000:]
     assert "\x1b" not in proc.stdout + proc.stderr and "\x07" not in proc.stdout + proc.stderr
+
+
+def test_every_tool_turns_file_system_errors_and_ctrl_c_into_one_line(capsys):
+    from yolo.cli.args import run_tool
+
+    def raising(exc):
+        def main(args):
+            raise exc
+        return lambda: run_tool(main, None)
+
+    err = one_line_error(capsys, raising(OSError(errno.ENOSPC, "No space left on device", "runs/x/labels/a.txt")))
+    assert err.startswith("error: runs/x/labels/a.txt: cannot write: the disk is full"), err
+    err = one_line_error(capsys, raising(PermissionError(errno.EACCES, "Permission denied", "my.cfg")))
+    assert err == "error: my.cfg: Permission denied", err
+    with pytest.raises(SystemExit) as info:
+        raising(KeyboardInterrupt())()
+    assert info.value.code == 130 and capsys.readouterr().err == "interrupted (Ctrl-C): stopped\n"
+    with pytest.raises(ZeroDivisionError):  # a bug stays a bug
+        raising(ZeroDivisionError())()

@@ -43,9 +43,11 @@ def run_tool(main: Callable[[argparse.Namespace], T], args: argparse.Namespace) 
         return main(args)
     except OSError as exc:
         error = as_output_error(exc)
-        if error is None:
-            raise
-        fail(str(error))
+        if error is not None:
+            fail(str(error))
+        if exc.filename and exc.strerror:  # a file that cannot be opened (no permission, ...)
+            fail(f"{exc.filename}: {exc.strerror}")
+        raise
     except ConfigError as exc:  # a bad setting found late (a --name that is a path): one line by design
         fail(str(exc))
     except KeyboardInterrupt:

@@ -85,11 +85,11 @@ def writing(path: PathLike) -> Iterator[None]:
 
 
 def as_output_error(exc: OSError) -> Optional[OutputError]:
-    """``exc`` as an :class:`OutputError` when it is a failed write (a full disk, a read-only file system, no
-    permission) that names its file; None for anything else."""
+    """``exc`` as an :class:`OutputError` when it is a failed write (a full disk, a read-only file system)
+    that names its file; None for anything else (a missing permission may be a read)."""
     if isinstance(exc, OutputError):
         return exc
-    if exc.errno in _REASONS and exc.filename:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS) and exc.filename:
         return output_error(exc.filename, exc)
     return None
 
