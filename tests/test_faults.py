@@ -610,6 +610,8 @@ def test_a_run_name_that_is_a_path_is_refused_by_every_tool(capsys, tiny, train_
     def written():  # what is on disk but the label caches the dataset scans keep
         return sorted(str(p) for p in train_setup.parent.rglob("*") if not p.name.endswith(".cache.json"))
 
+    from yolo.cli import demo
+    runs["demo"] = lambda: demo.cli(["--name", name, "--device", "cpu"])
     before = written()
     for tool, run in runs.items():
         err = one_line_error(capsys, run)

@@ -26,6 +26,7 @@ from yolo.cli import eval as eval_cli
 from yolo.cli import train as train_cli
 from yolo.cli.args import ToolParser, non_negative_int, positive_int, run_tool, setup_logging
 from yolo.data import ensure_shapes_dataset
+from yolo.runs import run_name
 
 REPO = Path(__file__).resolve().parents[2]  # the clone: configs/, and where runs/ and datasets/ go
 
@@ -55,6 +56,7 @@ def heldout_images(count: int) -> Path:
 
 
 def main(args: argparse.Namespace) -> int:
+    run_name(args.name)  # before the training: one folder name for its three run folders
     os.chdir(REPO)  # runs/ and datasets/ land in the repository, as with the tools themselves
     times = {}
     start = time.perf_counter()
