@@ -695,3 +695,15 @@ def test_every_tool_turns_file_system_errors_and_ctrl_c_into_one_line(capsys):
     assert info.value.code == 130 and capsys.readouterr().err == "interrupted (Ctrl-C): stopped\n"
     with pytest.raises(ZeroDivisionError):  # a bug stays a bug
         raising(ZeroDivisionError())()
+
+
+def test_the_nan_check_of_weights_does_not_refuse_finite_values_whose_sum_overflows():
+    from yolo.errors import WeightsError
+    from yolo.models.weights import check_finite
+
+    layers = [(0, [torch.empty(6)]), (3, [torch.empty(4)])]
+    check_finite(torch.full((10,), 3e38), layers, "big.weights")  # the float32 sum is inf, every value finite
+    values = torch.full((10,), 3e38)
+    values[7] = float("-inf")
+    with pytest.raises(WeightsError, match=r"^big.weights: layer 3 holds 1 NaN or infinite value\(s\) of 4"):
+        check_finite(values, layers, "big.weights")
