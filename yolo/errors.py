@@ -7,6 +7,21 @@ from typing import Optional, Union
 
 PathLike = Union[str, "os.PathLike[str]"]
 
+# The longest value a message echoes (a label line, a name, a path, a YAML snippet), and the longest message.
+MAX_SHOWN = 200
+MAX_MESSAGE = 2000
+
+
+def shown(text: object, limit: int = MAX_SHOWN, keep: str = "") -> str:
+    """``text`` as it may be echoed in a message: control and invisible characters written as escapes
+    (``\\x1b``: a terminal escape sequence in a label line cannot clear the screen), except those in ``keep``;
+    and at most ``limit`` characters, the rest counted (``... (312,000,000 characters)``)."""
+    text = str(text)
+    cut = text[:limit]
+    out = "".join(ch if ch.isprintable() or ch in keep else ch.encode("unicode_escape").decode("ascii")
+                  for ch in cut)
+    return out if len(text) <= limit else f"{out}... ({len(text):,} characters)"
+
 
 class CfgError(ValueError):
     """A problem in a Darknet cfg, located at ``source:line``."""
@@ -16,7 +31,7 @@ class CfgError(ValueError):
         self.line = line
         self.problem = message
         where = f"{source}:{line}" if line is not None else source
-        super().__init__(f"{where}: {message}")
+        super().__init__(shown(f"{where}: {message}", MAX_MESSAGE))
 
 
 class WeightsError(ValueError):
@@ -36,7 +51,7 @@ class DataError(ValueError):
             text = f"{source}: {message}"
         else:
             text = f"{source}:{line}: {message}"
-        super().__init__(text)
+        super().__init__(shown(text, MAX_MESSAGE, keep="\n"))  # DataError may list problems, one a line
 
 
 class ImageReadError(OSError):
@@ -57,3 +72,8 @@ class ExportError(RuntimeError):
 
 class AnchorCfgError(ValueError):
     """A cfg that cannot take the new anchors; the message names the file and line."""
+
+
+class OutputError(OSError):
+    """A file or folder that could not be written (the disk is full, the file system is read-only, no
+    permission); the message names it, says why and what to do (:mod:`yolo.files.write_errors`)."""

@@ -7,6 +7,8 @@ import cv2
 import numpy as np
 import torch
 
+from yolo.boxes import clip_boxes
+
 __all__ = ["class_color", "text_color_for", "draw_detections", "draw_box_uncertainty"]
 
 Color = Tuple[int, int, int]
@@ -44,7 +46,7 @@ def draw_detections(
 
     Args:
         image: BGR ``uint8`` ``H x W x 3``.
-        boxes: ``Float[K, 4]`` xyxy in ``image`` pixels.
+        boxes: ``Float[K, 4]`` xyxy in ``image`` pixels (clipped to the image; non-finite ones are skipped).
         scores: ``Float[K]``.
         labels: ``Int64[K]`` class indices into ``names``.
         names: class names (``None``: the class index is written).
@@ -55,11 +57,16 @@ def draw_detections(
     lw = line_width or max(1, round((h + w) / 2 * 0.003))
     font_scale = max(0.4, lw / 3)
     font_thickness = max(1, lw - 1)
-    boxes = boxes.detach().float().cpu().numpy()
+    # Clipped to the image as detection clips them: a diverging model's box (1e9 pixels) does not fit
+    # OpenCV's 32-bit coordinates; a box that is not finite is not drawn.
+    boxes = clip_boxes(boxes.detach().float().cpu(), (h, w)).numpy()
     scores = scores.detach().float().cpu().numpy()
     labels = labels.detach().cpu().numpy()
+    drawable = np.isfinite(boxes).all(axis=1) & np.isfinite(scores)
     # Draw the weakest first so the strongest labels end up on top.
     for i in np.argsort(scores, kind="stable"):
+        if not drawable[i]:
+            continue
         label = int(labels[i])
         color = class_color(label)
         x1, y1, x2, y2 = (int(round(v)) for v in boxes[i])
@@ -82,7 +89,10 @@ def draw_box_uncertainty(image: np.ndarray, boxes: torch.Tensor, labels: torch.T
     YOLOv3 score discounts) in the bottom-left corner of each xyxy box, in the box's colour, on ``image``."""
     h, w = image.shape[:2]
     scale = max(0.35, (h + w) / 2 * 0.0008)
-    for (x1, _, _, y2), label, sigma in zip(boxes.tolist(), labels.tolist(), sigmas.mean(1).tolist()):
+    for (x1, _, _, y2), label, sigma in zip(clip_boxes(boxes.detach().float().cpu(), (h, w)).tolist(),
+                                             labels.tolist(), sigmas.mean(1).tolist()):
+        if not np.isfinite([x1, y2, sigma]).all():
+            continue
         org = (int(min(max(x1 + 2, 0), w - 1)), int(min(max(y2 - 4, 0), h - 1)))
         cv2.putText(image, f"unc {sigma:.2f}", org, cv2.FONT_HERSHEY_SIMPLEX, scale, class_color(int(label)), 1,
                     cv2.LINE_AA)

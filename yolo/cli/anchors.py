@@ -15,7 +15,9 @@ import argparse
 from pathlib import Path
 
 from yolo.anchors import kmeans_anchors, label_sizes, write_cfg_with_anchors
-from yolo.cli.args import ToolParser, fail
+from yolo.cli.args import ToolParser, fail, run_tool
+from yolo.counts import MAX_ANCHORS
+from yolo.files.overwrite import refuse_overwriting_inputs
 from yolo.data.config import load_data_config
 from yolo.data.dataset import build_dataset
 from yolo.errors import AnchorCfgError, CfgError, DataError
@@ -41,6 +43,11 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(args: argparse.Namespace):
     if args.write is not None and args.cfg is None:
         fail("--write needs --cfg (the cfg to copy)")
+    if args.write is not None:
+        try:
+            refuse_overwriting_inputs(args.write, {"--cfg": args.cfg, "--data": args.data}, flag="--write")
+        except ValueError as exc:
+            fail(str(exc))
     width, height, k = args.width, args.height, args.num_of_clusters
     if args.cfg is not None:
         try:
@@ -52,10 +59,15 @@ def main(args: argparse.Namespace):
         height = height or net.get_int("height", 416)
         heads = [s for s in sections if s.type == "yolo"]
         if k is None and heads:
-            k = heads[0].get_int("num", len(heads[0].get_floats("anchors", [])) // 2)
+            try:
+                k = heads[0].get_count("num", len(heads[0].get_floats("anchors", [])) // 2, MAX_ANCHORS)
+            except CfgError as exc:
+                fail(str(exc))
     width, height, k = width or 416, height or 416, k or 9
     if width <= 0 or height <= 0 or k <= 0:
         fail(f"width={width}, height={height} and -n {k} must be positive")
+    if k > MAX_ANCHORS:
+        fail(f"-n {k} is out of range: at most {MAX_ANCHORS:,} anchors")
     try:
         config = load_data_config(args.data)
         dataset = build_dataset(config, args.split, img_size=(height, width), augment=False)
@@ -80,4 +92,4 @@ def main(args: argparse.Namespace):
 
 def cli(argv=None) -> None:
     """Console entry point: ``yolo-anchors``."""
-    main(parse_args(argv))
+    run_tool(main, parse_args(argv))

@@ -6,18 +6,53 @@ import logging
 import math
 import sys
 from pathlib import Path
-from typing import Callable, NoReturn, Optional
+from typing import Callable, NoReturn, Optional, TypeVar
+
+from yolo.errors import MAX_MESSAGE, ConfigError, shown
+from yolo.files.write_errors import as_output_error
+
+T = TypeVar("T")
+EXIT_INTERRUPTED = 130
 
 
-def setup_logging(verbose: bool = False) -> None:
-    """Plain ``logging`` to stderr: INFO by default, DEBUG with ``verbose``."""
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s", stream=sys.stderr)
+class VisibleFormatter(logging.Formatter):
+    """Log lines with control characters escaped (a path or a label line cannot drive the terminal); line
+    breaks and tabs kept."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return shown(super().format(record), 10 * MAX_MESSAGE, keep="\n\t")
+
+
+def setup_logging(verbose: bool = False, level: int = logging.INFO) -> None:
+    """Plain ``logging`` to stderr: ``level`` (INFO) by default, DEBUG with ``verbose``; messages escaped."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(VisibleFormatter("%(message)s"))
+    logging.basicConfig(level=logging.DEBUG if verbose else level, handlers=[handler])
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print a one-line error to stderr and exit with a non-zero status."""
-    print(f"error: {message}", file=sys.stderr)
+    print(f"error: {shown(message, MAX_MESSAGE)}", file=sys.stderr)  # one line, whatever the message echoes
     raise SystemExit(code)
+
+
+def run_tool(main: Callable[[argparse.Namespace], T], args: argparse.Namespace) -> T:
+    """``main(args)`` with what any tool can meet as one line instead of a traceback: a write that failed (a
+    full disk, a read-only folder) or a bad setting (exit status 2), and Ctrl-C (exit status 130)."""
+    try:
+        return main(args)
+    except OSError as exc:
+        error = as_output_error(exc)
+        if error is not None:
+            fail(str(error))
+        if exc.filename and exc.strerror:  # a file that cannot be opened (no permission, ...)
+            fail(f"{exc.filename}: {exc.strerror}")
+        raise
+    except ConfigError as exc:  # a bad setting found late (a --name that is a path): one line by design
+        fail(str(exc))
+    except KeyboardInterrupt:
+        print("interrupted (Ctrl-C): stopped", file=sys.stderr)
+        raise SystemExit(EXIT_INTERRUPTED) from None
 
 
 class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):

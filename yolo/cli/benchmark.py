@@ -19,7 +19,8 @@ import cv2
 import torch
 
 from yolo.benchmark.compare import cpu_figures, cuda_figures, random_weights_file, synthetic_image
-from yolo.cli.args import DefaultsHelpFormatter, ToolParser, fail, fraction, image_side, non_negative_int, positive_int
+from yolo.cli.args import (DefaultsHelpFormatter, ToolParser, fail, fraction, image_side, non_negative_int,
+                           positive_int, run_tool)
 from yolo.files.images import load_image
 
 
@@ -71,4 +72,4 @@ def main(args) -> Dict[str, float]:
 
 def cli(argv=None) -> None:
     """Console entry point: ``yolo-benchmark``."""
-    main(parse_args(argv))
+    run_tool(main, parse_args(argv))

@@ -16,8 +16,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from yolo.cli.args import ToolParser, fail, non_negative_int
+from yolo.cli.args import ToolParser, fail, non_negative_int, run_tool
 from yolo.files.names import read_names
+from yolo.files.overwrite import refuse_overwriting_inputs
 from yolo.errors import CfgError
 from yolo.models.checkpoint import model_checkpoint, save_checkpoint
 from yolo.models.model import Darknet, load_model
@@ -42,6 +43,7 @@ def main(args: argparse.Namespace) -> Path:
         fail(f"{weights}: file not found")
     to_darknet = weights.suffix in (".pt", ".pth")
     try:
+        refuse_overwriting_inputs(output, {"--weights": weights, "--cfg": args.cfg, "--names": args.names})
         output.parent.mkdir(parents=True, exist_ok=True)  # as for a .pt output: the folder may be new
         if to_darknet:
             model = load_model(args.cfg, weights)
@@ -67,5 +69,5 @@ def main(args: argparse.Namespace) -> Path:
 
 
 def cli(argv=None) -> None:
-    main(parse_args(argv))
+    run_tool(main, parse_args(argv))
 

@@ -14,7 +14,6 @@ Run folders are never overwritten (``shapes2``, ``shapes3``, ... on later runs).
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 import time
@@ -25,8 +24,9 @@ import yaml
 from yolo.cli import detect as detect_cli
 from yolo.cli import eval as eval_cli
 from yolo.cli import train as train_cli
-from yolo.cli.args import ToolParser, non_negative_int, positive_int
+from yolo.cli.args import ToolParser, non_negative_int, positive_int, run_tool, setup_logging
 from yolo.data import ensure_shapes_dataset
+from yolo.runs import run_name
 
 REPO = Path(__file__).resolve().parents[2]  # the clone: configs/, and where runs/ and datasets/ go
 
@@ -56,6 +56,7 @@ def heldout_images(count: int) -> Path:
 
 
 def main(args: argparse.Namespace) -> int:
+    run_name(args.name)  # before the training: one folder name for its three run folders
     os.chdir(REPO)  # runs/ and datasets/ land in the repository, as with the tools themselves
     times = {}
     start = time.perf_counter()
@@ -113,5 +114,5 @@ def _train_img_size(run_dir: Path):
 
 def cli(argv=None) -> None:
     """Console entry point: ``yolo-demo``."""
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    sys.exit(main(parse_args(argv)))
+    setup_logging()
+    sys.exit(run_tool(main, parse_args(argv)))

@@ -23,15 +23,16 @@ from typing import Optional
 
 from tqdm import tqdm
 
-from yolo.cli.args import DefaultsHelpFormatter, ToolParser, fail, fraction, image_side, non_negative_int, positive_int
+from yolo.cli.args import (DefaultsHelpFormatter, ToolParser, fail, fraction, image_side, non_negative_int,
+                           positive_int, run_tool, setup_logging)
 from yolo.device import parse_device
-from yolo.errors import CfgError, ConfigError, ImageReadError, WeightsError
+from yolo.errors import MAX_MESSAGE, CfgError, ConfigError, ImageReadError, WeightsError, shown
 from yolo.inference.detector import Detector
 from yolo.inference.runner import detect_images, detect_video, names_hint
 from yolo.inference.sources import camera_opens, collect_sources
 from yolo.inference.writer import Writer
 from yolo.progress import use_bars
-from yolo.runs import increment_path
+from yolo.runs import increment_path, run_name
 
 logger = logging.getLogger("yolo.detect")
 
@@ -73,7 +74,7 @@ def parse_args(argv=None):
 def main(args) -> Optional[Path]:
     """Run detection as described by ``args``; returns the run folder (None with ``--nosave`` and nothing
     else to save: no folder is made)."""
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(message)s")
+    setup_logging(args.verbose, logging.WARNING)
     try:
         items = collect_sources(args.source)
     except FileNotFoundError as exc:
@@ -100,13 +101,17 @@ def main(args) -> Optional[Path]:
                             nms_kind=args.nms_kind, beta_nms=args.beta_nms)
     except (CfgError, WeightsError, ValueError, FileNotFoundError) as exc:
         fail(str(exc).strip().splitlines()[0])
+    unknown = sorted(set(args.classes or ()) - set(range(detector.num_classes)))
+    if unknown:
+        fail(f"--classes {' '.join(str(c) for c in unknown)}: the model has {detector.num_classes} classes "
+             f"(0..{detector.num_classes - 1}), so nothing could be detected")
     if args.half and detector.device.type != "cuda":
         logger.warning("--half needs CUDA: running in fp32 on %s", detector.device)
     if names_hint(detector.names_from):
         print(names_hint(detector.names_from), file=sys.stderr)
 
     saves = not args.nosave or args.save_txt or args.save_json
-    out_dir = increment_path(args.output / args.name) if saves else None  # --nosave alone: no run folder
+    out_dir = increment_path(args.output / run_name(args.name)) if saves else None  # --nosave alone: no run folder
     writer = Writer(out_dir, detector.names, not args.nosave, args.save_txt, args.save_conf, args.save_json)
     t_start = time.perf_counter()
     images = [it for it in items if it.kind == "image"]
@@ -122,8 +127,8 @@ def main(args) -> Optional[Path]:
                 n_images += frames_done
                 n_dets += dets_done
             except ImageReadError as exc:
-                skipped.append(str(exc))
-                progress.write(f"warning: {exc}; skipped", file=sys.stderr)
+                skipped.append(shown(exc, MAX_MESSAGE))
+                progress.write(f"warning: {skipped[-1]}; skipped", file=sys.stderr)
             except KeyboardInterrupt:  # a camera runs until interrupted
                 progress.write(f"{item.name}: stopped")
             progress.update(1)
@@ -140,4 +145,4 @@ def main(args) -> Optional[Path]:
 
 def cli(argv=None) -> None:
     """Console entry point: ``yolo-detect``."""
-    main(parse_args(argv))
+    run_tool(main, parse_args(argv))

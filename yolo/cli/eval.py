@@ -15,7 +15,8 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from yolo.cli.args import ToolParser, fail, fraction, image_side, non_negative_int, positive_int, setup_logging
+from yolo.cli.args import (ToolParser, fail, fraction, image_side, non_negative_int, positive_int, run_tool,
+                           setup_logging)
 from yolo.data import build_dataset, create_dataloader, load_data_config
 from yolo.device import parse_device
 from yolo.errors import CfgError, ConfigError, DataError, WeightsError
@@ -23,7 +24,7 @@ from yolo.evaluation import Evaluator, evaluate_model
 from yolo.models.model import load_model
 from yolo.models.preprocessing import default_img_size, default_resize
 from yolo.progress import use_bars
-from yolo.runs import increment_path
+from yolo.runs import increment_path, remove_if_empty, run_name
 
 logger = logging.getLogger("yolo.eval")
 
@@ -103,16 +104,20 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
         fail(str(exc))
     loader = create_dataloader(dataset, batch_size=args.batch_size, shuffle=False, num_workers=args.workers,
                                pin_memory=device.type == "cuda")
-    save_dir = Path(args.save_dir) if args.save_dir else Path(args.project) / args.name
+    save_dir = Path(args.save_dir) if args.save_dir else Path(args.project) / run_name(args.name)
     if not args.save_dir or (save_dir.exists() and any(save_dir.iterdir())):  # never overwrite a run
         save_dir = increment_path(save_dir)
     save_dir.mkdir(parents=True, exist_ok=True)
 
     logger.info("evaluating %s on %s (%d images) at %dx%d, %s, conf %g, NMS IoU %g", args.weights, args.data,
                 len(dataset), img_size[0], img_size[1], dataset.resize, args.conf_thres, args.iou_thres)
-    metrics = evaluate_model(model, loader, evaluator, conf_thres=args.conf_thres, iou_thres=args.iou_thres,
-                             device=device, max_det=args.max_det, multi_label=not args.single_label,
-                             amp=args.amp, progress=use_bars(not args.no_progress), desc=f"eval {args.split}")
+    try:
+        metrics = evaluate_model(model, loader, evaluator, conf_thres=args.conf_thres, iou_thres=args.iou_thres,
+                                 device=device, max_det=args.max_det, multi_label=not args.single_label,
+                                 amp=args.amp, progress=use_bars(not args.no_progress), desc=f"eval {args.split}")
+    except KeyboardInterrupt:  # Ctrl-C: nothing was written; leave no empty run folder behind
+        remove_if_empty(save_dir)
+        raise
     speed = metrics["speed_ms"]
     print(evaluator.summary_text(metrics))
     print(f"Speed: {speed['preprocess']:.1f} ms pre-process, {speed['inference']:.1f} ms inference, "
@@ -134,4 +139,4 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
 def cli(argv: Optional[List[str]] = None) -> None:
     """Console entry point: ``yolo-eval``."""
     setup_logging()
-    main(parse_args(argv))
+    run_tool(main, parse_args(argv))

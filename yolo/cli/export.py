@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Dict
 
 from yolo.cli.args import (DefaultsHelpFormatter, ToolParser, fail, fraction, image_side, non_negative_int, number,
-                           positive_int, setup_logging)
+                           positive_int, run_tool, setup_logging)
 from yolo.errors import CfgError, ExportError, ImageReadError, WeightsError
 from yolo.export import NMSOptions
 from yolo.export.heads import check_runtime
@@ -26,6 +26,7 @@ from yolo.export.latency import compare_latency_with_darknet_pair, latency_repor
 from yolo.export.samples import check_inputs
 from yolo.export.traced import as_size
 from yolo.files.names import read_names
+from yolo.files.overwrite import refuse_overwriting_inputs, same_file
 from yolo.models.checkpoint import load_checkpoint_file
 from yolo.models.model import load_model
 
@@ -93,8 +94,11 @@ def run(args) -> Dict[str, object]:
     model = load_model(args.cfg, args.weights, device="cpu").eval()
     size = as_size(args.img_size, model)
     output = args.output or args.weights.with_suffix(SUFFIXES[args.format])
-    if output.resolve() == args.weights.resolve():
-        raise ValueError(f"{output}: the output would overwrite the input weights; choose --output")
+    inputs = {"--weights": args.weights, "--cfg": args.cfg, "--names": args.names, "--image": args.image}
+    refuse_overwriting_inputs(output, inputs)
+    if args.format == "darknet" and not (args.cfg is not None and same_file(output.with_suffix(".cfg"), args.cfg)):
+        # the cfg written beside the weights (the model's own --cfg is used as it is)
+        refuse_overwriting_inputs(output.with_suffix(".cfg"), inputs)
     inputs = check_inputs(size, model.stride, args.image, model.input_channels, dynamic=args.dynamic)
     nms = NMSOptions(args.conf_thres, args.iou_thres, args.max_det) if args.nms else None
     done = export_checked(model, args.format, output, inputs, verify=not args.no_verify, dynamic=args.dynamic,
@@ -131,4 +135,4 @@ def main(args) -> Dict[str, object]:
 
 def cli(argv=None) -> None:
     """Console entry point: ``yolo-export``."""
-    main(parse_args(argv))
+    run_tool(main, parse_args(argv))

@@ -29,11 +29,11 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from yolo.cli.args import ToolParser, fail, image_side, non_negative_int, positive_int, setup_logging
+from yolo.cli.args import ToolParser, fail, image_side, non_negative_int, positive_int, run_tool, setup_logging
 from yolo.cli.invocation import invoked_command
 from yolo.engine.config import TrainOptions
 from yolo.engine.trainer import Trainer
-from yolo.errors import CfgError, ConfigError, DataError, NonFiniteLossError, WeightsError
+from yolo.errors import CfgError, ConfigError, DataError, NonFiniteLossError, OutputError, WeightsError
 
 logger = logging.getLogger("yolo.train")
 
@@ -103,8 +103,12 @@ def main(args: argparse.Namespace) -> int:
                            project=args.project, name=args.name, resume=resume, freeze=args.freeze,
                            workers=args.workers, seed=args.seed, sync_bn=args.sync_bn,
                            adapt_classes=args.adapt_classes, progress=not args.no_progress)
+    trainer = Trainer(options)
     try:
-        result = Trainer(options).fit()
+        result = trainer.fit()
+    except OutputError as exc:  # a full disk at a save: the previous last.pt is whole (atomic saves)
+        last = trainer.run_dir / "last.pt" if trainer.run_dir is not None else None
+        fail(f"{exc}" + (f"; {last} is intact: continue with --resume {last}" if last and last.is_file() else ""))
     except NonFiniteLossError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_NON_FINITE
@@ -127,4 +131,4 @@ def main(args: argparse.Namespace) -> int:
 
 def cli(argv: Optional[List[str]] = None) -> None:
     """Console entry point: ``yolo-train``."""
-    sys.exit(main(parse_args(argv)))
+    sys.exit(run_tool(main, parse_args(argv)))

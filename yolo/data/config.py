@@ -30,9 +30,11 @@ from typing import Any, Dict, List, Optional, Union
 
 import yaml
 
+from yolo.counts import MAX_CLASSES
 from yolo.data.darknet_data import is_darknet_data, read_darknet_data
 from yolo.data.shapes import ensure_shapes_dataset
-from yolo.errors import DataError
+from yolo.errors import DataError, shown
+from yolo.files.yaml_files import load_yaml
 from yolo.files.names import read_names
 
 logger = logging.getLogger(__name__)
@@ -141,6 +143,18 @@ def _names_from_coco(path: Path) -> List[str]:
     return [c["name"] for c in sorted(categories, key=lambda c: c["id"])]
 
 
+def _checked_names(raw: Any, yaml_path: Path) -> Any:
+    """``raw`` when it is a names file, or at most :data:`MAX_CLASSES` names each of them a plain value."""
+    if isinstance(raw, (dict, list, tuple)):
+        if len(raw) > MAX_CLASSES:
+            raise DataError(f"'names' lists {len(raw):,} classes, more than the {MAX_CLASSES:,} allowed", yaml_path)
+        for value in (raw.values() if isinstance(raw, dict) else raw):
+            if not isinstance(value, (str, int, float)):
+                raise DataError(f"'names' holds a {type(value).__name__} where a class name belongs: one name "
+                                "an entry", yaml_path)
+    return raw
+
+
 def _parse_names(raw: Any, yaml_path: Path, root: Path) -> List[str]:
     if isinstance(raw, dict):
         try:
@@ -231,11 +245,12 @@ def load_data_config(path: PathLike, prepare: bool = True) -> DataConfig:
     if is_darknet_data(yaml_path):  # Darknet's obj.data: classes, train, valid, names
         return DataConfig(**read_darknet_data(yaml_path), source=yaml_path)
     try:
-        with open(yaml_path, encoding="utf-8") as f:
-            raw = yaml.safe_load(f)
+        raw = load_yaml(yaml_path)
     except yaml.YAMLError as e:
         line = getattr(getattr(e, "problem_mark", None), "line", None)
-        raise DataError(f"not valid YAML: {e}", yaml_path, None if line is None else line + 1) from None
+        raise DataError(f"not valid YAML: {shown(e)}", yaml_path, None if line is None else line + 1) from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise DataError(f"cannot read it: {shown(e)}", yaml_path) from None
     if not isinstance(raw, dict):
         raise DataError("a dataset config must be a mapping with keys path, train, val, names", yaml_path)
     known = {"path", "train", "val", "names", "nc", "train_images", "val_images", "generate", "test", "download"}
@@ -262,7 +277,7 @@ def load_data_config(path: PathLike, prepare: bool = True) -> DataConfig:
             ensure_shapes_dataset(root, **kwargs)
 
     if "names" in raw:
-        names = _parse_names(raw["names"], yaml_path, root)
+        names = _parse_names(_checked_names(raw["names"], yaml_path), yaml_path, root)
     elif is_coco_json(train) and train.is_file():
         names = _names_from_coco(train)
     else:

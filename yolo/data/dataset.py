@@ -211,9 +211,10 @@ def label_path_for(image_path: PathLike) -> Path:
 
 
 def find_label_file(image_path: Path) -> Optional[Path]:
-    """The label file of an image: :func:`label_path_for`, else ``name.txt`` next to the image."""
+    """The label file of an image: :func:`label_path_for`, else ``name.txt`` next to the image. A folder of
+    that name is returned too, to be reported (its image must not pass for a background image)."""
     for candidate in (label_path_for(image_path), image_path.with_suffix(".txt")):
-        if candidate.is_file():
+        if candidate.is_file() or candidate.is_dir():
             return candidate
     return None
 
@@ -348,7 +349,8 @@ def _orphan_labels(images: Sequence[Path], used: set) -> List[Problem]:
             continue
         for path in sorted(folder.glob("*.txt")):
             if path not in used and path.name != "classes.txt":
-                problems.append(Problem(str(path), "label file has no matching image (ignored)", None, "orphan",
+                what = "a folder named like a label file" if path.is_dir() else "label file"
+                problems.append(Problem(str(path), f"{what} has no matching image (ignored)", None, "orphan",
                                         "orphan_label"))
     return problems
 

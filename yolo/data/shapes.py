@@ -23,6 +23,7 @@ import cv2
 import numpy as np
 
 from yolo.errors import DataError
+from yolo.files.write_errors import check_written
 
 logger = logging.getLogger(__name__)
 
@@ -148,8 +149,9 @@ def write_split(root: Path, split: str, count: int, seed: int, size_range: Tuple
         rng = np.random.default_rng([int(seed), _SPLIT_CODES[split], i])
         image, boxes, labels = render_sample(rng, size_range, max_shapes)
         h, w = image.shape[:2]
-        cv2.imwrite(str(image_dir / f"{i:05d}.jpg"), cv2.cvtColor(image, cv2.COLOR_RGB2BGR),
-                    [cv2.IMWRITE_JPEG_QUALITY, 95])
+        image_path = image_dir / f"{i:05d}.jpg"
+        check_written(cv2.imwrite(str(image_path), cv2.cvtColor(image, cv2.COLOR_RGB2BGR),
+                                  [cv2.IMWRITE_JPEG_QUALITY, 95]), image_path)
         lines = []
         for (x1, y1, x2, y2), c in zip(boxes, labels):
             lines.append(f"{c} {(x1 + x2) / 2 / w:.6f} {(y1 + y2) / 2 / h:.6f} {(x2 - x1) / w:.6f} {(y2 - y1) / h:.6f}")

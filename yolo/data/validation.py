@@ -16,7 +16,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
-from yolo.errors import DataError
+from yolo.errors import MAX_MESSAGE, DataError, shown
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class Problem:
 
     def __str__(self) -> str:
         where = self.path if self.line is None else f"{self.path}:{self.line}"
-        return f"{where}: {self.reason}"
+        return shown(f"{where}: {self.reason}", MAX_MESSAGE)  # a label line may hold terminal escapes
 
     def to_json(self) -> list:
         return [self.path, self.reason, self.line, self.kind, self.code]
@@ -251,6 +251,10 @@ def read_label_file(path: Path, num_classes: int) -> Tuple[np.ndarray, List[Prob
     Each line is decoded on its own, so a line that is not UTF-8 text is dropped and reported like any
     other malformed line while the image keeps its valid boxes. A byte-order mark is tolerated.
     """
+    if path.is_dir():
+        return np.zeros((0, 5), np.float32), [Problem(str(path), "is a folder where the image's label file belongs; "
+                                                     "its image is dropped (rename the folder)", None, "file",
+                                                     "bad_label_file")]
     try:
         data = path.read_bytes()
     except OSError as e:

@@ -21,15 +21,18 @@ rounded down to one, as Darknet's integer ``batch / subdivisions`` does). With `
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import yaml
 
+from yolo.counts import MAX_BATCH, MAX_IMAGE_SIDE
 from yolo.data.transforms import augment_from_cfg
 from yolo.engine.schedule import SCHEDULE_DEFAULTS, LRSchedule, ScheduleSettings, read_net_schedule, resolve_steps
-from yolo.errors import ConfigError
+from yolo.errors import ConfigError, shown
+from yolo.files.yaml_files import load_yaml
 from yolo.models.cfg_options import check_training_options, last_head
 
 logger = logging.getLogger(__name__)
@@ -143,9 +146,11 @@ def read_hyp(hyp: Union[str, Path, Mapping[str, Any], None]) -> Dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"{path}: hyperparameter file not found")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = load_yaml(path) or {}
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        raise ConfigError(f"{path}: not valid YAML: {shown(exc)}") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read it: {shown(exc)}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a hyperparameter file must be a mapping of key: value")
     return data
@@ -195,7 +200,12 @@ def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, 
 
     # Types (from the fields of Hyperparameters) and ranges.
     for key, value in hyp.items():
-        hyp[key] = _typed(key, value, where)
+        hyp[key] = _typed(key, value, _origin(key, user, flags, net, where))
+    for key, (low, high, text) in HYP_RANGES.items():
+        value = hyp.get(key)
+        if value is not None and not (low <= value and (value < high if key in _BELOW else value <= high)):
+            raise ConfigError(f"{_origin(key, user, flags, net, where)}: {key}={value!r} is out of range: it must "
+                              f"be {text}")
     for key in ("steps", "scales"):
         value = hyp[key]
         if isinstance(value, (int, float)):
@@ -212,7 +222,10 @@ def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, 
         LRSchedule(**check)
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
-    hyp["img_size"] = list(_img_size(hyp["img_size"], where))
+    hyp["img_size"] = list(_img_size(hyp["img_size"], _origin("img_size", user, flags, net, where)))
+    if not all(1 <= side <= MAX_IMAGE_SIDE for side in hyp["img_size"]):
+        raise ConfigError(f"{_origin('img_size', user, flags, net, where)}: img_size={hyp['img_size']} is out of "
+                          f"range: each side must be between 1 and {MAX_IMAGE_SIDE:,}")
     if hyp["batch"] < 1 or hyp["subdivisions"] < 1:
         raise ConfigError(f"batch={hyp['batch']} and subdivisions={hyp['subdivisions']} must be positive")
     if hyp["batch"] % hyp["subdivisions"]:  # Darknet: mini-batch = batch / subdivisions, rounded down
@@ -240,6 +253,37 @@ def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, 
     return Hyperparameters(**hyp)
 
 
+# The numeric hyperparameters with a range (low, high, in words); those in _BELOW must stay under high.
+HYP_RANGES = {
+    "learning_rate": (0.0, math.inf, "0 or more"),
+    "momentum": (0.0, 1.0, "at least 0 and below 1"),
+    "decay": (0.0, 1.0, "at least 0 and below 1"),
+    "B1": (0.0, 1.0, "at least 0 and below 1"),
+    "B2": (0.0, 1.0, "at least 0 and below 1"),
+    "eps": (1e-30, 1.0, "above 0 and at most 1"),
+    "batch": (1, MAX_BATCH, f"between 1 and {MAX_BATCH:,}"),
+    "subdivisions": (1, MAX_BATCH, f"between 1 and {MAX_BATCH:,}"),
+    "ema_decay": (0.0, 1.0, "between 0 and 1"),
+    "bn_momentum": (0.0, 1.0, "between 0 and 1"),
+    "max_grad_norm": (1e-30, math.inf, "above 0"),
+    "conf_thres": (0.0, 1.0, "between 0 and 1"),
+    "iou_thres": (0.0, 1.0, "between 0 and 1"),
+    "multi_scale_every": (1, math.inf, "at least 1"),
+    "eval_interval": (1, math.inf, "at least 1"),
+    "tb_images": (0, 1000, "between 0 and 1000"),
+}
+_BELOW = ("momentum", "decay", "B1", "B2")
+
+
+def _origin(key: str, user: Mapping[str, Any], flags: Mapping[str, Any], net, where: str) -> str:
+    """Where the value of ``key`` came from: a flag, the --hyp file, else the cfg's [net] line."""
+    if flags.get(key) is not None:
+        return "--batch-size" if key == "batch" else f"--{key.replace('_', '-')}"
+    if key in user:
+        return where
+    return f"{net.source}:{net.option_lines.get(key, net.line)}" if hasattr(net, "option_lines") else where
+
+
 def _typed(key: str, value: Any, where: str) -> Any:
     """``value`` as the type of field ``key``: ``int``, ``float`` and ``bool`` fields (and their Optional
     forms) are converted; the other fields are checked later."""
@@ -250,10 +294,13 @@ def _typed(key: str, value: Any, where: str) -> Any:
     if convert is None or (optional and value is None):
         return value
     try:
-        return convert(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{where}: {key}={value!r} is not {'an integer' if base == 'int' else 'a number'}") \
-            from None
+        converted = convert(value)
+    except (TypeError, ValueError, OverflowError):
+        kind_text = "an integer" if base == "int" else "a number"
+        raise ConfigError(f"{where}: {key}={shown(repr(value))} is not {kind_text}") from None
+    if base == "float" and not math.isfinite(converted):
+        raise ConfigError(f"{where}: {key}={value!r} is not a finite number")
+    return converted
 
 
 def _multi_scale(value: Any, net, heads: Sequence, where: str) -> Union[bool, Dict[str, Any]]:

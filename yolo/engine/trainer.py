@@ -48,8 +48,8 @@ from yolo.engine.config import Hyperparameters, TrainOptions, resolve_hyp
 from yolo.engine.distributed import (DistInfo, DistributedEpochSampler, SkipSampler, any_true, barrier,
                                      broadcast_object, cleanup_distributed, init_distributed)
 from yolo.engine.ema import ModelEMA
-from yolo.engine.hooks import (CheckpointHook, EvalHook, HookBase, ProgressWriter, ResultsCSVWriter, StepLog,
-                               TensorBoardWriter, evaluate_run)
+from yolo.engine.hooks import (CheckpointHook, EvalHook, Guarded, HookBase, ProgressWriter, ResultsCSVWriter,
+                               RunFolderLock, StepLog, TensorBoardWriter, evaluate_run)
 from yolo.engine.optimizer import clip_weights, hold_gradients, holds_gradients, optimizer_from_hyp
 from yolo.engine.rng import seed_everything, set_rng_state
 from yolo.engine.run_folder import recover_run_folder, update_settings, write_settings
@@ -65,7 +65,7 @@ from yolo.models.head_prior import prior_head_biases
 from yolo.models.model import Darknet
 from yolo.models.preprocessing import training_preprocessing
 from yolo.progress import use_bars
-from yolo.runs import increment_path
+from yolo.runs import increment_path, run_name
 
 logger = logging.getLogger(__name__)
 
@@ -445,22 +445,24 @@ class Trainer:
         if resumed:
             self.run_dir = self.resume_path.parent
         else:
-            run_dir = str(increment_path(Path(opt.project) / opt.name)) if self.main else None
+            run_dir = str(increment_path(Path(opt.project) / run_name(opt.name))) if self.main else None
             self.run_dir = Path(broadcast_object(run_dir))
         if not self.main:
             return
+        lock = RunFolderLock(self.run_dir)  # before anything in the folder is touched
+        self.loop_hooks = [lock]  # released by fit() whatever happens next
         self.best_fitness = recover_run_folder(self.run_dir, resumed, self.best_fitness)
         if not resumed:  # a resumed run keeps the settings files it started with, but for its new run length
             write_settings(self.run_dir, self.model.cfg_text, hyp.to_dict(), opt.to_dict(), self.data)
         else:
             update_settings(self.run_dir, opt.to_dict(), hyp.to_dict())
         # The order matters: evaluation decides is_best before results.csv and the checkpoints are written.
-        self.loop_hooks = [ProgressWriter(use_bars(opt.progress)), EvalHook(hyp.eval_interval),
-                           ResultsCSVWriter(self.run_dir / "results.csv")]
+        self.loop_hooks = [lock, Guarded(ProgressWriter(use_bars(opt.progress)), "progress display"),
+                           EvalHook(hyp.eval_interval), ResultsCSVWriter(self.run_dir / "results.csv")]
         if hyp.tensorboard:
             tensorboard = TensorBoardWriter(self.run_dir, hyp.tb_images)
             self.writer = tensorboard.writer
-            self.loop_hooks.append(tensorboard)
+            self.loop_hooks.append(Guarded(tensorboard, "TensorBoard writer"))
         self.loop_hooks.append(CheckpointHook())
         logger.info("run folder %s: %d epochs x %d updates of %d images (%d mini-batch(es) of %d x %d "
                     "process(es)), img %dx%d, lr %g, %s", self.run_dir, self.epochs, self.steps_per_epoch,

@@ -26,7 +26,7 @@ import torch
 import torch.nn as nn
 
 from yolo.models.cfg import Section
-from yolo.models.checkpoint import load_checkpoint_file
+from yolo.models.checkpoint import check_finite_state, load_checkpoint_file
 from yolo.models.model import Darknet
 from yolo.models.weights import float_count, layer_tensors, read_header
 from yolo.errors import WeightsError
@@ -210,6 +210,7 @@ def load_pretrained(model, path: PathLike, cutoff: Optional[int] = None) -> Tran
     if path.suffix in (".pt", ".pth"):
         ckpt = load_checkpoint_file(path)
         report = TransferReport(str(path), "checkpoint", source_classes=ckpt.get("num_classes"))
+        check_finite_state(ckpt["model"], path)
         return transfer_state(model, ckpt["model"], report)
 
     floats = _darknet_floats(path)

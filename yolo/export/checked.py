@@ -9,6 +9,7 @@ from typing import List, Optional, Sequence
 import torch
 
 from yolo.errors import ExportError
+from yolo.files.overwrite import same_file
 from yolo.export.darknet import export_darknet, verify_darknet
 from yolo.export.nms import NMSOptions
 from yolo.export.onnx import DEFAULT_OPSET, export_onnx, verify_onnx
@@ -49,7 +50,7 @@ def export_checked(model, fmt: str, output: Path, inputs: Sequence[torch.Tensor]
         check = lambda: verify_torchscript(output, model, inputs)  # noqa: E731
     elif fmt == "darknet":
         cfg = output.with_suffix(".cfg")
-        if source_cfg is not None and cfg.resolve() == source_cfg.resolve():
+        if source_cfg is not None and same_file(cfg, source_cfg):
             export_darknet(model, output)  # the cfg is already there, unchanged
             cfg = source_cfg
         else:

@@ -11,6 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, List, Union
 
+from yolo.files.write_errors import writing
+
 PathLike = Union[str, "os.PathLike[str]"]
 
 
@@ -24,17 +26,20 @@ def temp_path(path: PathLike) -> Path:
 def atomic_path(path: PathLike) -> Iterator[Path]:
     """Yield a temporary path to write; on success it replaces ``path`` in one rename.
 
-    The parent folder is created. On an exception the temporary file is deleted and ``path`` is untouched::
+    The parent folder is created. On an exception the temporary file is deleted and ``path`` is untouched; a
+    write that failed for want of space or permission is an :class:`yolo.errors.OutputError` naming ``path``::
 
         with atomic_path("runs/exp/last.pt") as tmp:
             torch.save(ckpt, tmp)
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    with writing(path.parent):
+        path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_path(path)
     try:
-        yield tmp
-        os.replace(tmp, path)
+        with writing(path):  # a full disk or a read-only folder: one OutputError naming the path
+            yield tmp
+            os.replace(tmp, path)
     finally:
         if tmp.exists():
             tmp.unlink()

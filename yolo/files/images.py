@@ -36,7 +36,13 @@ def load_image(path: Union[str, Path], rgb: bool = False) -> np.ndarray:
         data = np.fromfile(str(path), dtype=np.uint8)  # works for any file name, unlike cv2.imread
     except OSError as exc:
         raise ImageReadError(f"{path}: cannot read file ({exc.strerror or exc})") from None
-    image = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
+    try:
+        image = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
+    except cv2.error as exc:  # a header claiming more pixels than OpenCV decodes (60000x60000), or worse
+        reason = getattr(exc, "err", "") or str(exc).strip().splitlines()[-1]
+        if "MAX_IMAGE_PIXELS" in reason or "MAX_IMAGE_WIDTH" in reason or "MAX_IMAGE_HEIGHT" in reason:
+            reason = "its header claims more pixels than OpenCV decodes (2^30, or a side over 2^20)"
+        raise ImageReadError(f"{path}: cannot decode the image: {reason}") from None
     if image is None:
         raise ImageReadError(f"{path}: not a readable image (corrupt or unsupported format)")
     return cv2.cvtColor(image, cv2.COLOR_BGR2RGB) if rgb else image

@@ -5,16 +5,21 @@ import os
 from pathlib import Path
 from typing import List, Optional, Union
 
+from yolo.counts import MAX_CLASSES
+
 
 def read_names(path: Union[str, "os.PathLike[str]"]) -> List[str]:
     """Class names, one per line; blank lines and surrounding spaces ignored. A missing file is a one-line
-    ``FileNotFoundError`` naming it."""
+    ``FileNotFoundError`` naming it; more than :data:`yolo.counts.MAX_CLASSES` names a ``ValueError``."""
     path = Path(path)
     try:
         lines = path.read_text(encoding="utf-8-sig").splitlines()
     except FileNotFoundError:
         raise FileNotFoundError(f"{path}: names file not found") from None
-    return [line.strip() for line in lines if line.strip()]
+    names = [line.strip() for line in lines if line.strip()]
+    if len(names) > MAX_CLASSES:
+        raise ValueError(f"{path}: {len(names):,} class names, more than the {MAX_CLASSES:,} allowed")
+    return names
 
 
 def names_beside_cfg(cfg: Union[str, "os.PathLike[str]"], num_classes: int) -> Optional[Path]:
@@ -32,7 +37,7 @@ def names_beside_cfg(cfg: Union[str, "os.PathLike[str]"], num_classes: int) -> O
         for path in sorted(where.glob("*.names")) if where.is_dir() else []:
             try:
                 count = len(read_names(path))
-            except (OSError, UnicodeDecodeError):
+            except (OSError, UnicodeDecodeError, ValueError):
                 continue
             if count == num_classes:
                 fits.append(path)

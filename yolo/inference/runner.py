@@ -14,7 +14,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from tqdm import tqdm
 
-from yolo.errors import ImageReadError
+from yolo.errors import MAX_MESSAGE, ImageReadError, shown
 from yolo.files.images import load_image
 from yolo.inference.detector import Detector
 from yolo.inference.sources import SourceItem, VideoReader
@@ -70,8 +70,8 @@ def detect_images(items: Sequence[SourceItem], detector: Detector, writer: Write
                 frames.append(load_image(item.path))
                 chunk.append(item)
             except ImageReadError as exc:
-                skipped.append(str(exc))
-                progress.write(f"warning: {exc}; skipped", file=sys.stderr)
+                skipped.append(shown(exc, MAX_MESSAGE))
+                progress.write(f"warning: {skipped[-1]}; skipped", file=sys.stderr)
                 progress.update(1)
         if not chunk:
             continue
@@ -84,8 +84,9 @@ def detect_images(items: Sequence[SourceItem], detector: Detector, writer: Write
             writer.labels(Path(name).stem, det, frame.shape[:2])
             writer.json(str(item.path), det, frame.shape[:2])
             writer.image(name, frame, det)
-            progress.write(f"image {position[id(item)]}/{count} {item.path}: {frame.shape[1]}x{frame.shape[0]} -> "
-                           f"{input_text(detector)}, {describe(det, detector.names)}, {timing}")
+            progress.write(f"image {position[id(item)]}/{count} {shown(item.path, MAX_MESSAGE)}: "
+                           f"{frame.shape[1]}x{frame.shape[0]} -> {input_text(detector)}, "
+                           f"{describe(det, detector.names)}, {timing}")
             progress.update(1)
     return n_images, n_dets, skipped
 
@@ -106,7 +107,7 @@ def detect_video(item: SourceItem, detector: Detector, writer: Writer, progress:
                 writer.labels(stem, det, frame.shape[:2])
                 writer.json(stem, det, frame.shape[:2])
                 writer.video_frame(out_name, frame, det, video.fps)
-                where = f"{item.name} frame {index + 1}/{video.total or '?'}"
+                where = f"{shown(item.name, MAX_MESSAGE)} frame {index + 1}/{video.total or '?'}"
                 progress.set_postfix_str(where)
                 progress.write(f"{where}: {frame.shape[1]}x{frame.shape[0]} -> {input_text(detector)}, "
                                f"{describe(det, detector.names)}, {timing}")
@@ -115,7 +116,7 @@ def detect_video(item: SourceItem, detector: Detector, writer: Writer, progress:
     if frames == 0:
         raise ImageReadError(f"{item.path or item.name}: no frame could be read")
     if frames < video.total:  # OpenCV stops at the first frame it cannot decode
-        progress.write(f"warning: {item.path}: the video should have {video.total} frames but only {frames} could "
+        progress.write(f"warning: {shown(item.path, MAX_MESSAGE)}: the video should have {video.total} frames but only {frames} could "
                        f"be read (truncated or damaged file); the {video.total - frames} missing frame(s) were not "
                        "processed", file=sys.stderr)
     return frames, detections

@@ -16,6 +16,7 @@ import torch
 
 from yolo.boxes import xyxy_to_cxcywh, xyxy_to_xywh
 from yolo.evaluation.coco import coco_category_ids, coco_image_ids, detections_to_coco_results
+from yolo.files.write_errors import check_written, writing
 from yolo.visualize import draw_box_uncertainty, draw_detections
 
 __all__ = ["IMAGE_IDS_FILE", "Writer"]
@@ -45,7 +46,8 @@ class Writer:
         self.used_names: set = set()
         self.videos: Dict[str, cv2.VideoWriter] = {}
         if save_txt:  # out_dir may be None only when nothing is saved
-            (out_dir / "labels").mkdir(parents=True, exist_ok=True)
+            with writing(out_dir / "labels"):
+                (out_dir / "labels").mkdir(parents=True, exist_ok=True)
 
     def unique_name(self, name: str) -> str:
         """``name`` or ``stem_2.ext``, ... when two sources share a file name."""
@@ -67,7 +69,9 @@ class Writer:
         for (cx, cy, bw, bh), score, label in zip(rows.tolist(), det["scores"].tolist(), det["labels"].tolist()):
             row = f"{label} {cx:.6f} {cy:.6f} {bw:.6f} {bh:.6f}"
             lines.append(row + (f" {score:.5f}" if self.save_conf else ""))
-        (self.out_dir / "labels" / f"{stem}.txt").write_text("".join(line + "\n" for line in lines))
+        path = self.out_dir / "labels" / f"{stem}.txt"
+        with writing(path):
+            path.write_text("".join(line + "\n" for line in lines))
 
     def json(self, file_name: str, det: dict, shape_hw: Tuple[int, int]) -> None:
         """Keep the detections of the image ``file_name`` (``shape_hw`` its size) for ``results.json`` (with
@@ -86,12 +90,15 @@ class Writer:
         return out
 
     def image(self, name: str, image: np.ndarray, det: dict) -> None:
-        """Save ``image`` annotated as ``name`` (as ``.jpg`` when OpenCV cannot write its suffix)."""
+        """Save ``image`` annotated as ``name`` (as ``.jpg`` when OpenCV cannot write its suffix). A failed write
+        (a full disk) is an :class:`yolo.errors.OutputError` naming the file."""
         if not self.save_img:
             return
         out_path, annotated = self.out_dir / name, self.annotate(image, det)
-        if not cv2.imwrite(str(out_path), annotated):
-            cv2.imwrite(str(out_path.with_suffix(".jpg")), annotated)
+        if not cv2.haveImageWriter(str(out_path)):
+            out_path = out_path.with_suffix(".jpg")
+        with writing(out_path):  # cv2.imwrite raises for some failures and returns False for others
+            check_written(cv2.imwrite(str(out_path), annotated), out_path)
 
     def video_frame(self, name: str, frame: np.ndarray, det: dict, fps: float) -> None:
         """Append ``frame`` annotated to the video ``name`` (``mp4v``), opened on its first frame."""
@@ -99,8 +106,9 @@ class Writer:
             return
         if name not in self.videos:
             h, w = frame.shape[:2]
-            self.videos[name] = cv2.VideoWriter(str(self.out_dir / name), cv2.VideoWriter_fourcc(*"mp4v"), fps,
-                                                (w, h))
+            video = cv2.VideoWriter(str(self.out_dir / name), cv2.VideoWriter_fourcc(*"mp4v"), fps, (w, h))
+            check_written(video.isOpened(), self.out_dir / name)
+            self.videos[name] = video
         self.videos[name].write(self.annotate(frame, det))
 
     def close_video(self, name: str) -> None:
@@ -120,8 +128,11 @@ class Writer:
         for image_id, (boxes, scores, labels) in zip(ids, self.json_detections):
             results += detections_to_coco_results(image_id, boxes, scores, labels, self.category_ids)
         path = self.out_dir / "results.json"
-        path.write_text(json.dumps(results))
+        with writing(path):
+            path.write_text(json.dumps(results))
         if is_index:  # the ids are positions: say which image each one is (COCO's "images" entries)
             images = [{"id": image_id, **image} for image_id, image in zip(ids, self.json_images)]
-            (self.out_dir / IMAGE_IDS_FILE).write_text(json.dumps(images, indent=1))
+            ids_path = self.out_dir / IMAGE_IDS_FILE
+            with writing(ids_path):
+                ids_path.write_text(json.dumps(images, indent=1))
         return path

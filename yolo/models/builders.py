@@ -13,6 +13,7 @@ from typing import List
 
 import torch
 
+from yolo.counts import MAX_ANCHORS, MAX_CLASSES
 from yolo.models.cfg import Section
 from yolo.models.heads import HeadOptions, RegionLayer, YOLOLayer, region_train_options
 from yolo.models.layer_types import (activation, batchnorm, connected, contrastive, cost, crop,  # noqa: F401
@@ -20,7 +21,7 @@ from yolo.models.layer_types import (activation, batchnorm, connected, contrasti
                                      recurrent_gru, recurrent_lstm, recurrent_rnn, reorg3d, scale_channels, shortcut)
 from yolo.models.layer_types.limits import check_layer_size
 from yolo.models.layer_types.registry import (LayerInfo, Shape, layer_index, layer_indices, pool_window, positive,
-                                              register)
+                                              positive_anchors, register)
 from yolo.models.layer_types.registry import activation as checked_activation
 from yolo.models.layer_types.reorg_old import ReorgAnyChannels, reorg_gather_index
 from yolo.models.layer_types.xnor import BinaryConvBNAct
@@ -159,11 +160,11 @@ def _check_head_filters(section: Section, prev: Shape, expected: int, why: str) 
 
 @register("yolo")
 def build_yolo(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
-    classes = section.get_int("classes", 20)
-    anchors = section.get_floats("anchors", [])
+    classes = section.get_count("classes", 20, MAX_CLASSES)
+    anchors = positive_anchors(section, section.get_floats("anchors", []))
     if not anchors:
         raise section.error("'anchors' is missing or empty", "anchors")
-    num = section.get_int("num", len(anchors) // 2)
+    num = section.get_count("num", len(anchors) // 2, MAX_ANCHORS)
     given = len(anchors)
     mask = section.get_ints("mask", list(range(num)))
     if given < 2 * num:
@@ -184,14 +185,14 @@ def build_yolo(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
 
 @register("region")
 def build_region(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
-    classes = section.get_int("classes", 20)
+    classes = section.get_count("classes", 20, MAX_CLASSES)
     if "tree" in section.options:  # YOLO9000's hierarchical softmax over a class tree
         raise section.error(f"tree={section.options['tree']}: hierarchical softmax is not supported", "tree")
     coords = section.get_int("coords", 4)
     if coords != 4:
         raise section.error(f"coords={coords} is not supported (only 4)", "coords")
-    num = section.get_int("num", 1)
-    anchors = section.get_floats("anchors", [0.5] * (2 * num))
+    num = section.get_count("num", 1, MAX_ANCHORS)
+    anchors = positive_anchors(section, section.get_floats("anchors", [0.5] * (2 * num)))
     if len(anchors) < 2 * num:
         raise section.error(f"num={num} needs {2 * num} anchor values, got {len(anchors)}", "anchors")
     opts = _head_options(section)

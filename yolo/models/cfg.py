@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Union
-from yolo.errors import CfgError
+from yolo.errors import CfgError, shown
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +66,14 @@ class Section:
             return int(raw) if "." not in raw else int(float(raw))
         except ValueError:
             raise self.error(f"option '{key}={raw}' is not an integer", key) from None
+
+    def get_count(self, key: str, default, high: int, low: int = 1) -> int:
+        """An integer count (``num``, ``classes``) in ``[low, high]``, checked before anything is allocated with
+        it (limits: :mod:`yolo.counts`)."""
+        value = self.get_int(key, default)
+        if not low <= value <= high:
+            raise self.error(f"'{key}={value}' is out of range: it must be between {low} and {high:,}", key)
+        return value
 
     def get_float(self, key: str, default=_MISSING) -> float:
         raw = self._raw(key, default)
@@ -136,21 +144,21 @@ def parse_cfg_text(text: str, source: str = "<cfg>") -> List[Section]:
             continue
         if line[0] == "[":
             if not line.endswith("]") or len(line) < 3:
-                raise CfgError(f"malformed section header '{_visible(raw_line.strip())}'", source, lineno)
+                raise CfgError(f"malformed section header '{shown(raw_line.strip())}'", source, lineno)
             name = line[1:-1].lower()
             if not name.replace("_", "").isalnum():
-                raise CfgError(f"malformed section header '{_visible(raw_line.strip())}'", source, lineno)
+                raise CfgError(f"malformed section header '{shown(raw_line.strip())}'", source, lineno)
             sections.append(Section(type=name, line=lineno, source=source))
             continue
         if "=" not in line:
-            raise CfgError(f"expected 'key=value' or '[section]', got '{_visible(raw_line.strip())}'", source, lineno)
+            raise CfgError(f"expected 'key=value' or '[section]', got '{shown(raw_line.strip())}'", source, lineno)
         if not sections:
-            raise CfgError(f"option '{_visible(raw_line.strip())}' comes before any [section]", source, lineno)
+            raise CfgError(f"option '{shown(raw_line.strip())}' comes before any [section]", source, lineno)
         key, value = line.split("=", 1)
         if "#" in value:  # a trailing comment; Darknet would keep it glued to the value
             value = value.split("#", 1)[0]
         if not key:
-            raise CfgError(f"option without a name: '{_visible(raw_line.strip())}'", source, lineno)
+            raise CfgError(f"option without a name: '{shown(raw_line.strip())}'", source, lineno)
         section = sections[-1]
         if key in section.options:
             logger.warning("%s:%d: option '%s' repeats in [%s]; keeping the first value (as Darknet does)",
@@ -171,11 +179,6 @@ def parse_cfg_text(text: str, source: str = "<cfg>") -> List[Section]:
     if len(sections) == 1:
         raise CfgError("the cfg has a [net] section but no layers", source, sections[0].line)
     return sections
-
-
-def _visible(text: str) -> str:
-    """``text`` with invisible and control characters written as escapes (``\\ufeff``), for messages."""
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
 
 
 def sections_to_text(sections: Sequence[Section]) -> str:

@@ -43,6 +43,16 @@ def save_checkpoint(ckpt: Dict[str, Any], path: Union[str, Path]) -> Path:
     return path
 
 
+def check_finite_state(state: Dict[str, torch.Tensor], path: Union[str, Path]) -> None:
+    """Refuse a state_dict read from ``path`` whose floating tensors hold a NaN or an infinity, naming the first
+    such tensor: the model would give no detections, or NaN everywhere, without a word."""
+    for key, value in state.items():
+        if torch.is_tensor(value) and value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            bad = int((~torch.isfinite(value)).sum())
+            raise WeightsError(f"{path}: {key} holds {bad:,} NaN or infinite value(s): the checkpoint is damaged "
+                               "or was saved by a training that diverged")
+
+
 def load_checkpoint_file(path: Union[str, Path]) -> Dict[str, Any]:
     """Read one of our ``.pt`` files safely (``weights_only=True``); clear errors for anything else."""
     path = Path(path)

@@ -19,7 +19,7 @@ from yolo.errors import CfgError, WeightsError
 from yolo.models import builders  # noqa: F401  (importing it registers every builder)
 from yolo.models.cfg import Section, parse_cfg, parse_cfg_text, sections_to_text
 from yolo.models.cfg_options import known_keys
-from yolo.models.checkpoint import load_checkpoint_file
+from yolo.models.checkpoint import check_finite_state, load_checkpoint_file
 from yolo.models.heads import is_head
 from yolo.models.layer_types.registry import BUILDERS, LayerInfo, Shape, positive
 from yolo.models.layers import ConvBNAct, Route
@@ -278,6 +278,7 @@ def load_model(cfg: Union[str, Path, None] = None, weights: Union[str, Path, Non
         except RuntimeError as exc:
             first = str(exc).strip().splitlines()
             raise WeightsError(f"{weights}: does not match cfg {model.cfg_path}: {' '.join(first[:3])}") from None
+        check_finite_state(state, weights)
         header = ckpt.get("darknet_header")
         if header:
             model.darknet_header = tuple(int(v) for v in header)

@@ -11,6 +11,7 @@ are made and used). Without a cutoff the file must hold exactly the floats the c
 """
 from __future__ import annotations
 
+import math
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,6 +121,7 @@ def load_darknet_weights(model: nn.Module, path: Union[str, Path], cutoff: Optio
 
     data = np.fromfile(path, dtype="<f4", count=expected, offset=header.nbytes)
     values = torch.from_numpy(data)
+    check_finite(values, layers, path)
     offset = 0
     with torch.no_grad():
         for _, tensors in layers:
@@ -129,6 +131,21 @@ def load_darknet_weights(model: nn.Module, path: Union[str, Path], cutoff: Optio
                 offset += n
     model.darknet_header = (header.major, header.minor, header.revision, header.seen)
     return header
+
+
+def check_finite(values: torch.Tensor, layers: List[Tuple[int, List[torch.Tensor]]], path: Path) -> None:
+    """Refuse ``values`` (the file's floats, in the order of ``layers``) when one is NaN or infinite, naming
+    the first layer that holds one: such weights give no detections, or NaN everywhere, without a word."""
+    if math.isfinite(float(values.sum())):  # NaN and infinities carry into the sum: one fast pass for the usual case
+        return
+    offset = 0
+    for index, tensors in layers:
+        n = sum(t.numel() for t in tensors)
+        bad = int((~torch.isfinite(values[offset: offset + n])).sum())
+        if bad:
+            raise WeightsError(f"{path}: layer {index} holds {bad:,} NaN or infinite value(s) of {n:,}: the file is "
+                               "damaged or was saved by a training that diverged")
+        offset += n
 
 
 def _mismatch_message(model, path, layers, expected, actual, cutoff) -> str:

@@ -53,7 +53,10 @@ def evaluate_run(trainer, epoch: int, final: bool) -> Dict[str, Any]:
                 trainer.epochs, metrics["mAP50"], metrics["mAP50_95"], metrics["precision"], metrics["recall"],
                 metrics["num_images"])
     if trainer.writer is not None:
-        evaluator.write_tensorboard(trainer.writer, epoch + 1, prefix="val", plots=final and hyp.plots)
+        try:
+            evaluator.write_tensorboard(trainer.writer, epoch + 1, prefix="val", plots=final and hyp.plots)
+        except Exception as exc:  # a report; never lose a run over it
+            logger.warning("could not write the evaluation to TensorBoard: %s", exc)
     if final:
         print(evaluator.summary_text(metrics))
         evaluator.save_metrics(trainer.run_dir / "metrics.json", {"epoch": epoch + 1})

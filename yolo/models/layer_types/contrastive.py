@@ -9,6 +9,7 @@ from typing import List
 
 import torch.nn as nn
 
+from yolo.counts import MAX_CLASSES
 from yolo.models.cfg import Section
 from yolo.models.layer_types.registry import LayerInfo, Shape, layer_index, register
 
@@ -33,5 +34,5 @@ def build_contrastive(section: Section, shapes: List[Shape], prev: Shape) -> Lay
     for key in ("cls_normalizer", "max_delta"):
         section.get_float(key, 1.0)  # read: training-only options
     section.get_int("contrastive_neg_max", 3)
-    module = Contrastive(yolo_layer, section.get_int("classes", 1000), section.get_float("temperature", 1.0))
+    module = Contrastive(yolo_layer, section.get_count("classes", 1000, MAX_CLASSES), section.get_float("temperature", 1.0))
     return LayerInfo(module, prev, prev)

@@ -18,9 +18,10 @@ from typing import List, Optional, Sequence
 
 import torch
 
+from yolo.counts import MAX_ANCHORS, MAX_CLASSES
 from yolo.models.cfg import Section
 from yolo.models.heads import CellLossScales, Head
-from yolo.models.layer_types.registry import LayerInfo, Shape, positive, register
+from yolo.models.layer_types.registry import LayerInfo, Shape, register
 
 
 @dataclass
@@ -90,9 +91,9 @@ def build_detection(section: Section, shapes: List[Shape], prev: Shape) -> Layer
     coords = section.get_int("coords", 1)
     if coords != 4:
         raise section.error(f"coords={coords} is not supported (the decode reads 4 box values)", "coords")
-    classes = positive(section, "classes", section.get_int("classes", 1))
-    num = positive(section, "num", section.get_int("num", 1))
-    side = positive(section, "side", section.get_int("side", 7))
+    classes = section.get_count("classes", 1, MAX_CLASSES)
+    num = section.get_count("num", 1, MAX_ANCHORS)
+    side = section.get_count("side", 7, MAX_ANCHORS)
     inputs = prev[0] * prev[1] * prev[2]
     expected = side * side * ((1 + coords) * num + classes)
     if inputs != expected:

@@ -24,9 +24,10 @@ import torch
 
 from yolo.models.cfg import Section
 from yolo.boxes import cxcywh_to_xyxy
+from yolo.counts import MAX_ANCHORS, MAX_CLASSES
 from yolo.inference.postprocess import empty_detections, nms
 from yolo.models.heads import Head, HeadOptions
-from yolo.models.layer_types.registry import LayerInfo, Shape, register
+from yolo.models.layer_types.registry import LayerInfo, Shape, positive_anchors, register
 
 YOLO_POINTS = ("center", "left_top", "right_bottom")
 IOU_KINDS = ("mse", "iou", "giou", "diou", "ciou")
@@ -118,13 +119,11 @@ def _choice(section: Section, key: str, default: str, choices: Sequence[str]) ->
 @register("Gaussian_yolo", "gaussian_yolo")
 def build_gaussian_yolo(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
     """``[Gaussian_yolo]``: options checked as for ``[yolo]``; filters must be (classes + 9) * len(mask)."""
-    classes = section.get_int("classes", 20)
-    if classes <= 0:
-        raise section.error(f"classes={classes} must be positive", "classes")
-    anchors = section.get_floats("anchors", [])
+    classes = section.get_count("classes", 20, MAX_CLASSES)
+    anchors = positive_anchors(section, section.get_floats("anchors", []))
     if not anchors or len(anchors) % 2:
         raise section.error(f"'anchors' needs pairs of w,h, got {len(anchors)} values", "anchors")
-    num = section.get_int("num", 1)
+    num = section.get_count("num", 1, MAX_ANCHORS)
     if num * 2 > len(anchors):
         raise section.error(f"num={num} but only {len(anchors) // 2} anchors are given", "num")
     mask = section.get_ints("mask", list(range(num)))

@@ -48,6 +48,16 @@ def positive(section: Section, key: str, value: int) -> int:
     return value
 
 
+def positive_anchors(section: Section, anchors: List[float], key: str = "anchors") -> List[float]:
+    """``anchors`` (w, h pairs) when every size is positive, else the cfg error naming ``key``'s line: a zero
+    or negative anchor gives boxes of no or negative size, which train and detect without a word."""
+    bad = [v for v in anchors if v <= 0]
+    if bad:
+        raise section.error(f"anchor sizes must be positive, got {', '.join(f'{v:g}' for v in bad[:4])}"
+                            f"{' ...' if len(bad) > 4 else ''}", key)
+    return anchors
+
+
 def activation(section: Section, default: str, conv: bool = False, refuse: Tuple[str, ...] = ()) -> str:
     """The section's ``activation`` name, checked against the known activations.
 
