@@ -136,11 +136,13 @@ class DetectionDataset(Dataset):
         return image, record.boxes.copy(), record.labels.copy()
 
     def __getitem__(self, item):
-        """Item ``index`` at ``img_size``, or ``(index, (h, w))`` at that size (multi-scale batches)."""
-        index, size_hw = (item, self.img_size) if isinstance(item, (int, np.integer)) else item
+        """Item ``index`` at ``img_size``, or ``(index, (h, w))`` at that size (multi-scale batches), or
+        ``(index, (h, w), epoch)`` augmented as in ``epoch`` (else :meth:`set_epoch`'s)."""
+        index, size_hw, epoch = (item, self.img_size, self.epoch) if isinstance(item, (int, np.integer)) \
+            else (*item, self.epoch)[:3]
         record = self.records[index]
         if self.augment:
-            rng = item_rng(self.seed, self.epoch, index)
+            rng = item_rng(self.seed, epoch, index)
             image, boxes, labels, matrix = train_transform(self.load_sample, index, len(self), rng,
                                                            size_hw, self.hyp)
             letterbox = matrix_to_letterbox(matrix) if matrix is not None else None
