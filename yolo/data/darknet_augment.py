@@ -151,14 +151,19 @@ def _axis(n_in: int, n_out: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
 _WORKSPACE = threading.local()
 
 
-def _scratch(slot: int, shape: Tuple[int, ...]) -> torch.Tensor:
-    """A float32 buffer kept for the next image of the same size (per thread): the first touch of fresh pages
-    costs more than the arithmetic on them. Its contents never leave the module."""
+def _scratch(slot: int, shape: Tuple[int, ...], dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """A buffer kept for the next image of the same size (per thread): the first touch of fresh pages costs
+    more than the arithmetic on them. Its contents never leave the module."""
     buffers = _WORKSPACE.__dict__.setdefault("buffers", {})
     buffer = buffers.get(slot)
-    if buffer is None or tuple(buffer.shape) != tuple(shape):
-        buffer = buffers[slot] = torch.empty(shape, dtype=torch.float32)
+    if buffer is None or tuple(buffer.shape) != tuple(shape) or buffer.dtype != dtype:
+        buffer = buffers[slot] = torch.empty(shape, dtype=dtype)
     return buffer
+
+
+def _scratch_array(slot: int, like: np.ndarray, dtype=F32) -> np.ndarray:
+    """:func:`_scratch` as a numpy array shaped like ``like``."""
+    return _scratch(slot, like.shape, torch.uint8 if dtype == np.uint8 else torch.float32).numpy()
 
 
 def _as_float(pixels: np.ndarray, slot: Optional[int] = None) -> np.ndarray:
@@ -174,7 +179,8 @@ def _as_float(pixels: np.ndarray, slot: Optional[int] = None) -> np.ndarray:
 
 def _crop_resize_transposed(image: np.ndarray, dx: int, dy: int, crop_w: int, crop_h: int, w: int, h: int,
                             flip: bool) -> np.ndarray:
-    """:func:`crop_resize` in the transposed frame: ``H x W x 3`` -> float32 ``3 x w x h``."""
+    """:func:`crop_resize` in the transposed frame: ``H x W x 3`` -> float32 ``3 x w x h``, possibly a scratch
+    buffer (:func:`_scratch`): read, never kept or written, before the next call."""
     ih, iw = image.shape[:2]
     cols = np.clip(np.arange(crop_w) + dx, 0, iw - 1)
     rows = np.clip(np.arange(crop_h) + dy, 0, ih - 1)
@@ -217,12 +223,12 @@ def _crop_resize_transposed(image: np.ndarray, dx: int, dy: int, crop_w: int, cr
         return part
     # Pass 2: along y; the last row (or a one-row input) has no lower neighbour.
     planes = torch.from_numpy(part)
-    upper = planes[:, :, :h].mul_(torch.from_numpy(ONE - fy))
+    upper = torch.mul(planes[:, :, :h], torch.from_numpy(ONE - fy), out=_scratch(2, (3, w, h)))
     if crop_h == 1:
-        return upper.contiguous().numpy()
-    out = planes[:, :, h:].mul_(torch.from_numpy(fy)).add_(upper)
+        return upper.numpy()
+    out = torch.mul(planes[:, :, h:], torch.from_numpy(fy), out=_scratch(3, (3, w, h))).add_(upper)
     out[:, :, -1] = upper[:, :, -1]  # Darknet adds nothing to its last row
-    return out.contiguous().numpy()
+    return out.numpy()
 
 
 def _untranspose(planes: np.ndarray) -> np.ndarray:
@@ -261,24 +267,26 @@ def resize_image(image: np.ndarray, w: int, h: int) -> np.ndarray:
 
 
 def _rgb_to_hsv(r: np.ndarray, g: np.ndarray, b: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Darknet's ``rgb_to_hsv`` on float32 planes: hue in turns [0, 1), saturation, value (new arrays).
+    """Darknet's ``rgb_to_hsv`` on float32 planes: hue in turns [0, 1), saturation, value (scratch buffers: used
+    before the next call).
 
     Black (``max == 0``) and gray (``delta == 0``) pixels need no case of their own: their divisions by 1 give
     hue and saturation 0 (Darknet's gray hue is 0/0, which its ``hsv_to_rgb`` never reads: saturation is 0).
     """
-    mx = np.maximum(r, g)
+    mx = np.maximum(r, g, out=_scratch_array(10, r))
     np.maximum(mx, b, out=mx)
-    delta = np.minimum(r, g)
+    delta = np.minimum(r, g, out=_scratch_array(11, r))
     np.minimum(delta, b, out=delta)
     np.subtract(mx, delta, out=delta)
-    r_max = (r == mx).view(np.uint8)
-    g_max = (g == mx).view(np.uint8)
+    r_max = np.equal(r, mx, out=_scratch_array(12, r, np.uint8).view(bool)).view(np.uint8)
+    g_max = np.equal(g, mx, out=_scratch_array(13, r, np.uint8).view(bool)).view(np.uint8)
     g_max &= r_max ^ 1
-    b_max = (r_max | g_max) ^ 1
+    b_max = np.bitwise_or(r_max, g_max, out=_scratch_array(14, r, np.uint8))
+    b_max ^= 1
     # hue sixths: (g - b) / delta when r is the max, 2 + (b - r) / delta when g is, else 4 + (r - g) / delta
-    h = np.subtract(g, b)
+    h = np.subtract(g, b, out=_scratch_array(15, r))
     h *= r_max
-    scratch = np.subtract(b, r)
+    scratch = np.subtract(b, r, out=_scratch_array(16, r))
     scratch *= g_max
     h += scratch
     np.subtract(r, g, out=scratch)
