@@ -115,6 +115,24 @@ def test_run_loader_keeps_its_workers_and_gives_each_epoch_its_own_items(tmp_pat
                            _batches(run.epoch(EpochShuffleSampler(len(dataset), 5), 1))[0][0])
 
 
+@pytest.mark.parametrize("pipeline", ["darknet", "darknet_opencv", "affine"])
+def test_ram_cache_gives_the_same_items(tmp_path, pipeline):
+    """Decoded images kept in memory: the same items, training (every pipeline, mosaic and mixup on) and
+    evaluation; the kept images are read-only, so no augmentation can change them."""
+    _, dataset = _shapes(tmp_path)
+    extra = {"darknet": {"mixup": 1}, "darknet_opencv": {"mosaic": 1}, "affine": {"mosaic": 0.5}}[pipeline]
+    hyp = augment_config(pipeline=pipeline, jitter=0.3, hue=0.1, saturation=1.5, exposure=1.5, **extra)
+    for augment in (True, False):
+        plain = DetectionDataset(dataset.records, dataset.names, 64, augment=augment, hyp=hyp, seed=5)
+        cached = DetectionDataset(dataset.records, dataset.names, 64, augment=augment, hyp=hyp, seed=5)
+        assert cached.cache_images() == sum(r.height * r.width * 3 for r in dataset.records)
+        for epoch in range(2):
+            for index in range(len(plain)):
+                (a, ta, _), (b, tb, _) = plain[(index, (64, 64), epoch)], cached[(index, (64, 64), epoch)]
+                assert torch.equal(a, b) and torch.equal(ta, tb)
+        assert all(not image.flags.writeable for image in cached.images)
+
+
 class _Threads(torch.utils.data.Dataset):
     def __len__(self):
         return 2
@@ -141,7 +159,7 @@ def test_benchmark_data_mode_runs(tmp_path, capsys, assets):
     out = capsys.readouterr().out
     for name in ("darknet", "darknet_opencv", "affine", "darknet now", "darknet previous"):
         assert name in out
-    assert figures["darknet_identical"] == 1.0 and figures["darknet_speedup"] > 0
+    assert figures["darknet_identical"] == 1.0 and figures["darknet_speedup"] > 0 and figures["darknet_RAM_cache_ms"] > 0
     assert figures["darknet_ms"] > 0 and figures["darknet_opencv_ms"] > 0 and figures["affine_ms"] > 0
 
 
