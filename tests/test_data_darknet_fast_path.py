@@ -44,6 +44,26 @@ def test_image_equals_the_previous_implementation(seed):
     np.testing.assert_array_equal(augment_image_uint8(image, draw, net_hw), _to_uint8(expected))
 
 
+@pytest.mark.parametrize("seed", range(30))
+def test_strong_distortions_equal_the_previous_implementation(seed):
+    """Any crop (also far outside the image) and saturation / exposure factors up to 4 (values clipped at both
+    ends) and hue shifts up to half a turn."""
+    rng = np.random.default_rng(100 + seed)
+    oh, ow = int(rng.integers(1, 60)), int(rng.integers(1, 60))
+    net_hw = (int(rng.integers(2, 50)), int(rng.integers(2, 50)))
+    while True:
+        crop = [int(rng.integers(-ow, ow // 2 + 1)), int(rng.integers(-ow, ow // 2 + 1)),
+                int(rng.integers(-oh, oh // 2 + 1)), int(rng.integers(-oh, oh // 2 + 1))]
+        if ow - crop[0] - crop[1] > 0 and oh - crop[2] - crop[3] > 0:
+            break
+    draw = DarknetDraw(*crop, bool(rng.integers(2)), float(np.float32(rng.uniform(-0.5, 0.5))),
+                       float(np.float32(rng.uniform(0.2, 4))), float(np.float32(rng.uniform(0.2, 4))))
+    image = _image(rng, oh, ow, seed % 2 == 0)
+    expected = reference_augment_image(image, draw, net_hw)
+    np.testing.assert_array_equal(augment_image(image, draw, net_hw), expected)
+    np.testing.assert_array_equal(augment_image_uint8(image, draw, net_hw), _to_uint8(expected))
+
+
 @pytest.mark.parametrize("crop", [(0, 0, 0, 0), (0, 19, 0, 0), (0, 0, 0, 11), (0, 19, 0, 11), (-3, -4, 2, -5)])
 @pytest.mark.parametrize("flip", [False, True])
 def test_same_size_and_one_pixel_crops_equal_the_previous_implementation(crop, flip):

@@ -376,11 +376,13 @@ def _choose(values: Tuple[np.ndarray, np.ndarray, np.ndarray], sector: np.ndarra
 
 
 def _to_levels(values: np.ndarray) -> np.ndarray:
-    """``constrain_image`` then the ``uint8`` level: ``rint(clip(x, 0, 1) * 255)``."""
-    levels = np.clip(values, 0, 1)
-    levels *= LEVELS
-    np.rint(levels, out=levels)
-    return levels.astype(np.uint8)
+    """``constrain_image`` then the ``uint8`` level: ``rint(clip(x, 0, 1) * 255)``; overwrites ``values``.
+
+    OpenCV's ``convertScaleAbs`` forms the same float32 product, rounds it half to even and saturates at 255
+    (the upper clip); the lower clip comes first, as the absolute value would mirror negative values.
+    """
+    np.maximum(values, 0, out=values)
+    return cv2.convertScaleAbs(values, alpha=255.0)
 
 
 def _distort(planes: np.ndarray, dhue: float, dsat: float, dexp: float) -> np.ndarray:
