@@ -270,40 +270,40 @@ def _rgb_to_hsv(r: np.ndarray, g: np.ndarray, b: np.ndarray) -> Tuple[np.ndarray
     """Darknet's ``rgb_to_hsv`` on float32 planes: hue in turns [0, 1), saturation, value (scratch buffers: used
     before the next call).
 
-    Black (``max == 0``) and gray (``delta == 0``) pixels need no case of their own: their divisions by 1 give
-    hue and saturation 0 (Darknet's gray hue is 0/0, which its ``hsv_to_rgb`` never reads: saturation is 0).
+    Darknet's hue in sixths is ``(g - b) / delta`` when r is the max, ``2 + (b - r) / delta`` when g is, else
+    ``4 + (r - g) / delta``, plus 6 when negative. The difference is always ``mid - min`` or its negative (the
+    other two channels, the same two operands), so the hue is ``offset + sign * x`` with ``x = (mid - min) /
+    delta``: the same float32 operations, in fewer passes. Black (``max == 0``) and gray (``delta == 0``) pixels
+    need no case of their own: their divisions by 1 give hue and saturation 0 (Darknet's gray hue is 0/0, which
+    its ``hsv_to_rgb`` never reads: saturation is 0).
     """
-    mx = np.maximum(r, g, out=_scratch_array(10, r))
-    np.maximum(mx, b, out=mx)
-    delta = np.minimum(r, g, out=_scratch_array(11, r))
-    np.minimum(delta, b, out=delta)
-    np.subtract(mx, delta, out=delta)
-    r_max = np.equal(r, mx, out=_scratch_array(12, r, np.uint8).view(bool)).view(np.uint8)
-    g_max = np.equal(g, mx, out=_scratch_array(13, r, np.uint8).view(bool)).view(np.uint8)
-    g_max &= r_max ^ 1
-    b_max = np.bitwise_or(r_max, g_max, out=_scratch_array(14, r, np.uint8))
-    b_max ^= 1
-    # hue sixths: (g - b) / delta when r is the max, 2 + (b - r) / delta when g is, else 4 + (r - g) / delta
-    h = np.subtract(g, b, out=_scratch_array(15, r))
-    h *= r_max
-    scratch = np.subtract(b, r, out=_scratch_array(16, r))
-    scratch *= g_max
-    h += scratch
-    np.subtract(r, g, out=scratch)
-    scratch *= b_max
-    h += scratch
-    np.add(delta, delta == 0, out=scratch)
-    h /= scratch
-    np.multiply(g_max, F32(2), out=scratch)
-    h += scratch
-    np.multiply(b_max, F32(4), out=scratch)
-    h += scratch
-    np.less(h, 0, out=r_max.view(bool))
-    np.multiply(r_max, F32(6), out=scratch)
-    h += scratch
+    high = np.maximum(r, g, out=_scratch_array(10, r))
+    low = np.minimum(r, g, out=_scratch_array(11, r))
+    mx = np.maximum(high, b, out=_scratch_array(12, r))
+    mn = np.minimum(low, b, out=_scratch_array(13, r))
+    mid = np.minimum(high, b, out=high)
+    np.maximum(mid, low, out=mid)
+    delta = np.subtract(mx, mn, out=low)
+    h = np.subtract(mid, mn, out=mid)
+    np.add(delta, delta == 0, out=mn)
+    h /= mn
+    # which channel is the max (r first, then g) and whether the difference is negative
+    r_max = np.equal(r, mx, out=_scratch_array(14, r, np.uint8).view(bool))
+    g_max = np.equal(g, mx, out=_scratch_array(15, r, np.uint8).view(bool))
+    g_max &= ~r_max
+    b_max = ~(r_max | g_max)
+    negative = np.less(g, b, out=_scratch_array(16, r, np.uint8).view(bool))
+    negative &= r_max
+    negative |= (b < r) & g_max
+    negative |= (r < g) & b_max
+    np.negative(h, out=h, where=negative)
+    offset = g_max.view(np.uint8) * np.uint8(2)
+    offset += b_max.view(np.uint8) * np.uint8(4)
+    offset += (negative & r_max).view(np.uint8) * np.uint8(6)
+    h += offset
     h /= F32(6)  # C divides by the double 6.; float32 division rounds the same (53 >= 2 * 24 + 2 bits)
-    np.add(mx, mx == 0, out=scratch)
-    s = np.divide(delta, scratch, out=delta)
+    np.add(mx, mx == 0, out=mn)
+    s = np.divide(delta, mn, out=delta)
     return h, s, mx
 
 
