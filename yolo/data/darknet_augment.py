@@ -15,8 +15,9 @@ tosses one coin per loading thread, which holds one image whenever ``batch`` is 
 Everything random is drawn once into a :class:`DarknetDraw`; the image and box functions are pure functions
 of it (and are compared with Darknet's C functions called with the same values, tests/test_augment_darknet.py).
 Images are float32 ``H x W x 3`` RGB in [0, 1] (Darknet's ``image`` data), arithmetic float32 as in C.
-Internally the pixels are ``3 x H x W`` planes, only the pixels the resize reads are converted to float, and
-the whole-array steps reuse their buffers: the values are the same, several times faster.
+Training items take :func:`augment_image_uint8`, the same values rounded to ``uint8`` levels. How it is made
+fast without changing a value is said at the image functions below; the previous, plainer implementation is
+kept as the benchmark's and the tests' reference (:mod:`yolo.benchmark.darknet_reference`).
 """
 from __future__ import annotations
 
@@ -135,7 +136,8 @@ def draw_darknet(rng: np.random.Generator, orig_hw: Tuple[int, int], net_hw: Tup
 # uint8 rows, the image is transposed once between the two gathers (x becomes the row axis), and the float32
 # work runs on "transposed planes" ``3 x W x H``; the result is transposed back at the end, as uint8 for
 # training. Every float32 operation is C's, in C's order (no fused or reordered arithmetic), and Darknet's
-# branches are exact selections (a value times 1 or 0, plus 0), so the values are Darknet's.
+# branches are exact selections (a value times 1 or 0, plus 0), so the values are Darknet's. Large
+# intermediates live in per-thread scratch buffers (:func:`_scratch`); what the public functions return is new.
 ONE = F32(1)
 LEVELS = F32(255)
 
