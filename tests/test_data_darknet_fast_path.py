@@ -168,7 +168,18 @@ def test_each_worker_runs_one_torch_thread():
 
 
 # ---------------------------------------------------------------------------------------------- the benchmark
-def test_benchmark_data_mode_runs(tmp_path, capsys, assets):
+@pytest.fixture
+def keep_threads():
+    """The benchmark sets this process's torch and OpenCV threads (one core); later tests get theirs back."""
+    import cv2
+
+    torch_threads, cv2_threads = torch.get_num_threads(), cv2.getNumThreads()
+    yield
+    torch.set_num_threads(torch_threads)
+    cv2.setNumThreads(cv2_threads)
+
+
+def test_benchmark_data_mode_runs(tmp_path, capsys, assets, keep_threads):
     """tools/benchmark.py --data: every pipeline timed, the previous implementation too, the same images;
     figures are reported, never asserted on."""
     from yolo.cli.benchmark import main as bench_main, parse_args as bench_args
@@ -183,7 +194,7 @@ def test_benchmark_data_mode_runs(tmp_path, capsys, assets):
     assert figures["darknet_ms"] > 0 and figures["darknet_opencv_ms"] > 0 and figures["affine_ms"] > 0
 
 
-def test_benchmark_data_mode_names_a_missing_dataset(tmp_path, capsys, assets):
+def test_benchmark_data_mode_names_a_missing_dataset(tmp_path, capsys, assets, keep_threads):
     from yolo.cli.benchmark import main as bench_main, parse_args as bench_args
 
     with pytest.raises(SystemExit):
