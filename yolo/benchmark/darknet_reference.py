@@ -11,8 +11,8 @@ from typing import Callable, Mapping, Optional, Tuple
 
 import numpy as np
 
-from yolo.data.darknet_augment import (F32, DarknetDraw, _to_uint8, augment_truths, draw_darknet, input_matrix,
-                                       mixup_images, mixup_truths, truths_from_xyxy, xyxy_from_truths)
+from yolo.data.darknet_augment import (F32, DarknetDraw, _axis, _to_uint8, augment_truths, draw_darknet,
+                                       input_matrix, mixup_images, mixup_truths, truths_from_xyxy, xyxy_from_truths)
 
 __all__ = ["reference_augment_image", "reference_crop_resize", "reference_darknet_item", "reference_distort"]
 
@@ -25,14 +25,6 @@ def _planes(pixels: np.ndarray) -> np.ndarray:
     if pixels.dtype == np.uint8:
         planes /= F32(255)
     return planes
-
-
-def _axis(n_in: int, n_out: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """resize_image's sampling along one axis: left index, float32 fraction, right index (clamped)."""
-    scale = F32(n_in - 1) / F32(n_out - 1)  # corners aligned
-    pos = np.arange(n_out, dtype=F32) * scale
-    left = pos.astype(np.int64)
-    return left, pos - left.astype(F32), np.minimum(left + 1, n_in - 1)
 
 
 def reference_crop_resize(image: np.ndarray, dx: int, dy: int, crop_w: int, crop_h: int, w: int, h: int,
@@ -174,6 +166,7 @@ def reference_augment_image(image: np.ndarray, draw: DarknetDraw, net_hw: Tuple[
 
 
 def _one_image(image, boxes, labels, rng, net_hw, hyp):
+    """One image's float32 pixels, truths (xyxy input pixels), labels and matrix, as the package made them."""
     oh, ow = image.shape[:2]
     draw = draw_darknet(rng, (oh, ow), net_hw, hyp)
     order = rng.permutation(len(labels))[: int(hyp.get("max_boxes", 200))]
