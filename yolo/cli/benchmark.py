@@ -7,6 +7,12 @@ ours / OpenCV (latency: below 1.0 means we are faster). With a GPU it also repor
 
     python tools/benchmark.py --cfg cfg/yolov3-tiny.cfg --weights yolov3-tiny.weights --img-size 416
     python tools/benchmark.py --cfg cfg/yolov3.cfg --img-size 416      # random weights
+
+With ``--data``, it times the training data path instead: milliseconds of one CPU core per training image
+(decode + augmentation + item tensor) for each augmentation pipeline with the cfg's settings, and Darknet's
+pipeline against its previous implementation in the same run (the ratio, and whether both made the same images):
+
+    python tools/benchmark.py --data configs/coco128.yaml --cfg cfg/yolov3-tiny.cfg --img-size 416
 """
 from __future__ import annotations
 
@@ -31,9 +37,11 @@ def parse_args(argv=None):
     p.add_argument("--weights", type=Path, default=None, help="Darknet .weights (default: random weights)")
     p.add_argument("--img-size", type=image_side, nargs="+", default=[416], help="input size: S or H W")
     p.add_argument("--image", type=Path, default=None, help="image to run on (default: a synthetic 768x576)")
-    p.add_argument("--threads", type=positive_int, default=None, help="CPU threads for both (default: all cores)")
+    p.add_argument("--threads", type=positive_int, default=None,
+                   help="CPU threads for both (default: all cores; 1 with --data)")
     p.add_argument("--batch", type=positive_int, default=8, help="batch size for the throughput figures")
-    p.add_argument("--iters", type=positive_int, default=20, help="timed rounds per measurement")
+    p.add_argument("--iters", type=positive_int, default=None,
+                   help="timed rounds per measurement (default: 20; 5 with --data)")
     p.add_argument("--warmup", type=non_negative_int, default=3, help="untimed rounds first")
     p.add_argument("--resize", default="stretch", choices=["stretch", "letterbox"],
                    help="our pre-processing (OpenCV always stretches)")
@@ -42,13 +50,35 @@ def parse_args(argv=None):
     p.add_argument("--compile", action="store_true", help="also time our model under torch.compile")
     p.add_argument("--no-opencv", action="store_true", help="time only our pipeline")
     p.add_argument("--no-gpu", action="store_true", help="skip the CUDA figures (run when CUDA is available)")
+    p.add_argument("--data", type=Path, default=None,
+                   help="time the training data path on this dataset YAML's train split instead of detection")
+    p.add_argument("--images", type=positive_int, default=64, help="with --data: training images per round")
     return p.parse_args(argv)
+
+
+def data_main(args) -> Dict[str, float]:
+    """``--data``: the training data path per pipeline (:func:`yolo.benchmark.data.data_figures`)."""
+    from yolo.benchmark.data import data_figures
+    from yolo.data import build_dataset, load_data_config
+    from yolo.errors import CfgError, DataError
+
+    img_size = (args.img_size[0], args.img_size[0]) if len(args.img_size) == 1 else tuple(args.img_size[:2])
+    threads = args.threads or 1
+    torch.set_num_threads(threads)
+    cv2.setNumThreads(threads)
+    try:
+        dataset = build_dataset(load_data_config(args.data), "train", img_size, augment=False)
+        return data_figures(dataset, args.cfg, img_size, args.images, args.iters or 5, min(args.warmup, 1))
+    except (CfgError, DataError, FileNotFoundError) as exc:
+        fail(str(exc))
 
 
 def main(args) -> Dict[str, float]:
     """Print the tables; returns the figures (see :func:`yolo.benchmark.compare.cpu_figures`)."""
     if not args.cfg.is_file():
         fail(f"{args.cfg}: cfg not found")
+    if args.data is not None:
+        return data_main(args)
     if args.weights is not None and not args.weights.is_file():
         fail(f"{args.weights}: weights not found")
     img_size = (args.img_size[0], args.img_size[0]) if len(args.img_size) == 1 else tuple(args.img_size[:2])
@@ -56,7 +86,7 @@ def main(args) -> Dict[str, float]:
     torch.set_num_threads(threads)
     cv2.setNumThreads(threads)
     image = load_image(args.image) if args.image else synthetic_image()
-    common = dict(img_size=img_size, image=image, batch=args.batch, rounds=args.iters, warmup=args.warmup,
+    common = dict(img_size=img_size, image=image, batch=args.batch, rounds=args.iters or 20, warmup=args.warmup,
                   resize=args.resize, conf_thres=args.conf_thres, iou_thres=args.iou_thres)
     with tempfile.TemporaryDirectory() as tmp:
         weights = args.weights or random_weights_file(args.cfg, Path(tmp))

@@ -15,7 +15,7 @@ from yolo.data.config import DataConfig, expand_env, load_data_config
 from yolo.errors import DataError
 from yolo.data.dataset import (CocoDataset, DetectionDataset, ImageRecord, YoloDataset, build_dataset, label_path_for,
                       read_image, scan_yolo)
-from yolo.data.loader import EpochShuffleSampler, create_dataloader, set_epoch
+from yolo.data.loader import EpochLoader, EpochShuffleSampler, create_dataloader, set_epoch
 from yolo.data.shapes import SHAPE_NAMES, ensure_shapes_dataset
 from yolo.data.transforms import DEFAULT_AUGMENT, augment_config, augment_from_cfg
 from yolo.data.validation import Problem, ValidationReport
@@ -25,6 +25,7 @@ __all__ = [
     "DetectionDataset", "YoloDataset", "CocoDataset", "ImageRecord", "build_dataset", "scan_yolo",
     "label_path_for", "read_image",
     "collate_fn", "resize_batch", "MultiScale", "create_dataloader", "set_epoch", "EpochShuffleSampler",
+    "EpochLoader",
     "DEFAULT_AUGMENT", "augment_config", "augment_from_cfg", "ensure_shapes_dataset", "SHAPE_NAMES",
     "Problem", "ValidationReport",
 ]

@@ -15,15 +15,19 @@ tosses one coin per loading thread, which holds one image whenever ``batch`` is 
 Everything random is drawn once into a :class:`DarknetDraw`; the image and box functions are pure functions
 of it (and are compared with Darknet's C functions called with the same values, tests/test_augment_darknet.py).
 Images are float32 ``H x W x 3`` RGB in [0, 1] (Darknet's ``image`` data), arithmetic float32 as in C.
-Internally the pixels are ``3 x H x W`` planes, only the pixels the resize reads are converted to float, and
-the whole-array steps reuse their buffers: the values are the same, several times faster.
+Training items take :func:`augment_image_uint8`, the same values rounded to ``uint8`` levels. How it is made
+fast without changing a value is said at the image functions below; the previous, plainer implementation is
+kept as the benchmark's and the tests' reference (:mod:`yolo.benchmark.darknet_reference`).
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Callable, Mapping, Optional, Tuple
 
+import cv2
 import numpy as np
+import torch
 
 F32 = np.float32
 
@@ -128,25 +132,14 @@ def draw_darknet(rng: np.random.Generator, orig_hw: Tuple[int, int], net_hw: Tup
 
 
 # ---------------------------------------------------------------------------------------------- image
-# The image functions work on channel planes (float32 ``3 x H x W``): every step is a whole-array numpy
-# operation in C's float32 order (no fused or reordered arithmetic), so the values are Darknet's.
+# Gathering whole rows of pixels is cheap, gathering columns is not: the pixels the resize reads are gathered as
+# uint8 rows, the image is transposed once between the two gathers (x becomes the row axis), and the float32
+# work runs on "transposed planes" ``3 x W x H``; the result is transposed back at the end, as uint8 for
+# training. Every float32 operation is C's, in C's order (no fused or reordered arithmetic), and Darknet's
+# branches are exact selections (a value times 1 or 0, plus 0), so the values are Darknet's. Large
+# intermediates live in per-thread scratch buffers (:func:`_scratch`); what the public functions return is new.
 ONE = F32(1)
-
-
-def _planes(pixels: np.ndarray) -> np.ndarray:
-    """``H x W x 3`` pixels -> float32 ``3 x H x W`` (``uint8`` divided by 255, as Darknet's loaded data)."""
-    planes = np.ascontiguousarray(pixels.transpose(2, 0, 1)).astype(F32)
-    if pixels.dtype == np.uint8:
-        planes /= F32(255)
-    return planes
-
-
-def crop_image(image: np.ndarray, dx: int, dy: int, w: int, h: int) -> np.ndarray:
-    """Darknet's ``crop_image``: the ``h x w`` window at ``(dx, dy)``; outside pixels repeat the border."""
-    ih, iw = image.shape[:2]
-    rows = np.clip(np.arange(h) + dy, 0, ih - 1)
-    cols = np.clip(np.arange(w) + dx, 0, iw - 1)
-    return np.take(np.take(image, rows, axis=0), cols, axis=1)
+LEVELS = F32(255)
 
 
 def _axis(n_in: int, n_out: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -155,6 +148,105 @@ def _axis(n_in: int, n_out: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     pos = np.arange(n_out, dtype=F32) * scale
     left = pos.astype(np.int64)
     return left, pos - left.astype(F32), np.minimum(left + 1, n_in - 1)
+
+
+_WORKSPACE = threading.local()
+
+
+def _scratch(slot: int, shape: Tuple[int, ...], dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """A buffer kept for the next image of the same size (per thread): the first touch of fresh pages costs
+    more than the arithmetic on them. Its contents never leave the module."""
+    buffers = _WORKSPACE.__dict__.setdefault("buffers", {})
+    buffer = buffers.get(slot)
+    if buffer is None or tuple(buffer.shape) != tuple(shape) or buffer.dtype != dtype:
+        buffer = buffers[slot] = torch.empty(shape, dtype=dtype)
+    return buffer
+
+
+def _scratch_array(slot: int, like: np.ndarray, dtype=F32) -> np.ndarray:
+    """:func:`_scratch` as a numpy array shaped like ``like``."""
+    return _scratch(slot, like.shape, torch.uint8 if dtype == np.uint8 else torch.float32).numpy()
+
+
+def _as_float(pixels: np.ndarray, slot: Optional[int] = None) -> np.ndarray:
+    """Pixels as float32 (``uint8`` divided by 255, as Darknet's loaded data), into scratch buffer ``slot`` when
+    given. torch converts and divides several times faster than numpy's mixed-type loops (the same correctly
+    rounded division)."""
+    if pixels.dtype != np.uint8:
+        return pixels.astype(F32, copy=slot is None)
+    source = torch.from_numpy(pixels)
+    out = source.to(torch.float32) if slot is None else _scratch(slot, source.shape).copy_(source)
+    return out.div_(255.0).numpy()
+
+
+def _crop_resize_transposed(image: np.ndarray, dx: int, dy: int, crop_w: int, crop_h: int, w: int, h: int,
+                            flip: bool) -> np.ndarray:
+    """:func:`crop_resize` in the transposed frame: ``H x W x 3`` -> float32 ``3 x w x h``, possibly a scratch
+    buffer (:func:`_scratch`): read, never kept or written, before the next call."""
+    ih, iw = image.shape[:2]
+    cols = np.clip(np.arange(crop_w) + dx, 0, iw - 1)
+    rows = np.clip(np.arange(crop_h) + dy, 0, ih - 1)
+    # An axis of the same size is not resampled: Darknet's weights are then 1 and 0, which give the same values.
+    resize_y = crop_h != h
+    if resize_y:
+        iy, fy, below = _axis(crop_h, h)
+        rows = np.concatenate([rows[iy], rows[below]])  # the upper rows, then the lower ones
+    if crop_w == w:
+        picks = [cols[::-1] if flip else cols]
+    else:
+        ix, fx, right = _axis(crop_w, w)
+        if flip:
+            ix, fx, right = ix[::-1], fx[::-1].copy(), right[::-1]
+        picks = [cols[ix], cols[right], cols[-1:]]
+    # uint8 (or float) gathers, plane by plane: the rows, then the columns as rows of the transposed plane.
+    if image.dtype != np.uint8:
+        image = image.astype(F32, copy=False)
+    gathered = [np.empty((3, len(pick), len(rows)), image.dtype) for pick in picks]
+    for c, plane in enumerate(cv2.split(np.ascontiguousarray(image))):
+        transposed = cv2.transpose(np.ascontiguousarray(plane[rows]))  # x is the row axis from here on
+        for out, pick in zip(gathered, picks):
+            np.take(transposed, pick, axis=0, out=out[c])
+    if crop_w == w:
+        part = _as_float(gathered[0])
+    else:
+        # Pass 1: along x; the last output column (the first when mirrored) takes the crop's last column.
+        last = _as_float(gathered[2])
+        if crop_w == 1:
+            part = np.repeat(last, w, axis=1)
+        else:
+            # torch: its broadcast products run several times faster than numpy's (the same float32 products)
+            part = torch.from_numpy(_as_float(gathered[0], 0))
+            part.mul_(torch.from_numpy(ONE - fx)[:, None])
+            after = torch.from_numpy(_as_float(gathered[1], 1))
+            part.add_(after.mul_(torch.from_numpy(fx)[:, None]))
+            part = part.numpy()
+            part[:, slice(0, 1) if flip else slice(-1, None)] = last
+    if not resize_y:
+        return part
+    # Pass 2: along y; the last row (or a one-row input) has no lower neighbour.
+    planes = torch.from_numpy(part)
+    upper = torch.mul(planes[:, :, :h], torch.from_numpy(ONE - fy), out=_scratch(2, (3, w, h)))
+    if crop_h == 1:
+        return upper.numpy()
+    out = torch.mul(planes[:, :, h:], torch.from_numpy(fy), out=_scratch(3, (3, w, h))).add_(upper)
+    out[:, :, -1] = upper[:, :, -1]  # Darknet adds nothing to its last row
+    return out.numpy()
+
+
+def _untranspose(planes: np.ndarray) -> np.ndarray:
+    """``3 x w x h`` -> ``3 x h x w`` (any dtype OpenCV transposes)."""
+    out = np.empty((planes.shape[0], planes.shape[2], planes.shape[1]), planes.dtype)
+    for c in range(planes.shape[0]):
+        out[c] = cv2.transpose(planes[c])
+    return out
+
+
+def crop_image(image: np.ndarray, dx: int, dy: int, w: int, h: int) -> np.ndarray:
+    """Darknet's ``crop_image``: the ``h x w`` window at ``(dx, dy)``; outside pixels repeat the border."""
+    ih, iw = image.shape[:2]
+    rows = np.clip(np.arange(h) + dy, 0, ih - 1)
+    cols = np.clip(np.arange(w) + dx, 0, iw - 1)
+    return np.take(np.take(image, rows, axis=0), cols, axis=1)
 
 
 def crop_resize(image: np.ndarray, dx: int, dy: int, crop_w: int, crop_h: int, w: int, h: int,
@@ -167,39 +259,7 @@ def crop_resize(image: np.ndarray, dx: int, dy: int, crop_w: int, crop_h: int, w
     gathered and converted; ``uint8`` input is divided by 255 first (the same floats as Darknet's data).
     The mirror reverses the output columns by reversing the column sampling (the same values, in order).
     """
-    ih, iw = image.shape[:2]
-    cols = np.clip(np.arange(crop_w) + dx, 0, iw - 1)
-    if dy >= 0 and dy + crop_h <= ih:
-        rows_of = image[dy:dy + crop_h]
-    else:
-        rows_of = np.take(image, np.clip(np.arange(crop_h) + dy, 0, ih - 1), axis=0)
-    order = slice(None, None, -1) if flip else slice(None)
-    if (crop_h, crop_w) == (h, w):
-        return _planes(np.take(rows_of, cols[order], axis=1))
-    # Pass 1: along x, into a crop_h x w image.
-    ix, fx, right = (a[order] for a in _axis(crop_w, w))
-    part = _planes(np.take(rows_of, cols[ix], axis=1))
-    part *= ONE - fx
-    after = _planes(np.take(rows_of, cols[right], axis=1))
-    after *= fx
-    part += after
-    last = _planes(rows_of[:, cols[-1:]])
-    if crop_w == 1:
-        part = np.repeat(last, w, axis=2)
-    else:  # the last output column takes the last input column
-        part[:, :, slice(0, 1) if flip else slice(-1, None)] = last
-    # Pass 2: along y; the last row (or a one-row input) has no lower neighbour.
-    iy, fy, below = _axis(crop_h, h)
-    fy = fy[:, None]
-    upper = np.take(part, iy, axis=1)
-    upper *= ONE - fy
-    if crop_h == 1:
-        return upper
-    out = np.take(part, below, axis=1)
-    out *= fy
-    out += upper
-    out[:, -1] = upper[:, -1]  # Darknet adds nothing to its last row
-    return out
+    return _untranspose(_crop_resize_transposed(image, dx, dy, crop_w, crop_h, w, h, flip))
 
 
 def resize_image(image: np.ndarray, w: int, h: int) -> np.ndarray:
@@ -209,48 +269,56 @@ def resize_image(image: np.ndarray, w: int, h: int) -> np.ndarray:
 
 
 def _rgb_to_hsv(r: np.ndarray, g: np.ndarray, b: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Darknet's ``rgb_to_hsv`` on float32 planes: hue in turns [0, 1), saturation, value (new arrays).
+    """Darknet's ``rgb_to_hsv`` on float32 planes: hue in turns [0, 1), saturation, value (scratch buffers: used
+    before the next call).
 
-    Written with few temporaries: allocating and first touching large arrays costs more than the arithmetic.
+    Darknet's hue in sixths is ``(g - b) / delta`` when r is the max, ``2 + (b - r) / delta`` when g is, else
+    ``4 + (r - g) / delta``, plus 6 when negative. The difference is always ``mid - min`` or its negative (the
+    other two channels, the same two operands), so the hue is ``offset + sign * x`` with ``x = (mid - min) /
+    delta``: the same float32 operations, in fewer passes. Black (``max == 0``) and gray (``delta == 0``) pixels
+    need no case of their own: their divisions by 1 give hue and saturation 0 (Darknet's gray hue is 0/0, which
+    its ``hsv_to_rgb`` never reads: saturation is 0).
     """
-    mx = np.maximum(r, g)
-    np.maximum(mx, b, out=mx)
-    delta = np.minimum(r, g)
-    np.minimum(delta, b, out=delta)
-    np.subtract(mx, delta, out=delta)
-    r_max, g_max = r == mx, g == mx
-    # hue sixths: (g - b) / delta when r is the max, 2 + (b - r) / delta when g is, else 4 + (r - g) / delta
-    h = r - g
-    scratch = b - r
-    np.copyto(h, scratch, where=g_max)
-    np.subtract(g, b, out=scratch)
-    np.copyto(h, scratch, where=r_max)
-    np.copyto(scratch, delta)
-    np.copyto(scratch, ONE, where=delta == 0)
-    h /= scratch
-    offset = np.where(g_max, F32(2), F32(4))
-    np.copyto(offset, F32(0), where=r_max)
+    high = np.maximum(r, g, out=_scratch_array(10, r))
+    low = np.minimum(r, g, out=_scratch_array(11, r))
+    mx = np.maximum(high, b, out=_scratch_array(12, r))
+    mn = np.minimum(low, b, out=_scratch_array(13, r))
+    mid = np.minimum(high, b, out=high)
+    np.maximum(mid, low, out=mid)
+    delta = np.subtract(mx, mn, out=low)
+    h = np.subtract(mid, mn, out=mid)
+    np.add(delta, delta == 0, out=mn)
+    h /= mn
+    # which channel is the max (r first, then g) and whether the difference is negative
+    r_max = np.equal(r, mx, out=_scratch_array(14, r, np.uint8).view(bool))
+    g_max = np.equal(g, mx, out=_scratch_array(15, r, np.uint8).view(bool))
+    g_max &= ~r_max
+    b_max = ~(r_max | g_max)
+    negative = np.less(g, b, out=_scratch_array(16, r, np.uint8).view(bool))
+    negative &= r_max
+    negative |= (b < r) & g_max
+    negative |= (r < g) & b_max
+    np.negative(h, out=h, where=negative)
+    offset = g_max.view(np.uint8) * np.uint8(2)
+    offset += b_max.view(np.uint8) * np.uint8(4)
+    offset += (negative & r_max).view(np.uint8) * np.uint8(6)
     h += offset
-    np.add(h, F32(6), out=h, where=h < 0)
     h /= F32(6)  # C divides by the double 6.; float32 division rounds the same (53 >= 2 * 24 + 2 bits)
-    black = mx == 0
-    np.copyto(scratch, mx)
-    np.copyto(scratch, ONE, where=black)
-    s = np.divide(delta, scratch, out=delta)
-    np.copyto(h, F32(0), where=black)
-    np.copyto(s, F32(0), where=black)
+    np.add(mx, mx == 0, out=mn)
+    s = np.divide(delta, mn, out=delta)
     return h, s, mx
 
 
 # Darknet's hsv_to_rgb by hue sector 0..5 (index 6, hue exactly 1, is its "else", as 5): the channel that
 # takes v and the one that takes p = v (1 - s); the third takes q = v (1 - s f) in odd sectors and
-# t = v (1 - s (1 - f)) in even ones (f: the fraction of the sector).
-_V_CHANNEL = np.array([0, 1, 1, 2, 2, 0], np.uint8)
-_P_CHANNEL = np.array([2, 2, 0, 0, 1, 1], np.uint8)
+# t = v (1 - s (1 - f)) in even ones (f: the fraction of the sector). As lookup tables of the sector.
+_V_CHANNEL = np.array([0, 1, 1, 2, 2, 0] + [3] * 250, np.uint8)
+_P_CHANNEL = np.array([2, 2, 0, 0, 1, 1] + [3] * 250, np.uint8)
 
 
-def _hsv_to_rgb(h: np.ndarray, s: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Darknet's ``hsv_to_rgb`` on float32 planes -> ``3 x H x W``; overwrites ``h`` and ``s``.
+def _sector_values(h: np.ndarray, s: np.ndarray, v: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Darknet's ``hsv_to_rgb`` up to the choice of channels: ``(v, p, third, sector)``, the three values every
+    pixel's channels take and its hue sector (``uint8`` 0..5); overwrites ``h`` and ``s``.
 
     Gray (``s == 0``) needs no case of its own: p, q and t are then exactly v.
     """
@@ -259,20 +327,71 @@ def _hsv_to_rgb(h: np.ndarray, s: np.ndarray, v: np.ndarray) -> np.ndarray:
     f = np.subtract(h, index, out=h)
     np.clip(index, 0, 5, out=index)
     sector = index.astype(np.uint8)
-    third = np.subtract(ONE, f, out=index)        # 1 - f (even sectors) ...
-    np.copyto(third, f, where=(sector & 1).view(bool))  # ... or f (odd)
+    odd = sector & 1
+    third = np.subtract(ONE, f, out=index)  # 1 - f (even sectors) ...
+    third *= odd ^ 1
+    f *= odd                                # ... or f (odd)
+    third += f
     third *= s
     np.subtract(ONE, third, out=third)
     third *= v
     p = np.subtract(ONE, s, out=s)
     p *= v
-    out = np.empty((3,) + v.shape, F32)
-    out[:] = third
-    v_channel, p_channel = _V_CHANNEL[sector], _P_CHANNEL[sector]
+    return v, p, third, sector
+
+
+def _distorted_values(planes: np.ndarray, dhue: float, dsat: float, dexp: float):
+    """:func:`_sector_values` of Darknet's ``distort_image`` on float32 ``3 x ...`` planes."""
+    h, s, v = _rgb_to_hsv(planes[0], planes[1], planes[2])
+    s *= F32(dsat)
+    v *= F32(dexp)
+    h += F32(dhue)
+    scratch = np.greater(h, 1).view(np.uint8)
+    h -= scratch
+    np.less(h, 0, out=scratch.view(bool))
+    h += scratch
+    return _sector_values(h, s, v)
+
+
+def _choose(values: Tuple[np.ndarray, np.ndarray, np.ndarray], sector: np.ndarray) -> np.ndarray:
+    """``3 x ...`` channels from ``(v, p, third)`` by hue sector (``uint8``): each channel is exactly one of them.
+
+    ``uint8`` values by 0/1 masks, ``third + (v - third) * takes_v + (p - third) * takes_p`` (wrapping around and
+    back), several times faster than the masked copies float32 values take.
+    """
+    v, p, third = values
+    v_channel = cv2.LUT(sector, _V_CHANNEL).reshape(sector.shape)
+    p_channel = cv2.LUT(sector, _P_CHANNEL).reshape(sector.shape)
+    out = np.empty((3,) + v.shape, v.dtype)
+    if v.dtype == np.uint8:
+        to_v, to_p = v - third, p - third
+        for c in range(3):
+            np.multiply(to_v, (v_channel == c).view(np.uint8), out=out[c])
+            out[c] += third
+            out[c] += to_p * (p_channel == c).view(np.uint8)
+        return out
     for c in range(3):
+        np.copyto(out[c], third)
         np.copyto(out[c], v, where=v_channel == c)
         np.copyto(out[c], p, where=p_channel == c)
     return out
+
+
+def _to_levels(values: np.ndarray) -> np.ndarray:
+    """``constrain_image`` then the ``uint8`` level: ``rint(clip(x, 0, 1) * 255)``; overwrites ``values``.
+
+    OpenCV's ``convertScaleAbs`` forms the same float32 product, rounds it half to even and saturates at 255
+    (the upper clip); the lower clip comes first, as the absolute value would mirror negative values.
+    """
+    np.maximum(values, 0, out=values)
+    return cv2.convertScaleAbs(values, alpha=255.0)
+
+
+def _distort(planes: np.ndarray, dhue: float, dsat: float, dexp: float) -> np.ndarray:
+    """:func:`distort_image` on float32 ``3 x ...`` planes."""
+    v, p, third, sector = _distorted_values(planes, dhue, dsat, dexp)
+    out = _choose((v, p, third), sector)
+    return np.clip(out, 0, 1, out=out)
 
 
 def rgb_to_hsv(image: np.ndarray) -> np.ndarray:
@@ -283,25 +402,19 @@ def rgb_to_hsv(image: np.ndarray) -> np.ndarray:
 
 def hsv_to_rgb(image: np.ndarray) -> np.ndarray:
     """Darknet's ``hsv_to_rgb`` (inverse of :func:`rgb_to_hsv`) on ``H x W x 3``."""
-    h, s, v = _planes(np.asarray(image, F32))
-    return _hsv_to_rgb(h, s, v).transpose(1, 2, 0)
-
-
-def _distort(planes: np.ndarray, dhue: float, dsat: float, dexp: float) -> np.ndarray:
-    """:func:`distort_image` on float32 ``3 x H x W`` planes."""
-    h, s, v = _rgb_to_hsv(planes[0], planes[1], planes[2])
-    s *= F32(dsat)
-    v *= F32(dexp)
-    h += F32(dhue)
-    np.subtract(h, ONE, out=h, where=h > 1)
-    np.add(h, ONE, out=h, where=h < 0)
-    out = _hsv_to_rgb(h, s, v)
-    return np.clip(out, 0, 1, out=out)
+    h, s, v = np.asarray(image, F32).transpose(2, 0, 1).copy()
+    v, p, third, sector = _sector_values(h, s, v)
+    return _choose((v, p, third), sector).transpose(1, 2, 0)
 
 
 def distort_image(image: np.ndarray, dhue: float, dsat: float, dexp: float) -> np.ndarray:
     """Darknet's ``distort_image``: scale saturation and value, shift hue (wrapping), back to RGB, clip to [0, 1]."""
-    return _distort(_planes(image), dhue, dsat, dexp).transpose(1, 2, 0)
+    return _distort(_as_float(np.ascontiguousarray(image.transpose(2, 0, 1))), dhue, dsat, dexp).transpose(1, 2, 0)
+
+
+def _crop_resize_draw(image: np.ndarray, draw: DarknetDraw, net_hw: Tuple[int, int]) -> np.ndarray:
+    sheight, swidth = draw.crop_size(image.shape[:2])
+    return _crop_resize_transposed(image, draw.pleft, draw.ptop, swidth, sheight, net_hw[1], net_hw[0], draw.flip)
 
 
 def augment_image(image: np.ndarray, draw: DarknetDraw, net_hw: Tuple[int, int]) -> np.ndarray:
@@ -310,9 +423,20 @@ def augment_image(image: np.ndarray, draw: DarknetDraw, net_hw: Tuple[int, int])
     ``image`` is float32 in [0, 1] (Darknet's data) or ``uint8`` (divided by 255 as it is read: the same floats).
     The result is a transposed view of ``3 x net_h x net_w`` planes (the layout the network takes).
     """
-    sheight, swidth = draw.crop_size(image.shape[:2])
-    planes = crop_resize(image, draw.pleft, draw.ptop, swidth, sheight, net_hw[1], net_hw[0], draw.flip)
-    return _distort(planes, draw.dhue, draw.dsat, draw.dexp).transpose(1, 2, 0)
+    planes = _distort(_crop_resize_draw(image, draw, net_hw), draw.dhue, draw.dsat, draw.dexp)
+    return _untranspose(planes).transpose(1, 2, 0)
+
+
+def augment_image_uint8(image: np.ndarray, draw: DarknetDraw, net_hw: Tuple[int, int]) -> np.ndarray:
+    """:func:`augment_image` rounded to ``uint8`` levels (``rint(x * 255)``), as the training items carry it:
+    ``uint8`` ``net_h x net_w x 3``, a transposed view of ``3 x net_h x net_w`` planes.
+
+    The same values as rounding :func:`augment_image`'s result: the three values a pixel's channels take are
+    rounded first and the channels chosen among the rounded ones (a third of the rounding work).
+    """
+    v, p, third, sector = _distorted_values(_crop_resize_draw(image, draw, net_hw), draw.dhue, draw.dsat, draw.dexp)
+    planes = _choose((_to_levels(v), _to_levels(p), _to_levels(third)), sector)
+    return _untranspose(planes).transpose(1, 2, 0)
 
 
 # ---------------------------------------------------------------------------------------------- truths
@@ -390,17 +514,16 @@ def xyxy_from_truths(truths: np.ndarray, net_hw: Tuple[int, int]) -> np.ndarray:
     return xyxy.astype(np.float32).reshape(-1, 4)
 
 
-def _one_image(image: np.ndarray, boxes: np.ndarray, labels: np.ndarray, rng: np.random.Generator,
-               net_hw: Tuple[int, int], hyp: Mapping[str, float]):
-    """One image's float32 pixels, truths (xyxy input pixels), labels and matrix."""
+def _draw_one(image: np.ndarray, boxes: np.ndarray, labels: np.ndarray, rng: np.random.Generator,
+              net_hw: Tuple[int, int], hyp: Mapping[str, float]):
+    """One image's draw, truths (xyxy input pixels), labels and matrix; its pixels are made by the caller."""
     oh, ow = image.shape[:2]
     draw = draw_darknet(rng, (oh, ow), net_hw, hyp)
     # Darknet shuffles the truths and keeps the first `max` of them, before any check.
     order = rng.permutation(len(labels))[: int(hyp.get("max_boxes", 200))]
     boxes, labels = np.asarray(boxes, np.float32)[order].reshape(-1, 4), np.asarray(labels)[order]
     out, keep = augment_truths(truths_from_xyxy(boxes, (oh, ow)), draw, (oh, ow), net_hw)
-    pixels = augment_image(np.asarray(image, dtype=np.uint8), draw, net_hw)
-    return pixels, xyxy_from_truths(out, net_hw), labels[keep].astype(np.int64), input_matrix(draw, (oh, ow), net_hw)
+    return draw, xyxy_from_truths(out, net_hw), labels[keep].astype(np.int64), input_matrix(draw, (oh, ow), net_hw)
 
 
 def _to_uint8(pixels: np.ndarray) -> np.ndarray:
@@ -421,8 +544,9 @@ def darknet_sample(image: np.ndarray, boxes: np.ndarray, labels: np.ndarray, rng
     Returns:
         ``(image uint8 net_h x net_w x 3, boxes Float32[K, 4] xyxy input pixels, labels Int64[K], matrix 3x3)``.
     """
-    pixels, boxes, labels, matrix = _one_image(image, boxes, labels, rng, net_hw, hyp)
-    return _to_uint8(pixels), boxes, labels, matrix
+    image = np.asarray(image, dtype=np.uint8)
+    draw, boxes, labels, matrix = _draw_one(image, boxes, labels, rng, net_hw, hyp)
+    return augment_image_uint8(image, draw, net_hw), boxes, labels, matrix
 
 
 def darknet_item(load: Callable[[int], tuple], index: int, num_items: int, rng: np.random.Generator,
@@ -432,18 +556,22 @@ def darknet_item(load: Callable[[int], tuple], index: int, num_items: int, rng: 
 
     Returns :func:`darknet_sample`'s tuple; the matrix is ``None`` for a mixed image.
     """
-    pixels, boxes, labels, matrix = _one_image(*load(index), rng, net_hw, hyp)
+    image, boxes, labels = load(index)
+    image = np.asarray(image, dtype=np.uint8)
+    draw, boxes, labels, matrix = _draw_one(image, boxes, labels, rng, net_hw, hyp)
     if hyp.get("mixup", 0) > 0 and rng.integers(2):
         partner = int(rng.integers(num_items))
-        new_pixels, new_boxes, new_labels, _ = _one_image(*load(partner), rng, net_hw, hyp)
+        new_image, new_boxes, new_labels = load(partner)
+        new_image = np.asarray(new_image, dtype=np.uint8)
+        new_draw, new_boxes, new_labels, _ = _draw_one(new_image, new_boxes, new_labels, rng, net_hw, hyp)
         cap = int(hyp.get("max_boxes", 200))
-        pixels = mixup_images(new_pixels, pixels)
+        pixels = mixup_images(augment_image(new_image, new_draw, net_hw), augment_image(image, draw, net_hw))
         boxes = mixup_truths(new_boxes, boxes, cap)
         labels = mixup_truths(new_labels, labels, cap)
-        matrix = None
-    return _to_uint8(pixels), boxes, labels, matrix
+        return _to_uint8(pixels), boxes, labels, None
+    return augment_image_uint8(image, draw, net_hw), boxes, labels, matrix
 
 
-__all__ = ["DarknetDraw", "augment_image", "augment_truths", "crop_image", "crop_resize", "darknet_crop", "darknet_item",
+__all__ = ["DarknetDraw", "augment_image", "augment_image_uint8", "augment_truths", "crop_image", "crop_resize", "darknet_crop", "darknet_item",
            "darknet_sample", "distort_image", "draw_darknet", "hsv_to_rgb", "input_matrix", "mixup_images",
            "mixup_truths", "resize_image", "rgb_to_hsv"]

@@ -261,7 +261,7 @@ def image_data_augmentation(image: np.ndarray, net_hw: Tuple[int, int], pleft: i
         sized = cv2.resize(image, (net_w, net_h), interpolation=cv2.INTER_LINEAR)
     else:
         # cv::mean then setTo: the mean colour rounded half to even, as saturate_cast<uchar>
-        mean = np.rint(image.reshape(-1, image.shape[2]).mean(0))
+        mean = np.rint(np.array(cv2.mean(np.ascontiguousarray(image))[:image.shape[2]]))
         cropped = np.empty((sheight, swidth, image.shape[2]), np.uint8)
         cropped[:] = mean.astype(np.uint8)
         x0, y0 = max(pleft, 0), max(ptop, 0)

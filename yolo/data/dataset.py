@@ -111,6 +111,7 @@ class DetectionDataset(Dataset):
         self.epoch = 0
         self.report = report
         self.source = source
+        self.images: Optional[List[np.ndarray]] = None  # decoded images kept in memory (cache_images)
 
     # ------------------------------------------------------------------ basics
     def __len__(self) -> int:
@@ -122,9 +123,23 @@ class DetectionDataset(Dataset):
         would keep the old epoch)."""
         self.epoch = int(epoch)
 
+    def cache_images(self) -> int:
+        """Decode every image once and keep it in memory (opt-in; returns the bytes held): items then skip the
+        JPEG decode and are otherwise the same. Call it before the loader starts its worker processes, which then
+        share the decoded images with this process (copy-on-write, never written: the arrays are read-only)."""
+        self.images = None
+        images = [self.load_sample(index)[0] for index in range(len(self))]
+        for image in images:
+            image.setflags(write=False)
+        self.images = images
+        return int(sum(image.nbytes for image in images))
+
     def load_sample(self, index: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(image RGB uint8 HxWx3, boxes Float32[N,4] xyxy original pixels, labels Int64[N])``."""
+        """``(image RGB uint8 HxWx3, boxes Float32[N,4] xyxy original pixels, labels Int64[N])``; the image is
+        read-only when it comes from :meth:`cache_images`."""
         record = self.records[index]
+        if self.images is not None:
+            return self.images[index], record.boxes.copy(), record.labels.copy()
         image = read_image(record.path)
         h, w = image.shape[:2]
         if (h, w) != (record.height, record.width):
@@ -136,11 +151,13 @@ class DetectionDataset(Dataset):
         return image, record.boxes.copy(), record.labels.copy()
 
     def __getitem__(self, item):
-        """Item ``index`` at ``img_size``, or ``(index, (h, w))`` at that size (multi-scale batches)."""
-        index, size_hw = (item, self.img_size) if isinstance(item, (int, np.integer)) else item
+        """Item ``index`` at ``img_size``, or ``(index, (h, w))`` at that size (multi-scale batches), or
+        ``(index, (h, w), epoch)`` augmented as in ``epoch`` (else :meth:`set_epoch`'s)."""
+        index, size_hw, epoch = (item, self.img_size, self.epoch) if isinstance(item, (int, np.integer)) \
+            else (*item, self.epoch)[:3]
         record = self.records[index]
         if self.augment:
-            rng = item_rng(self.seed, self.epoch, index)
+            rng = item_rng(self.seed, epoch, index)
             image, boxes, labels, matrix = train_transform(self.load_sample, index, len(self), rng,
                                                            size_hw, self.hyp)
             letterbox = matrix_to_letterbox(matrix) if matrix is not None else None

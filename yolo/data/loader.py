@@ -1,4 +1,4 @@
-"""A DataLoader with the project's collate and a seeded shuffle."""
+"""A DataLoader with the project's collate and a seeded shuffle; the training loader of a whole run."""
 from __future__ import annotations
 
 from typing import Callable, Iterator, List, Optional, Tuple
@@ -28,17 +28,20 @@ class EpochShuffleSampler(Sampler[int]):
         return self.num_items
 
 
-class SizedBatchSampler(Sampler[List[Tuple[int, Tuple[int, int]]]]):
-    """Mini-batches of ``(index, (h, w))``: every image of mini-batch ``i`` is loaded at ``size_of(first + i)``.
+class SizedBatchSampler(Sampler[List[Tuple[int, Tuple[int, int], int]]]):
+    """Mini-batches of ``(index, (h, w), epoch)``: every image of mini-batch ``i`` is loaded at
+    ``size_of(first + i)`` and augmented as in ``epoch`` (the last :meth:`set_epoch`).
 
     This is how a multi-scale size reaches the dataset (and its worker processes) before the images are
-    decoded and augmented, as Darknet loads a resized batch at the new size rather than scaling it after.
+    decoded and augmented, as Darknet loads a resized batch at the new size rather than scaling it after; the
+    epoch travels the same way, so that worker processes kept across epochs augment each epoch as its own.
     ``first`` is the run-wide index of the first mini-batch (a resumed epoch starts past 0).
     """
 
     def __init__(self, sampler: Sampler[int], batch_size: int, size_of: Callable[[int], Tuple[int, int]],
                  first: int = 0):
         self.sampler, self.batch_size, self.size_of, self.first = sampler, int(batch_size), size_of, int(first)
+        self.epoch = 0
 
     def __iter__(self):
         batch: List[int] = []
@@ -47,15 +50,51 @@ class SizedBatchSampler(Sampler[List[Tuple[int, Tuple[int, int]]]]):
             batch.append(index)
             if len(batch) == self.batch_size:  # whole mini-batches only (drop_last)
                 hw = tuple(int(v) for v in self.size_of(number))
-                yield [(i, hw) for i in batch]
+                yield [(i, hw, self.epoch) for i in batch]
                 batch, number = [], number + 1
 
     def __len__(self) -> int:
         return len(self.sampler) // self.batch_size
 
     def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
         if hasattr(self.sampler, "set_epoch"):
             self.sampler.set_epoch(epoch)
+
+
+def one_thread_per_worker(worker_id: int) -> None:
+    """``worker_init_fn``: one torch thread in each loader worker (the workers are the parallelism; more threads
+    per worker only compete for the same cores). OpenCV's thread count is left alone: reconfiguring its thread
+    pool in a forked worker can wait forever for the parent's pool threads, which the fork did not copy."""
+    torch.set_num_threads(1)
+
+
+class EpochLoader:
+    """The training loader of a whole run: one ``DataLoader`` whose worker processes start once and persist
+    across epochs (each with one torch thread, :func:`one_thread_per_worker`) instead of starting again every epoch.
+
+    Each epoch takes its own sampler (:meth:`epoch`); the items carry their epoch to the workers
+    (:class:`SizedBatchSampler`), so the data stay a function of ``(seed, epoch, index)`` and a resumed run sees
+    the same batches. Batches as :func:`create_dataloader`'s, whole mini-batches only; ``size_of`` as there (None:
+    the dataset's ``img_size``).
+    """
+
+    def __init__(self, dataset: Dataset, batch_size: int, num_workers: int = 0, seed: int = 0,
+                 pin_memory: bool = False, size_of: Optional[Callable[[int], Tuple[int, int]]] = None):
+        img_size = tuple(dataset.img_size)
+        self.batches = SizedBatchSampler([], batch_size, size_of or (lambda number: img_size))
+        generator = torch.Generator()
+        generator.manual_seed(int(seed))
+        self.loader = DataLoader(dataset, batch_sampler=self.batches, num_workers=num_workers, collate_fn=collate_fn,
+                                 pin_memory=pin_memory, generator=generator, persistent_workers=num_workers > 0,
+                                 worker_init_fn=one_thread_per_worker if num_workers > 0 else None)
+
+    def epoch(self, sampler: Sampler[int], epoch: int, first_batch: int = 0) -> DataLoader:
+        """The loader for ``epoch``: ``sampler``'s indices (its epoch set here), ``first_batch`` the run-wide index
+        of the epoch's first mini-batch."""
+        self.batches.sampler, self.batches.first = sampler, int(first_batch)
+        set_epoch(self.loader, epoch)
+        return self.loader
 
 
 def set_epoch(loader: DataLoader, epoch: int) -> None:
@@ -89,7 +128,8 @@ def create_dataloader(dataset: Dataset, batch_size: int, shuffle: bool = False, 
             sampler = torch.utils.data.SequentialSampler(dataset)
         batches = SizedBatchSampler(sampler, batch_size, size_of, first_batch)
         return DataLoader(dataset, batch_sampler=batches, num_workers=num_workers, collate_fn=collate_fn,
-                          pin_memory=pin_memory, generator=generator, persistent_workers=False)
+                          pin_memory=pin_memory, generator=generator, persistent_workers=False,
+                          worker_init_fn=one_thread_per_worker if num_workers > 0 else None)
     return DataLoader(
         dataset,
         batch_size=batch_size,
@@ -100,5 +140,6 @@ def create_dataloader(dataset: Dataset, batch_size: int, shuffle: bool = False, 
         drop_last=drop_last,
         pin_memory=pin_memory,
         generator=generator,
-        persistent_workers=False,  # workers must pick up dataset.set_epoch() each epoch
+        persistent_workers=False,  # workers must pick up dataset.set_epoch() each epoch (EpochLoader keeps them)
+        worker_init_fn=one_thread_per_worker if num_workers > 0 else None,
     )

@@ -40,7 +40,7 @@ import torch
 import torch.distributed
 import torch.nn as nn
 
-from yolo.data import MultiScale, build_dataset, create_dataloader, load_data_config, set_epoch
+from yolo.data import EpochLoader, MultiScale, build_dataset, load_data_config
 from yolo.data.darknet_multiscale import DarknetMultiScale
 from yolo.data.loader import EpochShuffleSampler
 from yolo.device import parse_device
@@ -479,12 +479,10 @@ class Trainer:
         sampler.set_epoch(epoch)
         if skip_steps:
             sampler = SkipSampler(sampler, skip_steps * self.accumulate * self.mini_batch)
-        loader = create_dataloader(self.train_set, batch_size=self.mini_batch, num_workers=self.workers,
-                                   seed=self.options.seed + epoch, drop_last=True, sampler=sampler,
-                                   pin_memory=self.device.type == "cuda", size_of=self.multi_scale,
-                                   first_batch=(epoch * self.steps_per_epoch + skip_steps) * self.accumulate)
-        set_epoch(loader, epoch)
-        return loader
+        if getattr(self, "_epoch_loader", None) is None:  # one loader for the run: its workers persist
+            self._epoch_loader = EpochLoader(self.train_set, self.mini_batch, self.workers, self.options.seed,
+                                             self.device.type == "cuda", self.multi_scale)
+        return self._epoch_loader.epoch(sampler, epoch, (epoch * self.steps_per_epoch + skip_steps) * self.accumulate)
 
     # ---------------------------------------------------------------- the loop
     def _train(self) -> TrainResult:

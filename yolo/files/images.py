@@ -45,7 +45,7 @@ def load_image(path: Union[str, Path], rgb: bool = False) -> np.ndarray:
         raise ImageReadError(f"{path}: cannot decode the image: {reason}") from None
     if image is None:
         raise ImageReadError(f"{path}: not a readable image (corrupt or unsupported format)")
-    return cv2.cvtColor(image, cv2.COLOR_BGR2RGB) if rgb else image
+    return cv2.cvtColor(image, cv2.COLOR_BGR2RGB, dst=image) if rgb else image  # in place: no second image
 
 
 def as_bgr(image: np.ndarray, where: str = "image") -> np.ndarray:
