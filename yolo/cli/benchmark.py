@@ -25,8 +25,11 @@ import cv2
 import torch
 
 from yolo.benchmark.compare import cpu_figures, cuda_figures, random_weights_file, synthetic_image
+from yolo.benchmark.data import data_figures
 from yolo.cli.args import (DefaultsHelpFormatter, ToolParser, fail, fraction, image_side, non_negative_int,
                            positive_int, run_tool)
+from yolo.data import build_dataset, load_data_config
+from yolo.errors import CfgError, DataError
 from yolo.files.images import load_image
 
 
@@ -58,9 +61,6 @@ def parse_args(argv=None):
 
 def data_main(args) -> Dict[str, float]:
     """``--data``: the training data path per pipeline (:func:`yolo.benchmark.data.data_figures`)."""
-    from yolo.benchmark.data import data_figures
-    from yolo.data import build_dataset, load_data_config
-    from yolo.errors import CfgError, DataError
 
     img_size = (args.img_size[0], args.img_size[0]) if len(args.img_size) == 1 else tuple(args.img_size[:2])
     threads = args.threads or 1
