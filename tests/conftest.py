@@ -33,6 +33,19 @@ def asset(relpath: str) -> Path:
     return path
 
 
+def require_cuda() -> torch.device:
+    """The CUDA device; skip the calling test when this machine has none."""
+    if not torch.cuda.is_available():
+        pytest.skip("CUDA is not available on this machine: the CUDA tests run only where it is")
+    return torch.device("cuda")
+
+
+@pytest.fixture
+def cuda_device() -> torch.device:
+    """:func:`require_cuda` as a fixture (mark such tests ``@pytest.mark.cuda``)."""
+    return require_cuda()
+
+
 @pytest.fixture
 def assets():
     """The ``asset`` function as a fixture: ``assets('images/dog.jpg')``."""
