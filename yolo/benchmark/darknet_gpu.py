@@ -148,8 +148,9 @@ def find_cuda_libraries(nvcc: Path, package_dirs: Sequence[Path]) -> CudaLibrari
     roots = ([root] if root else []) + list(package_dirs)
     for r in roots:
         found.include_dirs += [d for d in (r / "include",) if d.is_dir()]
-        found.library_dirs += [d for d in (r / "lib64", r / "lib", r / "lib64" / "stubs", r / "lib" / "stubs")
-                               if d.is_dir() and d.resolve() not in {x.resolve() for x in found.library_dirs}]
+        for d in (r / "lib64", r / "lib", r / "lib64" / "stubs", r / "lib" / "stubs"):
+            if d.is_dir() and d.resolve() not in {x.resolve() for x in found.library_dirs}:
+                found.library_dirs.append(d)
     for header in HEADERS:
         if not any((d / header).is_file() for d in found.include_dirs):
             found.missing.append(header)
