@@ -122,7 +122,7 @@ def _ours(s: ReportSettings, env: Environment, model: str, cfg: Path, weights: P
     if OURS_TRAIN not in env.skipped:
         value = _attempt(notes, f"{model} end-to-end training", lambda: train_throughput(
             cfg, weights if real else None, data, env.device, s.batch, subdivisions, s.img_size, s.updates,
-            s.warmup, s.workers if s.workers is not None else 4, work / "ours-train"))
+            s.warmup, s.workers, work / "ours-train"))
         if value is not None:
             got["train_img_s"] = value
 
@@ -176,8 +176,10 @@ def run_report(s: ReportSettings, work: Optional[Path] = None) -> Report:
                 cfg, real = env.assets.cfgs[model], env.assets.weights.get(model) is not None
                 weights = env.assets.weights[model] if real else _random_weights(cfg, work)
                 subdivisions = s.subdivisions or subdivisions_of(cfg)
+                workers = "the trainer's default" if s.workers is None else s.workers
                 notes.append(f"{model}: {'its' if real else 'random'} weights, {s.img_size}x{s.img_size}, batch "
-                             f"{s.batch}, subdivisions {subdivisions}, {len(images)} coco128 images")
+                             f"{s.batch}, subdivisions {subdivisions}, {len(images)} coco128 images, loader "
+                             f"workers: {workers}")
                 runs.append((model, cfg, weights, real, subdivisions))
                 _ours(s, env, model, cfg, weights, real, data, work, subdivisions, figures[model], notes)
         if DARKNET not in env.skipped:

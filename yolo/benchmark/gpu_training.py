@@ -23,7 +23,7 @@ __all__ = ["train_throughput"]
 
 
 def train_throughput(cfg: Path, weights: Optional[Path], data: Path, device: str, batch: int, subdivisions: int,
-                     img_size: int, updates: int, warmup: int, workers: int, folder: Path) -> float:
+                     img_size: int, updates: int, warmup: int, workers: Optional[int], folder: Path) -> float:
     """Images/s of ``updates`` training updates after ``warmup + 1`` ones (batch ``batch`` in ``subdivisions``
     mini-batches, ``img_size`` square) on the Darknet ``.data`` file ``data``, whose list must hold
     ``(warmup + updates + 2) * batch`` images (the epoch is one update longer than the run, so that the

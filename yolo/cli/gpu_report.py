@@ -39,7 +39,8 @@ def parse_args(argv=None):
     p.add_argument("--updates", type=positive_int, default=10, help="timed training updates (ours and Darknet's)")
     p.add_argument("--warmup", type=non_negative_int, default=3, help="untimed updates and rounds first")
     p.add_argument("--rounds", type=positive_int, default=20, help="timed detection rounds at batch 1")
-    p.add_argument("--workers", type=non_negative_int, default=None, help="our loader's processes (default: 4)")
+    p.add_argument("--workers", type=non_negative_int, default=None,
+                   help="our loader's processes (default: the trainer's)")
     p.add_argument("--no-darknet", action="store_true", help="skip Darknet's GPU build and its timings")
     p.add_argument("--build-dir", type=Path, default=None, help="build Darknet here and keep it (default: temporary)")
     p.add_argument("--quick", action="store_true",
