@@ -87,7 +87,7 @@ def test_table_ratios_and_targets_from_given_figures():
     assert rows[("yolov3", "detection pipeline, batch 64, fp16")][3:] == ["≥ 2,500 img/s", "1.04x", "yes"]
     assert rows[("yolov3", "detection pipeline, batch 1, fp16")][3:] == ["≤ 3 ms", "1.20x", "yes"]
     assert rows[("yolov3", "model only, batch 1, fp32")][0] == NOT_MEASURED
-    assert len(rows) == 2 * 11
+    assert len(rows) == 2 * 12
 
 
 def test_table_without_targets_and_with_nothing_measured():

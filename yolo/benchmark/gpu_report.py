@@ -112,11 +112,13 @@ def _ours(s: ReportSettings, env: Environment, model: str, cfg: Path, weights: P
                 got[f"{key}_{name}"] = value
         batch_paths = [paths[i % len(paths)] for i in range(s.batch)]
         x, t = training_batch(batch_paths, s.img_size)
-        for amp, key in ((False, "step_fp32_img_s"), (True, "step_amp_img_s")):
+        for amp, channels_last, key in ((False, False, "step_fp32_img_s"), (True, False, "step_amp_img_s"),
+                                        (True, True, "step_amp_cl_img_s")):
             if amp and env.device != "cuda":
                 continue
             value = _attempt(notes, f"{model} step {key}", lambda: step_throughput(
-                cfg, weights if real else None, x, t, env.device, subdivisions, amp, s.updates, s.warmup))
+                cfg, weights if real else None, x, t, env.device, subdivisions, amp, s.updates, s.warmup,
+                channels_last))
             if value is not None:
                 got[key] = value
     if OURS_TRAIN not in env.skipped:

@@ -3,7 +3,8 @@
 ``figures[model][key]`` holds what was measured (a key absent: not measured). Keys (img/s: images per
 second, more is better; ms: milliseconds per image, less is better):
 
-- ``train_img_s``: end-to-end training; ``step_fp32_img_s``, ``step_amp_img_s``: the step without the loader;
+- ``train_img_s``: end-to-end training; ``step_fp32_img_s``, ``step_amp_img_s``, ``step_amp_cl_img_s`` (AMP
+  with channels_last): the step without the loader;
 - ``pipeline_img_s_fp32``/``_fp16`` (batch ``B``), ``pipeline_b1_ms_fp32``/``_fp16``: the Detector pipeline;
 - ``model_img_s_fp32``/``_fp16``, ``model_b1_ms_fp32``/``_fp16``: the network alone;
 - ``darknet_train_img_s`` (steady state), ``darknet_train_command_img_s`` (whole command),
@@ -36,6 +37,7 @@ def rows(batch: int) -> Tuple[Row, ...]:
         Row("train_img_s", f"training end to end, batch {batch}", "img/s", "darknet_train_img_s"),
         Row("step_fp32_img_s", f"training step only (no loader), batch {batch}, fp32", "img/s"),
         Row("step_amp_img_s", f"training step only (no loader), batch {batch}, AMP", "img/s"),
+        Row("step_amp_cl_img_s", f"training step only (no loader), batch {batch}, AMP, channels_last", "img/s"),
         Row("pipeline_img_s_fp32", f"detection pipeline, batch {batch}, fp32", "img/s"),
         Row("pipeline_img_s_fp16", f"detection pipeline, batch {batch}, fp16", "img/s"),
         Row("pipeline_b1_ms_fp32", "detection pipeline, batch 1, fp32", "ms", "darknet_detect_ms"),
