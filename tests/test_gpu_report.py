@@ -242,3 +242,23 @@ def test_quick_report_on_the_cpu_makes_a_table(tmp_path, monkeypatch):
     assert rows[("yolov3-tiny", "detection pipeline, batch 4, fp16")][0] == NOT_MEASURED  # CUDA only
     assert "skipped Darknet GPU build: not asked for (--no-darknet)" in text
     assert " failed: " not in text
+
+
+@pytest.mark.cuda
+@pytest.mark.slow
+def test_quick_report_on_cuda_with_darknet_gpu_build(cuda_device, tmp_path, monkeypatch):
+    """Where CUDA is: the small run on the GPU measures fp16 and AMP too, and, with nvcc, make and cuDNN's
+    package, builds Darknet's GPU build (about a minute) and reads its timings."""
+    monkeypatch.setenv("YOLO_ASSETS", str(assets_root()))
+    env = probe(assets_root(), DARKNET_SRC)
+    flags = ["--quick", "--build-dir", str(tmp_path / "darknet")] + (["--no-darknet"] if DARKNET in env.skipped else [])
+    text = cli.main(cli.parse_args(flags))
+    rows = table_rows(text.split("\n\n")[0])
+    measured = r"[0-9][0-9,.]* (img/s|ms)"
+    for work in ("training step only (no loader), batch 4, AMP", "detection pipeline, batch 4, fp16",
+                 "model only, batch 1, fp16", "training end to end, batch 4"):
+        assert re.fullmatch(measured, rows[("yolov3-tiny", work)][0]), (work, rows[("yolov3-tiny", work)])
+    if DARKNET not in env.skipped:
+        assert re.match(measured, rows[("yolov3-tiny", "training end to end, batch 4")][1])
+        assert re.fullmatch(measured, rows[("yolov3-tiny", "model only, batch 1, fp32")][1])
+    assert " failed: " not in text
