@@ -24,14 +24,17 @@ CLONE = Path(__file__).resolve().parents[2]
 
 
 def parse_args(argv=None):
-    p = ToolParser(description=__doc__.split("\n\n")[0], formatter_class=DefaultsHelpFormatter)
+    p = ToolParser(description=__doc__.split("\n\n")[0], formatter_class=DefaultsHelpFormatter,
+                   epilog="examples: " + "; ".join(line.strip() for line in __doc__.splitlines()
+                                                   if line.startswith("    python")))
     p.add_argument("--assets", type=Path, default=None,
                    help="assets folder with cfg/, weights/, coco128/ (default: $YOLO_ASSETS, else ../shared/assets)")
     p.add_argument("--darknet-src", type=Path, default=CLONE.parent / "shared" / "darknet",
                    help="Darknet's source folder (src/, include/, Makefile)")
     p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto",
                    help="auto/cuda: measure on the GPU (without one: say so and exit 0); cpu: ours on the CPU")
-    p.add_argument("--models", nargs="+", default=["yolov3-tiny", "yolov3"], choices=["yolov3-tiny", "yolov3"])
+    p.add_argument("--models", nargs="+", default=["yolov3-tiny", "yolov3"], choices=["yolov3-tiny", "yolov3"],
+                   help="the cfgs to measure (from the assets' cfg/)")
     p.add_argument("--img-size", type=image_side, default=416, help="input side (a multiple of 32)")
     p.add_argument("--batch", type=positive_int, default=64, help="training batch and the large detection batch")
     p.add_argument("--subdivisions", type=positive_int, default=None,
