@@ -97,13 +97,14 @@ def find_assets(root: Path, models: Tuple[str, ...] = ("yolov3-tiny", "yolov3"))
     return files
 
 
-def probe(assets_root: Path, darknet_src: Path, device: str = "auto") -> Environment:
+def probe(assets_root: Path, darknet_src: Path, device: str = "auto",
+          models: Tuple[str, ...] = ("yolov3-tiny", "yolov3")) -> Environment:
     """What can run: ours on CUDA (or on the CPU when ``device`` is "cpu"), Darknet's GPU build (CUDA, nvcc,
-    make, cuDNN's package, the source), the trainer's modules, the assets."""
+    make, cuDNN's package, the source), the trainer's modules, the assets of ``models``."""
     cuda = cuda_device()
     env = Environment(device="cuda" if cuda and device != "cpu" else "cpu", gpu=cuda[0] if cuda else None,
                       capability=cuda[1] if cuda else None, nvcc=nvcc_path(), cudnn_dirs=cudnn_package_dirs(),
-                      assets=find_assets(assets_root))
+                      assets=find_assets(assets_root, models))
     if env.assets.missing:
         reason = f"assets missing under {assets_root}: {', '.join(env.assets.missing)}"
         for part in (OURS_DETECT, OURS_TRAIN, DARKNET):

@@ -159,7 +159,7 @@ def _darknet(s: ReportSettings, env: Environment, work: Path, runs: List[Tuple[s
 def run_report(s: ReportSettings, work: Optional[Path] = None) -> Report:
     """Measure what this machine can (see the module docstring); ``work``: a folder for the generated files
     (default: a temporary one)."""
-    env = probe(s.assets, s.darknet_src, s.device)
+    env = probe(s.assets, s.darknet_src, s.device, s.models)
     if TRAINER_IMPORT_ERROR and OURS_TRAIN not in env.skipped:
         env.skipped[OURS_TRAIN] = TRAINER_IMPORT_ERROR
     if not s.darknet:
@@ -187,6 +187,10 @@ def run_report(s: ReportSettings, work: Optional[Path] = None) -> Report:
         if DARKNET not in env.skipped:
             _darknet(s, env, work, runs, data, figures, notes)
     notes += [f"skipped {part}: {why}" for part, why in env.skipped.items()]
+    notes.append("ratios are speed ratios (above 1: ours faster). Darknet's detection figure is its network time "
+                 "(`detector test`, batch 1, median after the warm-up images), its training figure images/s over "
+                 "each update's data wait and update (the whole command's in parentheses). Ours: the pipeline is "
+                 "pre-process + model + post-process on decoded images; end to end is the trainer with its loader")
     targeted = env.device == "cuda" and (s.img_size, s.batch) == (416, 64)
     if env.device == "cpu":
         notes.append("fp16 and AMP run on CUDA only; the targets are for a GPU at 416 with batch 64")
