@@ -92,7 +92,8 @@ def test_command_line_tools_are_thin(path):
 
 
 # Tools that only make sense in a clone beside ../shared (no console script), and why.
-CLONE_ONLY = {"compare_darknet": "trains with the Darknet CLI built from ../shared/darknet by the test harness"}
+CLONE_ONLY = {"compare_darknet": "trains with the Darknet CLI built from ../shared/darknet by the test harness",
+              "gpu_report": "builds Darknet's GPU build from ../shared/darknet and reads ../shared/assets"}
 
 
 def console_scripts() -> Dict[str, str]:

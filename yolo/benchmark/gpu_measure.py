@@ -1,0 +1,127 @@
+"""Our detection and training step on one device, timed on real images (coco128).
+
+- :func:`detection_figures`: the :class:`yolo.inference.detector.Detector` pipeline (decode excluded: the
+  images are in memory; pre-process + model + post-process) at batch 1 (ms per image) and at a large batch
+  (images/s), and the model alone at both batches;
+- :func:`step_throughput`: one training update without the loader (forward, loss, backward over
+  ``subdivisions`` mini-batches, then SGD) on a batch already on the device, in fp32 or with AMP.
+
+Every figure is a median over rounds after warm-up rounds (:mod:`yolo.benchmark.timing`); CUDA work is
+synchronized inside each timed call.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import cv2
+import numpy as np
+import torch
+
+from yolo.benchmark.timing import interleaved_medians
+from yolo.files.images import load_image
+from yolo.inference.detector import Detector
+from yolo.inference.preprocess import preprocess
+from yolo.losses.yolo_loss import YoloLoss
+from yolo.models.model import Darknet
+
+__all__ = ["load_images", "label_file", "training_batch", "detection_figures", "step_throughput"]
+
+
+def load_images(paths: Sequence[Path]) -> List[np.ndarray]:
+    """BGR ``uint8`` images, decoded once (the timings leave decoding out)."""
+    return [load_image(p) for p in paths]
+
+
+def label_file(image: Path) -> Path:
+    """The YOLO label file of an image, as Darknet finds it: ``.../images/x/a.jpg`` -> ``.../labels/x/a.txt``."""
+    parts = list(image.parts)
+    index = len(parts) - 1 - parts[::-1].index("images")
+    return Path(*parts[:index], "labels", *parts[index + 1:]).with_suffix(".txt")
+
+
+def training_batch(paths: Sequence[Path], size: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The images stretched to ``size x size`` and their labels, as the trainer receives a batch:
+    ``Float[B, 3, size, size]`` RGB 0..1 and ``Float[M, 6]`` rows (image index, class, cx, cy, w, h) in
+    pixels of the input."""
+    images, rows = [], []
+    for i, path in enumerate(paths):
+        image = cv2.resize(load_image(path), (size, size), interpolation=cv2.INTER_LINEAR)
+        images.append(torch.from_numpy(np.ascontiguousarray(image[:, :, ::-1].transpose(2, 0, 1))))
+        labels = np.loadtxt(label_file(path), ndmin=2, dtype=np.float32).reshape(-1, 5)
+        for cls, cx, cy, w, h in labels:
+            rows.append([i, cls, cx * size, cy * size, w * size, h * size])
+    return torch.stack(images).float() / 255, torch.tensor(rows, dtype=torch.float32).reshape(-1, 6)
+
+
+def _synchronize(device: torch.device) -> Optional[Callable[[], None]]:
+    return torch.cuda.synchronize if device.type == "cuda" else None
+
+
+def detection_figures(cfg: Path, weights: Path, images: Sequence[np.ndarray], device: str, half: bool,
+                      img_size: int, batch: int, rounds: int, warmup: int) -> Dict[str, float]:
+    """The Detector at ``img_size``: ``pipeline_b1_ms`` (per image, batch 1), ``pipeline_img_s`` (batch
+    ``batch``), ``model_b1_ms`` and ``model_img_s`` (the network alone on the pre-processed input)."""
+    det = Detector(cfg=cfg, weights=weights, device=device, half=half, img_size=img_size)
+    many = [images[i % len(images)] for i in range(batch)]
+    x1, _ = preprocess(many[:1], det.img_size, det.resize, det.device, det.dtype)
+    xb, _ = preprocess(many, det.img_size, det.resize, det.device, det.dtype)
+
+    def model(x: torch.Tensor) -> Callable[[], object]:
+        def run() -> None:
+            with torch.inference_mode():
+                det.net(x)
+        return run
+
+    sync = _synchronize(det.device)
+    ms = interleaved_medians({"pipeline_b1": lambda: det(many[:1]), "model_b1": model(x1)}, rounds, warmup, sync)
+    ms.update(interleaved_medians({"pipeline_b": lambda: det(many), "model_b": model(xb)}, max(2, rounds // 4),
+                                  max(1, warmup // 2), sync))
+    return {"pipeline_b1_ms": ms["pipeline_b1"], "model_b1_ms": ms["model_b1"],
+            "pipeline_img_s": batch * 1e3 / ms["pipeline_b"], "model_img_s": batch * 1e3 / ms["model_b"]}
+
+
+def step_throughput(cfg: Path, weights: Optional[Path], images: torch.Tensor, targets: torch.Tensor, device: str,
+                    subdivisions: int, amp: bool, updates: int, warmup: int,
+                    channels_last: bool = False) -> float:
+    """Training images/s without the loader: per update, ``subdivisions`` mini-batches of forward, loss and
+    backward (with AMP's autocast and gradient scaling when ``amp``), then one SGD step with momentum and
+    weight decay. ``images``/``targets``: one update's batch (:func:`training_batch`)."""
+    dev = torch.device(device)
+    model = Darknet(cfg)
+    if weights is not None:
+        model.load_darknet_weights(weights)
+    model.to(dev).train()
+    memory = torch.channels_last if channels_last else torch.contiguous_format
+    model.to(memory_format=memory)
+    criterion = YoloLoss(model)
+    # a small rate keeps random weights finite over the run (the cost of a step does not depend on it)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-6, momentum=0.9, weight_decay=5e-4)
+    scaler = torch.amp.GradScaler(dev.type, enabled=amp and dev.type == "cuda")
+    chunks = list(zip(images.to(dev).contiguous(memory_format=memory).chunk(subdivisions),
+                      _split_targets(targets, images.shape[0], subdivisions, dev)))
+    size_hw = tuple(images.shape[-2:])
+
+    def update() -> None:
+        for x, t in chunks:
+            with torch.autocast(device_type=dev.type, enabled=amp and dev.type == "cuda"):
+                outputs = model(x)
+            loss, _ = criterion(outputs, t, size_hw)
+            scaler.scale(loss / len(chunks)).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+
+    ms = interleaved_medians({"update": update}, updates, warmup, _synchronize(dev))["update"]
+    return images.shape[0] * 1e3 / ms
+
+
+def _split_targets(targets: torch.Tensor, batch: int, parts: int, device: torch.device) -> List[torch.Tensor]:
+    """The target rows of each mini-batch of ``torch.chunk``, image indices made local to it."""
+    size = -(-batch // parts)
+    out = []
+    for k in range(parts):
+        rows = targets[(targets[:, 0] >= k * size) & (targets[:, 0] < (k + 1) * size)].clone()
+        rows[:, 0] -= k * size
+        out.append(rows.to(device))
+    return out
