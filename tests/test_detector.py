@@ -118,7 +118,7 @@ def test_dog_finds_dog_bicycle_car_truck(detector_stretch):
 
 
 def darknet_letterbox(image, net_hw):
-    """Darknet's letterbox_image geometry (image.c) on uint8, gray 128 border; independent of yolo.inference.preprocess."""
+    """Darknet's letterbox_image geometry (image.c) on uint8, gray 128 border; independent of yolo.ops.letterbox."""
     h, w = image.shape[:2]
     net_h, net_w = net_hw
     if net_w / w < net_h / h:

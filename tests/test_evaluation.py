@@ -364,7 +364,7 @@ class BoxEcho(torch.nn.Module):
 
 
 def test_evaluate_model_maps_boxes_back_through_the_letterbox():
-    from yolo.inference.preprocess import LetterboxInfo
+    from yolo.ops.letterbox import LetterboxInfo
 
     num_classes = 3
     gts = [make_gt(11, [[40, 30, 200, 150], [300, 200, 620, 470]], [2, 0], (480, 640)),

@@ -349,7 +349,7 @@ def test_evaluation_scores_gaussian_rows_by_darknet_rule():
     from test_evaluation import make_gt
     from yolo.evaluation import Evaluator, evaluate_model
     from yolo.models.layer_types.gaussian_yolo import GaussianYoloOptions
-    from yolo.inference.preprocess import LetterboxInfo
+    from yolo.ops.letterbox import LetterboxInfo
 
     class RowsEcho(torch.nn.Module):
         def __init__(self, rows):

@@ -64,7 +64,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 import cv2
 import numpy as np
 
-from yolo.inference.preprocess import LETTERBOX_FILL_UINT8, LetterboxInfo, letterbox, letterbox_params, stretch
+from yolo.ops.letterbox import LETTERBOX_FILL_UINT8, LetterboxInfo, letterbox, letterbox_params, stretch
 from yolo.data.darknet_augment import darknet_item
 from yolo.data.darknet_opencv_augment import darknet_opencv_item, effective_mixup
 
@@ -243,7 +243,7 @@ def _rotation(degrees: float) -> np.ndarray:
 
 
 def letterbox_matrix(in_hw: Tuple[int, int], out_hw: Tuple[int, int]) -> np.ndarray:
-    """3x3 matrix of Darknet's letterbox placement (geometry from :func:`yolo.inference.preprocess.letterbox_params`)."""
+    """3x3 matrix of Darknet's letterbox placement (geometry from :func:`yolo.ops.letterbox.letterbox_params`)."""
     (rh, rw), (pad_x, pad_y) = letterbox_params(in_hw, out_hw)
     return _translation(pad_x, pad_y) @ _scaling(rw / in_hw[1], rh / in_hw[0])
 
@@ -369,8 +369,8 @@ def hflip(image: np.ndarray, boxes: np.ndarray) -> Tuple[np.ndarray, np.ndarray]
 def resize_sample(image: np.ndarray, boxes: np.ndarray, out_hw: Tuple[int, int], fill: float = LETTERBOX_FILL_UINT8,
                   mode: str = "letterbox") -> Tuple[np.ndarray, np.ndarray, LetterboxInfo]:
     """Deterministic resize for evaluation, boxes (xyxy pixels) mapped along: ``mode`` ``"letterbox"``
-    (:func:`yolo.inference.preprocess.letterbox`, Darknet's ``letterbox_image``, borders ``fill``) or ``"stretch"``
-    (:func:`yolo.inference.preprocess.stretch`, Darknet's ``resize_image``)."""
+    (:func:`yolo.ops.letterbox.letterbox`, Darknet's ``letterbox_image``, borders ``fill``) or ``"stretch"``
+    (:func:`yolo.ops.letterbox.stretch`, Darknet's ``resize_image``)."""
     if mode == "letterbox":
         out, info = letterbox(image, out_hw, fill=int(round(fill)))
     elif mode == "stretch":

@@ -12,7 +12,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from yolo.boxes import xyxy_to_xywh
+from yolo.ops.boxes import xyxy_to_xywh
 
 __all__ = [
     "COCO_NAMES",
