@@ -47,6 +47,15 @@ def cuda_device() -> torch.device:
 
 
 @pytest.fixture
+def private_cache(tmp_path, monkeypatch) -> Path:
+    """A ``YOLO_CACHE_DIR`` of the test's own, so no test reads or fills the user's label and image caches
+    (use it in a whole module with ``pytestmark = pytest.mark.usefixtures("private_cache")``)."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("YOLO_CACHE_DIR", str(cache))
+    return cache
+
+
+@pytest.fixture
 def assets():
     """The ``asset`` function as a fixture: ``assets('images/dog.jpg')``."""
     return asset

@@ -17,9 +17,7 @@ STRONG = {"hue": 0.1, "saturation": 1.5, "exposure": 1.5, "jitter": 0.3, "scale"
           "flip": 0.5, "fill": 0, "min_visible": 0.0, "min_side": 1.0}
 
 
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("YOLO_CACHE_DIR", str(tmp_path / "user-cache"))
+pytestmark = pytest.mark.usefixtures("private_cache")
 
 
 def _rect_sample(seed: int):
