@@ -281,14 +281,41 @@ def test_detector_returns_darknet_detections_with_sigmas(darknet, assets, tmp_pa
     assert (det["labels"][order].numpy() == ref[:, 1]).all()
 
 
-def test_detect_tool_draws_uncertainties(assets, small_gaussian, tmp_path):
+def test_detect_tool_draws_uncertainties(assets, small_gaussian, tmp_path, monkeypatch):
+    """The saved image is the plain drawing (boxes, names, scores) plus, at the bottom-left corner inside each box,
+    ``unc S`` with S the mean of the box's four uncertainties, in the box's colour (drawn here with OpenCV)."""
+    import cv2
     from yolo.cli.detect import main, parse_args
+    from yolo.inference.writer import Writer
+    from yolo.visualize import class_color, draw_detections
 
     cfg, weights, _ = small_gaussian
-    out = main(parse_args(["--cfg", str(cfg), "--weights", str(weights), "--source", str(assets("images/dog.jpg")),
+    source = tmp_path / "dog.png"  # a lossless output: the drawing can be compared pixel for pixel
+    cv2.imwrite(str(source), cv2.imread(str(assets("images/dog.jpg"))))
+    annotated = []
+    annotate = Writer.annotate
+
+    def recording(writer, image, det):
+        annotated.append((image.copy(), det, writer.names))
+        return annotate(writer, image, det)
+
+    monkeypatch.setattr(Writer, "annotate", recording)
+    out = main(parse_args(["--cfg", str(cfg), "--weights", str(weights), "--source", str(source),
                            "--output", str(tmp_path / "runs"), "--device", "cpu", "--img-size", "128",
-                           "--conf-thres", "0.1"]))
-    assert (out / "dog.jpg").is_file()
+                           "--conf-thres", "0.2"]))
+    (image, det, names), = annotated
+    assert 0 < len(det["scores"]) < 20 and det["box_sigmas"].shape == (len(det["scores"]), 4)
+    plain = draw_detections(image, det["boxes"], det["scores"], det["labels"], names)
+    expected = plain.copy()
+    h, w = image.shape[:2]
+    for (x1, _, _, y2), label, sigmas in zip(det["boxes"].tolist(), det["labels"].tolist(), det["box_sigmas"].tolist()):
+        x1, y2 = min(max(x1, 0), w), min(max(y2, 0), h)
+        corner = (int(min(x1 + 2, w - 1)), int(min(max(y2 - 4, 0), h - 1)))
+        cv2.putText(expected, f"unc {sum(sigmas) / 4:.2f}", corner, cv2.FONT_HERSHEY_SIMPLEX,
+                    max(0.35, (h + w) / 2 * 0.0008), class_color(label), 1, cv2.LINE_AA)
+    saved = cv2.imread(str(out / "dog.png"))
+    assert not np.array_equal(saved, plain)
+    np.testing.assert_array_equal(saved, expected)
 
 
 def test_uncertainty_is_written_inside_each_box():
