@@ -1,0 +1,38 @@
+"""Helpers that several test modules share: running a command-line tool as a user does, and Darknet's letterbox
+written out independently of the package."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Tuple
+
+import cv2
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run_tool(name: str, *args, **options) -> subprocess.CompletedProcess:
+    """``python tools/<name>.py ARGS`` in a fresh process, output captured as text; ``options`` go to
+    :func:`subprocess.run` (default ``cwd`` the repository, ``timeout`` 300 s)."""
+    options = {"capture_output": True, "text": True, "cwd": REPO, "timeout": 300, **options}
+    return subprocess.run([sys.executable, str(REPO / "tools" / f"{name}.py"), *map(str, args)], **options)
+
+
+def darknet_letterbox(image: np.ndarray, net_hw: Tuple[int, int]) -> Tuple[np.ndarray, Tuple[float, float, int, int]]:
+    """Darknet's ``letterbox_image`` geometry (src/image.c, integer arithmetic) on a ``uint8`` image, gray 128
+    border; written here, independent of :mod:`yolo.ops.letterbox`.
+
+    Returns ``(canvas, (scale_x, scale_y, pad_x, pad_y))``: the ``net_h x net_w x 3`` input and the placement.
+    """
+    h, w = image.shape[:2]
+    net_h, net_w = net_hw
+    if net_w / w < net_h / h:
+        new_w, new_h = net_w, (h * net_w) // w
+    else:
+        new_w, new_h = (w * net_h) // h, net_h
+    canvas = np.full((net_h, net_w, 3), 128, np.uint8)
+    dx, dy = (net_w - new_w) // 2, (net_h - new_h) // 2
+    canvas[dy:dy + new_h, dx:dx + new_w] = cv2.resize(image, (new_w, new_h), interpolation=cv2.INTER_LINEAR)
+    return canvas, (new_w / w, new_h / h, dx, dy)
