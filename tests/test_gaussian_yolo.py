@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from cfg_snippets import SMALL_BACKBONE
 from reference import randomize_model
 from test_region_loss_darknet import assert_deltas_equal, coco_batch, head_deltas, write_weights
 from yolo.errors import CfgError
@@ -53,26 +54,7 @@ width={width}
 height={height}
 channels=3
 
-[convolutional]
-batch_normalize=1
-filters=8
-size=3
-stride=2
-pad=1
-activation=leaky
-
-[maxpool]
-size=2
-stride=2
-
-[convolutional]
-batch_normalize=1
-filters=16
-size=3
-stride=2
-pad=1
-activation=leaky
-
+{SMALL_BACKBONE}
 [convolutional]
 filters={(classes + 9) * len(mask)}
 size=1

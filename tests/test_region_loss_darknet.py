@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from cfg_snippets import SMALL_BACKBONE
 from reference import randomize_model
 from yolo.losses.targets import usable_targets
 from yolo.losses.yolo_loss import YoloLoss
@@ -132,26 +133,7 @@ width=96
 height=96
 channels=3
 
-[convolutional]
-batch_normalize=1
-filters=8
-size=3
-stride=2
-pad=1
-activation=leaky
-
-[maxpool]
-size=2
-stride=2
-
-[convolutional]
-batch_normalize=1
-filters=16
-size=3
-stride=2
-pad=1
-activation=leaky
-
+{SMALL_BACKBONE}
 [convolutional]
 filters={(classes + 5) * num}
 size=1

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from cfg_snippets import net_section
 from reference import randomize_model
 from yolo.models.model import Darknet
 
@@ -15,7 +16,7 @@ SIDE, NUM, CLASSES = 2, 2, 3
 def small_v1_text(size: int = 64) -> str:
     """A small random YOLOv1-style cfg: conv, [connected] to side*side*(5*num+classes), [detection]."""
     k = SIDE * SIDE * ((1 + 4) * NUM + CLASSES)
-    return (f"[net]\nwidth={size}\nheight={size}\nchannels=3\n\n"
+    return (net_section(size, size) + "\n"
             "[convolutional]\nbatch_normalize=1\nfilters=4\nsize=3\nstride=2\npad=1\nactivation=leaky\n\n"
             "[maxpool]\nsize=2\nstride=2\n\n"
             f"[connected]\noutput={k}\nactivation=logistic\n\n"
