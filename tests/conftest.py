@@ -11,6 +11,9 @@ import torch
 
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 
+# The shared helper modules assert too: their failures get pytest's detailed messages.
+pytest.register_assert_rewrite("helpers", "darknet_parity")
+
 ASSETS_ENV = "YOLO_ASSETS"
 
 

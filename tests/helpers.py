@@ -1,5 +1,5 @@
-"""Helpers that several test modules share: running a command-line tool as a user does, and Darknet's letterbox
-written out independently of the package."""
+"""Helpers that several test modules share: running a command-line tool as a user does, expecting its one-line
+error, and Darknet's letterbox written out independently of the package."""
 from __future__ import annotations
 
 import subprocess
@@ -9,6 +9,7 @@ from typing import Tuple
 
 import cv2
 import numpy as np
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -18,6 +19,16 @@ def run_tool(name: str, *args, **options) -> subprocess.CompletedProcess:
     :func:`subprocess.run` (default ``cwd`` the repository, ``timeout`` 300 s)."""
     options = {"capture_output": True, "text": True, "cwd": REPO, "timeout": 300, **options}
     return subprocess.run([sys.executable, str(REPO / "tools" / f"{name}.py"), *map(str, args)], **options)
+
+
+def one_line_error(capsys, run) -> str:
+    """Run ``run()``, expect SystemExit(2) and exactly one stderr line starting with ``error:``."""
+    with pytest.raises(SystemExit) as exit_info:
+        run()
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err, err
+    return err
 
 
 def darknet_letterbox(image: np.ndarray, net_hw: Tuple[int, int]) -> Tuple[np.ndarray, Tuple[float, float, int, int]]:

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from cfg_snippets import CONV8_MAXPOOL, net_section
-from test_region_loss_darknet import coco_batch
+from darknet_parity import coco_batch
 from test_yolov1 import write_model
 from yolo.errors import CfgError
 from yolo.losses.detection_loss import darknet_truth_grid, detection_loss

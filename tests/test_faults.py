@@ -15,9 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import run_tool
+from helpers import one_line_error, run_tool
 from test_kill_resume import CFG as TINY_CFG
-from test_robustness import one_line_error
 from yolo.data import SHAPE_NAMES
 from yolo.models.checkpoint import model_checkpoint, save_checkpoint
 from yolo.models.model import Darknet

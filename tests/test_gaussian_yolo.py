@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from cfg_snippets import SMALL_BACKBONE
+from darknet_parity import assert_deltas_equal, coco_batch, head_deltas, sgd_losses, write_weights
 from reference import randomize_model
-from test_region_loss_darknet import assert_deltas_equal, coco_batch, head_deltas, write_weights
 from yolo.errors import CfgError
 from yolo.losses.gaussian_yolo_loss import gaussian_yolo_loss
 from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer, postprocess_gaussian
@@ -184,7 +184,6 @@ def test_training_refuses_options_it_cannot_reproduce(tmp_path):
 
 
 def test_training_steps_lower_the_gaussian_loss(assets, tmp_path):
-    from test_region_loss_darknet import sgd_losses
 
     cfg, _ = write_cfg(tmp_path, 16)
     model = Darknet(cfg)
