@@ -1,4 +1,5 @@
 """What the loss-against-Darknet tests share: coco128 inputs for a head, a model's ``.weights`` with a chosen ``seen``,
+a small YOLOv1 model with trained-like outputs,
 each head's delta from us and from Darknet (tests/darknet_ref), their comparison, and a few SGD steps."""
 from pathlib import Path
 
@@ -6,8 +7,10 @@ import cv2
 import numpy as np
 import torch
 
+from reference import randomize_model
 from yolo.losses.targets import usable_targets
 from yolo.losses.yolo_loss import YoloLoss
+from yolo.models.model import Darknet
 from yolo.models.weights import DarknetHeader, save_darknet_weights
 
 TOLERANCE = 1e-5  # relative to the largest |delta|
@@ -37,6 +40,27 @@ def coco_batch(assets, count: int, size_hw, num_classes: int, start: int = 0):
 def write_weights(model, path: Path, seen: int) -> Path:
     save_darknet_weights(model, path, header=DarknetHeader(0, 2, 0, seen))
     return path
+
+
+def write_model(tmp_path: Path, text: str, size: int, seed: int = 0):
+    """(cfg, weights, model): ``text`` written out, a model with random weights and its ``.weights``."""
+    cfg = tmp_path / "v1.cfg"
+    cfg.write_text(text)
+    model = Darknet(cfg)
+    randomize_model(model, seed, calibrate_hw=(size, size))
+    # A trained YOLOv1's [connected] outputs (confidences, class probabilities, box values) lie near 0..1;
+    # random weights on a linear [connected] give thousands, and boxes wider than the image by 1000 times.
+    g = torch.Generator().manual_seed(seed)
+    linear = model.module_list[-2].linear
+    with torch.no_grad():
+        linear.weight.copy_(torch.randn(linear.weight.shape, generator=g))  # randomize_model leaves it as built
+        linear.bias.zero_()
+        outputs, _ = model.eval().layer_outputs(torch.rand(2, 3, size, size, generator=g))
+        linear.weight.mul_(0.15 / (outputs[-2] - linear.bias[:, None, None]).std())
+        linear.bias.copy_(0.2 + 0.3 * torch.rand(linear.bias.shape, generator=g))
+    weights = tmp_path / "v1.weights"
+    model.save_darknet_weights(weights)
+    return cfg, weights, model.eval()
 
 
 def head_deltas(darknet, cfg, model, weights, x, truths, targets, loss_fn):

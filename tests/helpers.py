@@ -1,5 +1,5 @@
 """Helpers that several test modules share: running a command-line tool as a user does, expecting its one-line
-error, and Darknet's letterbox written out independently of the package."""
+error, Darknet's letterbox written out independently of the package, and ground truth for the Evaluator."""
 from __future__ import annotations
 
 import subprocess
@@ -10,6 +10,7 @@ from typing import Tuple
 import cv2
 import numpy as np
 import pytest
+import torch
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -47,3 +48,10 @@ def darknet_letterbox(image: np.ndarray, net_hw: Tuple[int, int]) -> Tuple[np.nd
     dx, dy = (net_w - new_w) // 2, (net_h - new_h) // 2
     canvas[dy:dy + new_h, dx:dx + new_w] = cv2.resize(image, (new_w, new_h), interpolation=cv2.INTER_LINEAR)
     return canvas, (new_w / w, new_h / h, dx, dy)
+
+
+def make_gt(image_id, boxes, labels, hw=(480, 640)):
+    """One image's ground truth as the Evaluator takes it: xyxy ``boxes`` and ``labels`` as tensors."""
+    return {"image_id": image_id, "file_name": f"{image_id}.jpg", "height": hw[0], "width": hw[1],
+            "boxes": torch.as_tensor(np.asarray(boxes, dtype=np.float32).reshape(-1, 4)),
+            "labels": torch.as_tensor(np.asarray(labels, dtype=np.int64).reshape(-1))}

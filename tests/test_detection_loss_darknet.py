@@ -7,8 +7,7 @@ import pytest
 import torch
 
 from cfg_snippets import CONV8_MAXPOOL, net_section
-from darknet_parity import coco_batch
-from test_yolov1 import write_model
+from darknet_parity import coco_batch, write_model
 from yolo.errors import CfgError
 from yolo.losses.detection_loss import darknet_truth_grid, detection_loss
 from yolo.losses.yolo_loss import YoloLoss, usable_targets

@@ -10,6 +10,7 @@ import torch
 
 from cfg_snippets import SMALL_BACKBONE
 from darknet_parity import assert_deltas_equal, coco_batch, head_deltas, sgd_losses, write_weights
+from helpers import make_gt
 from reference import randomize_model
 from yolo.errors import CfgError
 from yolo.losses.gaussian_yolo_loss import gaussian_yolo_loss
@@ -354,7 +355,6 @@ def test_detector_takes_nms_kind_from_a_last_gaussian_head(tmp_path):
 def test_evaluation_scores_gaussian_rows_by_darknet_rule():
     """evaluate_model on [Gaussian_yolo] rows: the four sigmas are not taken for classes, and the score is
     objectness * p * (1 - mean sigma)."""
-    from test_evaluation import make_gt
     from yolo.evaluation import Evaluator, evaluate_model
     from yolo.models.layer_types.gaussian_yolo import GaussianYoloOptions
     from yolo.ops.letterbox import LetterboxInfo
