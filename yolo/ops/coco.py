@@ -1,4 +1,4 @@
-"""The COCO side of evaluation: category tables and the conversions to COCO's JSON dicts.
+"""COCO's JSON side (evaluation, the detect tool's results.json): category tables and the conversions to COCO's dicts.
 
 Inside the package classes are contiguous indices ``0..C-1`` and boxes are xyxy pixels. COCO's JSON
 uses category ids (1..90 with gaps for the 80 COCO classes) and corner ``xywh`` boxes
