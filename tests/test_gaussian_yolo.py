@@ -68,7 +68,7 @@ activation=linear
 """
 
 
-def write_cfg(tmp_path, seed: int, **kwargs):
+def write_random_gaussian_cfg(tmp_path, seed: int, **kwargs):
     text = random_gaussian_cfg(random.Random(seed), **kwargs)
     path = tmp_path / f"gaussian-{seed}.cfg"
     path.write_text(text)
@@ -112,7 +112,7 @@ def test_bdd_forward_matches_darknet_layer_by_layer(darknet, bdd):
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_random_head_activation_matches_darknet(darknet, tmp_path, seed):
     """scale_x_y and the activated channels of random heads, directly on Darknet's output."""
-    cfg, _ = write_cfg(tmp_path, seed)
+    cfg, _ = write_random_gaussian_cfg(tmp_path, seed)
     model = Darknet(cfg)
     randomize_model(model, seed)
     weights = write_weights(model, tmp_path / "w.weights", 0)
@@ -128,7 +128,7 @@ def test_random_head_activation_matches_darknet(darknet, tmp_path, seed):
 
 
 def test_builder_checks_options(tmp_path):
-    cfg, text = write_cfg(tmp_path, 5, classes=3)
+    cfg, text = write_random_gaussian_cfg(tmp_path, 5, classes=3)
     bad = tmp_path / "bad.cfg"
     line = text.splitlines().index("[Gaussian_yolo]") + 1
     bad.write_text(text.replace("classes=3", "classes=4"))
@@ -143,7 +143,7 @@ def test_builder_checks_options(tmp_path):
 
 
 def test_weights_round_trip_is_byte_identical(tmp_path):
-    cfg, _ = write_cfg(tmp_path, 3)
+    cfg, _ = write_random_gaussian_cfg(tmp_path, 3)
     model = Darknet(cfg)
     randomize_model(model, 3)
     first = write_weights(model, tmp_path / "a.weights", 12345)
@@ -166,7 +166,7 @@ def test_bdd_delta_equals_darknet(darknet, assets, bdd):
 # pixels convert back to exactly Darknet's normalized floats.
 @pytest.mark.parametrize("seed", [1, 2, 4, 6, 7, 16, 39])
 def test_random_gaussian_options_delta_equals_darknet(darknet, assets, tmp_path, seed):
-    cfg, text = write_cfg(tmp_path, seed)
+    cfg, text = write_random_gaussian_cfg(tmp_path, seed)
     model = Darknet(cfg)
     randomize_model(model, seed)
     weights = write_weights(model, tmp_path / "w.weights", 0)
@@ -177,7 +177,7 @@ def test_random_gaussian_options_delta_equals_darknet(darknet, assets, tmp_path,
 
 
 def test_training_refuses_options_it_cannot_reproduce(tmp_path):
-    _, text = write_cfg(tmp_path, 1, classes=2)
+    _, text = write_random_gaussian_cfg(tmp_path, 1, classes=2)
     path = tmp_path / "smooth.cfg"
     path.write_text(text.replace("[Gaussian_yolo]\n", "[Gaussian_yolo]\nobjectness_smooth=1\n"))
     with pytest.raises(ValueError, match=r"smooth\.cfg:\d+: \[Gaussian_yolo\] objectness_smooth=1"):
@@ -186,7 +186,7 @@ def test_training_refuses_options_it_cannot_reproduce(tmp_path):
 
 def test_training_steps_lower_the_gaussian_loss(assets, tmp_path):
 
-    cfg, _ = write_cfg(tmp_path, 16)
+    cfg, _ = write_random_gaussian_cfg(tmp_path, 16)
     model = Darknet(cfg)
     randomize_model(model, 0)
     x, _, targets = coco_batch(assets, 2, (128, 128), model.num_classes)
@@ -225,7 +225,7 @@ def darknet_gaussian_detections(head_out: np.ndarray, head: GaussianYOLOLayer, i
 
 def small_gaussian_model(tmp_path, seed: int = 16):
     """A random one-head [Gaussian_yolo] cfg with random weights: (cfg, weights, model)."""
-    cfg, _ = write_cfg(tmp_path, seed)
+    cfg, _ = write_random_gaussian_cfg(tmp_path, seed)
     model = Darknet(cfg)
     randomize_model(model, 5)
     return cfg, write_weights(model, tmp_path / "small.weights", 0), model
@@ -344,7 +344,7 @@ def test_detector_takes_nms_kind_from_a_last_gaussian_head(tmp_path):
     IoU like the default)."""
     from yolo.inference.detector import Detector
 
-    _, text = write_cfg(tmp_path, 16)
+    _, text = write_random_gaussian_cfg(tmp_path, 16)
     for kind, expected in (("diounms", "diounms"), ("cornersnms", "default")):
         cfg = tmp_path / f"{kind}.cfg"
         cfg.write_text(text.replace("[Gaussian_yolo]\n", f"[Gaussian_yolo]\nnms_kind={kind}\nbeta_nms=0.7\n"))
