@@ -11,6 +11,9 @@ import torch
 
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 
+# The shared helper modules assert too: their failures get pytest's detailed messages.
+pytest.register_assert_rewrite("helpers", "darknet_parity")
+
 ASSETS_ENV = "YOLO_ASSETS"
 
 
@@ -44,6 +47,15 @@ def require_cuda() -> torch.device:
 def cuda_device() -> torch.device:
     """:func:`require_cuda` as a fixture (mark such tests ``@pytest.mark.cuda``)."""
     return require_cuda()
+
+
+@pytest.fixture
+def private_cache(tmp_path, monkeypatch) -> Path:
+    """A ``YOLO_CACHE_DIR`` of the test's own, so no test reads or fills the user's label and image caches
+    (use it in a whole module with ``pytestmark = pytest.mark.usefixtures("private_cache")``)."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("YOLO_CACHE_DIR", str(cache))
+    return cache
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 
+from cfg_snippets import net_section
 from yolo.losses.cost_loss import SECRET_NUM, cost_loss
 from yolo.models.model import Darknet
 
@@ -15,7 +16,7 @@ OUTPUTS = 12
 def cost_cfg(kind: str, scale: float) -> str:
     """An 8x8 input, a 1x1 conv (Darknet's parser divides by its count of convolutions), a linear [connected]
     (its delta after backward is the one it received) and a [cost]."""
-    return ("[net]\nwidth=8\nheight=8\nchannels=3\n\n"
+    return (net_section(8, 8) + "\n"
             "[convolutional]\nfilters=3\nsize=1\nactivation=linear\n\n"
             f"[connected]\noutput={OUTPUTS}\nactivation=linear\n\n"
             f"[cost]\ntype={kind}\nscale={scale}\nratio=0.5\n")

@@ -8,7 +8,7 @@ import pytest
 
 from yolo.data import CocoDataset, build_dataset, load_data_config
 from yolo.errors import DataError
-from yolo.boxes import cxcywh_to_xyxy
+from yolo.ops.boxes import cxcywh_to_xyxy
 
 CATEGORIES = [{"id": 7, "name": "dog"}, {"id": 3, "name": "cat"}, {"id": 12, "name": "bird"}]
 

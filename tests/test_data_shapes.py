@@ -12,9 +12,7 @@ from yolo.data.shapes import render_sample
 SMALL = dict(num_train=6, num_val=3, seed=1)
 
 
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("YOLO_CACHE_DIR", str(tmp_path / "user-cache"))
+pytestmark = pytest.mark.usefixtures("private_cache")
 
 
 @pytest.mark.parametrize("seed", range(8))

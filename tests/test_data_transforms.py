@@ -10,16 +10,14 @@ from yolo.models.cfg import parse_cfg
 from yolo.data import (MultiScale, YoloDataset, augment_config, augment_from_cfg, collate_fn, create_dataloader,
                        resize_batch, set_epoch)
 from yolo.data.transforms import item_rng, train_transform
-from yolo.boxes import cxcywh_to_xyxy
-from yolo.inference.preprocess import letterbox
+from yolo.ops.boxes import cxcywh_to_xyxy
+from yolo.ops.letterbox import letterbox
 
 STRONG = {"hue": 0.1, "saturation": 1.5, "exposure": 1.5, "jitter": 0.3, "scale": 0.5, "translate": 0.2,
           "flip": 0.5, "fill": 0, "min_visible": 0.0, "min_side": 1.0}
 
 
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("YOLO_CACHE_DIR", str(tmp_path / "user-cache"))
+pytestmark = pytest.mark.usefixtures("private_cache")
 
 
 def _rect_sample(seed: int):

@@ -15,9 +15,7 @@ from yolo.data.cache import fallback_path
 NAMES = ["a", "b", "c"]
 
 
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("YOLO_CACHE_DIR", str(tmp_path / "user-cache"))
+pytestmark = pytest.mark.usefixtures("private_cache")
 
 
 def _image(path: Path, h: int = 60, w: int = 80) -> Path:
@@ -140,7 +138,7 @@ def test_orphan_label_files_are_listed(tmp_path):
     assert problem.kind == "orphan" and problem.path.endswith("typo_one.txt")
 
 
-def test_scan_is_cached_and_invalidated_by_changes(tmp_path, monkeypatch):
+def test_scan_is_cached_and_invalidated_by_changes(tmp_path, monkeypatch, private_cache):
     images = tmp_path / "images" / "train"
     _image(images / "one.jpg")
     label = _labels(tmp_path, "one", "0 0.5 0.5 0.4 0.4\n")
@@ -157,7 +155,7 @@ def test_scan_is_cached_and_invalidated_by_changes(tmp_path, monkeypatch):
     label.write_text("1 0.5 0.5 0.4 0.4\n0 0.2 0.2 0.1 0.1\n")
     os.utime(label, ns=(label.stat().st_atime_ns, label.stat().st_mtime_ns + 10**9))
     monkeypatch.undo()
-    monkeypatch.setenv("YOLO_CACHE_DIR", str(tmp_path / "user-cache"))
+    monkeypatch.setenv("YOLO_CACHE_DIR", str(private_cache))
     assert YoloDataset(images, NAMES).records[0].labels.tolist() == [1, 0]
 
 

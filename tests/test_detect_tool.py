@@ -3,8 +3,6 @@ import contextlib
 import io
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import cv2
@@ -12,11 +10,11 @@ import numpy as np
 import pytest
 
 from conftest import asset
+from helpers import run_tool
 from yolo.runs import increment_path
 from yolo.cli.detect import main, parse_args
 from yolo.inference.sources import collect_sources
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 def tiny_args(source, out, *extra):
@@ -142,14 +140,9 @@ def test_sources_errors(tmp_path):
     assert collect_sources("0")[0].kind == "camera"
 
 
-def run_cli(*args):
-    return subprocess.run([sys.executable, str(REPO / "tools" / "detect.py"), *map(str, args)], capture_output=True,
-                          text=True, cwd=REPO, timeout=300)
-
-
 def test_cli_missing_source_is_one_line_error(tmp_path):
-    res = run_cli("--cfg", asset("cfg/yolov3-tiny.cfg"), "--weights", asset("weights/yolov3-tiny.weights"),
-                  "--source", tmp_path / "missing.jpg", "--output", tmp_path / "runs")
+    res = run_tool("detect", "--cfg", asset("cfg/yolov3-tiny.cfg"), "--weights", asset("weights/yolov3-tiny.weights"),
+                   "--source", tmp_path / "missing.jpg", "--output", tmp_path / "runs")
     assert res.returncode != 0
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "missing.jpg" in lines[0] and "Traceback" not in res.stderr
@@ -157,8 +150,9 @@ def test_cli_missing_source_is_one_line_error(tmp_path):
 
 
 def test_cli_cfg_weights_mismatch_is_one_line_error(tmp_path):
-    res = run_cli("--cfg", asset("cfg/yolov3-tiny.cfg"), "--weights", asset("weights/yolo-fastest-1.1.weights"),
-                  "--source", asset("images/dog.jpg"), "--output", tmp_path / "runs")
+    res = run_tool("detect", "--cfg", asset("cfg/yolov3-tiny.cfg"),
+                   "--weights", asset("weights/yolo-fastest-1.1.weights"),
+                   "--source", asset("images/dog.jpg"), "--output", tmp_path / "runs")
     assert res.returncode != 0
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "yolo-fastest-1.1.weights" in lines[0] and "Traceback" not in res.stderr

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from test_region_loss_darknet import coco_batch
-from test_yolov1 import write_model
+from cfg_snippets import CONV8_MAXPOOL, net_section
+from darknet_parity import coco_batch, write_model
 from yolo.errors import CfgError
 from yolo.losses.detection_loss import darknet_truth_grid, detection_loss
 from yolo.losses.yolo_loss import YoloLoss, usable_targets
@@ -46,9 +46,7 @@ def v1_text(size: int, side: int, num: int, classes: int, **options) -> str:
     """A small YOLOv1-style cfg: conv, maxpool, [connected] (linear, as Darknet's), [detection] with ``options``."""
     k = side * side * (5 * num + classes)
     extra = "".join(f"{key}={value}\n" for key, value in options.items())
-    return (f"[net]\nwidth={size}\nheight={size}\nchannels=3\n\n"
-            "[convolutional]\nbatch_normalize=1\nfilters=8\nsize=3\nstride=2\npad=1\nactivation=leaky\n\n"
-            "[maxpool]\nsize=2\nstride=2\n\n"
+    return (net_section(size, size) + "\n" + CONV8_MAXPOOL + "\n"
             f"[connected]\noutput={k}\nactivation=linear\n\n"
             f"[detection]\nclasses={classes}\ncoords=4\nside={side}\nnum={num}\n{extra}")
 

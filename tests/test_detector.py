@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from conftest import asset
+from helpers import darknet_letterbox
 from reference import cfg_with_thresh0, cv2
 from yolo.errors import ImageReadError
 from yolo.accel.cpu_conv import FusedConvCPU, onednn_conv_available
@@ -115,20 +116,6 @@ def test_stretch_equals_opencv_pipeline(detector_stretch, opencv_net):
 def test_dog_finds_dog_bicycle_car_truck(detector_stretch):
     names = set(detector_stretch(str(asset("images/dog.jpg")))[0]["names"])
     assert {"dog", "car", "truck"} <= names
-
-
-def darknet_letterbox(image, net_hw):
-    """Darknet's letterbox_image geometry (image.c) on uint8, gray 128 border; independent of yolo.inference.preprocess."""
-    h, w = image.shape[:2]
-    net_h, net_w = net_hw
-    if net_w / w < net_h / h:
-        new_w, new_h = net_w, (h * net_w) // w
-    else:
-        new_w, new_h = (w * net_h) // h, net_h
-    canvas = np.full((net_h, net_w, 3), 128, np.uint8)
-    dx, dy = (net_w - new_w) // 2, (net_h - new_h) // 2
-    canvas[dy:dy + new_h, dx:dx + new_w] = cv2.resize(image, (new_w, new_h), interpolation=cv2.INTER_LINEAR)
-    return canvas, (new_w / w, new_h / h, dx, dy)
 
 
 def test_letterbox_agrees_with_opencv_on_letterboxed_input(detector_letterbox, opencv_net):

@@ -21,6 +21,7 @@ import pytest
 import torch
 
 from conftest import asset
+from helpers import darknet_letterbox
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZE = 416
@@ -76,19 +77,6 @@ def coco_ground_truth(files):
             "categories": [{"id": i + 1, "name": str(i)} for i in range(80)]}
 
 
-def darknet_letterbox(image, size):
-    """Darknet's letterbox_image geometry (integer arithmetic), gray 128 borders."""
-    h, w = image.shape[:2]
-    if size / w < size / h:
-        new_w, new_h = size, (h * size) // w
-    else:
-        new_w, new_h = (w * size) // h, size
-    pad_x, pad_y = (size - new_w) // 2, (size - new_h) // 2
-    out = np.full((size, size, 3), 128, np.uint8)
-    out[pad_y:pad_y + new_h, pad_x:pad_x + new_w] = cv2.resize(image, (new_w, new_h), interpolation=cv2.INTER_LINEAR)
-    return out, (new_w / w, new_h / h, pad_x, pad_y)
-
-
 def parity_files():
     return sorted(asset("coco128/images/train2017").glob("*.jpg"))[:PARITY_IMAGES]
 
@@ -111,7 +99,7 @@ def reference_metrics(mode, tmp_path):
             inputs = [cv2.resize(im, (SIZE, SIZE), interpolation=cv2.INTER_LINEAR) for im in originals]
             places = [(SIZE / im.shape[1], SIZE / im.shape[0], 0, 0) for im in originals]
         else:
-            inputs, places = zip(*(darknet_letterbox(im, SIZE) for im in originals))
+            inputs, places = zip(*(darknet_letterbox(im, (SIZE, SIZE)) for im in originals))
         blob = cv2.dnn.blobFromImages(list(inputs), 1 / 255.0, (SIZE, SIZE), swapRB=True, crop=False)
         out = opencv_forward(cfg, weights, blob, tmp_path)  # rows: cx, cy, w, h relative, obj, obj * p
         pred = torch.from_numpy(out.copy())

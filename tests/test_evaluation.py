@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from conftest import asset
+from helpers import make_gt
 from yolo.evaluation import (COCO91_IDS, COCO_NAMES, Evaluator, coco_category_ids, confusion_matrix,
                              evaluate_model, ground_truth_to_coco)
 
@@ -19,12 +20,6 @@ SCALARS = ("mAP50", "mAP50_95", "mAP75", "AR100")
 
 
 # ----------------------------------------------------------------------------- helpers
-def make_gt(image_id, boxes, labels, hw=(480, 640)):
-    return {"image_id": image_id, "file_name": f"{image_id}.jpg", "height": hw[0], "width": hw[1],
-            "boxes": torch.as_tensor(np.asarray(boxes, dtype=np.float32).reshape(-1, 4)),
-            "labels": torch.as_tensor(np.asarray(labels, dtype=np.int64).reshape(-1))}
-
-
 def make_det(boxes, scores, labels):
     return {"boxes": torch.as_tensor(np.asarray(boxes, dtype=np.float32).reshape(-1, 4)),
             "scores": torch.as_tensor(np.asarray(scores, dtype=np.float32).reshape(-1)),
@@ -364,7 +359,7 @@ class BoxEcho(torch.nn.Module):
 
 
 def test_evaluate_model_maps_boxes_back_through_the_letterbox():
-    from yolo.inference.preprocess import LetterboxInfo
+    from yolo.ops.letterbox import LetterboxInfo
 
     num_classes = 3
     gts = [make_gt(11, [[40, 30, 200, 150], [300, 200, 620, 470]], [2, 0], (480, 640)),

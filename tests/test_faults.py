@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import torch
 
+from helpers import one_line_error, run_tool
 from test_kill_resume import CFG as TINY_CFG
-from test_robustness import one_line_error
 from yolo.data import SHAPE_NAMES
 from yolo.models.checkpoint import model_checkpoint, save_checkpoint
 from yolo.models.model import Darknet
@@ -668,11 +668,9 @@ def test_a_label_line_with_terminal_escapes_is_printed_escaped_by_the_tools(tiny
     terminal title: the line is reported, escaped, and no escape character reaches the terminal."""
     label = train_setup / "data" / "labels" / "val" / "00000.txt"
     label.write_bytes(label.read_bytes() + b"\x1b[2J\x1b[H\x1b]0;owned\x07 0.5 0.5 0.1 0.1\n")
-    proc = subprocess.run([sys.executable, str(REPO / "tools" / "eval.py"), "--weights", str(tiny[1]), "--data",
-                           str(train_setup / "data.yaml"), "--device", "cpu", "--workers", "0", "--no-progress",
-                           "--project", str(train_setup / "runs"), "--no-plots"],
-                          capture_output=True, text=True, timeout=120, cwd=train_setup,
-                          env={**os.environ, "YOLO_CACHE_DIR": str(train_setup / "cache")})
+    proc = run_tool("eval", "--weights", tiny[1], "--data", train_setup / "data.yaml", "--device", "cpu",
+                    "--workers", "0", "--no-progress", "--project", train_setup / "runs", "--no-plots",
+                    timeout=120, cwd=train_setup, env={**os.environ, "YOLO_CACHE_DIR": str(train_setup / "cache")})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "\\x1b[2J\\x1b[H\\x1b]0;owned\\x07" in proc.stderr, proc.stderr[-2000:]
     assert "\x1b" not in proc.stdout + proc.stderr and "\x07" not in proc.stdout + proc.stderr

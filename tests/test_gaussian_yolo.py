@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 import torch
 
+from cfg_snippets import SMALL_BACKBONE
+from darknet_parity import assert_deltas_equal, coco_batch, head_deltas, sgd_losses, write_weights
+from helpers import make_gt
 from reference import randomize_model
-from test_region_loss_darknet import assert_deltas_equal, coco_batch, head_deltas, write_weights
 from yolo.errors import CfgError
 from yolo.losses.gaussian_yolo_loss import gaussian_yolo_loss
 from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer, postprocess_gaussian
@@ -53,26 +55,7 @@ width={width}
 height={height}
 channels=3
 
-[convolutional]
-batch_normalize=1
-filters=8
-size=3
-stride=2
-pad=1
-activation=leaky
-
-[maxpool]
-size=2
-stride=2
-
-[convolutional]
-batch_normalize=1
-filters=16
-size=3
-stride=2
-pad=1
-activation=leaky
-
+{SMALL_BACKBONE}
 [convolutional]
 filters={(classes + 9) * len(mask)}
 size=1
@@ -85,7 +68,7 @@ activation=linear
 """
 
 
-def write_cfg(tmp_path, seed: int, **kwargs):
+def write_random_gaussian_cfg(tmp_path, seed: int, **kwargs):
     text = random_gaussian_cfg(random.Random(seed), **kwargs)
     path = tmp_path / f"gaussian-{seed}.cfg"
     path.write_text(text)
@@ -129,7 +112,7 @@ def test_bdd_forward_matches_darknet_layer_by_layer(darknet, bdd):
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_random_head_activation_matches_darknet(darknet, tmp_path, seed):
     """scale_x_y and the activated channels of random heads, directly on Darknet's output."""
-    cfg, _ = write_cfg(tmp_path, seed)
+    cfg, _ = write_random_gaussian_cfg(tmp_path, seed)
     model = Darknet(cfg)
     randomize_model(model, seed)
     weights = write_weights(model, tmp_path / "w.weights", 0)
@@ -145,7 +128,7 @@ def test_random_head_activation_matches_darknet(darknet, tmp_path, seed):
 
 
 def test_builder_checks_options(tmp_path):
-    cfg, text = write_cfg(tmp_path, 5, classes=3)
+    cfg, text = write_random_gaussian_cfg(tmp_path, 5, classes=3)
     bad = tmp_path / "bad.cfg"
     line = text.splitlines().index("[Gaussian_yolo]") + 1
     bad.write_text(text.replace("classes=3", "classes=4"))
@@ -160,7 +143,7 @@ def test_builder_checks_options(tmp_path):
 
 
 def test_weights_round_trip_is_byte_identical(tmp_path):
-    cfg, _ = write_cfg(tmp_path, 3)
+    cfg, _ = write_random_gaussian_cfg(tmp_path, 3)
     model = Darknet(cfg)
     randomize_model(model, 3)
     first = write_weights(model, tmp_path / "a.weights", 12345)
@@ -183,7 +166,7 @@ def test_bdd_delta_equals_darknet(darknet, assets, bdd):
 # pixels convert back to exactly Darknet's normalized floats.
 @pytest.mark.parametrize("seed", [1, 2, 4, 6, 7, 16, 39])
 def test_random_gaussian_options_delta_equals_darknet(darknet, assets, tmp_path, seed):
-    cfg, text = write_cfg(tmp_path, seed)
+    cfg, text = write_random_gaussian_cfg(tmp_path, seed)
     model = Darknet(cfg)
     randomize_model(model, seed)
     weights = write_weights(model, tmp_path / "w.weights", 0)
@@ -194,7 +177,7 @@ def test_random_gaussian_options_delta_equals_darknet(darknet, assets, tmp_path,
 
 
 def test_training_refuses_options_it_cannot_reproduce(tmp_path):
-    _, text = write_cfg(tmp_path, 1, classes=2)
+    _, text = write_random_gaussian_cfg(tmp_path, 1, classes=2)
     path = tmp_path / "smooth.cfg"
     path.write_text(text.replace("[Gaussian_yolo]\n", "[Gaussian_yolo]\nobjectness_smooth=1\n"))
     with pytest.raises(ValueError, match=r"smooth\.cfg:\d+: \[Gaussian_yolo\] objectness_smooth=1"):
@@ -202,9 +185,8 @@ def test_training_refuses_options_it_cannot_reproduce(tmp_path):
 
 
 def test_training_steps_lower_the_gaussian_loss(assets, tmp_path):
-    from test_region_loss_darknet import sgd_losses
 
-    cfg, _ = write_cfg(tmp_path, 16)
+    cfg, _ = write_random_gaussian_cfg(tmp_path, 16)
     model = Darknet(cfg)
     randomize_model(model, 0)
     x, _, targets = coco_batch(assets, 2, (128, 128), model.num_classes)
@@ -243,7 +225,7 @@ def darknet_gaussian_detections(head_out: np.ndarray, head: GaussianYOLOLayer, i
 
 def small_gaussian_model(tmp_path, seed: int = 16):
     """A random one-head [Gaussian_yolo] cfg with random weights: (cfg, weights, model)."""
-    cfg, _ = write_cfg(tmp_path, seed)
+    cfg, _ = write_random_gaussian_cfg(tmp_path, seed)
     model = Darknet(cfg)
     randomize_model(model, 5)
     return cfg, write_weights(model, tmp_path / "small.weights", 0), model
@@ -281,14 +263,41 @@ def test_detector_returns_darknet_detections_with_sigmas(darknet, assets, tmp_pa
     assert (det["labels"][order].numpy() == ref[:, 1]).all()
 
 
-def test_detect_tool_draws_uncertainties(assets, small_gaussian, tmp_path):
+def test_detect_tool_draws_uncertainties(assets, small_gaussian, tmp_path, monkeypatch):
+    """The saved image is the plain drawing (boxes, names, scores) plus, at the bottom-left corner inside each box,
+    ``unc S`` with S the mean of the box's four uncertainties, in the box's colour (drawn here with OpenCV)."""
+    import cv2
     from yolo.cli.detect import main, parse_args
+    from yolo.inference.writer import Writer
+    from yolo.visualize import class_color, draw_detections
 
     cfg, weights, _ = small_gaussian
-    out = main(parse_args(["--cfg", str(cfg), "--weights", str(weights), "--source", str(assets("images/dog.jpg")),
+    source = tmp_path / "dog.png"  # a lossless output: the drawing can be compared pixel for pixel
+    cv2.imwrite(str(source), cv2.imread(str(assets("images/dog.jpg"))))
+    annotated = []
+    annotate = Writer.annotate
+
+    def recording(writer, image, det):
+        annotated.append((image.copy(), det, writer.names))
+        return annotate(writer, image, det)
+
+    monkeypatch.setattr(Writer, "annotate", recording)
+    out = main(parse_args(["--cfg", str(cfg), "--weights", str(weights), "--source", str(source),
                            "--output", str(tmp_path / "runs"), "--device", "cpu", "--img-size", "128",
-                           "--conf-thres", "0.1"]))
-    assert (out / "dog.jpg").is_file()
+                           "--conf-thres", "0.2"]))
+    (image, det, names), = annotated
+    assert 0 < len(det["scores"]) < 20 and det["box_sigmas"].shape == (len(det["scores"]), 4)
+    plain = draw_detections(image, det["boxes"], det["scores"], det["labels"], names)
+    expected = plain.copy()
+    h, w = image.shape[:2]
+    for (x1, _, _, y2), label, sigmas in zip(det["boxes"].tolist(), det["labels"].tolist(), det["box_sigmas"].tolist()):
+        x1, y2 = min(max(x1, 0), w), min(max(y2, 0), h)
+        corner = (int(min(x1 + 2, w - 1)), int(min(max(y2 - 4, 0), h - 1)))
+        cv2.putText(expected, f"unc {sum(sigmas) / 4:.2f}", corner, cv2.FONT_HERSHEY_SIMPLEX,
+                    max(0.35, (h + w) / 2 * 0.0008), class_color(label), 1, cv2.LINE_AA)
+    saved = cv2.imread(str(out / "dog.png"))
+    assert not np.array_equal(saved, plain)
+    np.testing.assert_array_equal(saved, expected)
 
 
 def test_uncertainty_is_written_inside_each_box():
@@ -335,7 +344,7 @@ def test_detector_takes_nms_kind_from_a_last_gaussian_head(tmp_path):
     IoU like the default)."""
     from yolo.inference.detector import Detector
 
-    _, text = write_cfg(tmp_path, 16)
+    _, text = write_random_gaussian_cfg(tmp_path, 16)
     for kind, expected in (("diounms", "diounms"), ("cornersnms", "default")):
         cfg = tmp_path / f"{kind}.cfg"
         cfg.write_text(text.replace("[Gaussian_yolo]\n", f"[Gaussian_yolo]\nnms_kind={kind}\nbeta_nms=0.7\n"))
@@ -346,10 +355,9 @@ def test_detector_takes_nms_kind_from_a_last_gaussian_head(tmp_path):
 def test_evaluation_scores_gaussian_rows_by_darknet_rule():
     """evaluate_model on [Gaussian_yolo] rows: the four sigmas are not taken for classes, and the score is
     objectness * p * (1 - mean sigma)."""
-    from test_evaluation import make_gt
     from yolo.evaluation import Evaluator, evaluate_model
     from yolo.models.layer_types.gaussian_yolo import GaussianYoloOptions
-    from yolo.inference.preprocess import LetterboxInfo
+    from yolo.ops.letterbox import LetterboxInfo
 
     class RowsEcho(torch.nn.Module):
         def __init__(self, rows):

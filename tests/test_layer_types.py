@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from cfg_snippets import net_section
 from reference import randomize_model
 from yolo.errors import CfgError
 from yolo.models.model import Darknet
@@ -19,7 +20,7 @@ CONV_ONLY = ["swish", "mish", "hard_mish", "normalize_channels", "normalize_chan
 
 
 def _cfg(body: str, size: int = 8, channels: int = 3) -> str:
-    return f"[net]\nwidth={size}\nheight={size}\nchannels={channels}\n\n" + body
+    return net_section(size, size, channels) + "\n" + body
 
 
 def _compare(darknet, tmp_path, text: str, size: int = 8, seed: int = 0, scale: float = 1.0):

@@ -1,5 +1,5 @@
-"""The package's shape: imports at the top (cycles cannot hide), no import cycle, thin command-line tools,
-one console script per tool."""
+"""The package's shape: imports at the top (cycles cannot hide), no import cycle between files or between packages,
+`yolo.ops` at the bottom, thin command-line tools, one console script per tool."""
 from __future__ import annotations
 
 import ast
@@ -62,27 +62,83 @@ def import_graph() -> Dict[str, Set[str]]:
     return graph
 
 
-def test_no_import_cycle():
-    graph = import_graph()
-    # A package's __init__ re-exporting its modules is not a cycle of ideas: leave the package -> child edges
-    # out, keep every module -> module edge.
-    edges = {m: {d for d in deps if not d.startswith(m + ".")} for m, deps in graph.items()}
+def cycles_in(edges: Dict[str, Set[str]]) -> List[List[str]]:
+    """The cycles a depth-first walk of ``edges`` (node -> nodes it imports) meets, each as ``[a, b, ..., a]``."""
     state: Dict[str, int] = {}
     cycles: List[List[str]] = []
 
     def visit(node: str, path: List[str]) -> None:
         state[node] = 1
-        for dep in sorted(edges[node]):
+        for dep in sorted(edges.get(node, ())):
             if state.get(dep) == 1:
                 cycles.append(path[path.index(dep):] + [dep] if dep in path else [node, dep])
             elif dep not in state:
                 visit(dep, path + [dep])
         state[node] = 2
 
-    for module in sorted(edges):
-        if module not in state:
-            visit(module, [module])
+    for node in sorted(edges):
+        if node not in state:
+            visit(node, [node])
+    return cycles
+
+
+def test_no_import_cycle():
+    graph = import_graph()
+    # A package's __init__ re-exporting its modules is not a cycle of ideas: leave the package -> child edges
+    # out, keep every module -> module edge.
+    edges = {m: {d for d in deps if not d.startswith(m + ".")} for m, deps in graph.items()}
+    cycles = cycles_in(edges)
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def top_level(module: str) -> str:
+    """``yolo.models.layer_types.cost`` -> ``yolo.models``; a top-level module (``yolo.errors``) is its own unit."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_graph(graph: Dict[str, Set[str]]) -> Dict[str, Dict[str, List[str]]]:
+    """Top-level unit of ``yolo`` -> unit it imports -> the module imports that make that edge. ``yolo/__init__``
+    (the public API, which gathers from every package) is left out."""
+    edges: Dict[str, Dict[str, List[str]]] = {}
+    for module, deps in graph.items():
+        if module == "yolo":
+            continue
+        unit = top_level(module)
+        edges.setdefault(unit, {})
+        for dep in sorted(deps):
+            if dep != "yolo" and top_level(dep) != unit:
+                edges[unit].setdefault(top_level(dep), []).append(f"{module} -> {dep}")
+    return edges
+
+
+def describe_cycle(cycle: List[str], edges: Dict[str, Dict[str, List[str]]]) -> str:
+    """A package cycle and, for each step, the imports that make it."""
+    steps = [f"  {a} -> {b}: {', '.join(edges[a][b])}" for a, b in zip(cycle, cycle[1:])]
+    return " -> ".join(cycle) + "\n" + "\n".join(steps)
+
+
+def test_no_import_cycle_between_packages():
+    """The packages form layers: no package imports one that (through others) imports it back."""
+    edges = package_graph(import_graph())
+    cycles = cycles_in({unit: set(deps) for unit, deps in edges.items()})
+    assert not cycles, "package import cycles:\n" + "\n".join(describe_cycle(c, edges) for c in cycles)
+
+
+def test_ops_is_the_bottom_layer():
+    """``yolo.ops`` (boxes, letterbox, NMS, COCO ids) is what every package may take; it takes from none."""
+    edges = package_graph(import_graph())
+    assert "yolo.ops" in edges
+    assert not edges["yolo.ops"], "yolo.ops imports from above it: " + \
+        "; ".join(i for imports in edges["yolo.ops"].values() for i in imports)
+
+
+def test_the_cycle_check_finds_a_package_cycle():
+    graph = {"yolo.models.heads": {"yolo.inference.nms"}, "yolo.inference.nms": {"yolo.evaluation.coco"},
+             "yolo.evaluation.coco": {"yolo.models.heads"}, "yolo.ops.boxes": set()}
+    edges = package_graph(graph)
+    cycles = cycles_in({unit: set(deps) for unit, deps in edges.items()})
+    assert cycles == [["yolo.evaluation", "yolo.models", "yolo.inference", "yolo.evaluation"]]
+    assert "yolo.models -> yolo.inference: yolo.models.heads -> yolo.inference.nms" in describe_cycle(cycles[0], edges)
 
 
 @pytest.mark.parametrize("path", python_files("tools") + python_files("yolo/cli"),

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from yolo.data.transforms import resize_sample
-from yolo.inference.preprocess import LETTERBOX_FILL, LETTERBOX_FILL_UINT8, letterbox, letterbox_params, preprocess
+from yolo.inference.preprocess import preprocess
+from yolo.ops.letterbox import LETTERBOX_FILL, LETTERBOX_FILL_UINT8, letterbox, letterbox_params
 
 SHAPES = [((48, 96), (64, 64)), ((96, 40), (64, 96)), ((30, 30), (64, 32)), ((64, 64), (64, 64))]
 

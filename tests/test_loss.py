@@ -4,17 +4,17 @@ The reference below loops over truths, anchors and every prediction slot with Py
 vectorized loss in ``yolo.losses`` must agree with it on small random cases over several seeds.
 """
 import math
-from dataclasses import dataclass
 from typing import List
 
 import pytest
 import torch
 from torch import nn
 
-from yolo.losses.registry import register_head_loss
+from yolo.losses.registry import HEAD_CHECKS, HEAD_LOSSES, register_head_loss
 from yolo.losses.targets import assign_targets
 from yolo.losses.yolo_head_loss import check_yolo_head, yolo_head_loss
 from yolo.losses.yolo_loss import YoloLoss
+from yolo.models.heads import HeadOptions
 
 from conftest import asset
 
@@ -26,21 +26,6 @@ MASKS = [[6, 7, 8], [3, 4, 5], [0, 1, 2]]
 STRIDES = [32, 16, 8]
 
 
-@dataclass
-class Opts:
-    ignore_thresh: float = 0.5
-    truth_thresh: float = 1.0
-    iou_thresh: float = 1.0
-    scale_x_y: float = 1.0
-    new_coords: int = 0
-    iou_loss: str = "mse"
-    iou_normalizer: float = 0.75
-    obj_normalizer: float = 1.0
-    cls_normalizer: float = 1.0
-    label_smooth_eps: float = 0.0
-    counters_per_class: str = ""
-
-
 class FakeHead:
     """Carries the attributes the loss reads from a model's [yolo] head."""
 
@@ -50,11 +35,19 @@ class FakeHead:
         self.anchors = self.all_anchors[self.mask]
         self.num_anchors = len(self.mask)
         self.num_classes = num_classes
-        self.opts = Opts(**opts)
+        self.opts = HeadOptions(**opts)
 
 
-# The fake heads train with the [yolo] loss.
-register_head_loss(FakeHead, check=check_yolo_head)(yolo_head_loss)
+@pytest.fixture(autouse=True)
+def fake_heads_train_with_the_yolo_loss():
+    """While a test runs, the fake heads train with the [yolo] loss; afterwards the loss registry is as it was
+    (so neither they nor a test's own head types stay registered for other tests)."""
+    saved = dict(HEAD_LOSSES), dict(HEAD_CHECKS)
+    register_head_loss(FakeHead, check=check_yolo_head)(yolo_head_loss)
+    yield
+    for registry, before in zip((HEAD_LOSSES, HEAD_CHECKS), saved):
+        registry.clear()
+        registry.update(before)
 
 
 class FakeModel:
@@ -624,7 +617,7 @@ def test_darknet_yolov3_tiny_trains():
 
 @pytest.mark.parametrize("new_coords,scale_x_y", [(0, 1.0), (0, 1.2), (1, 2.0)])
 def test_ignore_decode_matches_the_heads_eval_decode(new_coords, scale_x_y):
-    from yolo.models.heads import HeadOptions, YOLOLayer, cell_grid, yolo_activation, yolo_boxes
+    from yolo.models.heads import YOLOLayer, cell_grid, yolo_activation, yolo_boxes
     from yolo.losses.yolo_head_loss import YoloLossOptions
 
     anchors = torch.tensor(ANCHORS, dtype=torch.float32)

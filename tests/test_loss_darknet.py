@@ -40,8 +40,10 @@ PAIRS = [("000000000009", "000000000025"), ("000000000030", "000000000034"),
 
 
 # ------------------------------------------------------------------------------------------------ inputs
-def coco_batch(assets, stems: Sequence[str], hw: Tuple[int, int]) -> Tuple[np.ndarray, List[np.ndarray]]:
-    """Images resized to ``hw`` (RGB 0..1, NCHW) and, per image, Darknet truth rows (x, y, w, h, class)."""
+def coco_images_area_resized(assets, stems: Sequence[str],
+                             hw: Tuple[int, int]) -> Tuple[np.ndarray, List[np.ndarray]]:
+    """The coco128 images ``stems`` resized to ``hw`` with ``INTER_AREA`` (RGB 0..1, NCHW) and, per image, Darknet
+    truth rows (x, y, w, h, class)."""
     import cv2
 
     images, truths = [], []
@@ -131,7 +133,7 @@ def test_official_cfg_random_weights(darknet, assets, tmp_path, name, hw):
         pytest.skip(f"{cfg} is absent (the Darknet source tree ships it)")
     model = Darknet(cfg)
     weights = random_weights(model, tmp_path / "random.weights", seed=0, calibrate_hw=hw)
-    x, truths = coco_batch(assets, PAIRS[0], hw)
+    x, truths = coco_images_area_resized(assets, PAIRS[0], hw)
     failures = compare_with_darknet(darknet, cfg, weights, model, x, truths)
     assert not failures, "\n".join(failures)
 
@@ -141,7 +143,7 @@ def test_yolov3_tiny_real_weights(darknet, assets, pair):
     cfg, weights = assets("cfg/yolov3-tiny.cfg"), assets("weights/yolov3-tiny.weights")
     model = Darknet(cfg)
     hw = [(160, 224), (224, 224), (256, 192), (192, 320)][pair]
-    x, truths = coco_batch(assets, PAIRS[pair], hw)
+    x, truths = coco_images_area_resized(assets, PAIRS[pair], hw)
     failures = compare_with_darknet(darknet, cfg, weights, model, x, truths)
     assert not failures, "\n".join(failures)
 
@@ -231,6 +233,6 @@ def test_random_cfg_options(darknet, assets, tmp_path, seed):
     spread_head_biases(model, seed)
     weights = tmp_path / "random.weights"
     model.save_darknet_weights(weights)  # after the bias change, so Darknet runs these very weights
-    x, truths = coco_batch(assets, PAIRS[seed % len(PAIRS)], hw)
+    x, truths = coco_images_area_resized(assets, PAIRS[seed % len(PAIRS)], hw)
     failures = compare_with_darknet(darknet, cfg, weights, model, x, truths)
     assert not failures, f"options:\n{text[text.index('[yolo]'):]}\n" + "\n".join(failures)

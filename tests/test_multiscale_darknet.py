@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from yolo.data import SHAPE_NAMES, DetectionDataset, ensure_shapes_dataset
-from yolo.data.darknet_multiscale import DarknetMultiScale, darknet_size, rand_scale, random_coef
+from yolo.data.darknet_multiscale import DarknetMultiScale, darknet_size, random_coef
+from yolo.data.darknet_random import rand_scale
 from yolo.engine import TrainOptions, Trainer
 
 

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from yolo.models.cfg import parse_cfg, parse_cfg_text
-from yolo.inference.postprocess import nms, nms_settings, postprocess
+from yolo.inference.postprocess import postprocess
+from yolo.ops.nms import nms, nms_settings
 
 
 # ------------------------------------------------------------------------------ plain-Python reference

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from yolo.boxes import clip_boxes, cxcywh_to_xyxy, xyxy_to_cxcywh
+from yolo.ops.boxes import clip_boxes, cxcywh_to_xyxy, xyxy_to_cxcywh
 from yolo.inference.postprocess import postprocess, scale_boxes_to_original
-from yolo.inference.preprocess import LETTERBOX_FILL_UINT8, LetterboxInfo, letterbox, letterbox_params, resize_image, stretch
+from yolo.ops.letterbox import LETTERBOX_FILL_UINT8, LetterboxInfo, letterbox, letterbox_params, resize_image, stretch
 
 
 # ------------------------------------------------------------------------------------ box formats

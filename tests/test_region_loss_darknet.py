@@ -3,77 +3,17 @@
 fed Darknet's own head input. Both sides of Darknet's ``seen < 12800`` prior term are checked (the seen count
 reaches Darknet through the weights file's header)."""
 import random
-from pathlib import Path
 
-import cv2
 import numpy as np
 import pytest
 import torch
 
+from cfg_snippets import SMALL_BACKBONE
+from darknet_parity import assert_deltas_equal, coco_batch, head_deltas, sgd_losses, write_weights
 from reference import randomize_model
-from yolo.losses.targets import usable_targets
 from yolo.losses.yolo_loss import YoloLoss
 from yolo.models.model import Darknet
 from yolo.losses.region_loss import PRIOR_IMAGES, region_loss, set_images_seen
-from yolo.models.weights import DarknetHeader, save_darknet_weights
-
-TOLERANCE = 1e-5  # relative to the largest |delta|
-
-
-# ------------------------------------------------------------------------------------------------- helpers
-def coco_batch(assets, count: int, size_hw, num_classes: int, start: int = 0):
-    """``count`` coco128 images stretched to ``size_hw``: (x Float[N, 3, H, W] RGB 0..1, Darknet truth rows per
-    image (x, y, w, h, class) normalized, our targets Float[M, 6] in input pixels). Class ids are taken
-    modulo ``num_classes`` so that every label takes part."""
-    folder = Path(assets("coco128/images/train2017"))
-    labels = Path(assets("coco128/labels/train2017"))
-    height, width = size_hw
-    images, truths, targets = [], [], []
-    for k, path in enumerate(sorted(folder.glob("*.jpg"))[start:start + count]):
-        bgr = cv2.imread(str(path))
-        rgb = cv2.resize(bgr, (width, height), interpolation=cv2.INTER_LINEAR)[:, :, ::-1]
-        images.append(rgb.transpose(2, 0, 1).astype(np.float32) / 255.0)
-        label = labels / f"{path.stem}.txt"  # background images have no label file
-        rows = np.loadtxt(label, ndmin=2, dtype=np.float32) if label.exists() else np.zeros((0, 5), np.float32)
-        cls = rows[:, 0] % num_classes
-        truths.append(np.concatenate([rows[:, 1:5], cls[:, None]], 1))
-        for c, (x, y, w, h) in zip(cls, rows[:, 1:5]):
-            targets.append([k, c, x * width, y * height, w * width, h * height])
-    return np.stack(images), truths, torch.tensor(targets, dtype=torch.float32)
-
-
-def write_weights(model, path: Path, seen: int) -> Path:
-    save_darknet_weights(model, path, header=DarknetHeader(0, 2, 0, seen))
-    return path
-
-
-def head_deltas(darknet, cfg, model, weights, x, truths, targets, loss_fn):
-    """For every head: (ours, Darknet's) delta, Float[N, C, H, W] each. ``loss_fn(head, out, targets, keep, hw)``
-    returns the (box, obj, cls, count) terms summed over the batch."""
-    dump = darknet.train(cfg, weights, x, truths)
-    hw = x.shape[2:]
-    pairs = []
-    for i, module in enumerate(model.module_list):
-        if module not in model.yolo_layers:
-            continue
-        head_input = torch.from_numpy(dump.out(i - 1).copy()).requires_grad_()
-        module.train()
-        out = module(head_input, hw)
-        keep = usable_targets(targets, x.shape[0], hw, module.num_classes)
-        box, obj, cls, count = loss_fn(module, out, targets, keep, hw)
-        (box + obj + cls).backward()
-        pairs.append((-head_input.grad.numpy(), dump.delta(i)))
-    return pairs
-
-
-def assert_deltas_equal(pairs, what: str) -> None:
-    assert pairs, f"{what}: no head"
-    for k, (ours, ref) in enumerate(pairs):
-        assert ours.shape == ref.shape, (what, k, ours.shape, ref.shape)
-        scale = np.abs(ref).max()
-        assert scale > 0, f"{what}: head {k} has an all-zero Darknet delta"
-        err = np.abs(ours - ref).max() / scale
-        assert err < TOLERANCE, f"{what}: head {k} delta differs by {err:.2e} of max |delta| {scale:.3g}"
 
 
 def region_parity(darknet, tmp_path, cfg, x, truths, targets, header_seen: int, seed: int = 0):
@@ -132,26 +72,7 @@ width=96
 height=96
 channels=3
 
-[convolutional]
-batch_normalize=1
-filters=8
-size=3
-stride=2
-pad=1
-activation=leaky
-
-[maxpool]
-size=2
-stride=2
-
-[convolutional]
-batch_normalize=1
-filters=16
-size=3
-stride=2
-pad=1
-activation=leaky
-
+{SMALL_BACKBONE}
 [convolutional]
 filters={(classes + 5) * num}
 size=1
@@ -199,22 +120,6 @@ def test_region_training_refuses_hierarchical_softmax(tmp_path):
     cfg.write_text(text)
     with pytest.raises(ValueError, match=r"tree\.cfg:\d+: \[region\].* tree=data/9k.tree"):
         YoloLoss(Darknet(cfg))  # refused by the builder or, at the latest, by the loss
-
-
-def sgd_losses(model, x, targets, steps: int = 8, lr: float = 1e-3):
-    """Losses (per image, through YoloLoss) over ``steps`` plain SGD steps on one batch."""
-    criterion = YoloLoss(model)
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
-    model.train()
-    images = torch.from_numpy(x)
-    losses = []
-    for _ in range(steps):
-        loss, _ = criterion(model(images), targets, tuple(x.shape[2:]))
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-    return losses
 
 
 def test_training_steps_lower_the_region_loss(assets, tmp_path):

@@ -12,6 +12,7 @@ import pytest
 import torch
 import yaml
 
+from helpers import one_line_error
 from test_kill_resume import CFG as TINY_CFG
 from yolo.models.cfg import parse_cfg, parse_cfg_text
 from yolo.errors import CfgError
@@ -34,16 +35,6 @@ def tiny_pt(tmp_path):
     path = tmp_path / "tiny.pt"
     save_checkpoint(model_checkpoint(Darknet(cfg), names=list(SHAPE_NAMES)), path)
     return path
-
-
-def one_line_error(capsys, run) -> str:
-    """Run ``run()``, expect SystemExit(2) and exactly one stderr line starting with ``error:``."""
-    with pytest.raises(SystemExit) as exit_info:
-        run()
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("error: ") and "\n" not in err, err
-    return err
 
 
 # ------------------------------------------------------------------------------------------ progress

@@ -201,9 +201,7 @@ def shapes(tmp_path_factory):
     return {"folder": folder, "root": root, "data": write_data(folder, root), "cfg": write_cfg(folder)}
 
 
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("YOLO_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("private_cache")
 
 
 def run(shapes, project: Path, name: str = "exp", hooks=None, **overrides) -> "Trainer":

@@ -27,9 +27,7 @@ def shapes(tmp_path_factory):
             "data": write_data(folder, root, val="images/train", name="overfit.yaml")}
 
 
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("YOLO_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("private_cache")
 
 
 def train(shapes, tmp_path, name, epochs, augment, **hyp):

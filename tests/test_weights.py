@@ -1,17 +1,15 @@
 """Darknet .weights I/O: byte-identical round trips, partial files, clear errors; the convert tool."""
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from conftest import asset
+from helpers import run_tool
 from yolo import Darknet, WeightsError, load_model
 from yolo.models.weights import float_count, read_header
 
-REPO = Path(__file__).resolve().parents[1]
 REAL = [("yolov3-tiny.cfg", "yolov3-tiny.weights"), ("yolo-fastest-1.1.cfg", "yolo-fastest-1.1.weights"),
         ("yolo-fastest-1.1-xl.cfg", "yolo-fastest-1.1-xl.weights"), ("tiny.cfg", "tiny.weights")]
 
@@ -111,20 +109,16 @@ def test_new_model_writes_minor_2_with_8_byte_seen(tmp_path):
         assert torch.equal(a, b)
 
 
-def run_convert(*args):
-    return subprocess.run([sys.executable, str(REPO / "tools/convert.py"), *map(str, args)],
-                          capture_output=True, text=True, cwd=REPO)
-
-
 def test_convert_tool_round_trip(tmp_path):
     cfg, weights = asset("cfg/yolov3-tiny.cfg"), asset("weights/yolov3-tiny.weights")
     pt, back = tmp_path / "tiny.pt", tmp_path / "back.weights"
-    result = run_convert("--cfg", cfg, "--weights", weights, "--output", pt, "--names", asset("cfg/coco.names"))
+    result = run_tool("convert", "--cfg", cfg, "--weights", weights, "--output", pt,
+                      "--names", asset("cfg/coco.names"))
     assert result.returncode == 0, result.stderr
     assert "wrote" in result.stdout
     ckpt = torch.load(pt, map_location="cpu", weights_only=True)
     assert ckpt["num_classes"] == 80 and ckpt["cfg"] == cfg.read_text() and len(ckpt["names"]) == 80
-    result = run_convert("--weights", pt, "--output", back)  # the .pt carries its cfg
+    result = run_tool("convert", "--weights", pt, "--output", back)  # the .pt carries its cfg
     assert result.returncode == 0, result.stderr
     assert back.read_bytes() == weights.read_bytes()
     model = load_model(None, pt)
@@ -137,11 +131,11 @@ def test_convert_tool_errors_are_one_line(tmp_path):
     for args in (["--cfg", cfg, "--weights", asset("weights/yolov3-tiny.weights"), "--output", tmp_path / "x.pt"],
                  ["--cfg", cfg, "--weights", tmp_path / "missing.weights", "--output", tmp_path / "x.pt"],
                  ["--weights", asset("weights/yolov3-tiny.weights"), "--output", tmp_path / "x.pt"]):
-        result = run_convert(*args)
+        result = run_tool("convert", *args)
         assert result.returncode != 0
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     bad_pt = tmp_path / "bad.pt"
     bad_pt.write_bytes(b"not a zip")
-    result = run_convert("--weights", bad_pt, "--output", tmp_path / "y.weights")
+    result = run_tool("convert", "--weights", bad_pt, "--output", tmp_path / "y.weights")
     assert result.returncode != 0 and "not a PyTorch checkpoint" in result.stderr

@@ -1,13 +1,11 @@
 """YOLOv1 (``[detection]`` head) at inference: ONNX and TorchScript export verified against the PyTorch model,
 tools/export.py and tools/detect.py end to end, and the input size that its [connected] layer fixes."""
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 
-from reference import randomize_model
-from yolo.models.model import Darknet
+from cfg_snippets import net_section
+from darknet_parity import write_model
 
 SIDE, NUM, CLASSES = 2, 2, 3
 
@@ -15,32 +13,11 @@ SIDE, NUM, CLASSES = 2, 2, 3
 def small_v1_text(size: int = 64) -> str:
     """A small random YOLOv1-style cfg: conv, [connected] to side*side*(5*num+classes), [detection]."""
     k = SIDE * SIDE * ((1 + 4) * NUM + CLASSES)
-    return (f"[net]\nwidth={size}\nheight={size}\nchannels=3\n\n"
+    return (net_section(size, size) + "\n"
             "[convolutional]\nbatch_normalize=1\nfilters=4\nsize=3\nstride=2\npad=1\nactivation=leaky\n\n"
             "[maxpool]\nsize=2\nstride=2\n\n"
             f"[connected]\noutput={k}\nactivation=logistic\n\n"
             f"[detection]\nclasses={CLASSES}\ncoords=4\nside={SIDE}\nnum={NUM}\nsoftmax=1\nsqrt=1\nrescore=1\n")
-
-
-def write_model(tmp_path: Path, text: str, size: int, seed: int = 0):
-    """(cfg, weights, model): ``text`` written out, a model with random weights and its ``.weights``."""
-    cfg = tmp_path / "v1.cfg"
-    cfg.write_text(text)
-    model = Darknet(cfg)
-    randomize_model(model, seed, calibrate_hw=(size, size))
-    # A trained YOLOv1's [connected] outputs (confidences, class probabilities, box values) lie near 0..1;
-    # random weights on a linear [connected] give thousands, and boxes wider than the image by 1000 times.
-    g = torch.Generator().manual_seed(seed)
-    linear = model.module_list[-2].linear
-    with torch.no_grad():
-        linear.weight.copy_(torch.randn(linear.weight.shape, generator=g))  # randomize_model leaves it as built
-        linear.bias.zero_()
-        outputs, _ = model.eval().layer_outputs(torch.rand(2, 3, size, size, generator=g))
-        linear.weight.mul_(0.15 / (outputs[-2] - linear.bias[:, None, None]).std())
-        linear.bias.copy_(0.2 + 0.3 * torch.rand(linear.bias.shape, generator=g))
-    weights = tmp_path / "v1.weights"
-    model.save_darknet_weights(weights)
-    return cfg, weights, model.eval()
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import cv2
 import numpy as np
 import torch
 
-from yolo.boxes import clip_boxes
+from yolo.ops.boxes import clip_boxes
 
 __all__ = ["class_color", "text_color_for", "draw_detections", "draw_box_uncertainty"]
 

@@ -29,6 +29,8 @@ import cv2
 import numpy as np
 import torch
 
+from yolo.data.darknet_random import draw_rand_scale
+
 F32 = np.float32
 
 
@@ -63,13 +65,6 @@ def _precalc(lo: float, hi: float, r: np.float32) -> np.float32:
     if hi < lo:
         lo, hi = hi, lo
     return F32(r * (hi - lo) + lo)
-
-
-def _rand_scale(rng: np.random.Generator, s: float) -> float:
-    """Darknet's ``rand_scale``: uniform in ``[1, s]`` (bounds ordered), inverted half of the time."""
-    lo, hi = (F32(1), F32(s)) if s >= 1 else (F32(s), F32(1))
-    scale = F32(F32(rng.random()) * (hi - lo) + lo)
-    return float(scale) if rng.integers(2) else float(F32(1.0 / float(scale)))
 
 
 def darknet_crop(orig_hw: Tuple[int, int], net_hw: Tuple[int, int], hyp: Mapping[str, float],
@@ -125,8 +120,8 @@ def draw_darknet(rng: np.random.Generator, orig_hw: Tuple[int, int], net_hw: Tup
     flip = bool(rng.integers(2)) if hyp.get("flip", 0) > 0 else False
     hue = float(hyp.get("hue", 0.0))
     dhue = float(F32(F32(rng.random()) * (F32(hue) - F32(-hue)) + F32(-hue)))
-    dsat = _rand_scale(rng, float(hyp.get("saturation", 1.0)))
-    dexp = _rand_scale(rng, float(hyp.get("exposure", 1.0)))
+    dsat = draw_rand_scale(rng, float(hyp.get("saturation", 1.0)))
+    dexp = draw_rand_scale(rng, float(hyp.get("exposure", 1.0)))
     pleft, pright, ptop, pbot = darknet_crop(orig_hw, net_hw, hyp, resize_r1, resize_r2, r1, r2, r3, r4)
     return DarknetDraw(pleft, pright, ptop, pbot, flip, dhue, dsat, dexp)
 

@@ -4,7 +4,8 @@ Darknet's ``train_detector`` (src/detector.c) picks a new network input size eve
 iteration is one update: ``batch`` images, all at one size) when that head's ``random`` is non-zero:
 
 * ``coef = 1.4`` when ``random=1``, else ``coef = random`` (``parse_yolo`` reads it as a float);
-* ``r = rand_scale(coef)``: ``s`` uniform between 1 and ``coef``, then ``s`` or ``1/s`` on a coin;
+* ``r = rand_scale(coef)`` (:mod:`yolo.data.darknet_random`): ``s`` uniform between 1 and ``coef``, then
+  ``s`` or ``1/s`` on a coin;
 * each side becomes ``roundl(r * init / resize_step + 1) * resize_step`` (``init``: the run's
   ``width``/``height``; ``resize_step`` from ``[net]``, default 32; the ``+ 1`` is Darknet's);
 * a shrinking draw (``r < 1``) that still lands above the initial size keeps the initial size;
@@ -28,6 +29,8 @@ from typing import Tuple
 
 import numpy as np
 
+from yolo.data.darknet_random import rand_scale
+
 F32 = np.float32
 EVERY = 10          # iterations between size changes (train_detector: count++ % 10)
 LAST_AT_MAX = 100   # the last iterations run at the largest size (max_batches - 100)
@@ -41,13 +44,6 @@ def _roundl(x: float) -> int:
 def random_coef(random: float) -> np.float32:
     """``rand_coef``: 1.4 for ``random=1``, else the cfg's value (as a C float)."""
     return F32(1.4) if F32(random) == F32(1.0) else F32(random)
-
-
-def rand_scale(u: float, coin: int, coef: float) -> np.float32:
-    """Darknet's ``rand_scale(coef)`` from its two draws: ``u`` in [0, 1] and a coin (1: keep, 0: invert)."""
-    lo, hi = sorted((F32(1.0), F32(coef)))
-    scale = F32(F32(F32(u) * F32(hi - lo)) + lo)
-    return scale if coin else F32(1.0 / float(scale))
 
 
 def _side(factor: np.float32, init: int, step: int) -> int:
@@ -110,4 +106,4 @@ class DarknetMultiScale:
         return darknet_size(F32(1.0), self.init_hw, self.coef, self.resize_step, largest=True)
 
 
-__all__ = ["DarknetMultiScale", "darknet_size", "rand_scale", "random_coef"]
+__all__ = ["DarknetMultiScale", "darknet_size", "random_coef"]

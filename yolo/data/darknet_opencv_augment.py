@@ -35,9 +35,10 @@ from typing import Callable, List, Mapping, Optional, Sequence, Tuple
 import cv2
 import numpy as np
 
-from yolo.data.darknet_augment import (F32, DarknetDraw, _rand_scale, _to_uint8, _trunc, augment_truths,
+from yolo.data.darknet_augment import (F32, DarknetDraw, _to_uint8, _trunc, augment_truths,
                                        darknet_crop, input_matrix, mixup_images, mixup_truths, truths_from_xyxy,
                                        xyxy_from_truths)
+from yolo.data.darknet_random import draw_rand_scale
 
 RAND_MAX = 2147483647  # glibc's: random_gen() returns rand()
 MOSAIC, MIXUP = 3, 1   # Darknet's use_mixup values of the two blends
@@ -113,8 +114,8 @@ def draw_opencv(rng, orig_hw: Tuple[int, int], net_hw: Tuple[int, int], hyp: Map
     rng.random()  # r_scale: drawn, unused by Darknet
     hue = F32(hyp.get("hue", 0.0))
     dhue = float(F32(F32(rng.random()) * (hue - -hue) + -hue))
-    dsat = _rand_scale(rng, float(hyp.get("saturation", 1.0)))
-    dexp = _rand_scale(rng, float(hyp.get("exposure", 1.0)))
+    dsat = draw_rand_scale(rng, float(hyp.get("saturation", 1.0)))
+    dexp = draw_rand_scale(rng, float(hyp.get("exposure", 1.0)))
     use_blur = int(hyp.get("blur", 0))
     blur = 0
     if use_blur:

@@ -35,7 +35,7 @@ from pycocotools.coco import COCO
 from torch.utils.data import Dataset
 from tqdm import tqdm
 
-from yolo.boxes import xyxy_to_cxcywh
+from yolo.ops.boxes import xyxy_to_cxcywh
 from yolo.data.cache import LabelCache
 from yolo.data.config import DataConfig, is_coco_json
 from yolo.errors import DataError, ImageReadError

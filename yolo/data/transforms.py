@@ -64,7 +64,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 import cv2
 import numpy as np
 
-from yolo.inference.preprocess import LETTERBOX_FILL_UINT8, LetterboxInfo, letterbox, letterbox_params, stretch
+from yolo.ops.letterbox import LETTERBOX_FILL_UINT8, LetterboxInfo, letterbox, letterbox_params, stretch
 from yolo.data.darknet_augment import darknet_item
 from yolo.data.darknet_opencv_augment import darknet_opencv_item, effective_mixup
 
@@ -123,7 +123,7 @@ def augment_config(overrides: Optional[Mapping[str, Any]] = None, **kwargs) -> D
         raise ValueError(f"augmentation resize={hyp['resize']} must be > 0 and max_boxes={hyp['max_boxes']} >= 1")
     for key in ("saturation", "exposure"):
         if hyp[key] < 1.0:
-            # Darknet's rand_scale(s) draws in [1/s, s]; a value below 1 is the same range.
+            # Darknet's rand_scale(s) ranges over [s, 1/s] for s < 1 (its bounds are ordered): the range of 1/s.
             hyp[key] = 1.0 / hyp[key] if hyp[key] > 0 else 1.0
     for key in ("hue", "jitter", "scale", "translate", "degrees", "min_visible", "min_side"):
         if hyp[key] < 0:
@@ -243,13 +243,18 @@ def _rotation(degrees: float) -> np.ndarray:
 
 
 def letterbox_matrix(in_hw: Tuple[int, int], out_hw: Tuple[int, int]) -> np.ndarray:
-    """3x3 matrix of Darknet's letterbox placement (geometry from :func:`yolo.inference.preprocess.letterbox_params`)."""
+    """3x3 matrix of Darknet's letterbox placement (geometry from :func:`yolo.ops.letterbox.letterbox_params`)."""
     (rh, rw), (pad_x, pad_y) = letterbox_params(in_hw, out_hw)
     return _translation(pad_x, pad_y) @ _scaling(rw / in_hw[1], rh / in_hw[0])
 
 
-def _rand_scale(rng: np.random.Generator, s: float) -> float:
-    """Darknet's ``rand_scale``: a factor in ``[1, s]``, inverted half of the time."""
+def random_factor_or_inverse(rng: np.random.Generator, s: float) -> float:
+    """A factor uniform in ``[1, s]`` (float64), inverted half of the time; 1 without a draw when ``s <= 1``.
+
+    The range of Darknet's ``rand_scale(s)`` for ``s >= 1``, not its exact draws (Darknet computes in C floats,
+    flips its coin with ``random_gen() % 2`` and draws even when ``s == 1``): the ``darknet`` pipeline uses
+    :func:`yolo.data.darknet_random.draw_rand_scale` for those.
+    """
     if s <= 1.0:
         return 1.0
     factor = rng.uniform(1.0, s)
@@ -345,8 +350,8 @@ def augment_hsv(image: np.ndarray, rng: np.random.Generator, hue: float, saturat
                 exposure: float) -> np.ndarray:
     """Darknet's color jitter on an RGB ``uint8`` image: hue shift, saturation and value factors."""
     dhue = rng.uniform(-hue, hue) if hue > 0 else 0.0
-    dsat = _rand_scale(rng, saturation)
-    dexp = _rand_scale(rng, exposure)
+    dsat = random_factor_or_inverse(rng, saturation)
+    dexp = random_factor_or_inverse(rng, exposure)
     if dhue == 0.0 and dsat == 1.0 and dexp == 1.0:
         return image
     h, s, v = cv2.split(cv2.cvtColor(image, cv2.COLOR_RGB2HSV))
@@ -369,8 +374,8 @@ def hflip(image: np.ndarray, boxes: np.ndarray) -> Tuple[np.ndarray, np.ndarray]
 def resize_sample(image: np.ndarray, boxes: np.ndarray, out_hw: Tuple[int, int], fill: float = LETTERBOX_FILL_UINT8,
                   mode: str = "letterbox") -> Tuple[np.ndarray, np.ndarray, LetterboxInfo]:
     """Deterministic resize for evaluation, boxes (xyxy pixels) mapped along: ``mode`` ``"letterbox"``
-    (:func:`yolo.inference.preprocess.letterbox`, Darknet's ``letterbox_image``, borders ``fill``) or ``"stretch"``
-    (:func:`yolo.inference.preprocess.stretch`, Darknet's ``resize_image``)."""
+    (:func:`yolo.ops.letterbox.letterbox`, Darknet's ``letterbox_image``, borders ``fill``) or ``"stretch"``
+    (:func:`yolo.ops.letterbox.stretch`, Darknet's ``resize_image``)."""
     if mode == "letterbox":
         out, info = letterbox(image, out_hw, fill=int(round(fill)))
     elif mode == "stretch":

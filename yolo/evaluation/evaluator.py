@@ -6,7 +6,7 @@
     metrics = evaluator.evaluate()             # {"mAP50", "mAP50_95", ..., "per_class": {...}}
 
 Inside the package classes are contiguous indices ``0..C-1`` and boxes are xyxy pixels; the COCO side
-(category ids, corner ``xywh`` boxes) is :mod:`yolo.evaluation.coco`. The numbers are pycocotools'
+(category ids, corner ``xywh`` boxes) is :mod:`yolo.ops.coco`. The numbers are pycocotools'
 ``COCOeval`` (or :class:`~yolo.evaluation.fast_cocoeval.FastCOCOeval`, its vectorized subclass, for
 quick per-epoch checks); :mod:`yolo.evaluation.metrics` reads the per-class values from it.
 """
@@ -22,11 +22,11 @@ import torch
 from pycocotools.coco import COCO
 
 from yolo.evaluation import report
-from yolo.evaluation.coco import (ImageId, as_numpy, coco_category_ids, detections_to_coco_results,
-                                  ground_truth_to_coco, xyxy_to_coco_xywh)
 from yolo.evaluation.confusion import confusion_matrix
 from yolo.evaluation.metrics import (COCO_STAT_NAMES, area_all_stats, coco_ground_truth, per_class_ap,
                                      precision_recall_at_confidence, run_cocoeval)
+from yolo.ops.coco import (ImageId, as_numpy, coco_category_ids, detections_to_coco_results, ground_truth_to_coco,
+                           xyxy_to_coco_xywh)
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ class Evaluator:
         names: class names; the contiguous label ``i`` is ``names[i]``.
         ground_truth: one dict per image: ``image_id``, ``file_name``, ``height``, ``width``,
             ``boxes`` ``Float[K, 4]`` xyxy original pixels, ``labels`` ``Int64[K]`` (``dataset.ground_truth()``).
-        category_ids: COCO category id per class (default :func:`~yolo.evaluation.coco.coco_category_ids`).
+        category_ids: COCO category id per class (default :func:`~yolo.ops.coco.coco_category_ids`).
         use_pycocotools: score with pycocotools' stock ``COCOeval`` (the reference, every area range).
             When False, :class:`~yolo.evaluation.fast_cocoeval.FastCOCOeval` gives the same ``mAP50`` /
             ``mAP50_95`` / ``mAP75`` / ``AR100`` faster, without the area breakdown.

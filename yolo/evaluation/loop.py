@@ -14,7 +14,8 @@ from tqdm import tqdm
 
 from yolo.evaluation.evaluator import Evaluator
 from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer, postprocess_gaussian
-from yolo.inference.postprocess import nms_settings, postprocess, scale_boxes_to_original
+from yolo.inference.postprocess import postprocess, scale_boxes_to_original
+from yolo.ops.nms import nms_settings
 from yolo.progress import ProgressLines
 
 logger = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ def evaluate_model(
             Its train/eval mode is restored afterwards.
         loader: yields ``(images, targets, infos)``: images ``uint8`` or float ``[B, 3, H, W]``;
             ``infos[i]`` (dict or object) gives ``image_id``, the original ``shape`` ``(h, w)`` and the
-            ``letterbox`` :class:`yolo.inference.preprocess.LetterboxInfo` placement.
+            ``letterbox`` :class:`yolo.ops.letterbox.LetterboxInfo` placement.
         evaluator: reset here, then fed every batch (boxes xyxy original-image pixels).
         conf_thres, iou_thres, max_det, multi_label: passed to :func:`yolo.inference.postprocess.postprocess`.
         amp: autocast the forward pass (CUDA only).

@@ -22,13 +22,14 @@ import torch
 from yolo.device import parse_device
 from yolo.files.images import as_bgr, load_image
 from yolo.files.names import names_beside_cfg, read_names
-from yolo.inference.postprocess import PostprocessConfig, nms_settings, postprocess, scale_boxes_to_original
+from yolo.inference.postprocess import PostprocessConfig, postprocess, scale_boxes_to_original
 from yolo.inference.prepare import prepare_for_inference
 from yolo.inference.preprocess import LetterboxInfo, preprocess
 from yolo.models.checkpoint import load_checkpoint_file
 from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer, postprocess_gaussian
 from yolo.models.model import load_model
 from yolo.models.preprocessing import cfg_resize_mode, default_img_size, default_resize
+from yolo.ops.nms import nms_settings
 
 __all__ = ["Detector", "cfg_resize_mode"]
 

@@ -1,187 +1,19 @@
-"""Fitting an image to the network input, the one path for detection, evaluation and the data pipeline.
+"""The Detector's input: BGR ``uint8`` images -> one network input batch, placed as Darknet places them
+(the geometry is :mod:`yolo.ops.letterbox`, shared with evaluation and the data pipeline).
 
-Two modes, as Darknet: ``letterbox`` (``letterbox_image``: keep the aspect ratio, centre, fill the border
-with gray 0.5) and ``stretch`` (``resize_image``: resize to the input size, as OpenCV's ``blobFromImage``).
-Every path resizes with :func:`fit_image` (``cv2.resize``, bilinear by default) and records the placement
-as a :class:`LetterboxInfo`, which maps boxes back exactly.
-
-The border: Darknet fills 0.5 on its 0..1 float images. A float canvas gets exactly 0.5
-(:func:`preprocess`, the Detector's input). A ``uint8`` image cannot hold 0.5 * 255 = 127.5, so on
-``uint8`` the gray is :data:`LETTERBOX_FILL_UINT8` = 128, i.e. 0.50196 after the division by 255 (1/510 off).
-
-Images are ``numpy`` ``H x W x C`` arrays (BGR as read by OpenCV unless said otherwise); shapes are
-``(height, width)``.
+Images are ``numpy`` ``H x W x C`` arrays (BGR as read by OpenCV); shapes are ``(height, width)``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import List, Sequence, Tuple, Union
 
 import cv2
 import numpy as np
 import torch
 
-from yolo.boxes import clip_boxes
+from yolo.ops.letterbox import LETTERBOX_FILL, LetterboxInfo, fit_image
 
-__all__ = [
-    "LETTERBOX_FILL",
-    "LETTERBOX_FILL_UINT8",
-    "RESIZE_MODES",
-    "LetterboxInfo",
-    "letterbox_params",
-    "fit_image",
-    "letterbox",
-    "stretch",
-    "resize_image",
-    "preprocess",
-]
-
-Shape = Tuple[int, int]
-RESIZE_MODES = ("letterbox", "stretch")
-
-# Darknet's letterbox border (src/image.c letterbox_image: fill_image(boxed, .5)) on 0..1 data.
-LETTERBOX_FILL = 0.5
-# The same gray on 0..255 ``uint8``, where 0.5 * 255 = 127.5 does not exist: rounded half up to 128.
-# (Darknet's network only ever sees its float 0.5; the uint8 border is ours, for uint8 data pipelines.)
-LETTERBOX_FILL_UINT8 = int(LETTERBOX_FILL * 255 + 0.5)
-
-
-def _as_shape(shape: Union[int, Sequence[int]]) -> Shape:
-    """``416`` or ``(h, w)`` -> ``(h, w)`` ints."""
-    if isinstance(shape, int):
-        return shape, shape
-    h, w = shape
-    return int(h), int(w)
-
-
-@dataclass(frozen=True)
-class LetterboxInfo:
-    """How an original image was placed into the network input.
-
-    A point ``x`` of the original image lands at ``x * scale_x + pad_x`` in the network input
-    (likewise for y). ``scale_x = resized_w / original_w``, so this holds for letterbox (equal-ish
-    scales, non-zero pad) and stretch (independent scales, zero pad) alike.
-
-    Attributes:
-        scale_x, scale_y: resized size over original size, per axis.
-        pad_x, pad_y: left / top offset (input pixels) of the resized image in the input.
-    """
-
-    scale_x: float
-    scale_y: float
-    pad_x: float = 0.0
-    pad_y: float = 0.0
-
-    def to_original(self, boxes: torch.Tensor, original_shape_hw: Shape, clip: bool = True) -> torch.Tensor:
-        """Input-pixel xyxy ``Float[..., 4]`` -> original-image pixels: ``x_orig = (x_in - pad_x) / scale_x``;
-        with ``clip`` clipped to ``original_shape_hw = (h, w)``."""
-        pad = boxes.new_tensor([self.pad_x, self.pad_y, self.pad_x, self.pad_y])
-        scale = boxes.new_tensor([self.scale_x, self.scale_y, self.scale_x, self.scale_y])
-        out = (boxes - pad) / scale
-        return clip_boxes(out, original_shape_hw) if clip else out
-
-    def to_input(self, boxes: torch.Tensor) -> torch.Tensor:
-        """Original-image xyxy ``Float[..., 4]`` -> network-input pixels (the inverse map)."""
-        scale = boxes.new_tensor([self.scale_x, self.scale_y, self.scale_x, self.scale_y])
-        pad = boxes.new_tensor([self.pad_x, self.pad_y, self.pad_x, self.pad_y])
-        return boxes * scale + pad
-
-
-def letterbox_params(original_shape_hw: Shape, new_shape: Union[int, Shape]) -> Tuple[Shape, Tuple[int, int]]:
-    """Darknet's ``letterbox_image`` geometry.
-
-    Returns ``((new_h, new_w), (pad_x, pad_y))``: the integer size of the resized image and the
-    integer left/top offset at which it is placed. Darknet's integer arithmetic is followed exactly:
-    if ``w_net / w < h_net / h`` then ``new_w = w_net, new_h = (h * w_net) // w``, otherwise
-    ``new_h = h_net, new_w = (w * h_net) // h``; the image goes at
-    ``((w_net - new_w) // 2, (h_net - new_h) // 2)``.
-    """
-    h, w = original_shape_hw
-    net_h, net_w = _as_shape(new_shape)
-    if h <= 0 or w <= 0:
-        raise ValueError(f"cannot letterbox an image of shape {(h, w)}")
-    # Darknet compares float ratios: (float)w_net / w < (float)h_net / h.
-    if net_w / w < net_h / h:
-        new_w, new_h = net_w, (h * net_w) // w
-    else:
-        new_h, new_w = net_h, (w * net_h) // h
-    new_w, new_h = max(new_w, 1), max(new_h, 1)
-    return (new_h, new_w), ((net_w - new_w) // 2, (net_h - new_h) // 2)
-
-
-def fit_image(image: np.ndarray, new_shape: Union[int, Shape], mode: str = "letterbox",
-              interpolation: int = cv2.INTER_LINEAR) -> Tuple[np.ndarray, LetterboxInfo]:
-    """Resize ``image`` (``H x W x C``, any dtype and channel order) as ``mode`` places it in the input.
-
-    Returns ``(resized, info)``: ``resized`` is the image content only (``new_h x new_w x C``; no border),
-    to be put at ``(info.pad_x, info.pad_y)`` of the ``new_shape`` input; the image itself when the size
-    does not change.
-    """
-    h, w = image.shape[:2]
-    net_h, net_w = _as_shape(new_shape)
-    if mode == "letterbox":
-        (rh, rw), (pad_x, pad_y) = letterbox_params((h, w), (net_h, net_w))
-    elif mode == "stretch":
-        (rh, rw), (pad_x, pad_y) = (net_h, net_w), (0, 0)
-    else:
-        raise ValueError(f"unknown resize mode {mode!r}: use 'letterbox' or 'stretch'")
-    resized = image if (rh, rw) == (h, w) else cv2.resize(image, (rw, rh), interpolation=interpolation)
-    return resized, LetterboxInfo(scale_x=rw / w, scale_y=rh / h, pad_x=float(pad_x), pad_y=float(pad_y))
-
-
-def _darknet_gray(dtype: np.dtype) -> float:
-    """Darknet's border gray in the units of ``dtype``: 0.5 on floats (0..1), 128 on integers (0..255)."""
-    return LETTERBOX_FILL if np.issubdtype(dtype, np.floating) else LETTERBOX_FILL_UINT8
-
-
-def letterbox(
-    image: np.ndarray,
-    new_shape: Union[int, Shape],
-    fill: Union[None, float, Tuple[float, ...]] = None,
-    interpolation: int = cv2.INTER_LINEAR,
-) -> Tuple[np.ndarray, LetterboxInfo]:
-    """Resize keeping the aspect ratio and pad to ``new_shape`` as Darknet's ``letterbox_image``.
-
-    Args:
-        image: ``uint8`` (or float) ``H x W x C`` array, any channel order.
-        new_shape: network input ``(h, w)`` or a single int for square.
-        fill: border value in the image's units; default Darknet's gray (0.5 on float images, 128 on
-            ``uint8``, see the module docstring).
-        interpolation: OpenCV interpolation flag for the resize.
-
-    Returns:
-        ``(out, info)``: ``out`` is ``new_h x new_w x C`` of the input dtype; ``info`` maps boxes back.
-    """
-    net_h, net_w = _as_shape(new_shape)
-    resized, info = fit_image(image, (net_h, net_w), "letterbox", interpolation)
-    if resized.ndim == 2:
-        resized = resized[:, :, None]
-    out = np.empty((net_h, net_w, resized.shape[2]), dtype=image.dtype)
-    out[...] = _darknet_gray(image.dtype) if fill is None else fill
-    x, y = int(info.pad_x), int(info.pad_y)
-    out[y:y + resized.shape[0], x:x + resized.shape[1]] = resized
-    return out, info
-
-
-def stretch(
-    image: np.ndarray, new_shape: Union[int, Shape], interpolation: int = cv2.INTER_LINEAR
-) -> Tuple[np.ndarray, LetterboxInfo]:
-    """Plain resize to ``new_shape = (h, w)`` ignoring the aspect ratio (``cv2.dnn.blobFromImage``).
-
-    Returns ``(out, info)`` like :func:`letterbox` (``info`` has zero padding).
-    """
-    return fit_image(image, new_shape, "stretch", interpolation)
-
-
-def resize_image(
-    image: np.ndarray, new_shape: Union[int, Shape], mode: str = "letterbox"
-) -> Tuple[np.ndarray, LetterboxInfo]:
-    """:func:`letterbox` (``mode="letterbox"``) or :func:`stretch` (``mode="stretch"``) on a ``uint8`` image."""
-    if mode == "letterbox":
-        return letterbox(image, new_shape)
-    if mode == "stretch":
-        return stretch(image, new_shape)
-    raise ValueError(f"unknown resize mode {mode!r}: use 'letterbox' or 'stretch'")
+__all__ = ["preprocess"]
 
 
 def preprocess(
@@ -193,8 +25,8 @@ def preprocess(
 ) -> Tuple[torch.Tensor, List[LetterboxInfo]]:
     """BGR ``uint8`` images -> network input batch and the placement of each image.
 
-    Each image is resized on ``uint8`` by :func:`fit_image`, then converted once to RGB float 0..1 and put
-    on a canvas whose border is exactly Darknet's 0.5 (``letterbox``); ``stretch`` equals
+    Each image is resized on ``uint8`` by :func:`~yolo.ops.letterbox.fit_image`, then converted once to RGB
+    float 0..1 and put on a canvas whose border is exactly Darknet's 0.5 (``letterbox``); ``stretch`` equals
     ``cv2.dnn.blobFromImage(img, 1/255, (w, h), swapRB=True)``.
 
     Returns:

@@ -14,8 +14,8 @@ import cv2
 import numpy as np
 import torch
 
-from yolo.boxes import xyxy_to_cxcywh, xyxy_to_xywh
-from yolo.evaluation.coco import coco_category_ids, coco_image_ids, detections_to_coco_results
+from yolo.ops.boxes import xyxy_to_cxcywh, xyxy_to_xywh
+from yolo.ops.coco import coco_category_ids, coco_image_ids, detections_to_coco_results
 from yolo.files.write_errors import check_written, writing
 from yolo.visualize import draw_box_uncertainty, draw_detections
 

@@ -23,9 +23,10 @@ from typing import Dict, List, Optional, Sequence
 import torch
 
 from yolo.models.cfg import Section
-from yolo.boxes import cxcywh_to_xyxy
+from yolo.ops.boxes import cxcywh_to_xyxy
 from yolo.counts import MAX_ANCHORS, MAX_CLASSES
-from yolo.inference.postprocess import empty_detections, nms
+from yolo.ops.detections import empty_detections
+from yolo.ops.nms import nms
 from yolo.models.heads import Head, HeadOptions
 from yolo.models.layer_types.registry import LayerInfo, Shape, positive_anchors, register
 

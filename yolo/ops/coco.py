@@ -1,4 +1,4 @@
-"""The COCO side of evaluation: category tables and the conversions to COCO's JSON dicts.
+"""COCO's JSON side (evaluation, the detect tool's results.json): category tables and the conversions to COCO's dicts.
 
 Inside the package classes are contiguous indices ``0..C-1`` and boxes are xyxy pixels. COCO's JSON
 uses category ids (1..90 with gaps for the 80 COCO classes) and corner ``xywh`` boxes
@@ -12,7 +12,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from yolo.boxes import xyxy_to_xywh
+from yolo.ops.boxes import xyxy_to_xywh
 
 __all__ = [
     "COCO_NAMES",

@@ -1,0 +1,57 @@
+"""Helpers that several test modules share: running a command-line tool as a user does, expecting its one-line
+error, Darknet's letterbox written out independently of the package, and ground truth for the Evaluator."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Tuple
+
+import cv2
+import numpy as np
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run_tool(name: str, *args, **options) -> subprocess.CompletedProcess:
+    """``python tools/<name>.py ARGS`` in a fresh process, output captured as text; ``options`` go to
+    :func:`subprocess.run` (default ``cwd`` the repository, ``timeout`` 300 s)."""
+    options = {"capture_output": True, "text": True, "cwd": REPO, "timeout": 300, **options}
+    return subprocess.run([sys.executable, str(REPO / "tools" / f"{name}.py"), *map(str, args)], **options)
+
+
+def one_line_error(capsys, run) -> str:
+    """Run ``run()``, expect SystemExit(2) and exactly one stderr line starting with ``error:``."""
+    with pytest.raises(SystemExit) as exit_info:
+        run()
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err, err
+    return err
+
+
+def darknet_letterbox(image: np.ndarray, net_hw: Tuple[int, int]) -> Tuple[np.ndarray, Tuple[float, float, int, int]]:
+    """Darknet's ``letterbox_image`` geometry (src/image.c, integer arithmetic) on a ``uint8`` image, gray 128
+    border; written here, independent of :mod:`yolo.ops.letterbox`.
+
+    Returns ``(canvas, (scale_x, scale_y, pad_x, pad_y))``: the ``net_h x net_w x 3`` input and the placement.
+    """
+    h, w = image.shape[:2]
+    net_h, net_w = net_hw
+    if net_w / w < net_h / h:
+        new_w, new_h = net_w, (h * net_w) // w
+    else:
+        new_w, new_h = (w * net_h) // h, net_h
+    canvas = np.full((net_h, net_w, 3), 128, np.uint8)
+    dx, dy = (net_w - new_w) // 2, (net_h - new_h) // 2
+    canvas[dy:dy + new_h, dx:dx + new_w] = cv2.resize(image, (new_w, new_h), interpolation=cv2.INTER_LINEAR)
+    return canvas, (new_w / w, new_h / h, dx, dy)
+
+
+def make_gt(image_id, boxes, labels, hw=(480, 640)):
+    """One image's ground truth as the Evaluator takes it: xyxy ``boxes`` and ``labels`` as tensors."""
+    return {"image_id": image_id, "file_name": f"{image_id}.jpg", "height": hw[0], "width": hw[1],
+            "boxes": torch.as_tensor(np.asarray(boxes, dtype=np.float32).reshape(-1, 4)),
+            "labels": torch.as_tensor(np.asarray(labels, dtype=np.int64).reshape(-1))}

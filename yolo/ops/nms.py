@@ -1,0 +1,116 @@
+"""Non-maximum suppression as Darknet does it: the three ``nms_kind`` variants of a ``[yolo]`` section and
+the cfg's choice among them.
+
+Boxes are ``xyxy`` (see :mod:`yolo.ops.boxes`), in any units.
+"""
+from __future__ import annotations
+
+from typing import Sequence, Tuple
+
+import numpy as np
+import torch
+import torchvision
+
+__all__ = ["NMS_KINDS", "nms_settings", "nms"]
+
+
+# Darknet's NMS variants, named as in a [yolo] section's ``nms_kind`` (src/parser.c parse_yolo):
+# "default" is do_nms_sort (plain IoU); "greedynms" and "diounms" go through diounms_sort, which compares
+# IoU - (d^2 / c^2) ** beta with the threshold (d: distance of the centres, c: diagonal of the enclosing box);
+# greedynms always uses beta = 0.6 (box_diou), diounms the section's beta_nms (box_diounms).
+NMS_KINDS = ("default", "greedynms", "diounms")
+_GREEDY_BETA = 0.6
+
+
+def nms_settings(sections: Sequence) -> Tuple[str, float]:
+    """``(nms_kind, beta_nms)`` that Darknet applies for a cfg: those of its *last* layer (Darknet's
+    detector reads ``net.layers[net.n - 1]``) when that is a ``[yolo]`` or ``[Gaussian_yolo]`` head, else
+    ``("default", 0.6)``.
+
+    ``sections`` are :class:`yolo.models.cfg.Section` objects (anything with ``type``, ``has`` and ``get_str`` /
+    ``get_float``). A name Darknet does not know for ``[yolo]`` (e.g. ``cornersnms``, which only its
+    ``[Gaussian_yolo]`` reads) falls back to ``default``, as in Darknet.
+    """
+    sections = list(sections)
+    last = sections[-1] if sections else None
+    if last is None or last.type not in ("yolo", "gaussian_yolo"):
+        return "default", 0.6
+    kind = last.get_str("nms_kind", "default").strip()
+    beta = last.get_float("beta_nms", 0.6)
+    return (kind if kind in NMS_KINDS else "default"), float(beta)
+
+
+def _pair_distance_iou(a: np.ndarray, b: np.ndarray, beta: float) -> np.ndarray:
+    """``IoU - (d^2 / c^2) ** beta`` of box pairs, xyxy ``Float64[P, 4]`` each -> ``Float64[P]`` (Darknet's
+    box_diounms: ``d`` the distance of the centres, ``c`` the diagonal of the enclosing box; a pair whose
+    enclosing box has no diagonal gets the plain IoU)."""
+    iw = np.clip(np.minimum(a[:, 2], b[:, 2]) - np.maximum(a[:, 0], b[:, 0]), 0, None)
+    ih = np.clip(np.minimum(a[:, 3], b[:, 3]) - np.maximum(a[:, 1], b[:, 1]), 0, None)
+    inter = iw * ih
+    union = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1]) + (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1]) - inter
+    iou = np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
+    d2 = ((a[:, 0] + a[:, 2]) / 2 - (b[:, 0] + b[:, 2]) / 2) ** 2 + ((a[:, 1] + a[:, 3]) / 2 - (b[:, 1] + b[:, 3]) / 2) ** 2
+    c2 = (np.maximum(a[:, 2], b[:, 2]) - np.minimum(a[:, 0], b[:, 0])) ** 2 + \
+        (np.maximum(a[:, 3], b[:, 3]) - np.minimum(a[:, 1], b[:, 1])) ** 2
+    ratio = np.divide(d2, c2, out=np.zeros_like(d2), where=c2 > 0)
+    return iou - ratio ** beta
+
+
+def _iou_block(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IoU matrix of xyxy ``Float64[M, 4]`` and ``Float64[N, 4]`` -> ``Float64[M, N]`` (numpy: no thread pool)."""
+    iw = np.clip(np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0]), 0, None)
+    ih = np.clip(np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1]), 0, None)
+    inter = iw * ih
+    union = ((a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1]))[:, None] + ((b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1]))[None] \
+        - inter
+    return np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
+
+
+# Rows of the pairwise test done at once (memory stays O(block * boxes of a class)).
+_NMS_BLOCK = 1024
+
+
+def nms(boxes: torch.Tensor, scores: torch.Tensor, groups: torch.Tensor, iou_thres: float,
+        kind: str = "default", beta_nms: float = 0.6) -> torch.Tensor:
+    """Greedy NMS within each group (class), Darknet's ``nms_kind`` variants.
+
+    Args:
+        boxes: ``Float[K, 4]`` xyxy. scores: ``Float[K]``. groups: ``Int64[K]`` (boxes of different groups
+            never suppress each other).
+        iou_thres: a box is dropped when its overlap measure with a better box of its group is ``> iou_thres``.
+        kind: ``"default"`` (IoU), ``"greedynms"`` (IoU - (d/c)^1.2), ``"diounms"`` (IoU - (d^2/c^2)^beta_nms).
+
+    Returns:
+        ``Int64[M]`` indices of the kept boxes, by decreasing score.
+    """
+    if kind not in NMS_KINDS:
+        raise ValueError(f"unknown nms_kind {kind!r}; known: {', '.join(NMS_KINDS)}")
+    if kind == "default":
+        return torchvision.ops.batched_nms(boxes, scores, groups, iou_thres)
+    beta = _GREEDY_BETA if kind == "greedynms" else float(beta_nms)
+    all_boxes = boxes.detach().cpu().double()
+    all_scores = scores.detach().cpu().double().numpy()
+    all_groups = groups.detach().cpu().numpy()
+    kept = []
+    for group in np.unique(all_groups):
+        idx = np.nonzero(all_groups == group)[0]
+        idx = idx[np.argsort(-all_scores[idx], kind="stable")]
+        exact = all_boxes[idx].numpy()
+        alive = np.ones(len(idx), dtype=bool)
+        for start in range(0, len(idx), _NMS_BLOCK):
+            stop = min(start + _NMS_BLOCK, len(idx))
+            # IoU - penalty <= IoU: only pairs whose IoU exceeds the threshold can suppress, so the
+            # penalty is needed for those pairs only.
+            rows, cols = np.nonzero(_iou_block(exact[start:stop], exact) > iou_thres)
+            later = cols > rows + start
+            rows, cols = rows[later], cols[later]
+            hit = _pair_distance_iou(exact[rows + start], exact[cols], beta) > iou_thres
+            suppress = np.zeros((stop - start, len(idx)), dtype=bool)
+            suppress[rows[hit], cols[hit]] = True
+            for r in np.nonzero(suppress.any(1))[0]:
+                if alive[start + r]:
+                    alive &= ~suppress[r]
+        kept.append(idx[alive])
+    keep = np.concatenate(kept) if kept else np.zeros((0,), dtype=np.int64)
+    keep = keep[np.argsort(-all_scores[keep], kind="stable")]
+    return torch.from_numpy(keep.astype(np.int64)).to(boxes.device)
