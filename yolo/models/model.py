@@ -20,7 +20,7 @@ from yolo.models import builders  # noqa: F401  (importing it registers every bu
 from yolo.models.cfg import Section, parse_cfg, parse_cfg_text, sections_to_text
 from yolo.models.cfg_options import known_keys
 from yolo.models.checkpoint import check_finite_state, load_checkpoint_file
-from yolo.models.heads import is_head
+from yolo.models.heads import is_head, uniform_eval_rows
 from yolo.models.layer_types.registry import BUILDERS, LayerInfo, Shape, positive
 from yolo.models.layers import ConvBNAct, Route
 from yolo.models.preprocessing import checked_record
@@ -118,10 +118,22 @@ class Darknet(nn.Module):
         self._saved = sorted({i for sources in self._sources for i in sources})
         self._is_head = [is_head(m) for m in self.module_list]
         self._check_head_outputs_unread(sections[1:])
+        self._check_head_classes(sections[1:])
         self.stride = self._network_stride()
         self.size_fixed_by = self._size_fixing_section(sections[1:])
         self.darknet_header = (0, 2, 0, 0)  # major, minor, revision, seen: what a loaded file had
         self.preprocessing: Optional[Dict] = None  # a training checkpoint's record (yolo.models.preprocessing)
+
+    def _check_head_classes(self, layers: Sequence[Section]) -> None:
+        """Refuse heads with different ``classes``: the detections of a network share one class list (Darknet
+        sizes every detection's probabilities by its first head's classes and only prints an error, then
+        writes past them for a head with more)."""
+        heads = [(i, m) for i, m in enumerate(self.module_list) if is_head(m)]
+        for i, head in heads[1:]:
+            if head.num_classes != heads[0][1].num_classes:
+                raise layers[i].error(f"classes={head.num_classes}, but the first head (layer {heads[0][0]}, "
+                                      f"[{layers[heads[0][0]].type}]) has classes={heads[0][1].num_classes}: "
+                                      "every head of a network must have the same classes", "classes")
 
     def _check_head_outputs_unread(self, layers: Sequence[Section]) -> None:
         """Refuse a layer that reads a head's output. Darknet's heads output their activated input (its own
@@ -197,7 +209,7 @@ class Darknet(nn.Module):
             return x.flatten(1) if x.shape[-1] == 1 and x.shape[-2] == 1 else x
         if self.training:
             return head_outputs
-        return torch.cat(head_outputs, 1)
+        return uniform_eval_rows(head_outputs, self.yolo_layers)
 
     def _run_layers(self, x: torch.Tensor, head_outputs: List[torch.Tensor],
                     every: Optional[List[torch.Tensor]] = None) -> torch.Tensor:

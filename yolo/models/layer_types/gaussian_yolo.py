@@ -63,6 +63,7 @@ class GaussianYOLOLayer(Head):
     """
 
     num_box_entries = NUM_BOX_ENTRIES
+    box_sigmas = True
 
     def __init__(self, anchors: torch.Tensor, mask: Sequence[int], num_classes: int, opts: GaussianYoloOptions):
         super().__init__(num_classes, mask)
