@@ -175,6 +175,11 @@ def build_yolo(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
     mask = _mask(section, num)
     anchors = head_anchors(section, num, mask)
     opts = _head_options(section)
+    if section.has("counters_per_class"):  # Darknet's parser stops on a count that is not one per class
+        counts = section.get_ints("counters_per_class")
+        if len(counts) != classes:
+            raise section.error(f"counters_per_class has {len(counts)} values for classes={classes}",
+                                "counters_per_class")
     _check_head_filters(section, prev, (classes + 5) * len(mask), f"(classes+5)*len(mask) = ({classes}+5)*{len(mask)}")
     module = YOLOLayer(torch.tensor(anchors), mask, classes, opts)
     return LayerInfo(module, prev, prev)
