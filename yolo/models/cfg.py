@@ -103,8 +103,9 @@ class Section:
         raw = self._raw(key, default)
         if raw is None:
             return list(default) if default is not None else default
+        items = self._items(key, raw)
         try:
-            return [int(v) for v in self._items(key, raw)]
+            return [int(v) for v in items]
         except ValueError:
             raise self.error(f"option '{key}={raw}' must be a comma-separated list of integers", key) from None
 
@@ -112,8 +113,9 @@ class Section:
         raw = self._raw(key, default)
         if raw is None:
             return list(default) if default is not None else default
+        items = self._items(key, raw)
         try:
-            values = [float(v) for v in self._items(key, raw)]
+            values = [float(v) for v in items]
         except ValueError:
             raise self.error(f"option '{key}={raw}' must be a comma-separated list of numbers", key) from None
         if any(v != v or v in (float("inf"), float("-inf")) for v in values):
