@@ -14,6 +14,7 @@ yolov4-tiny.cfg (maxpool, upsample, route with groups, scale_x_y) with one head 
 """
 from __future__ import annotations
 
+import logging
 import re
 import subprocess
 from pathlib import Path
@@ -26,7 +27,6 @@ import torch
 from darknet_ref import darknet_source
 from reference import randomize_model
 from test_loss_darknet import PAIRS, coco_batch, targets_px
-from yolo.errors import CfgError
 from yolo.losses.yolo_loss import YoloLoss
 from yolo.models.heads import SIGMA_COLUMNS, has_gaussian_heads, is_gaussian_head, uniform_eval_rows
 from yolo.models.model import Darknet
@@ -289,15 +289,25 @@ def test_anchors_tool_writes_every_head_of_a_mixed_cfg():
     assert out.count("anchors= 11, 15,  24, 28,  38, 59,  82, 83, 136,170, 345,320") == 2
 
 
-def test_heads_with_different_classes_are_refused(tmp_path):
-    """Darknet only prints an error for [yolo] heads with different classes and then sizes every detection's
-    probabilities by the first head (writing past them for a larger one): refused with the file and line."""
+def test_heads_with_different_classes_share_the_most_classes(tmp_path, caplog):
+    """Darknet only prints an error for heads with different classes and sizes every detection's probabilities
+    by the first head's: a head with fewer classes leaves the others at zero. Ours: a warning with the file and
+    line, and rows with the most classes, zero where a head has none."""
     text = mixed_cfg("yolov3-tiny.cfg", {0})
     second = text.rindex("classes=3")
-    text = text[:second] + "classes=4" + text[second + len("classes=3"):]
-    text = text.replace("filters=24", "filters=27")  # (4 + 5) * 3: only the classes differ
+    text = text[:second] + "classes=2" + text[second + len("classes=3"):]
+    text = text.replace("filters=24", "filters=21")  # (2 + 5) * 3
     cfg = tmp_path / "classes.cfg"
     cfg.write_text(text)
     line = text[:second].count("\n") + 1
-    with pytest.raises(CfgError, match=rf"classes\.cfg:{line}: .*classes=4, but the first head .* classes=3"):
-        Darknet(cfg)
+    with caplog.at_level(logging.WARNING):
+        model = Darknet(cfg).eval()
+    assert any(r.getMessage().startswith(f"{cfg}:{line}: [yolo] classes=2, but the first head (layer 16) has "
+                                         "classes=3") for r in caplog.records)
+    assert model.num_classes == 3
+    with torch.no_grad():
+        rows = model(torch.rand(1, 3, SIZE, SIZE))
+    first = model.yolo_layers[0]
+    count = first.num_anchors * (SIZE // 32) ** 2
+    assert rows.shape == (1, count + 3 * (SIZE // 16) ** 2, 5 + 3 + SIGMA_COLUMNS)
+    assert (rows[0, count:, 7:] == 0).all() and (rows[0, count:, 5:7] > 0).all()

@@ -44,16 +44,26 @@ def has_gaussian_heads(heads) -> bool:
 def uniform_eval_rows(rows, heads) -> torch.Tensor:
     """The heads' eval rows (``rows[k]`` Float[N, B_k, K_k] from ``heads[k]``) as one Float[N, sum B_k, K].
 
-    Rows of one kind concatenate as they are. In a network that mixes [Gaussian_yolo] with other heads, the
-    other heads' rows get :data:`SIGMA_COLUMNS` zeros, so every row reads cx, cy, w, h, objectness, C class
-    probabilities, 4 sigmas. A zero sigma is what Darknet gives them too: its detections of a [yolo] layer in
-    such a network carry zeroed uncertainties (calloc in make_network_boxes), and Darknet's Gaussian score
-    ``objectness * p * (1 - mean sigma)`` is then its [yolo] score ``objectness * p``.
+    Rows of one layout concatenate as they are. Otherwise every row is brought to cx, cy, w, h, objectness,
+    C class probabilities (C: the most classes of any head), and with a [Gaussian_yolo] head 4 sigmas:
+
+    * a head with fewer classes gets zero probabilities for the others: Darknet sizes every detection's
+      probabilities by its first head and leaves those a head does not write at zero (calloc);
+    * a non-Gaussian head's rows get :data:`SIGMA_COLUMNS` zeros. Darknet's detections of a [yolo] layer in
+      such a network carry zeroed uncertainties too (calloc in make_network_boxes), and Darknet's Gaussian
+      score ``objectness * p * (1 - mean sigma)`` is then its [yolo] score ``objectness * p``.
     """
-    if has_gaussian_heads(heads) and not all(is_gaussian_head(h) for h in heads):
-        rows = [r if is_gaussian_head(h) else torch.cat((r, r.new_zeros(r.shape[:-1] + (SIGMA_COLUMNS,))), -1)
-                for r, h in zip(rows, heads)]
-    return torch.cat(rows, 1)
+    classes = max(h.num_classes for h in heads)
+    sigmas = has_gaussian_heads(heads)
+    if all(h.num_classes == classes and is_gaussian_head(h) == sigmas for h in heads):
+        return torch.cat(rows, 1)
+    uniform = []
+    for r, h in zip(rows, heads):
+        zeros = r.new_zeros(r.shape[:-1] + (classes - h.num_classes,))
+        own = r[..., 5 + h.num_classes:] if is_gaussian_head(h) else \
+            r.new_zeros(r.shape[:-1] + (SIGMA_COLUMNS if sigmas else 0,))
+        uniform.append(torch.cat((r[..., :5 + h.num_classes], zeros, own), -1))
+    return torch.cat(uniform, 1)
 
 
 def cell_grid(h: int, w: int, device=None, dtype=None) -> torch.Tensor:
