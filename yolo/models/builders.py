@@ -28,7 +28,6 @@ from yolo.models.layer_types.xnor import BinaryConvBNAct
 from yolo.models.layers import ConvBNAct, Dropout, GlobalAvgPool, MaxPool, Reorg, Route, Softmax, Upsample
 
 
-
 @register("convolutional", "conv")
 def build_convolutional(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
     c, h, w = prev

@@ -336,5 +336,6 @@ class RegionLayer(Head):
         return torch.cat((boxes, obj, cls), -1)
 
 
-__all__ = ["Head", "is_head", "is_gaussian_head", "has_gaussian_heads", "uniform_eval_rows", "SIGMA_COLUMNS", "cell_grid", "yolo_activation", "yolo_activation_parts", "yolo_wh", "yolo_boxes",
+__all__ = ["Head", "is_head", "is_gaussian_head", "has_gaussian_heads", "uniform_eval_rows", "SIGMA_COLUMNS",
+           "cell_grid", "yolo_activation", "yolo_activation_parts", "yolo_wh", "yolo_boxes",
            "HeadOptions", "RegionTrainOptions", "region_train_options", "YOLOLayer", "RegionLayer"]
