@@ -135,8 +135,13 @@ def _key(line: str) -> Optional[str]:
     return body.split("=")[0].strip() if "=" in body else None
 
 
+# Section names (lower case, as matched) of the heads whose anchors are in input pixels -> their cfg spelling.
+ANCHOR_HEADS = {"yolo": "yolo", "gaussian_yolo": "Gaussian_yolo"}
+
+
 def set_cfg_anchors(cfg_text: str, anchors: np.ndarray, source: str = "<cfg>", width: int = 416) -> str:
-    """``cfg_text`` with ``anchors=`` (Darknet's printed values) and ``num=`` set in every ``[yolo]`` section.
+    """``cfg_text`` with ``anchors=`` (Darknet's printed values) and ``num=`` set in every ``[yolo]`` and
+    ``[Gaussian_yolo]`` section.
 
     Every ``mask`` index must name one of the new anchors, and together the masks must use each anchor
     exactly once (as Darknet's shipped cfgs do); otherwise :class:`AnchorCfgError` names the line.
@@ -151,15 +156,16 @@ def set_cfg_anchors(cfg_text: str, anchors: np.ndarray, source: str = "<cfg>", w
             if sections:
                 sections[-1] = sections[-1][:2] + (i,)
             sections.append((match.group(1).strip().lower(), i, len(lines)))
-    heads = [s for s in sections if s[0] == "yolo"]
+    heads = [s for s in sections if s[0] in ANCHOR_HEADS]  # a network may mix them: each gets the anchors
     if not heads:
         if any(s[0] == "region" for s in sections):
             raise AnchorCfgError(f"{source}: [region] anchors are in grid cells: paste them by hand "
                                  "(compute them with --width/--height = input size / 32)")
-        raise AnchorCfgError(f"{source}: no [yolo] section to write anchors into")
+        raise AnchorCfgError(f"{source}: no [yolo] or [Gaussian_yolo] section to write anchors into")
     used: List[int] = []
     out = list(lines)
-    for _, start, end in heads:
+    for kind, start, end in heads:
+        kind = ANCHOR_HEADS[kind]
         keys = {}
         for i in range(start + 1, end):
             key = _key(lines[i])
@@ -170,14 +176,14 @@ def set_cfg_anchors(cfg_text: str, anchors: np.ndarray, source: str = "<cfg>", w
             try:
                 mask = [int(v) for v in raw.replace(" ", "").split(",") if v]
             except ValueError:
-                raise AnchorCfgError(f"{source}:{keys['mask'] + 1}: [yolo] mask '{raw.strip()}' is not a list "
+                raise AnchorCfgError(f"{source}:{keys['mask'] + 1}: [{kind}] mask '{raw.strip()}' is not a list "
                                      "of integers") from None
         else:
             mask = list(range(k))
         bad = [m for m in mask if not 0 <= m < k]
         if bad:
             line = keys.get("mask", start) + 1
-            raise AnchorCfgError(f"{source}:{line}: [yolo] mask {bad} refers to anchors outside 0..{k - 1} "
+            raise AnchorCfgError(f"{source}:{line}: [{kind}] mask {bad} refers to anchors outside 0..{k - 1} "
                                  f"of the {k} new anchors: compute {max(bad) + 1} or more, or edit the masks")
         used += mask
         for key, value in (("anchors", text_value), ("num", str(k))):
@@ -186,7 +192,7 @@ def set_cfg_anchors(cfg_text: str, anchors: np.ndarray, source: str = "<cfg>", w
             else:
                 out[start] = out[start] + f"\n{key}={value}"
     if sorted(used) != list(range(k)):
-        raise AnchorCfgError(f"{source}:{heads[0][1] + 1}: the [yolo] masks use anchors {sorted(used)}, "
+        raise AnchorCfgError(f"{source}:{heads[0][1] + 1}: the masks use anchors {sorted(used)}, "
                              f"not each of the {k} new anchors exactly once: pass -n {len(used)} or edit the masks")
     return "\n".join(out)
 

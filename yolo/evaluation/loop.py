@@ -13,7 +13,8 @@ import torch
 from tqdm import tqdm
 
 from yolo.evaluation.evaluator import Evaluator
-from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer, postprocess_gaussian
+from yolo.models.heads import has_gaussian_heads
+from yolo.models.layer_types.gaussian_yolo import postprocess_gaussian
 from yolo.inference.postprocess import postprocess, scale_boxes_to_original
 from yolo.ops.nms import nms_settings
 from yolo.progress import ProgressLines
@@ -80,9 +81,9 @@ def evaluate_model(
     """
     # Darknet's own NMS variant for the cfg (its last [yolo]'s nms_kind / beta_nms).
     nms_kind, beta_nms = nms_settings(getattr(getattr(model, "module", model), "sections", ()))
-    # [Gaussian_yolo] rows end with four uncertainties, which Darknet's score for them uses.
+    # With a [Gaussian_yolo] head every row ends with four uncertainties, which Darknet's score uses.
     heads = getattr(getattr(model, "module", model), "yolo_layers", ())
-    select = postprocess_gaussian if any(isinstance(h, GaussianYOLOLayer) for h in heads) else postprocess
+    select = postprocess_gaussian if has_gaussian_heads(heads) else postprocess
     if device is None:
         device = next(model.parameters()).device
     device = torch.device(device)

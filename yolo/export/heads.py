@@ -13,7 +13,7 @@ import torch
 import torch.nn as nn
 
 from yolo.models.layer_types.detection import DetectionLayer
-from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer
+from yolo.models import heads
 from yolo.models.heads import RegionLayer
 
 EVAL_COLUMNS = "cx, cy, w, h (input pixels), objectness, class probabilities"
@@ -21,8 +21,9 @@ GAUSSIAN_COLUMNS = ", sigma_tx, sigma_ty, sigma_tw, sigma_th"
 
 
 def has_gaussian_heads(model) -> bool:
-    """Whether ``model`` has [Gaussian_yolo] heads, whose eval rows end with four box uncertainties."""
-    return any(isinstance(h, GaussianYOLOLayer) for h in getattr(model, "yolo_layers", []))
+    """Whether ``model`` has [Gaussian_yolo] heads: then every eval row ends with four box uncertainties (zero
+    for the rows of its other heads, :func:`yolo.models.heads.uniform_eval_rows`)."""
+    return heads.has_gaussian_heads(getattr(model, "yolo_layers", []))
 
 
 def output_columns(model) -> str:

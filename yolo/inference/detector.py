@@ -26,7 +26,8 @@ from yolo.inference.postprocess import PostprocessConfig, postprocess, scale_box
 from yolo.inference.prepare import prepare_for_inference
 from yolo.inference.preprocess import LetterboxInfo, preprocess
 from yolo.models.checkpoint import load_checkpoint_file
-from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer, postprocess_gaussian
+from yolo.models.heads import has_gaussian_heads
+from yolo.models.layer_types.gaussian_yolo import postprocess_gaussian
 from yolo.models.model import load_model
 from yolo.models.preprocessing import cfg_resize_mode, default_img_size, default_resize
 from yolo.ops.nms import nms_settings
@@ -114,7 +115,7 @@ class Detector:
         if hasattr(self.model, "check_input_size"):
             self.model.check_input_size(self.img_size, "img_size")
         self.num_classes = int(self.model.num_classes)
-        self.gaussian = any(isinstance(h, GaussianYOLOLayer) for h in self.model.yolo_layers)
+        self.gaussian = has_gaussian_heads(self.model.yolo_layers)
         self.names = self._resolve_names(names, weights, cfg)
         self.resize = resize if resize is not None else default_resize(self.model)
         cfg_kind, cfg_beta = nms_settings(getattr(self.model, "sections", ()))

@@ -8,7 +8,6 @@ output shape (:class:`LayerInfo`), raising ``section.error(...)`` for a bad cfg.
 """
 from __future__ import annotations
 
-import logging
 from typing import List
 
 import torch
@@ -19,15 +18,14 @@ from yolo.models.heads import HeadOptions, RegionLayer, YOLOLayer, region_train_
 from yolo.models.layer_types import (activation, batchnorm, connected, contrastive, cost, crop,  # noqa: F401
                                      detection, gaussian_yolo, local, local_avgpool, recurrent_conv_lstm,
                                      recurrent_gru, recurrent_lstm, recurrent_rnn, reorg3d, scale_channels, shortcut)
+from yolo.models.layer_types.head_anchors import MISSING_ANCHOR_VALUE, head_anchors
 from yolo.models.layer_types.limits import check_layer_size
 from yolo.models.layer_types.registry import (LayerInfo, Shape, layer_index, layer_indices, pool_window, positive,
-                                              positive_anchors, register)
+                                              register)
 from yolo.models.layer_types.registry import activation as checked_activation
 from yolo.models.layer_types.reorg_old import ReorgAnyChannels, reorg_gather_index
 from yolo.models.layer_types.xnor import BinaryConvBNAct
 from yolo.models.layers import ConvBNAct, Dropout, GlobalAvgPool, MaxPool, Reorg, Route, Softmax, Upsample
-
-logger = logging.getLogger(__name__)
 
 
 @register("convolutional", "conv")
@@ -158,28 +156,31 @@ def _check_head_filters(section: Section, prev: Shape, expected: int, why: str) 
         raise section.error(f"the layer before has filters={prev[0]}, but this head needs {why} = {expected}")
 
 
+def _mask(section: Section, num: int) -> List[int]:
+    """A [yolo] / [Gaussian_yolo] section's ``mask`` (default 0..num-1): anchor indices, never negative
+    (Darknet would read before its anchors). Indices at or beyond ``num``: :func:`head_anchors`."""
+    mask = section.get_ints("mask", list(range(num)))
+    if not mask or min(mask) < 0:
+        raise section.error(f"mask {section.options.get('mask')} must list anchor indices 0..{num - 1}", "mask")
+    return mask
+
+
 @register("yolo")
 def build_yolo(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
     classes = section.get_count("classes", 20, MAX_CLASSES)
-    anchors = positive_anchors(section, section.get_floats("anchors", []))
-    if not anchors:
+    if not section.get_floats("anchors", []):  # Darknet's 0.5-pixel anchors would detect nothing
         raise section.error("'anchors' is missing or empty", "anchors")
-    num = section.get_count("num", len(anchors) // 2, MAX_ANCHORS)
-    given = len(anchors)
-    mask = section.get_ints("mask", list(range(num)))
-    if given < 2 * num:
-        # Darknet reads the values given and leaves the rest 0 (cspx-p7-mish_hp.cfg misses a comma).
-        used = [m for m in mask if 2 * m + 1 >= given]
-        logger.warning("%s:%d: [yolo] num=%d needs %d anchor values, %d given: the missing ones are 0, as in Darknet%s",
-                       section.source, section.line, num, 2 * num, given,
-                       f" (this layer's mask uses anchors {used})" if used else "")
-        anchors = anchors + [0.0] * (2 * num - given)
-    bad = [m for m in mask if not 0 <= m < len(anchors) // 2]
-    if bad:
-        raise section.error(f"mask {bad} refers to anchors outside 0..{len(anchors) // 2 - 1}", "mask")
+    num = section.get_count("num", 1, MAX_ANCHORS)  # Darknet's default, whatever the anchors list holds
+    mask = _mask(section, num)
+    anchors = head_anchors(section, num, mask)
     opts = _head_options(section)
+    if section.has("counters_per_class"):  # Darknet's parser stops on a count that is not one per class
+        counts = section.get_ints("counters_per_class")
+        if len(counts) != classes:
+            raise section.error(f"counters_per_class has {len(counts)} values for classes={classes}",
+                                "counters_per_class")
     _check_head_filters(section, prev, (classes + 5) * len(mask), f"(classes+5)*len(mask) = ({classes}+5)*{len(mask)}")
-    module = YOLOLayer(torch.tensor(anchors[: 2 * max(num, max(mask) + 1)]), mask, classes, opts)
+    module = YOLOLayer(torch.tensor(anchors), mask, classes, opts)
     return LayerInfo(module, prev, prev)
 
 
@@ -192,11 +193,9 @@ def build_region(section: Section, shapes: List[Shape], prev: Shape) -> LayerInf
     if coords != 4:
         raise section.error(f"coords={coords} is not supported (only 4)", "coords")
     num = section.get_count("num", 1, MAX_ANCHORS)
-    anchors = positive_anchors(section, section.get_floats("anchors", [0.5] * (2 * num)))
-    if len(anchors) < 2 * num:
-        raise section.error(f"num={num} needs {2 * num} anchor values, got {len(anchors)}", "anchors")
+    anchors = head_anchors(section, num, range(num)) if section.has("anchors") else [MISSING_ANCHOR_VALUE] * (2 * num)
     opts = _head_options(section)
     _check_head_filters(section, prev, (classes + 5) * num, f"(classes+5)*num = ({classes}+5)*{num}")
-    module = RegionLayer(torch.tensor(anchors[: 2 * num]), classes, bool(section.get_int("softmax", 0)), opts)
+    module = RegionLayer(torch.tensor(anchors), classes, bool(section.get_int("softmax", 0)), opts)
     module.train_opts = region_train_options(section)
     return LayerInfo(module, prev, prev)

@@ -87,12 +87,25 @@ class Section:
             raise self.error(f"option '{key}={raw}' is not a finite number", key)
         return value
 
+    def _items(self, key: str, raw: str) -> List[str]:
+        """The comma-separated items of ``raw`` (none for an empty value). An empty item between commas or after
+        the last one is a cfg error: Darknet's parser reads it as a 0 (atoi/atof of an empty string), which
+        for ``layers`` names layer 0, for ``mask`` adds anchor 0, for ``anchors`` gives a zero size."""
+        if raw == "":
+            return []
+        items = raw.split(",")
+        if "" in items:
+            raise self.error(f"option '{key}={raw}' has an empty value between commas or at the end (Darknet "
+                             "reads it as 0)", key)
+        return items
+
     def get_ints(self, key: str, default=_MISSING) -> List[int]:
         raw = self._raw(key, default)
         if raw is None:
             return list(default) if default is not None else default
+        items = self._items(key, raw)
         try:
-            return [int(v) for v in raw.split(",") if v != ""]
+            return [int(v) for v in items]
         except ValueError:
             raise self.error(f"option '{key}={raw}' must be a comma-separated list of integers", key) from None
 
@@ -100,8 +113,9 @@ class Section:
         raw = self._raw(key, default)
         if raw is None:
             return list(default) if default is not None else default
+        items = self._items(key, raw)
         try:
-            values = [float(v) for v in raw.split(",") if v != ""]
+            values = [float(v) for v in items]
         except ValueError:
             raise self.error(f"option '{key}={raw}' must be a comma-separated list of numbers", key) from None
         if any(v != v or v in (float("inf"), float("-inf")) for v in values):

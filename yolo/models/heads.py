@@ -26,6 +26,46 @@ def is_head(module) -> bool:
     return isinstance(module, Head)
 
 
+SIGMA_COLUMNS = 4  # a [Gaussian_yolo] eval row ends with sigma_tx, sigma_ty, sigma_tw, sigma_th
+
+
+def is_gaussian_head(module) -> bool:
+    """True for a head whose eval rows end with the :data:`SIGMA_COLUMNS` box uncertainties ([Gaussian_yolo])."""
+    return is_head(module) and module.box_sigmas
+
+
+def has_gaussian_heads(heads) -> bool:
+    """Whether any of ``heads`` (a model's ``yolo_layers``) is a [Gaussian_yolo] head: then every row of the
+    model's eval output has the sigma columns (:func:`uniform_eval_rows`) and is scored by Darknet's Gaussian
+    rule (:func:`yolo.models.layer_types.gaussian_yolo.postprocess_gaussian`)."""
+    return any(is_gaussian_head(h) for h in heads)
+
+
+def uniform_eval_rows(rows, heads) -> torch.Tensor:
+    """The heads' eval rows (``rows[k]`` Float[N, B_k, K_k] from ``heads[k]``) as one Float[N, sum B_k, K].
+
+    Rows of one layout concatenate as they are. Otherwise every row is brought to cx, cy, w, h, objectness,
+    C class probabilities (C: the most classes of any head), and with a [Gaussian_yolo] head 4 sigmas:
+
+    * a head with fewer classes gets zero probabilities for the others: Darknet sizes every detection's
+      probabilities by its first head and leaves those a head does not write at zero (calloc);
+    * a non-Gaussian head's rows get :data:`SIGMA_COLUMNS` zeros. Darknet's detections of a [yolo] layer in
+      such a network carry zeroed uncertainties too (calloc in make_network_boxes), and Darknet's Gaussian
+      score ``objectness * p * (1 - mean sigma)`` is then its [yolo] score ``objectness * p``.
+    """
+    classes = max(h.num_classes for h in heads)
+    sigmas = has_gaussian_heads(heads)
+    if all(h.num_classes == classes and is_gaussian_head(h) == sigmas for h in heads):
+        return torch.cat(rows, 1)
+    uniform = []
+    for r, h in zip(rows, heads):
+        zeros = r.new_zeros(r.shape[:-1] + (classes - h.num_classes,))
+        own = r[..., 5 + h.num_classes:] if is_gaussian_head(h) else \
+            r.new_zeros(r.shape[:-1] + (SIGMA_COLUMNS if sigmas else 0,))
+        uniform.append(torch.cat((r[..., :5 + h.num_classes], zeros, own), -1))
+    return torch.cat(uniform, 1)
+
+
 def cell_grid(h: int, w: int, device=None, dtype=None) -> torch.Tensor:
     """Float[1, 1, H, W, 2]: each grid cell's (column, row), to add to the offsets of Float[N, A, H, W, ...]."""
     ys, xs = torch.meshgrid(torch.arange(h, device=device, dtype=dtype),
@@ -178,6 +218,7 @@ class Head(nn.Module):
     """
 
     num_box_entries = 5  # values per box before the class probabilities: cx, cy, w, h, objectness
+    box_sigmas = False  # whether eval rows end with SIGMA_COLUMNS box uncertainties (is_gaussian_head)
 
     def __init__(self, num_classes: int, mask: Sequence[int]):
         super().__init__()
@@ -295,5 +336,6 @@ class RegionLayer(Head):
         return torch.cat((boxes, obj, cls), -1)
 
 
-__all__ = ["Head", "is_head", "cell_grid", "yolo_activation", "yolo_activation_parts", "yolo_wh", "yolo_boxes",
+__all__ = ["Head", "is_head", "is_gaussian_head", "has_gaussian_heads", "uniform_eval_rows", "SIGMA_COLUMNS",
+           "cell_grid", "yolo_activation", "yolo_activation_parts", "yolo_wh", "yolo_boxes",
            "HeadOptions", "RegionTrainOptions", "region_train_options", "YOLOLayer", "RegionLayer"]

@@ -20,7 +20,7 @@ from yolo.models import builders  # noqa: F401  (importing it registers every bu
 from yolo.models.cfg import Section, parse_cfg, parse_cfg_text, sections_to_text
 from yolo.models.cfg_options import known_keys
 from yolo.models.checkpoint import check_finite_state, load_checkpoint_file
-from yolo.models.heads import is_head
+from yolo.models.heads import is_head, uniform_eval_rows
 from yolo.models.layer_types.registry import BUILDERS, LayerInfo, Shape, positive
 from yolo.models.layers import ConvBNAct, Route
 from yolo.models.preprocessing import checked_record
@@ -66,7 +66,9 @@ class Darknet(nn.Module):
     Forward takes Float[N, C, H, W] (RGB, 0..1; H and W multiples of :attr:`stride`) and returns
     in training mode a list of raw head maps Float[N, A, Hg, Wg, 5+C], one per head (a [detection] head: its
     flat input Float[N, side*side*(5*num+C)]); in eval mode
-    Float[N, boxes, 5+C] rows (cx, cy, w, h in input pixels, objectness, class probabilities).
+    Float[N, boxes, 5+C] rows (cx, cy, w, h in input pixels, objectness, class probabilities); with a
+    [Gaussian_yolo] head every row has 4 more columns, its box uncertainties (zero for the rows of any other
+    head: :func:`yolo.models.heads.uniform_eval_rows`).
     A network without heads (a classifier) returns its last layer's output.
     """
 
@@ -112,16 +114,31 @@ class Darknet(nn.Module):
                 module.eps = bn_eps
 
         self.yolo_layers = [m for m in self.module_list if is_head(m)]
-        self.num_classes = self.yolo_layers[0].num_classes if self.yolo_layers else prev[0]
+        self.num_classes = max(h.num_classes for h in self.yolo_layers) if self.yolo_layers else prev[0]
         # Earlier layers each layer reads (route, shortcut, sam, scale_channels, ...): forward keeps only those.
         self._sources = [tuple(info.inputs) for info in self.layer_infos]
         self._saved = sorted({i for sources in self._sources for i in sources})
         self._is_head = [is_head(m) for m in self.module_list]
         self._check_head_outputs_unread(sections[1:])
+        self._check_head_classes(sections[1:])
         self.stride = self._network_stride()
         self.size_fixed_by = self._size_fixing_section(sections[1:])
         self.darknet_header = (0, 2, 0, 0)  # major, minor, revision, seen: what a loaded file had
         self.preprocessing: Optional[Dict] = None  # a training checkpoint's record (yolo.models.preprocessing)
+
+    def _check_head_classes(self, layers: Sequence[Section]) -> None:
+        """Warn about heads whose ``classes`` differ from the first head's, as Darknet's parser does (it goes on).
+        Their eval rows share the most classes (:func:`yolo.models.heads.uniform_eval_rows`); Darknet sizes its
+        detections by the first head and writes past them for a head with more."""
+        heads = [(i, m) for i, m in enumerate(self.module_list) if is_head(m)]
+        for i, head in heads[1:]:
+            first, first_head = heads[0]
+            if head.num_classes != first_head.num_classes:
+                section = layers[i]
+                logger.warning("%s:%d: [%s] classes=%d, but the first head (layer %d) has classes=%d: the "
+                               "detections take the most classes of any head", section.source,
+                               section.option_lines.get("classes", section.line), section.type, head.num_classes,
+                               first, first_head.num_classes)
 
     def _check_head_outputs_unread(self, layers: Sequence[Section]) -> None:
         """Refuse a layer that reads a head's output. Darknet's heads output their activated input (its own
@@ -197,7 +214,7 @@ class Darknet(nn.Module):
             return x.flatten(1) if x.shape[-1] == 1 and x.shape[-2] == 1 else x
         if self.training:
             return head_outputs
-        return torch.cat(head_outputs, 1)
+        return uniform_eval_rows(head_outputs, self.yolo_layers)
 
     def _run_layers(self, x: torch.Tensor, head_outputs: List[torch.Tensor],
                     every: Optional[List[torch.Tensor]] = None) -> torch.Tensor:

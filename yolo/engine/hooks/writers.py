@@ -20,7 +20,8 @@ from tqdm import tqdm
 
 from yolo.engine.hooks.base import HookBase
 from yolo.files.atomic import atomic_path
-from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer, postprocess_gaussian
+from yolo.models.heads import has_gaussian_heads
+from yolo.models.layer_types.gaussian_yolo import postprocess_gaussian
 from yolo.inference.postprocess import postprocess
 from yolo.progress import ProgressLines
 from yolo.visualize import draw_detections
@@ -137,7 +138,7 @@ def sample_predictions(model: nn.Module, dataset, count: int, names: List[str], 
     was_training = model.training
     model.eval()
     try:
-        gaussian = any(isinstance(h, GaussianYOLOLayer) for h in model.yolo_layers)  # rows with 4 sigmas
+        gaussian = has_gaussian_heads(model.yolo_layers)  # rows with 4 sigmas
         dets = (postprocess_gaussian if gaussian else postprocess)(model(images).float(), conf_thres=0.25,
                                                                    iou_thres=0.45)
     finally:

@@ -28,7 +28,8 @@ from yolo.counts import MAX_ANCHORS, MAX_CLASSES
 from yolo.ops.detections import empty_detections
 from yolo.ops.nms import nms
 from yolo.models.heads import Head, HeadOptions
-from yolo.models.layer_types.registry import LayerInfo, Shape, positive_anchors, register
+from yolo.models.layer_types.head_anchors import head_anchors
+from yolo.models.layer_types.registry import LayerInfo, Shape, register
 
 YOLO_POINTS = ("center", "left_top", "right_bottom")
 IOU_KINDS = ("mse", "iou", "giou", "diou", "ciou")
@@ -64,6 +65,7 @@ class GaussianYOLOLayer(Head):
     """
 
     num_box_entries = NUM_BOX_ENTRIES
+    box_sigmas = True
 
     def __init__(self, anchors: torch.Tensor, mask: Sequence[int], num_classes: int, opts: GaussianYoloOptions):
         super().__init__(num_classes, mask)
@@ -121,16 +123,13 @@ def _choice(section: Section, key: str, default: str, choices: Sequence[str]) ->
 def build_gaussian_yolo(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
     """``[Gaussian_yolo]``: options checked as for ``[yolo]``; filters must be (classes + 9) * len(mask)."""
     classes = section.get_count("classes", 20, MAX_CLASSES)
-    anchors = positive_anchors(section, section.get_floats("anchors", []))
-    if not anchors or len(anchors) % 2:
-        raise section.error(f"'anchors' needs pairs of w,h, got {len(anchors)} values", "anchors")
+    if not section.get_floats("anchors", []):  # Darknet's 0.5-pixel anchors would detect nothing
+        raise section.error("'anchors' is missing or empty", "anchors")
     num = section.get_count("num", 1, MAX_ANCHORS)
-    if num * 2 > len(anchors):
-        raise section.error(f"num={num} but only {len(anchors) // 2} anchors are given", "num")
     mask = section.get_ints("mask", list(range(num)))
-    bad = [m for m in mask if not 0 <= m < min(num, len(anchors) // 2)]
-    if bad:
-        raise section.error(f"mask {bad} refers to anchors outside 0..{num - 1} (num={num})", "mask")
+    if not mask or not all(0 <= m < num for m in mask):  # Darknet reads outside its anchors
+        raise section.error(f"mask {mask} refers to anchors outside 0..{num - 1} (num={num})", "mask")
+    anchors = head_anchors(section, num, mask, overflow_refused=True)
     opts = GaussianYoloOptions(where=f"{section.source}:{section.line}")
     for key in ("scale_x_y", "ignore_thresh", "truth_thresh", "iou_thresh", "iou_normalizer", "uc_normalizer",
                 "obj_normalizer", "cls_normalizer", "delta_normalizer", "label_smooth_eps", "beta_nms", "jitter",
@@ -155,7 +154,7 @@ def build_gaussian_yolo(section: Section, shapes: List[Shape], prev: Shape) -> L
     if prev[0] != (classes + NUM_BOX_ENTRIES) * len(mask):
         raise section.error(f"the layer before has filters={prev[0]}, but this head needs (classes+9)*len(mask) = "
                             f"({classes}+9)*{len(mask)} = {(classes + NUM_BOX_ENTRIES) * len(mask)}")
-    module = GaussianYOLOLayer(torch.tensor(anchors[: 2 * num]), mask, classes, opts)
+    module = GaussianYOLOLayer(torch.tensor(anchors), mask, classes, opts)
     return LayerInfo(module, prev, prev)
 
 
