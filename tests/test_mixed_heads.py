@@ -26,7 +26,7 @@ import torch
 
 from darknet_ref import darknet_source
 from reference import randomize_model
-from test_loss_darknet import PAIRS, coco_batch, targets_px
+from test_loss_darknet import PAIRS, coco_images_area_resized, targets_px
 from yolo.losses.yolo_loss import YoloLoss
 from yolo.models.heads import SIGMA_COLUMNS, has_gaussian_heads, is_gaussian_head, uniform_eval_rows
 from yolo.models.model import Darknet
@@ -198,7 +198,7 @@ def test_detector_returns_darknets_detections_of_each_head(darknet, assets, tmp_
 def test_loss_gradient_equals_darknets_delta_per_head(darknet, assets, tmp_path, name, gaussian):
     cfg, weights, model = write_mixed(tmp_path, name, gaussian)
     hw = (SIZE, SIZE)
-    x, truths = coco_batch(assets, PAIRS[1], hw)
+    x, truths = coco_images_area_resized(assets, PAIRS[1], hw)
     truths = [np.concatenate([t[:, :4], t[:, 4:] % CLASSES], 1) for t in truths]
     dump = darknet.train(cfg, weights, x, truths)
     index = [i for i, m in enumerate(model.module_list) if m in model.yolo_layers]
@@ -240,7 +240,7 @@ def test_export_onnx_and_torchscript_of_a_mixed_network(tmp_path):
 def test_evaluation_scores_each_head_by_its_rule(tmp_path):
     """evaluate_model on a mixed network: every detection of the Detector's rule (zero sigmas for the [yolo]
     head's rows), none taken from the sigma columns as classes."""
-    from test_evaluation import make_gt
+    from helpers import make_gt
     from yolo.evaluation import Evaluator, evaluate_model
     from yolo.inference.preprocess import LetterboxInfo
     from yolo.models.layer_types.gaussian_yolo import postprocess_gaussian
