@@ -6,7 +6,7 @@ Boxes are ``xyxy`` (see :mod:`yolo.boxes`) in network-input pixels until :func:`
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -17,7 +17,10 @@ from yolo.inference.preprocess import LetterboxInfo
 
 __all__ = [
     "PostprocessConfig",
+    "FlatDetections",
     "postprocess",
+    "postprocess_flat",
+    "split_by_image",
     "empty_detections",
     "NMS_KINDS",
     "nms",
@@ -140,7 +143,15 @@ def nms(boxes: torch.Tensor, scores: torch.Tensor, groups: torch.Tensor, iou_thr
     if kind not in NMS_KINDS:
         raise ValueError(f"unknown nms_kind {kind!r}; known: {', '.join(NMS_KINDS)}")
     if kind == "default":
-        return torchvision.ops.batched_nms(boxes, scores, groups, iou_thres)
+        if boxes.numel() == 0:
+            return torch.zeros((0,), dtype=torch.int64, device=boxes.device)
+        # torchvision's batched_nms shifts each group by group * (largest coordinate + 1) to run one NMS. With
+        # groups over a whole batch (image x class) those shifts reach millions of pixels, where float32 keeps
+        # only a quarter pixel: run it in float64 (exact for the float32 coordinates), moved to >= 0 first so
+        # that no box reaches into the previous group's range.
+        exact = boxes.double()
+        exact = exact - exact.min()
+        return torchvision.ops.batched_nms(exact, scores.double(), groups, iou_thres)
     beta = _GREEDY_BETA if kind == "greedynms" else float(beta_nms)
     all_boxes = boxes.detach().cpu().double()
     all_scores = scores.detach().cpu().double().numpy()
@@ -168,6 +179,87 @@ def nms(boxes: torch.Tensor, scores: torch.Tensor, groups: torch.Tensor, iou_thr
     keep = np.concatenate(kept) if kept else np.zeros((0,), dtype=np.int64)
     keep = keep[np.argsort(-all_scores[keep], kind="stable")]
     return torch.from_numpy(keep.astype(np.int64)).to(boxes.device)
+
+
+
+class FlatDetections(NamedTuple):
+    """The detections of a whole batch in one set of tensors (on the predictions' device), grouped by image
+    and by decreasing score within an image.
+
+    Attributes:
+        boxes: ``Float[K, 4]`` xyxy network-input pixels. scores: ``Float[K]``. labels: ``Int64[K]``.
+        image_index: ``Int64[K]`` the image (row of the batch) each detection belongs to, non-decreasing.
+        num_images: ``N``, the batch size (images without detections have no rows).
+    """
+
+    boxes: torch.Tensor
+    scores: torch.Tensor
+    labels: torch.Tensor
+    image_index: torch.Tensor
+    num_images: int
+
+    def counts(self) -> torch.Tensor:
+        """``Int64[N]`` detections per image (on the device; no host sync)."""
+        ones = torch.ones_like(self.image_index)
+        return torch.zeros(self.num_images, dtype=torch.int64, device=ones.device).index_add_(0, self.image_index, ones)
+
+
+def postprocess_flat(
+    predictions: torch.Tensor,
+    conf_thres: float = 0.25,
+    iou_thres: float = 0.45,
+    classes: Optional[Sequence[int]] = None,
+    agnostic: bool = False,
+    multi_label: bool = False,
+    max_det: int = 300,
+    nms_kind: str = "default",
+    beta_nms: float = 0.6,
+) -> FlatDetections:
+    """:func:`postprocess` for the whole batch at once, on the predictions' device: one threshold pass, one
+    NMS over (image, class) groups and one per-image cut at ``max_det``, with no per-image loop (so no
+    per-image host round trip on CUDA). The arguments are :func:`postprocess`'s; the result is flat
+    (:class:`FlatDetections`); :func:`split_by_image` makes the per-image dicts.
+    """
+    if predictions.dim() != 3 or predictions.shape[-1] < 6:
+        raise ValueError(f"predictions must be [N, B, 5 + C], got {tuple(predictions.shape)}")
+    num_images, num_classes = predictions.shape[0], predictions.shape[-1] - 5
+    # Cheap first cut on objectness for the whole batch: obj * p <= obj, so a box with
+    # obj <= conf_thres can never pass.
+    image_index, box_index = (predictions[..., 4] > conf_thres).nonzero(as_tuple=True)
+    pred = predictions[image_index, box_index]
+    if pred.dtype in (torch.float16, torch.bfloat16):
+        pred = pred.float()  # thresholds and NMS in float32 for half-precision outputs
+    scores_all = pred[:, 5:] * pred[:, 4:5]
+    boxes = cxcywh_to_xyxy(pred[:, :4])
+    if multi_label:
+        row, labels = (scores_all > conf_thres).nonzero(as_tuple=True)
+        boxes, scores, image_index = boxes[row], scores_all[row, labels], image_index[row]
+    else:
+        scores, labels = scores_all.max(dim=1)
+        mask = scores > conf_thres
+        boxes, scores, labels, image_index = boxes[mask], scores[mask], labels[mask], image_index[mask]
+    if classes is not None:
+        mask = torch.isin(labels, torch.as_tensor(list(classes), dtype=torch.int64, device=labels.device))
+        boxes, scores, labels, image_index = boxes[mask], scores[mask], labels[mask], image_index[mask]
+    group = image_index * (1 if agnostic else num_classes) + (0 if agnostic else labels)
+    keep = nms(boxes, scores, group, iou_thres, nms_kind, beta_nms)  # by decreasing score
+    # Group by image keeping the score order (a stable sort), then keep each image's first max_det.
+    keep = keep[torch.sort(image_index[keep], stable=True).indices]
+    flat = FlatDetections(boxes[keep], scores[keep], labels[keep].to(torch.int64), image_index[keep], num_images)
+    counts = flat.counts()
+    first = torch.cumsum(counts, 0) - counts
+    rank = torch.arange(len(keep), device=keep.device) - first[flat.image_index]
+    top = rank < max_det
+    return FlatDetections(flat.boxes[top].to(predictions.dtype), flat.scores[top].to(predictions.dtype),
+                          flat.labels[top], flat.image_index[top], num_images)
+
+
+def split_by_image(flat: FlatDetections) -> List[Dict[str, torch.Tensor]]:
+    """:class:`FlatDetections` -> one dict per image (``boxes``, ``scores``, ``labels``; views of the flat
+    tensors; empty tensors for an image without detections). One host sync (the counts)."""
+    counts = flat.counts().tolist()
+    parts = zip(*(torch.split(t, counts) for t in (flat.boxes, flat.scores, flat.labels)))
+    return [{"boxes": b, "scores": s, "labels": k} for b, s, k in parts]
 
 
 def postprocess(
@@ -198,44 +290,7 @@ def postprocess(
     Returns:
         ``N`` dicts with ``boxes`` ``Float[K, 4]`` xyxy input pixels, ``scores`` ``Float[K]`` and
         ``labels`` ``Int64[K]``, sorted by decreasing score; empty tensors when nothing is found.
+        The whole batch is done at once (:func:`postprocess_flat`).
     """
-    if predictions.dim() != 3 or predictions.shape[-1] < 6:
-        raise ValueError(f"predictions must be [N, B, 5 + C], got {tuple(predictions.shape)}")
-    class_filter = None
-    if classes is not None:
-        class_filter = torch.as_tensor(list(classes), dtype=torch.int64, device=predictions.device)
-
-    results = []
-    # Cheap first cut on objectness for the whole batch: obj * p <= obj, so a box with
-    # obj <= conf_thres can never pass.
-    candidates = predictions[..., 4] > conf_thres
-    for image_pred, keep_mask in zip(predictions, candidates):
-        pred = image_pred[keep_mask]
-        if pred.shape[0] == 0:
-            results.append(empty_detections(predictions.device, predictions.dtype))
-            continue
-        if pred.dtype in (torch.float16, torch.bfloat16):
-            pred = pred.float()  # thresholds and NMS in float32 for half-precision outputs
-        scores_all = pred[:, 5:] * pred[:, 4:5]
-        boxes = cxcywh_to_xyxy(pred[:, :4])
-        if multi_label:
-            box_idx, labels = (scores_all > conf_thres).nonzero(as_tuple=True)
-            boxes, scores = boxes[box_idx], scores_all[box_idx, labels]
-        else:
-            scores, labels = scores_all.max(dim=1)
-            mask = scores > conf_thres
-            boxes, scores, labels = boxes[mask], scores[mask], labels[mask]
-        if class_filter is not None:
-            mask = torch.isin(labels, class_filter)
-            boxes, scores, labels = boxes[mask], scores[mask], labels[mask]
-        if scores.numel() == 0:
-            results.append(empty_detections(predictions.device, predictions.dtype))
-            continue
-        group = torch.zeros_like(labels) if agnostic else labels
-        keep = nms(boxes, scores, group, iou_thres, nms_kind, beta_nms)[:max_det]
-        results.append({
-            "boxes": boxes[keep].to(predictions.dtype),
-            "scores": scores[keep].to(predictions.dtype),
-            "labels": labels[keep].to(torch.int64),
-        })
-    return results
+    return split_by_image(postprocess_flat(predictions, conf_thres, iou_thres, classes, agnostic, multi_label,
+                                           max_det, nms_kind, beta_nms))
