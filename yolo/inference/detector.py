@@ -62,7 +62,8 @@ class Detector:
             as OpenCV ``blobFromImage``); default: the one a checkpoint of ours records (how it was trained and
             validated, :mod:`yolo.models.preprocessing`), else the cfg's, as Darknet (``letter_box=1`` in
             ``[net]`` letterboxes, else stretch; :func:`cfg_resize_mode`).
-        half: fp16 on CUDA, model and input in channels-last memory (ignored on the CPU).
+        half: fp16 on CUDA, model and input in channels-last memory, heads and detections in fp32 (ignored on
+            the CPU and with ``fast=False``).
         classes: keep only these class indices. agnostic: class-agnostic NMS.
         multi_label: every class above the threshold per box (for evaluation).
         max_det: most detections per image.
@@ -112,7 +113,7 @@ class Detector:
         if resize not in ("letterbox", "stretch", None):
             raise ValueError(f"unknown resize mode {resize!r}: use 'letterbox' or 'stretch'")
         self.device = parse_device(device)
-        self.half = bool(half) and self.device.type == "cuda"
+        self.half = bool(half) and self.device.type == "cuda" and fast
         self.model = load_model(cfg, weights, device="cpu").eval()
         if getattr(self.model, "input_channels", 3) != 3 or not self.model.yolo_layers:
             raise ValueError(f"{cfg or weights}: not a detector on 3-channel images (channels="
