@@ -11,7 +11,7 @@ from yolo.export import export_onnx, export_torchscript
 from yolo.files.images import load_image
 from yolo.inference.detector import Detector
 from yolo.inference.device_preprocess import preprocess_on_device
-from yolo.inference.graphed import GRAPH_MAX_BATCH
+from yolo.inference.graphed import GRAPH_MAX_BATCH, GraphedForward
 from yolo.inference.postprocess import postprocess
 from yolo.inference.preprocess import preprocess
 from yolo.models.model import load_model
@@ -118,6 +118,20 @@ def test_cuda_graph_replay_equals_eager(cuda_device, no_tf32, tiny, images, half
         batch, _ = graphed.preprocess(big)
         assert torch.allclose(graphed.forward(batch), eager.forward(batch), atol=1e-4, rtol=1e-4)
     assert len(graphed._run_net.captured) == 2
+
+
+def test_graphs_follow_a_change_of_input_size(cuda_device, no_tf32, tiny):
+    # The heads cache their grids per input size: a graph captured at one size must never be replayed after
+    # another size replaced those caches. Alternate sizes and compare with the eager model each time.
+    net = Detector(*tiny, device=cuda_device, cuda_graph=False).net
+    graphed = GraphedForward(net)
+    g = torch.Generator().manual_seed(0)
+    for hw in ((320, 320), (416, 416), (320, 320), (320, 320), (416, 416)):
+        x = torch.rand(2, 3, *hw, generator=g).to(cuda_device).contiguous(memory_format=torch.channels_last)
+        with torch.inference_mode():
+            got, expected = graphed(x), net(x)
+        assert torch.allclose(got, expected, atol=1e-4, rtol=1e-4)
+        assert graphed.captured == [((2, 3, *hw), torch.float32)]
 
 
 def test_batched_nms_on_cuda_equals_cpu(cuda_device):

@@ -1,9 +1,12 @@
 """A model's forward replayed from captured CUDA graphs: one capture per input shape, then each call is one
 graph launch instead of a kernel launch per layer from Python (what bounds small batches on a fast GPU).
 
-Only CUDA inputs of at most :data:`GRAPH_MAX_BATCH` images are captured, at most ``max_graphs`` shapes; any
-other input, and any shape whose capture fails (an op that syncs with the host, an unsupported driver),
-runs the model eagerly, with one warning per failed shape. The outputs are those of the eager model (the
+Only CUDA inputs of at most :data:`GRAPH_MAX_BATCH` images are captured, at most ``max_graphs`` batch sizes
+of one image size (height, width, dtype). A graph reads the tensors the model caches per input size (the
+heads' cell grids) at the addresses they had at capture; another size replaces those caches, so when one
+comes every graph is dropped (and that size is captured anew): a Detector's size is fixed, so this does not
+happen there. Any other input, and any shape whose capture fails (an op that syncs with the host, an
+unsupported driver), runs the model eagerly, with one warning per failed shape. The outputs are those of the eager model (the
 same kernels run in the same order).
 """
 from __future__ import annotations
@@ -45,6 +48,7 @@ class GraphedForward:
         self.max_graphs = int(max_graphs)
         self.warmup = int(warmup)
         self._graphs: Dict[Tuple, Optional[_Captured]] = {}
+        self._image_key: Optional[Tuple] = None  # (h, w, dtype, device) of the captured graphs
 
     @property
     def captured(self):
@@ -52,9 +56,16 @@ class GraphedForward:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if x.device.type != "cuda" or x.shape[0] > GRAPH_MAX_BATCH:
+            if x.device.type == "cuda" and self._image_key != (tuple(x.shape[2:]), x.dtype, x.device):
+                self._graphs.clear()  # this eager run may replace the caches the graphs read
+                self._image_key = None
             return self.model(x)
         key = (tuple(x.shape), x.dtype, x.stride(), x.device)
         if key not in self._graphs:
+            image_key = (tuple(x.shape[2:]), x.dtype, x.device)
+            if self._image_key != image_key:
+                self._graphs.clear()
+                self._image_key = image_key
             if len(self._graphs) >= self.max_graphs:
                 return self.model(x)
             self._graphs[key] = self._capture(x)
