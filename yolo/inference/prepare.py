@@ -17,7 +17,7 @@ class Float32Head(nn.Module):
     """A detection head run in float32 inside a float16 model (as the float16 export does,
     :mod:`yolo.export.heads`): the decode (``exp``, grid offsets scaled to input pixels, where float16 keeps
     a quarter pixel at 400) keeps float32 precision, and the rows come out in float32, as thresholds and NMS
-    take them. One cast of the head's input per forward, no cast of the much larger output.
+    take them. One copy of the head's input per forward (the cast), no cast of the output.
     """
 
     def __init__(self, head: nn.Module):
@@ -25,7 +25,8 @@ class Float32Head(nn.Module):
         self.head = head.float()
 
     def forward(self, x: torch.Tensor, input_hw) -> torch.Tensor:
-        return self.head(x.float(), input_hw)
+        # Cast and leave channels-last in one copy: the head views its input as Float[N, A, K, H, W] rows.
+        return self.head(x.to(torch.float32, memory_format=torch.contiguous_format), input_hw)
 
 
 def prepare_for_inference(
