@@ -209,6 +209,7 @@ class Detector:
         self.timings = {"preprocess": t1 - t0, "inference": t2 - t1, "postprocess": t3 - t2}
         return results
 
+    @torch.inference_mode()
     def preprocess(self, images: Sequence[np.ndarray]) -> Tuple[torch.Tensor, List[LetterboxInfo]]:
         """BGR ``uint8`` images -> ``(batch, infos)``: the network input ``Float[N, 3, h, w]`` (the model's
         dtype, channels-last, on its device) and each image's placement (OpenCV on the CPU, or torch ops on the
@@ -216,6 +217,7 @@ class Detector:
         fit = preprocess_on_device if self.device_preprocess else preprocess
         return fit(images, self.img_size, self.resize, self.device, self.dtype)
 
+    @torch.inference_mode()
     def forward(self, batch: torch.Tensor) -> torch.Tensor:
         """The model on a prepared batch -> eval rows ``Float[N, B, 5+C]`` (``max_batch`` images per pass; a
         CUDA graph replay where one is captured)."""
