@@ -91,7 +91,7 @@ def test_half_detections_close_to_float32(cuda_device, tiny, images):
     conf = 0.25
     fp32 = Detector(*tiny, device=cuda_device, conf_thres=conf)
     fp16 = Detector(*tiny, device=cuda_device, conf_thres=conf, half=True)
-    weight = next(p for p in fp16.net.parameters() if p.dim() == 4)
+    weight = next(m.weight for m in fp16.net.modules() if isinstance(m, torch.nn.Conv2d))
     assert weight.dtype == torch.float16 and weight.is_contiguous(memory_format=torch.channels_last)
     batch, _ = fp16.preprocess(images)
     assert batch.dtype == torch.float16 and batch.is_contiguous(memory_format=torch.channels_last)
