@@ -7,7 +7,7 @@ import torchvision
 
 from conftest import asset
 from yolo.inference.detector import Detector
-from yolo.inference.postprocess import nms, postprocess, postprocess_flat
+from yolo.inference.postprocess import _ONE_CALL_MAX, nms, postprocess, postprocess_flat
 
 IMAGES = ["dog.jpg", "horses.jpg", "person.jpg", "eagle.jpg", "giraffe.jpg", "kite.jpg", "scream.jpg"]
 
@@ -111,3 +111,14 @@ def test_detector_batch_equals_one_image_at_a_time():
         assert torch.equal(det["labels"], alone["labels"]) and det["names"] == alone["names"]
         assert torch.allclose(det["boxes"], alone["boxes"], atol=1e-4, rtol=0)
         assert torch.allclose(det["scores"], alone["scores"], atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("multi_label", [False, True])
+def test_large_batch_goes_image_by_image_with_the_same_result(multi_label):
+    # Past one NMS call's bound the batch is done one image at a time; the result must not change.
+    pred = random_predictions(4, images=3, boxes=4000, classes=3)
+    flat = postprocess_flat(pred, 0.05, 0.45, multi_label=multi_label, max_det=100000)
+    assert int((pred[..., 4] > 0.05).sum()) > _ONE_CALL_MAX["cpu"]
+    expected = reference(pred, 0.05, 0.45, 100000, multi_label)
+    assert_same(postprocess(pred, 0.05, 0.45, multi_label=multi_label, max_det=100000), expected)
+    assert len(flat.labels) == sum(len(e[2]) for e in expected)

@@ -5,6 +5,7 @@ Boxes are ``xyxy`` (see :mod:`yolo.boxes`) in network-input pixels until :func:`
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import asdict, dataclass
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
@@ -145,15 +146,12 @@ def nms(boxes: torch.Tensor, scores: torch.Tensor, groups: torch.Tensor, iou_thr
     if kind == "default":
         if boxes.numel() == 0:
             return torch.zeros((0,), dtype=torch.int64, device=boxes.device)
-        # One NMS call for all groups: each group is shifted by group * (span + 1), so boxes of different groups
-        # never overlap (torchvision's batched_nms does the same, but above 1000 boxes on the CPU, 5000 on CUDA,
-        # it loops over the groups instead: thousands of calls for a batch's image x class groups). The shifts
-        # reach millions of pixels, where float32 keeps a quarter pixel: float64 keeps the float32 coordinates
-        # exact. Moved to >= 0 first so that no box reaches into the previous group's range.
+        # torchvision's batched_nms shifts each group by group * (largest coordinate + 1) and runs one NMS (up
+        # to 1000 boxes on the CPU, 5000 on CUDA; above, one call per group). With groups over a batch (image x
+        # class) the shifts reach millions of pixels, where float32 keeps a quarter pixel: float64 keeps the
+        # float32 coordinates exact. Moved to >= 0 first, so that no box reaches into the previous group.
         exact = boxes.double()
-        exact = exact - exact.min()
-        shifted = exact + (groups.to(exact.dtype) * (exact.max() + 1))[:, None]
-        return torchvision.ops.nms(shifted, scores.double(), iou_thres)
+        return torchvision.ops.batched_nms(exact - exact.min(), scores.double(), groups, iou_thres)
     beta = _GREEDY_BETA if kind == "greedynms" else float(beta_nms)
     all_boxes = boxes.detach().cpu().double()
     all_scores = scores.detach().cpu().double().numpy()
@@ -182,6 +180,26 @@ def nms(boxes: torch.Tensor, scores: torch.Tensor, groups: torch.Tensor, iou_thr
     keep = keep[np.argsort(-all_scores[keep], kind="stable")]
     return torch.from_numpy(keep.astype(np.int64)).to(boxes.device)
 
+
+
+# Most boxes for one NMS call over a whole batch (torchvision's own bound for one call of batched_nms); above
+# it, one call per image.
+_ONE_CALL_MAX = {"cpu": 1000, "cuda": 5000}
+
+
+def _batch_nms(boxes: torch.Tensor, scores: torch.Tensor, groups: torch.Tensor, image_index: torch.Tensor,
+               iou_thres: float, kind: str, beta_nms: float) -> torch.Tensor:
+    """:func:`nms` over a batch whose rows are ordered by ``image_index`` (``Int64[K]``, non-decreasing;
+    ``groups`` never span two images): one call for the batch when it is small, else one per image (a
+    pairwise NMS over all boxes of a large batch, as at evaluation thresholds, would cost batch^2 times
+    more). Returns ``Int64[M]`` kept rows by decreasing score."""
+    if kind != "default" or len(boxes) <= _ONE_CALL_MAX.get(boxes.device.type, 1000):
+        return nms(boxes, scores, groups, iou_thres, kind, beta_nms)
+    counts = torch.bincount(image_index).tolist()  # one host sync
+    starts = [0, *itertools.accumulate(counts)]
+    keep = torch.cat([start + nms(boxes[start:start + n], scores[start:start + n], groups[start:start + n],
+                                  iou_thres, kind, beta_nms) for start, n in zip(starts, counts) if n])
+    return keep[torch.sort(scores[keep], descending=True, stable=True).indices]
 
 
 class FlatDetections(NamedTuple):
@@ -244,7 +262,7 @@ def postprocess_flat(
         mask = torch.isin(labels, torch.as_tensor(list(classes), dtype=torch.int64, device=labels.device))
         boxes, scores, labels, image_index = boxes[mask], scores[mask], labels[mask], image_index[mask]
     group = image_index * (1 if agnostic else num_classes) + (0 if agnostic else labels)
-    keep = nms(boxes, scores, group, iou_thres, nms_kind, beta_nms)  # by decreasing score
+    keep = _batch_nms(boxes, scores, group, image_index, iou_thres, nms_kind, beta_nms)  # by decreasing score
     # Group by image keeping the score order (a stable sort), then keep each image's first max_det.
     keep = keep[torch.sort(image_index[keep], stable=True).indices]
     flat = FlatDetections(boxes[keep], scores[keep], labels[keep].to(torch.int64), image_index[keep], num_images)
