@@ -63,7 +63,8 @@ def resize_bilinear_levels(pixels: torch.Tensor, size_hw: Shape) -> torch.Tensor
 
 
 def _placement(shape_hw: Shape, img_size: Shape, mode: str) -> Tuple[Shape, Tuple[int, int], LetterboxInfo]:
-    """``((rh, rw), (pad_x, pad_y), info)`` of an image of ``shape_hw``, as :func:`yolo.inference.preprocess.fit_image`."""
+    """``((rh, rw), (pad_x, pad_y), info)`` of an image of ``shape_hw``, as
+    :func:`yolo.inference.preprocess.fit_image` places it."""
     h, w = shape_hw
     if mode == "letterbox":
         (rh, rw), (pad_x, pad_y) = letterbox_params((h, w), img_size)

@@ -6,8 +6,8 @@ of one image size (height, width, dtype). A graph reads the tensors the model ca
 heads' cell grids) at the addresses they had at capture; another size replaces those caches, so when one
 comes every graph is dropped (and that size is captured anew): a Detector's size is fixed, so this does not
 happen there. Any other input, and any shape whose capture fails (an op that syncs with the host, an
-unsupported driver), runs the model eagerly, with one warning per failed shape. The outputs are those of the eager model (the
-same kernels run in the same order).
+unsupported driver), runs the model eagerly, with one warning per failed shape. The outputs are those of
+the eager model (the same kernels run in the same order).
 """
 from __future__ import annotations
 
