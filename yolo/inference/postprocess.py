@@ -265,13 +265,15 @@ def postprocess_flat(
     keep = _batch_nms(boxes, scores, group, image_index, iou_thres, nms_kind, beta_nms)  # by decreasing score
     # Group by image keeping the score order (a stable sort), then keep each image's first max_det.
     keep = keep[torch.sort(image_index[keep], stable=True).indices]
-    flat = FlatDetections(boxes[keep], scores[keep], labels[keep].to(torch.int64), image_index[keep], num_images)
+    flat = FlatDetections(boxes[keep].to(predictions.dtype), scores[keep].to(predictions.dtype),
+                          labels[keep].to(torch.int64), image_index[keep], num_images)
+    if len(keep) <= max_det:  # no image can have more
+        return flat
     counts = flat.counts()
     first = torch.cumsum(counts, 0) - counts
     rank = torch.arange(len(keep), device=keep.device) - first[flat.image_index]
     top = rank < max_det
-    return FlatDetections(flat.boxes[top].to(predictions.dtype), flat.scores[top].to(predictions.dtype),
-                          flat.labels[top], flat.image_index[top], num_images)
+    return FlatDetections(flat.boxes[top], flat.scores[top], flat.labels[top], flat.image_index[top], num_images)
 
 
 def split_by_image(flat: FlatDetections) -> List[Dict[str, torch.Tensor]]:
