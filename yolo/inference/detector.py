@@ -233,8 +233,7 @@ class Detector:
         Thresholds and NMS run on the predictions' device for the whole batch; the final detections come to
         the CPU in one copy."""
         if self.gaussian:
-            dets = postprocess_gaussian(predictions.float(), **self.settings.as_kwargs())
-            dets = [{k: v.cpu() for k, v in det.items()} for det in dets]
+            dets = self._dicts_to_cpu(postprocess_gaussian(predictions.float(), **self.settings.as_kwargs()))
         else:
             dets = self._to_cpu(postprocess_flat(predictions.float(), **self.settings.as_kwargs()))
         out = []
@@ -255,6 +254,15 @@ class Detector:
         counts = torch.bincount(packed[:, 6].long(), minlength=flat.num_images).tolist()
         return [{"boxes": part[:, :4], "scores": part[:, 4].contiguous(), "labels": part[:, 5].long()}
                 for part in torch.split(packed, counts)]
+
+    @staticmethod
+    def _dicts_to_cpu(dets: List[Dict[str, torch.Tensor]]) -> List[Dict[str, torch.Tensor]]:
+        """Per-image detections (``boxes``, ``scores``, ``labels``, ``box_sigmas``) to the CPU in one copy."""
+        columns = [torch.cat((d["boxes"].float(), d["scores"].float()[:, None], d["labels"].float()[:, None],
+                              d["box_sigmas"].float()), 1) for d in dets]
+        parts = torch.split(torch.cat(columns).cpu(), [len(c) for c in columns])
+        return [{"boxes": p[:, :4], "scores": p[:, 4].contiguous(), "labels": p[:, 5].long(),
+                 "box_sigmas": p[:, 6:10]} for p in parts]
 
     def __repr__(self) -> str:
         return (f"Detector(classes={self.num_classes}, img_size={self.img_size}, device={self.device}, "
