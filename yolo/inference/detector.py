@@ -230,8 +230,8 @@ class Detector:
                     shapes: Sequence[Tuple[int, int]]) -> List[Dict]:
         """Model output ``Float[N, B, 5+C]`` -> per-image detections in original pixels (CPU tensors).
 
-        Thresholds and NMS run on the predictions' device for the whole batch; the final detections come to
-        the CPU in one copy."""
+        Thresholds and NMS run on the predictions' device for the whole batch (image by image for
+        ``[Gaussian_yolo]`` heads); the final detections come to the CPU in one copy."""
         if self.gaussian:
             dets = self._dicts_to_cpu(postprocess_gaussian(predictions.float(), **self.settings.as_kwargs()))
         else:
