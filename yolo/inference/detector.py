@@ -2,13 +2,18 @@
 
 Pipeline: BGR ``uint8`` image (:mod:`yolo.files.images`) -> resize (``letterbox`` or ``stretch``: by default
 the cfg's choice, as Darknet's ``letter_box``) on ``uint8`` and one conversion to RGB float 0..1
-(:func:`yolo.inference.preprocess.preprocess`) -> model (eval decode) -> thresholds and NMS
-(:mod:`yolo.inference.postprocess`) -> boxes mapped back to the original image and clipped.
+(:func:`yolo.inference.preprocess.preprocess` with OpenCV on the CPU; on CUDA the ``uint8`` images are uploaded
+and resized there, :func:`yolo.inference.device_preprocess.preprocess_on_device`, within one 8-bit level)
+-> model (eval decode) -> thresholds and NMS for the whole batch on the model's device
+(:func:`yolo.inference.postprocess.postprocess_flat`) -> one copy of the final detections to the CPU -> boxes
+mapped back to the original image and clipped.
 
 For speed the model is prepared for inference once (:func:`yolo.inference.prepare.prepare_for_inference`:
 BN folded, channels-last, the CPU kernels of :mod:`yolo.accel`; on CUDA optional fp16). On the CPU a batch
-runs one image per forward pass (activations stay in the caches). ``torch.compile`` is optional everywhere.
-All of it keeps outputs equal to the plain eval model to float tolerance (checked in ``tests/test_detector.py``).
+runs one image per forward pass (activations stay in the caches); on CUDA small batches replay a captured
+CUDA graph (:mod:`yolo.inference.graphed`). ``torch.compile`` is optional everywhere.
+All of it keeps outputs equal to the plain eval model to float tolerance (checked in ``tests/test_detector.py``
+and, on CUDA, ``tests/test_cuda_inference.py``).
 """
 from __future__ import annotations
 
@@ -22,7 +27,9 @@ import torch
 from yolo.device import parse_device
 from yolo.files.images import as_bgr, load_image
 from yolo.files.names import names_beside_cfg, read_names
-from yolo.inference.postprocess import PostprocessConfig, postprocess, scale_boxes_to_original
+from yolo.inference.device_preprocess import preprocess_on_device
+from yolo.inference.graphed import GraphedForward
+from yolo.inference.postprocess import FlatDetections, PostprocessConfig, postprocess_flat, scale_boxes_to_original
 from yolo.inference.prepare import prepare_for_inference
 from yolo.inference.preprocess import LetterboxInfo, preprocess
 from yolo.models.checkpoint import load_checkpoint_file
@@ -56,7 +63,8 @@ class Detector:
             as OpenCV ``blobFromImage``); default: the one a checkpoint of ours records (how it was trained and
             validated, :mod:`yolo.models.preprocessing`), else the cfg's, as Darknet (``letter_box=1`` in
             ``[net]`` letterboxes, else stretch; :func:`cfg_resize_mode`).
-        half: fp16 on CUDA (ignored on the CPU).
+        half: fp16 on CUDA, model and input in channels-last memory, heads and detections in fp32 (ignored on
+            the CPU and with ``fast=False``).
         classes: keep only these class indices. agnostic: class-agnostic NMS.
         multi_label: every class above the threshold per box (for evaluation).
         max_det: most detections per image.
@@ -66,6 +74,11 @@ class Detector:
             activations stay in the caches; all at once on CUDA).
         nms_kind, beta_nms: Darknet's NMS variant (:func:`yolo.inference.postprocess.nms`); default: the cfg's own, from
             its last ``[yolo]`` section (``nms_kind``, ``beta_nms``), as Darknet does.
+        device_preprocess: resize and convert the images with torch ops on the model's device (uploading
+            ``uint8``) instead of OpenCV on the CPU; default: on CUDA (on the CPU OpenCV is faster).
+        cuda_graph: replay a captured CUDA graph per input shape for batches of at most
+            :data:`yolo.inference.graphed.GRAPH_MAX_BATCH` images (falls back to eager when a capture
+            fails); default: on with CUDA unless ``compile``; no effect on the CPU.
 
     ``detector(images)`` takes a path, a BGR ``uint8`` image, or a list of them, and returns one dict
     per image: ``boxes`` ``Float[K, 4]`` xyxy original-image pixels, ``scores`` ``Float[K]``,
@@ -95,11 +108,13 @@ class Detector:
         max_batch: Optional[int] = None,
         nms_kind: Optional[str] = None,
         beta_nms: Optional[float] = None,
+        device_preprocess: Optional[bool] = None,
+        cuda_graph: Optional[bool] = None,
     ):
         if resize not in ("letterbox", "stretch", None):
             raise ValueError(f"unknown resize mode {resize!r}: use 'letterbox' or 'stretch'")
         self.device = parse_device(device)
-        self.half = bool(half) and self.device.type == "cuda"
+        self.half = bool(half) and self.device.type == "cuda" and fast
         self.model = load_model(cfg, weights, device="cpu").eval()
         if getattr(self.model, "input_channels", 3) != 3 or not self.model.yolo_layers:
             raise ValueError(f"{cfg or weights}: not a detector on 3-channel images (channels="
@@ -131,6 +146,10 @@ class Detector:
         else:
             self.net = self.model.to(self.device)
         self.dtype = torch.float16 if self.half else torch.float32
+        on_cuda = self.device.type == "cuda"
+        self.device_preprocess = on_cuda if device_preprocess is None else bool(device_preprocess)
+        self.cuda_graph = (on_cuda and not compile) if cuda_graph is None else bool(cuda_graph) and on_cuda
+        self._run_net = GraphedForward(self.net) if self.cuda_graph else self.net
         # On the CPU one image per forward pass is fastest: its activations stay in the caches.
         self.max_batch = max_batch if max_batch is not None else (1 if self.device.type == "cpu" else 0)
         self.timings: Dict[str, float] = {}
@@ -180,11 +199,9 @@ class Detector:
         loaded = self._load(images)
         if not loaded:
             return []
-        batch, infos = preprocess(loaded, self.img_size, self.resize, self.device, self.dtype)
+        batch, infos = self.preprocess(loaded)
         t1 = time.perf_counter()
-        step = self.max_batch if self.max_batch > 0 else len(batch)
-        predictions = torch.cat([self.net(batch[i:i + step]) for i in range(0, len(batch), step)]) \
-            if len(batch) > step else self.net(batch)
+        predictions = self.forward(batch)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         t2 = time.perf_counter()
@@ -193,11 +210,33 @@ class Detector:
         self.timings = {"preprocess": t1 - t0, "inference": t2 - t1, "postprocess": t3 - t2}
         return results
 
+    @torch.inference_mode()
+    def preprocess(self, images: Sequence[np.ndarray]) -> Tuple[torch.Tensor, List[LetterboxInfo]]:
+        """BGR ``uint8`` images -> ``(batch, infos)``: the network input ``Float[N, 3, h, w]`` (the model's
+        dtype, channels-last, on its device) and each image's placement (OpenCV on the CPU, or torch ops on the
+        device with ``device_preprocess``)."""
+        fit = preprocess_on_device if self.device_preprocess else preprocess
+        return fit(images, self.img_size, self.resize, self.device, self.dtype)
+
+    @torch.inference_mode()
+    def forward(self, batch: torch.Tensor) -> torch.Tensor:
+        """The model on a prepared batch -> eval rows ``Float[N, B, 5+C]`` (``max_batch`` images per pass; a
+        CUDA graph replay where one is captured)."""
+        step = self.max_batch if self.max_batch > 0 else len(batch)
+        if len(batch) <= step:
+            return self._run_net(batch)
+        return torch.cat([self._run_net(batch[i:i + step]) for i in range(0, len(batch), step)])
+
     def postprocess(self, predictions: torch.Tensor, infos: Sequence[LetterboxInfo],
                     shapes: Sequence[Tuple[int, int]]) -> List[Dict]:
-        """Model output ``Float[N, B, 5+C]`` -> per-image detections in original pixels (CPU tensors)."""
-        select = postprocess_gaussian if self.gaussian else postprocess
-        dets = select(predictions.float(), **self.settings.as_kwargs())
+        """Model output ``Float[N, B, 5+C]`` -> per-image detections in original pixels (CPU tensors).
+
+        Thresholds and NMS run on the predictions' device for the whole batch (image by image for
+        ``[Gaussian_yolo]`` heads); the final detections come to the CPU in one copy."""
+        if self.gaussian:
+            dets = self._dicts_to_cpu(postprocess_gaussian(predictions.float(), **self.settings.as_kwargs()))
+        else:
+            dets = self._to_cpu(postprocess_flat(predictions.float(), **self.settings.as_kwargs()))
         out = []
         for det, info, shape in zip(dets, infos, shapes):
             boxes = scale_boxes_to_original(det["boxes"], info, shape).cpu()
@@ -207,6 +246,24 @@ class Detector:
             if "box_sigmas" in det:
                 out[-1]["box_sigmas"] = det["box_sigmas"].cpu()
         return out
+
+    @staticmethod
+    def _to_cpu(flat: FlatDetections) -> List[Dict[str, torch.Tensor]]:
+        """The batch's detections to the CPU in one copy, then split per image."""
+        packed = torch.cat((flat.boxes, flat.scores[:, None], flat.labels[:, None].to(flat.boxes.dtype),
+                            flat.image_index[:, None].to(flat.boxes.dtype)), 1).cpu()
+        counts = torch.bincount(packed[:, 6].long(), minlength=flat.num_images).tolist()
+        return [{"boxes": part[:, :4], "scores": part[:, 4].contiguous(), "labels": part[:, 5].long()}
+                for part in torch.split(packed, counts)]
+
+    @staticmethod
+    def _dicts_to_cpu(dets: List[Dict[str, torch.Tensor]]) -> List[Dict[str, torch.Tensor]]:
+        """Per-image detections (``boxes``, ``scores``, ``labels``, ``box_sigmas``) to the CPU in one copy."""
+        columns = [torch.cat((d["boxes"].float(), d["scores"].float()[:, None], d["labels"].float()[:, None],
+                              d["box_sigmas"].float()), 1) for d in dets]
+        parts = torch.split(torch.cat(columns).cpu(), [len(c) for c in columns])
+        return [{"boxes": p[:, :4], "scores": p[:, 4].contiguous(), "labels": p[:, 5].long(),
+                 "box_sigmas": p[:, 6:10]} for p in parts]
 
     def __repr__(self) -> str:
         return (f"Detector(classes={self.num_classes}, img_size={self.img_size}, device={self.device}, "

@@ -5,8 +5,9 @@ Boxes are ``xyxy`` (see :mod:`yolo.ops.boxes`) in network-input pixels until :fu
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 
@@ -17,7 +18,10 @@ from yolo.ops.nms import nms
 
 __all__ = [
     "PostprocessConfig",
+    "FlatDetections",
     "postprocess",
+    "postprocess_flat",
+    "split_by_image",
     "scale_boxes_to_original",
 ]
 
@@ -54,6 +58,108 @@ def scale_boxes_to_original(
     return info.to_original(boxes_xyxy, original_shape_hw, clip)
 
 
+# Most boxes for one NMS call over a whole batch (torchvision's own bound for one call of batched_nms); above
+# it, one call per image.
+_ONE_CALL_MAX = {"cpu": 1000, "cuda": 5000}
+
+
+def _batch_nms(boxes: torch.Tensor, scores: torch.Tensor, groups: torch.Tensor, image_index: torch.Tensor,
+               iou_thres: float, kind: str, beta_nms: float) -> torch.Tensor:
+    """:func:`nms` over a batch whose rows are ordered by ``image_index`` (``Int64[K]``, non-decreasing;
+    ``groups`` never span two images): one call for the batch when it is small, else one per image (a
+    pairwise NMS over all boxes of a large batch, as at evaluation thresholds, would cost batch^2 times
+    more). Returns ``Int64[M]`` kept rows by decreasing score."""
+    if kind != "default" or len(boxes) <= _ONE_CALL_MAX.get(boxes.device.type, 1000):
+        return nms(boxes, scores, groups, iou_thres, kind, beta_nms)
+    counts = torch.bincount(image_index).tolist()  # one host sync
+    starts = [0, *itertools.accumulate(counts)]
+    keep = torch.cat([start + nms(boxes[start:start + n], scores[start:start + n], groups[start:start + n],
+                                  iou_thres, kind, beta_nms) for start, n in zip(starts, counts) if n])
+    return keep[torch.sort(scores[keep], descending=True, stable=True).indices]
+
+
+class FlatDetections(NamedTuple):
+    """The detections of a whole batch in one set of tensors (on the predictions' device), grouped by image
+    and by decreasing score within an image.
+
+    Attributes:
+        boxes: ``Float[K, 4]`` xyxy network-input pixels. scores: ``Float[K]``. labels: ``Int64[K]``.
+        image_index: ``Int64[K]`` the image (row of the batch) each detection belongs to, non-decreasing.
+        num_images: ``N``, the batch size (images without detections have no rows).
+    """
+
+    boxes: torch.Tensor
+    scores: torch.Tensor
+    labels: torch.Tensor
+    image_index: torch.Tensor
+    num_images: int
+
+    def counts(self) -> torch.Tensor:
+        """``Int64[N]`` detections per image (on the device; no host sync)."""
+        ones = torch.ones_like(self.image_index)
+        return torch.zeros(self.num_images, dtype=torch.int64, device=ones.device).index_add_(0, self.image_index, ones)
+
+
+def postprocess_flat(
+    predictions: torch.Tensor,
+    conf_thres: float = 0.25,
+    iou_thres: float = 0.45,
+    classes: Optional[Sequence[int]] = None,
+    agnostic: bool = False,
+    multi_label: bool = False,
+    max_det: int = 300,
+    nms_kind: str = "default",
+    beta_nms: float = 0.6,
+) -> FlatDetections:
+    """:func:`postprocess` for the whole batch at once, on the predictions' device: one threshold pass, one
+    NMS over (image, class) groups and one per-image cut at ``max_det``, with no per-image loop (so no
+    per-image host round trip on CUDA). The arguments are :func:`postprocess`'s; the result is flat
+    (:class:`FlatDetections`); :func:`split_by_image` makes the per-image dicts.
+    """
+    if predictions.dim() != 3 or predictions.shape[-1] < 6:
+        raise ValueError(f"predictions must be [N, B, 5 + C], got {tuple(predictions.shape)}")
+    num_images, num_classes = predictions.shape[0], predictions.shape[-1] - 5
+    # Cheap first cut on objectness for the whole batch: obj * p <= obj, so a box with
+    # obj <= conf_thres can never pass.
+    image_index, box_index = (predictions[..., 4] > conf_thres).nonzero(as_tuple=True)
+    pred = predictions[image_index, box_index]
+    if pred.dtype in (torch.float16, torch.bfloat16):
+        pred = pred.float()  # thresholds and NMS in float32 for half-precision outputs
+    scores_all = pred[:, 5:] * pred[:, 4:5]
+    boxes = cxcywh_to_xyxy(pred[:, :4])
+    if multi_label:
+        row, labels = (scores_all > conf_thres).nonzero(as_tuple=True)
+        boxes, scores, image_index = boxes[row], scores_all[row, labels], image_index[row]
+    else:
+        scores, labels = scores_all.max(dim=1)
+        mask = scores > conf_thres
+        boxes, scores, labels, image_index = boxes[mask], scores[mask], labels[mask], image_index[mask]
+    if classes is not None:
+        mask = torch.isin(labels, torch.as_tensor(list(classes), dtype=torch.int64, device=labels.device))
+        boxes, scores, labels, image_index = boxes[mask], scores[mask], labels[mask], image_index[mask]
+    group = image_index * (1 if agnostic else num_classes) + (0 if agnostic else labels)
+    keep = _batch_nms(boxes, scores, group, image_index, iou_thres, nms_kind, beta_nms)  # by decreasing score
+    # Group by image keeping the score order (a stable sort), then keep each image's first max_det.
+    keep = keep[torch.sort(image_index[keep], stable=True).indices]
+    flat = FlatDetections(boxes[keep].to(predictions.dtype), scores[keep].to(predictions.dtype),
+                          labels[keep].to(torch.int64), image_index[keep], num_images)
+    if len(keep) <= max_det:  # no image can have more
+        return flat
+    counts = flat.counts()
+    first = torch.cumsum(counts, 0) - counts
+    rank = torch.arange(len(keep), device=keep.device) - first[flat.image_index]
+    top = rank < max_det
+    return FlatDetections(flat.boxes[top], flat.scores[top], flat.labels[top], flat.image_index[top], num_images)
+
+
+def split_by_image(flat: FlatDetections) -> List[Dict[str, torch.Tensor]]:
+    """:class:`FlatDetections` -> one dict per image (``boxes``, ``scores``, ``labels``; views of the flat
+    tensors; empty tensors for an image without detections). One host sync (the counts)."""
+    counts = flat.counts().tolist()
+    parts = zip(*(torch.split(t, counts) for t in (flat.boxes, flat.scores, flat.labels)))
+    return [{"boxes": b, "scores": s, "labels": k} for b, s, k in parts]
+
+
 def postprocess(
     predictions: torch.Tensor,
     conf_thres: float = 0.25,
@@ -77,49 +183,12 @@ def postprocess(
         multi_label: keep every class above the threshold for a box (each as its own detection, as
             Darknet does for evaluation) instead of only the best class.
         max_det: keep at most this many detections per image (highest scores first).
-        nms_kind, beta_nms: Darknet's NMS variant (:func:`yolo.ops.nms.nms`; a cfg's choice: :func:`yolo.ops.nms.nms_settings`).
+        nms_kind, beta_nms: Darknet's NMS variant (:func:`nms`; a cfg's choice: :func:`nms_settings`).
 
     Returns:
         ``N`` dicts with ``boxes`` ``Float[K, 4]`` xyxy input pixels, ``scores`` ``Float[K]`` and
         ``labels`` ``Int64[K]``, sorted by decreasing score; empty tensors when nothing is found.
+        The whole batch is done at once (:func:`postprocess_flat`).
     """
-    if predictions.dim() != 3 or predictions.shape[-1] < 6:
-        raise ValueError(f"predictions must be [N, B, 5 + C], got {tuple(predictions.shape)}")
-    class_filter = None
-    if classes is not None:
-        class_filter = torch.as_tensor(list(classes), dtype=torch.int64, device=predictions.device)
-
-    results = []
-    # Cheap first cut on objectness for the whole batch: obj * p <= obj, so a box with
-    # obj <= conf_thres can never pass.
-    candidates = predictions[..., 4] > conf_thres
-    for image_pred, keep_mask in zip(predictions, candidates):
-        pred = image_pred[keep_mask]
-        if pred.shape[0] == 0:
-            results.append(empty_detections(predictions.device, predictions.dtype))
-            continue
-        if pred.dtype in (torch.float16, torch.bfloat16):
-            pred = pred.float()  # thresholds and NMS in float32 for half-precision outputs
-        scores_all = pred[:, 5:] * pred[:, 4:5]
-        boxes = cxcywh_to_xyxy(pred[:, :4])
-        if multi_label:
-            box_idx, labels = (scores_all > conf_thres).nonzero(as_tuple=True)
-            boxes, scores = boxes[box_idx], scores_all[box_idx, labels]
-        else:
-            scores, labels = scores_all.max(dim=1)
-            mask = scores > conf_thres
-            boxes, scores, labels = boxes[mask], scores[mask], labels[mask]
-        if class_filter is not None:
-            mask = torch.isin(labels, class_filter)
-            boxes, scores, labels = boxes[mask], scores[mask], labels[mask]
-        if scores.numel() == 0:
-            results.append(empty_detections(predictions.device, predictions.dtype))
-            continue
-        group = torch.zeros_like(labels) if agnostic else labels
-        keep = nms(boxes, scores, group, iou_thres, nms_kind, beta_nms)[:max_det]
-        results.append({
-            "boxes": boxes[keep].to(predictions.dtype),
-            "scores": scores[keep].to(predictions.dtype),
-            "labels": labels[keep].to(torch.int64),
-        })
-    return results
+    return split_by_image(postprocess_flat(predictions, conf_thres, iou_thres, classes, agnostic, multi_label,
+                                           max_det, nms_kind, beta_nms))

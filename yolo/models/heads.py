@@ -248,6 +248,20 @@ class Head(nn.Module):
             self._grid_cache = {key: grid}
         return grid
 
+    def constant(self, values: Tuple[float, ...], device, dtype) -> torch.Tensor:
+        """``torch.tensor(values)`` on ``device``, made once per value, device and dtype: built in every
+        forward it would be a host-to-device copy per head (a sync on CUDA, refused inside a CUDA graph
+        capture). Not cached while tracing (the trace keeps it as a constant)."""
+        if torch.jit.is_tracing():
+            return torch.tensor(values, device=device, dtype=dtype)
+        key = (tuple(values), device, dtype)
+        cache = self.__dict__.setdefault("_constant_cache", {})
+        if key not in cache:
+            if len(cache) >= 16:  # a few input sizes at a time
+                cache.clear()
+            cache[key] = torch.tensor(values, device=device, dtype=dtype)
+        return cache[key]
+
     def raw_maps(self, x: torch.Tensor, input_hw: Sequence[int]) -> torch.Tensor:
         """Float[N, A*K, H, W] -> the raw maps Float[N, A, H, W, K] (a view); records :attr:`stride`."""
         n, _, h, w = x.shape
@@ -286,7 +300,7 @@ class YOLOLayer(Head):
         _, _, h, w, _ = raw.shape
         in_h, in_w = input_hw
         # Input pixels per cell: the same at every input size, so a traced model keeps it as a constant.
-        stride = torch.tensor([in_w / w, in_h / h], device=raw.device, dtype=raw.dtype)
+        stride = self.constant((in_w / w, in_h / h), raw.device, raw.dtype)
         xy, wh, rest = yolo_activation_parts(raw, self.opts.scale_x_y, self.opts.new_coords)
         xy = (xy + self.grid(h, w, raw.device, raw.dtype)) * stride
         wh = yolo_wh(wh, self.anchors.to(raw.dtype).reshape(1, -1, 1, 1, 2), self.opts.new_coords)
@@ -320,7 +334,7 @@ class RegionLayer(Head):
         """Darknet's ``get_region_box``: Float[N, A, H, W, >=4] raw -> centre boxes Float[N, A, H, W, 4] as
         fractions of the input: cx = (col + sigmoid(tx)) / W, w = exp(tw) * anchor_cells_w / W."""
         _, _, h, w, _ = raw.shape
-        cells = torch.tensor([w, h], device=raw.device, dtype=raw.dtype)
+        cells = self.constant((w, h), raw.device, raw.dtype)
         xy = (torch.sigmoid(raw[..., 0:2]) + self.grid(h, w, raw.device, raw.dtype)) / cells
         wh = torch.exp(raw[..., 2:4]) * self.anchors_cells.to(raw.dtype).reshape(1, -1, 1, 1, 2) / cells
         return torch.cat((xy, wh), -1)
@@ -328,7 +342,7 @@ class RegionLayer(Head):
     def decode(self, raw: torch.Tensor, input_hw: Sequence[int]) -> torch.Tensor:
         """Float[N, A, H, W, 5+C] raw -> decoded (same shape), boxes in input pixels."""
         in_h, in_w = input_hw
-        size = torch.tensor([in_w, in_h], device=raw.device, dtype=raw.dtype)
+        size = self.constant((in_w, in_h), raw.device, raw.dtype)
         boxes = self.region_boxes(raw) * torch.cat((size, size))
         obj = torch.sigmoid(raw[..., 4:5])
         # Without softmax Darknet's forward_region_layer leaves the class outputs as they are (no logistic).

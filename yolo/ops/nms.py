@@ -86,7 +86,14 @@ def nms(boxes: torch.Tensor, scores: torch.Tensor, groups: torch.Tensor, iou_thr
     if kind not in NMS_KINDS:
         raise ValueError(f"unknown nms_kind {kind!r}; known: {', '.join(NMS_KINDS)}")
     if kind == "default":
-        return torchvision.ops.batched_nms(boxes, scores, groups, iou_thres)
+        if boxes.numel() == 0:
+            return torch.zeros((0,), dtype=torch.int64, device=boxes.device)
+        # torchvision's batched_nms shifts each group by group * (largest coordinate + 1) and runs one NMS (up
+        # to 1000 boxes on the CPU, 5000 on CUDA; above, one call per group). With groups over a batch (image x
+        # class) the shifts reach millions of pixels, where float32 keeps a quarter pixel: float64 keeps the
+        # float32 coordinates exact. Moved to >= 0 first, so that no box reaches into the previous group.
+        exact = boxes.double()
+        return torchvision.ops.batched_nms(exact - exact.min(), scores.double(), groups, iou_thres)
     beta = _GREEDY_BETA if kind == "greedynms" else float(beta_nms)
     all_boxes = boxes.detach().cpu().double()
     all_scores = scores.detach().cpu().double().numpy()

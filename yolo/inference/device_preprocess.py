@@ -1,0 +1,111 @@
+"""Fitting images to the network input with torch ops on the model's device (the GPU path of
+:func:`yolo.inference.preprocess.preprocess`).
+
+The ``uint8`` images travel as they are (a quarter of the bytes of floats; from pinned memory on CUDA), then
+the resize (``letterbox`` or ``stretch``), BGR -> RGB and the division by 255 run on the device, one batched
+call per group of images of the same size. The resize is OpenCV's ``INTER_LINEAR`` written as
+``torch.nn.functional.interpolate(mode="bilinear", align_corners=False)``: both sample the source at
+``(dst + 0.5) * src / dst - 0.5``, clamp at the borders and mix the two neighbours linearly; OpenCV does it
+in 11-bit fixed point on ``uint8`` and rounds, here it is done in float32 and rounded to the nearest level,
+so a pixel differs from :func:`yolo.inference.preprocess.preprocess` by at most one 8-bit level
+(checked on real images in ``tests/test_device_preprocess.py``). The placement (:class:`LetterboxInfo`) is
+the same object the CPU path computes.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Dict, List, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from yolo.ops.letterbox import LETTERBOX_FILL, LetterboxInfo, letterbox_params
+
+__all__ = ["upload_uint8", "resize_bilinear_levels", "preprocess_on_device"]
+
+Shape = Tuple[int, int]
+
+
+def upload_uint8(images: Sequence[np.ndarray], device: Union[str, torch.device]) -> torch.Tensor:
+    """Stack equal-sized ``H x W x 3`` ``uint8`` images into ``UInt8[N, H, W, 3]`` on ``device``.
+
+    On CUDA the stack is built in pinned (page-locked) host memory, so the copy to the GPU is one
+    asynchronous transfer of the raw bytes.
+    """
+    device = torch.device(device)
+    h, w, c = images[0].shape
+    pinned = device.type == "cuda"
+    host = torch.empty((len(images), h, w, c), dtype=torch.uint8, pin_memory=pinned)
+    host_view = host.numpy()
+    for i, image in enumerate(images):
+        np.copyto(host_view[i], image)
+    return host.to(device, non_blocking=pinned)
+
+
+def resize_bilinear_levels(pixels: torch.Tensor, size_hw: Shape) -> torch.Tensor:
+    """OpenCV's bilinear ``cv2.resize`` of ``uint8`` images, as torch ops.
+
+    Args:
+        pixels: ``UInt8[N, C, H, W]`` (any memory format).
+        size_hw: the output ``(h, w)``.
+
+    Returns:
+        ``Float32[N, C, h, w]``: whole 8-bit levels 0..255 (rounded, as OpenCV's ``uint8`` result), within one
+        level of ``cv2.resize(image, (w, h), interpolation=cv2.INTER_LINEAR)``; the input values as floats when
+        the size does not change.
+    """
+    values = pixels.float()
+    if tuple(values.shape[-2:]) == tuple(size_hw):
+        return values
+    resized = F.interpolate(values, size=tuple(size_hw), mode="bilinear", align_corners=False, antialias=False)
+    return resized.round_().clamp_(0, 255)
+
+
+def _placement(shape_hw: Shape, img_size: Shape, mode: str) -> Tuple[Shape, Tuple[int, int], LetterboxInfo]:
+    """``((rh, rw), (pad_x, pad_y), info)`` of an image of ``shape_hw``, as
+    :func:`yolo.inference.preprocess.fit_image` places it."""
+    h, w = shape_hw
+    if mode == "letterbox":
+        (rh, rw), (pad_x, pad_y) = letterbox_params((h, w), img_size)
+    elif mode == "stretch":
+        (rh, rw), (pad_x, pad_y) = tuple(img_size), (0, 0)
+    else:
+        raise ValueError(f"unknown resize mode {mode!r}: use 'letterbox' or 'stretch'")
+    info = LetterboxInfo(scale_x=rw / w, scale_y=rh / h, pad_x=float(pad_x), pad_y=float(pad_y))
+    return (rh, rw), (pad_x, pad_y), info
+
+
+def preprocess_on_device(
+    images: Sequence[np.ndarray],
+    img_size: Shape,
+    mode: str = "letterbox",
+    device: Union[str, torch.device] = "cpu",
+    dtype: torch.dtype = torch.float32,
+) -> Tuple[torch.Tensor, List[LetterboxInfo]]:
+    """BGR ``uint8`` images -> network input batch and the placement of each image, computed on ``device``.
+
+    The same contract as :func:`yolo.inference.preprocess.preprocess` (within one 8-bit level of its values):
+
+    Returns:
+        ``(batch, infos)``: ``batch`` is ``Float[N, 3, h, w]`` (``dtype``) RGB 0..1 in channels-last memory on
+        ``device``, Darknet's gray 0.5 around a letterboxed image; ``infos[i]`` maps boxes of image ``i`` back.
+    """
+    net_h, net_w = img_size
+    batch = torch.empty((len(images), net_h, net_w, 3), dtype=dtype, device=device)  # NHWC storage
+    infos: List[LetterboxInfo] = [None] * len(images)  # type: ignore[list-item]
+    groups: Dict[Shape, List[int]] = defaultdict(list)
+    for i, image in enumerate(images):
+        groups[image.shape[:2]].append(i)
+    for shape_hw, members in groups.items():
+        (rh, rw), (px, py), info = _placement(shape_hw, (net_h, net_w), mode)
+        for i in members:
+            infos[i] = info
+        # BGR -> RGB on the uint8 bytes, then NCHW view (channels-last memory) for the resize.
+        pixels = upload_uint8([images[i] for i in members], device).flip(-1).permute(0, 3, 1, 2)
+        values = resize_bilinear_levels(pixels, (rh, rw)).div_(255.0).permute(0, 2, 3, 1)
+        where = slice(None) if len(members) == len(images) else torch.as_tensor(members, device=device)
+        if (rh, rw) != (net_h, net_w):
+            batch[where] = LETTERBOX_FILL
+        batch[where, py:py + rh, px:px + rw] = values.to(dtype)
+    return batch.permute(0, 3, 1, 2), infos
