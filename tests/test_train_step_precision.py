@@ -1,10 +1,10 @@
 """How the training step runs (yolo.engine.step_precision) and what the trainer records of it, on the CPU.
 
 The CUDA side (fp16 autocast, channels_last, TF32, compile on a GPU) is in tests/test_cuda_training.py; here:
-the settings' resolution, the ``--tf32``/``--compile`` flags and their record in ``opt.yaml``, the compile
-fallback (a run that falls back equals a plain run bit for bit), the logged running losses against a
-plain-Python account of every mini-batch's loss, the AMP update's single-sync path against torch's own
-``GradScaler.step``, and channels_last forwards equal to NCHW ones for cfgs of every layer family.
+the settings' resolution, the ``--tf32``/``--compile``/``--cache-images`` flags and their record in ``opt.yaml``,
+the compile fallback and the image cache (each run equals a plain run bit for bit), the logged running losses
+against a plain-Python account of every mini-batch's loss, the AMP update's single-sync path against torch's
+own ``GradScaler.step``, and channels_last forwards equal to NCHW ones for cfgs of every layer family.
 """
 import logging
 import math
@@ -69,6 +69,7 @@ def test_tf32_and_compile_flags_parse():
     assert parse_args(base + ["--tf32"]).tf32 is True and parse_args(base + ["--no-tf32"]).tf32 is False
     assert parse_args(base + ["--compile"]).compile is True
     assert parse_args(base + ["--no-compile"]).compile is False
+    assert parse_args(base).cache_images is None and parse_args(base + ["--cache-images"]).cache_images is True
 
 
 def test_apply_tf32_sets_both_backends():
@@ -148,6 +149,17 @@ def test_a_run_whose_compile_fails_trains_exactly_as_a_plain_run(shapes, tmp_pat
     for key, value in b["train"]["model"].items():
         assert torch.equal(a["train"]["model"][key], value), key
     assert read_results(trainer.result.run_dir)[0]["loss"] == read_results(plain_run)[0]["loss"]
+
+
+def test_cache_images_trains_exactly_as_reading_from_disk(shapes, tmp_path, plain_run):
+    cached = []
+    trainer = run(shapes, tmp_path, name="cached", epochs=1, cache_images=True,
+                  hooks={"train_start": lambda t: cached.append(t.train_set.images is not None)})
+    assert cached == [True]
+    assert yaml.safe_load((trainer.result.run_dir / "opt.yaml").read_text())["cache_images"] is True
+    a, b = train_state(trainer.result.run_dir), train_state(plain_run)
+    for key, value in b["train"]["model"].items():
+        assert torch.equal(a["train"]["model"][key], value), key
 
 
 # ------------------------------------------------------------------------------------------ bookkeeping

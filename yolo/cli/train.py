@@ -74,6 +74,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                    help="train through torch.compile (falls back with a warning; default: the hyperparameter compile, "
                         "false)")
+    p.add_argument("--cache-images", action=argparse.BooleanOptionalAction, default=None,
+                   help="decode the train images once and keep them in memory (default: the hyperparameter "
+                        "cache_images, false)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars (logs only)")
     p.add_argument("--verbose", action="store_true")
     return p.parse_args(argv)
@@ -109,7 +112,7 @@ def main(args: argparse.Namespace) -> int:
                            project=args.project, name=args.name, resume=resume, freeze=args.freeze,
                            workers=args.workers, seed=args.seed, sync_bn=args.sync_bn,
                            adapt_classes=args.adapt_classes, progress=not args.no_progress, tf32=args.tf32,
-                           compile=args.compile)
+                           compile=args.compile, cache_images=args.cache_images)
     trainer = Trainer(options)
     try:
         result = trainer.fit()

@@ -82,6 +82,7 @@ class Hyperparameters(ScheduleSettings):
     plots: bool = True  # PR curves and confusion matrix after the last epoch
     tb_images: int = 4  # validation images with predicted boxes logged each evaluation
     workers: Optional[int] = None  # data-loading processes (None: automatic)
+    cache_images: bool = False  # decode the train images once and keep them in memory (same items, no JPEG decode)
 
     def __getitem__(self, key: str) -> Any:
         return getattr(self, key)
@@ -133,6 +134,7 @@ class TrainOptions:
     progress: bool = True
     tf32: Optional[bool] = None  # None: the hyperparameter's; the run's opt.yaml records the value used
     compile: Optional[bool] = None  # None: the hyperparameter's; recorded as tf32
+    cache_images: Optional[bool] = None  # None: the hyperparameter's; recorded as tf32
 
     def to_dict(self) -> Dict[str, Any]:
         d = asdict(self)
@@ -173,8 +175,8 @@ def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, 
                 flags: Mapping[str, Any]) -> Hyperparameters:
     """Hyperparameters from ``[net]`` (``net`` Section), the ``[yolo]`` ``heads`` sections, a YAML and flags.
 
-    ``flags`` may hold ``epochs``, ``batch``, ``img_size``, ``workers``, ``tf32`` and ``compile`` (None values are
-    ignored).
+    ``flags`` may hold ``epochs``, ``batch``, ``img_size``, ``workers``, ``tf32``, ``compile`` and ``cache_images``
+    (None values are ignored).
     ``img_size`` comes out as [h, w] and ``augment`` as the full augmentation settings of
     :func:`yolo.data.transforms.augment_from_cfg`. A bad value is a one-line :class:`ConfigError` naming the
     YAML (or the cfg's file and line for a [net] key).

@@ -75,6 +75,10 @@ from yolo.runs import increment_path, run_name
 
 logger = logging.getLogger(__name__)
 
+# Settings given both as hyperparameters and as options (flags) that a resumed run may change: how the step runs
+# (yolo.engine.step_precision) and whether the train images are kept in memory; never what it computes.
+MACHINE_SETTINGS = ("tf32", "compile", "cache_images")
+
 
 @dataclass
 class TrainResult:
@@ -279,7 +283,7 @@ class Trainer:
         saved.device = opt.device if opt.device is not None else saved.device
         saved.workers = opt.workers if opt.workers is not None else saved.workers
         saved.progress = opt.progress
-        for key in ("tf32", "compile"):  # how the step runs may change; the saved value otherwise
+        for key in MACHINE_SETTINGS:  # how the step runs may change; the saved value otherwise
             if getattr(opt, key) is not None:
                 setattr(saved, key, getattr(opt, key))
         if opt.epochs is not None:
@@ -325,18 +329,19 @@ class Trainer:
         if resume_ckpt is None:
             self.hyp = resolve_hyp(model.net, [s for s in model.sections if s.type in TRAINED_HEADS], opt.hyp,
                                    {"epochs": opt.epochs, "batch": opt.batch_size,
-                                    "img_size": opt.img_size, "workers": opt.workers, "tf32": opt.tf32,
-                                    "compile": opt.compile})
+                                    "img_size": opt.img_size, "workers": opt.workers,
+                                    **{key: getattr(opt, key) for key in MACHINE_SETTINGS}})
         else:
             self.hyp = Hyperparameters.from_dict(resume_ckpt["train"]["hyp"])
             if opt.epochs is not None:
                 self.hyp.epochs = int(opt.epochs)
             if opt.workers is not None:
                 self.hyp.workers = int(opt.workers)
-            for key in ("tf32", "compile"):
+            for key in MACHINE_SETTINGS:
                 if getattr(opt, key) is not None:
                     setattr(self.hyp, key, bool(getattr(opt, key)))
-        opt.tf32, opt.compile = self.hyp.tf32, self.hyp.compile  # opt.yaml records the values used
+        for key in MACHINE_SETTINGS:  # opt.yaml records the values used
+            setattr(opt, key, getattr(self.hyp, key))
         if self.hyp.batch < 2:
             logger.warning("batch=%d: the cfg's [net] has Darknet's testing settings; pass --batch-size "
                            "(BatchNorm needs several images per mini-batch)", self.hyp.batch)
@@ -391,6 +396,10 @@ class Trainer:
             if self.main == turn:
                 self.train_set = build_dataset(self.data, "train", img_size=self.img_size, augment=True,
                                                hyp=hyp.augment, seed=self.options.seed)
+                if hyp.cache_images:  # before the loader's workers start: they share the decoded images
+                    held = self.train_set.cache_images()
+                    logger.info("cache_images: %d train images decoded and kept in memory (%.1f MB)",
+                                len(self.train_set), held / 1e6)
                 if self.main:
                     self.val_set = build_dataset(self.data, "val", img_size=self.img_size, augment=False)
                     # validate as the model trains, as the checkpoint records it (yolo.models.preprocessing)
