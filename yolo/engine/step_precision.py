@@ -21,6 +21,8 @@ from typing import Any, Callable, Mapping, Optional
 import torch
 import torch.nn as nn
 
+from yolo.data.collate import images_to_float
+
 logger = logging.getLogger(__name__)
 
 
@@ -49,9 +51,10 @@ class StepPrecision:
         return model
 
     def images_to(self, images: torch.Tensor, device: torch.device) -> torch.Tensor:
-        """Float[B, 3, H, W] images on ``device`` in the step's memory format (an asynchronous copy from the
-        loader's pinned memory on CUDA)."""
-        images = images.to(device, non_blocking=True)
+        """The loader's ``UInt8[B, 3, H, W]`` (or float 0..1) images as ``Float[B, 3, H, W]`` 0..1 on ``device``
+        in the step's memory format: the uint8 batch is copied (asynchronously from the loader's pinned memory
+        on CUDA, a quarter of float32's bytes) and converted there, by the collate's own conversion."""
+        images = images_to_float(images.to(device, non_blocking=True))
         if self.channels_last:
             images = images.contiguous(memory_format=torch.channels_last)
         return images

@@ -512,7 +512,7 @@ class Trainer:
             sampler = SkipSampler(sampler, skip_steps * self.accumulate * self.mini_batch)
         if getattr(self, "_epoch_loader", None) is None:  # one loader for the run: its workers persist
             self._epoch_loader = EpochLoader(self.train_set, self.mini_batch, self.workers, self.options.seed,
-                                             self.device.type == "cuda", self.multi_scale)
+                                             self.device.type == "cuda", self.multi_scale, uint8_images=True)
         return self._epoch_loader.epoch(sampler, epoch, (epoch * self.steps_per_epoch + skip_steps) * self.accumulate)
 
     # ---------------------------------------------------------------- the loop
@@ -589,7 +589,7 @@ class Trainer:
         """Mini-batch ``b`` of the epoch: forward, loss, backward; at the last mini-batch of an update (a
         ``subdivisions`` boundary) the non-finite check and Darknet's update. Returns whether it updated.
 
-        ``images``: ``Float[B, 3, H, W]`` RGB 0..1; ``targets``: ``Float[M, 6]`` rows (image index, class,
+        ``images``: ``UInt8[B, 3, H, W]`` RGB (or ``Float[B, 3, H, W]`` 0..1); ``targets``: ``Float[M, 6]`` rows (image index, class,
         cx, cy, w, h) in pixels of H x W (:mod:`yolo.data.collate`).
         """
         images = self.precision.images_to(images, self.device)
