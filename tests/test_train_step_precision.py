@@ -59,8 +59,11 @@ def test_cpu_steps_stay_float32_nchw_and_cuda_defaults_to_amp_channels_last():
     assert (fp32.amp, fp32.channels_last, fp32.tf32) == (False, False, True)
     nhwc = step_precision(torch.device("cuda"), {"amp": False, "channels_last": True})
     assert nhwc.channels_last and not nhwc.amp
-    images = nhwc.images_to(torch.rand(2, 3, 8, 8), torch.device("cpu"))
-    assert images.is_contiguous(memory_format=torch.channels_last)
+    batch = torch.randint(0, 256, (2, 3, 8, 8), dtype=torch.uint8)  # as the training loader gives it
+    for precision in (cpu, nhwc):
+        images = precision.images_to(batch, torch.device("cpu"))
+        assert images.dtype == torch.float32 and torch.equal(images, batch.double().div(255).float())
+        assert images.is_contiguous(memory_format=precision.memory_format)
 
 
 def test_tf32_and_compile_flags_parse():

@@ -54,10 +54,10 @@ class StepPrecision:
         """The loader's ``UInt8[B, 3, H, W]`` (or float 0..1) images as ``Float[B, 3, H, W]`` 0..1 on ``device``
         in the step's memory format: the uint8 batch is copied (asynchronously from the loader's pinned memory
         on CUDA, a quarter of float32's bytes) and converted there, by the collate's own conversion."""
-        images = images_to_float(images.to(device, non_blocking=True))
-        if self.channels_last:
+        images = images.to(device, non_blocking=True)
+        if self.channels_last:  # the layout change on the uint8 batch; the conversion keeps it
             images = images.contiguous(memory_format=torch.channels_last)
-        return images
+        return images_to_float(images)
 
     def describe(self) -> str:
         """One line for the run's log: ``float32 NCHW`` or ``fp16 autocast, channels_last, TF32 off``..."""

@@ -573,7 +573,8 @@ class Trainer:
             self.epoch_step += 1
             self._call_hooks("after_step")
             self._emit("step_end")
-            # Every process stops at the same update: with DDP the requests came with the update's one sync.
+            # Every process stops at the same update: with DDP the requests came with the update's one sync (a
+            # request made after it, during this update's hooks, stops the run after the next update).
             stop = self._stop_everywhere if self.dist.enabled else self._stop_requested
             if self.epoch_step < self.steps_per_epoch and stop:
                 self._call_hooks("after_interrupt")  # last.pt at this update
@@ -589,8 +590,8 @@ class Trainer:
         """Mini-batch ``b`` of the epoch: forward, loss, backward; at the last mini-batch of an update (a
         ``subdivisions`` boundary) the non-finite check and Darknet's update. Returns whether it updated.
 
-        ``images``: ``UInt8[B, 3, H, W]`` RGB (or ``Float[B, 3, H, W]`` 0..1); ``targets``: ``Float[M, 6]`` rows (image index, class,
-        cx, cy, w, h) in pixels of H x W (:mod:`yolo.data.collate`).
+        ``images``: ``UInt8[B, 3, H, W]`` RGB (or ``Float[B, 3, H, W]`` 0..1); ``targets``: ``Float[M, 6]`` rows
+        (image index, class, cx, cy, w, h) in pixels of H x W (:mod:`yolo.data.collate`).
         """
         images = self.precision.images_to(images, self.device)
         targets = targets.to(self.device, non_blocking=True)  # pinned on CUDA: no wait for the copy
