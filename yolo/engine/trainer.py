@@ -511,8 +511,11 @@ class Trainer:
         if skip_steps:
             sampler = SkipSampler(sampler, skip_steps * self.accumulate * self.mini_batch)
         if getattr(self, "_epoch_loader", None) is None:  # one loader for the run: its workers persist
+            # On CUDA the batches travel pinned and as uint8 (a quarter of the bytes), converted on the device;
+            # on the CPU the workers convert them, in parallel.
+            cuda = self.device.type == "cuda"
             self._epoch_loader = EpochLoader(self.train_set, self.mini_batch, self.workers, self.options.seed,
-                                             self.device.type == "cuda", self.multi_scale, uint8_images=True)
+                                             cuda, self.multi_scale, uint8_images=cuda)
         return self._epoch_loader.epoch(sampler, epoch, (epoch * self.steps_per_epoch + skip_steps) * self.accumulate)
 
     # ---------------------------------------------------------------- the loop
