@@ -208,7 +208,9 @@ def test_ddp_run_on_cuda(shapes, tmp_path, cuda_device, monkeypatch):
         monkeypatch.setattr(trainer_module, "init_distributed", one_process_group)
         seen = []
         hook = {"train_start": lambda t: seen.append((type(t.train_model).__name__, dist.get_backend()))}
-        trainer = train_on(cuda_device, shapes, tmp_path, "ddp", hooks=hook, subdivisions=1, ema=False)
+        # an indexed device, as torchrun's processes get (DDP's device_ids needs the index)
+        device = torch.device("cuda", torch.cuda.current_device()) if cuda_device.type == "cuda" else cuda_device
+        trainer = train_on(device, shapes, tmp_path, "ddp", hooks=hook, subdivisions=1, ema=False)
         assert seen == [("DistributedDataParallel", backend)]
         assert not dist.is_initialized()  # the trainer left the group at the end
         run_dir, updates = trainer.result.run_dir, 2  # 16 images, 8 per update
