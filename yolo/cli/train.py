@@ -68,6 +68,15 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--sync-bn", action="store_true", help="SyncBatchNorm across processes (CUDA DDP)")
     p.add_argument("--adapt-classes", action="store_true",
                    help="set the cfg's heads to the dataset's class count (classes and the filters before each head)")
+    p.add_argument("--tf32", action=argparse.BooleanOptionalAction, default=None,
+                   help="TF32 matmuls/convolutions on CUDA: faster, but not Darknet's float32 step (default: the "
+                        "hyperparameter tf32, false)")
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                   help="train through torch.compile (falls back with a warning; default: the hyperparameter compile, "
+                        "false)")
+    p.add_argument("--cache-images", action=argparse.BooleanOptionalAction, default=None,
+                   help="decode the train images once and keep them in memory (default: the hyperparameter "
+                        "cache_images, false)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars (logs only)")
     p.add_argument("--verbose", action="store_true")
     return p.parse_args(argv)
@@ -102,7 +111,8 @@ def main(args: argparse.Namespace) -> int:
                            epochs=args.epochs, batch_size=args.batch_size, img_size=img_size, device=args.device,
                            project=args.project, name=args.name, resume=resume, freeze=args.freeze,
                            workers=args.workers, seed=args.seed, sync_bn=args.sync_bn,
-                           adapt_classes=args.adapt_classes, progress=not args.no_progress)
+                           adapt_classes=args.adapt_classes, progress=not args.no_progress, tf32=args.tf32,
+                           compile=args.compile, cache_images=args.cache_images)
     trainer = Trainer(options)
     try:
         result = trainer.fit()

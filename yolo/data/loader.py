@@ -6,7 +6,7 @@ from typing import Callable, Iterator, List, Optional, Tuple
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from yolo.data.collate import collate_fn
+from yolo.data.collate import collate_fn, collate_uint8
 
 
 class EpochShuffleSampler(Sampler[int]):
@@ -76,16 +76,19 @@ class EpochLoader:
     Each epoch takes its own sampler (:meth:`epoch`); the items carry their epoch to the workers
     (:class:`SizedBatchSampler`), so the data stay a function of ``(seed, epoch, index)`` and a resumed run sees
     the same batches. Batches as :func:`create_dataloader`'s, whole mini-batches only; ``size_of`` as there (None:
-    the dataset's ``img_size``).
+    the dataset's ``img_size``). With ``uint8_images`` the images stay ``UInt8[B, 3, H, W]``
+    (:func:`yolo.data.collate.collate_uint8`) for the consumer to convert.
     """
 
     def __init__(self, dataset: Dataset, batch_size: int, num_workers: int = 0, seed: int = 0,
-                 pin_memory: bool = False, size_of: Optional[Callable[[int], Tuple[int, int]]] = None):
+                 pin_memory: bool = False, size_of: Optional[Callable[[int], Tuple[int, int]]] = None,
+                 uint8_images: bool = False):
         img_size = tuple(dataset.img_size)
         self.batches = SizedBatchSampler([], batch_size, size_of or (lambda number: img_size))
         generator = torch.Generator()
         generator.manual_seed(int(seed))
-        self.loader = DataLoader(dataset, batch_sampler=self.batches, num_workers=num_workers, collate_fn=collate_fn,
+        self.loader = DataLoader(dataset, batch_sampler=self.batches, num_workers=num_workers,
+                                 collate_fn=collate_uint8 if uint8_images else collate_fn,
                                  pin_memory=pin_memory, generator=generator, persistent_workers=num_workers > 0,
                                  worker_init_fn=one_thread_per_worker if num_workers > 0 else None)
 

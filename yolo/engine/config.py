@@ -69,6 +69,9 @@ class Hyperparameters(ScheduleSettings):
     ema_decay: float = 0.9999
     ema_tau: float = 2000.0
     amp: bool = True  # mixed precision on CUDA (ignored on the CPU)
+    channels_last: Optional[bool] = None  # None: with amp on CUDA (yolo.engine.step_precision); the CPU: NCHW
+    tf32: bool = False  # TF32 on CUDA: faster, but not Darknet's float32 step (gradients differ by ~5%)
+    compile: bool = False  # the training forward through torch.compile (falls back with a warning)
     head_prior: bool = False  # our improvement: fresh heads' objectness/class biases start at a prior (Darknet: 0)
     bn_momentum: Optional[float] = None  # None: Darknet's 0.01 per batch
     max_grad_norm: Optional[float] = None  # clip the gradient norm (None: no clipping, as Darknet)
@@ -79,6 +82,7 @@ class Hyperparameters(ScheduleSettings):
     plots: bool = True  # PR curves and confusion matrix after the last epoch
     tb_images: int = 4  # validation images with predicted boxes logged each evaluation
     workers: Optional[int] = None  # data-loading processes (None: automatic)
+    cache_images: bool = False  # decode the train images once and keep them in memory (same items, no JPEG decode)
 
     def __getitem__(self, key: str) -> Any:
         return getattr(self, key)
@@ -128,6 +132,9 @@ class TrainOptions:
     sync_bn: bool = False
     adapt_classes: bool = False
     progress: bool = True
+    tf32: Optional[bool] = None  # None: the hyperparameter's; the run's opt.yaml records the value used
+    compile: Optional[bool] = None  # None: the hyperparameter's; recorded as tf32
+    cache_images: Optional[bool] = None  # None: the hyperparameter's; recorded as tf32
 
     def to_dict(self) -> Dict[str, Any]:
         d = asdict(self)
@@ -168,7 +175,8 @@ def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, 
                 flags: Mapping[str, Any]) -> Hyperparameters:
     """Hyperparameters from ``[net]`` (``net`` Section), the ``[yolo]`` ``heads`` sections, a YAML and flags.
 
-    ``flags`` may hold ``epochs``, ``batch``, ``img_size`` and ``workers`` (None values are ignored).
+    ``flags`` may hold ``epochs``, ``batch``, ``img_size``, ``workers``, ``tf32``, ``compile`` and ``cache_images``
+    (None values are ignored).
     ``img_size`` comes out as [h, w] and ``augment`` as the full augmentation settings of
     :func:`yolo.data.transforms.augment_from_cfg`. A bad value is a one-line :class:`ConfigError` naming the
     YAML (or the cfg's file and line for a [net] key).

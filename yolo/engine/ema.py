@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any, Dict
+from typing import Any, Dict, List, Tuple
 
 import torch
 import torch.nn as nn
+from torch import Tensor
 
 
 def unwrap(model: nn.Module) -> nn.Module:
@@ -48,13 +49,34 @@ class ModelEMA:
         """Move the average one step towards ``model``'s current state."""
         self.updates += 1
         d = self.current_decay()
-        source = unwrap(model).state_dict()
-        for name, value in self.module.state_dict().items():
-            new = source[name].detach()
+        averaged, sources, others = self._pairs(unwrap(model))
+        if averaged:  # value = value * d + new * (1 - d): one call per operation for every tensor
+            torch._foreach_mul_(averaged, d)
+            torch._foreach_add_(averaged, sources, alpha=1.0 - d)
+        for value, new in others:
             if value.dtype.is_floating_point:
                 value.mul_(d).add_(new.to(value.dtype), alpha=1.0 - d)
             else:
                 value.copy_(new)
+
+    def _pairs(self, model: nn.Module) -> Tuple[List[Tensor], List[Tensor], List[Tuple[Tensor, Tensor]]]:
+        """The averaged tensors of the same dtype as their sources in ``model``, those sources, and the other
+        (average, source) pairs. Built once per source model: optimizer steps and ``load_state_dict`` change
+        the tensors in place, so the references stay valid."""
+        cached = getattr(self, "_cached_pairs", None)
+        if cached is not None and cached[0] is model:
+            return cached[1]
+        source = model.state_dict()
+        averaged, sources, others = [], [], []
+        for name, value in self.module.state_dict().items():
+            new = source[name].detach()
+            if value.dtype.is_floating_point and new.dtype == value.dtype and new.device == value.device:
+                averaged.append(value)
+                sources.append(new)
+            else:
+                others.append((value, new))
+        self._cached_pairs = (model, (averaged, sources, others))
+        return averaged, sources, others
 
     def state_dict(self) -> Dict[str, Any]:
         return {"updates": self.updates, "decay": self.decay, "tau": self.tau}

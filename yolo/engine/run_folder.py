@@ -40,8 +40,9 @@ def write_settings(run_dir: Path, cfg_text: str, hyp: Dict[str, Any], options: D
                 ", ".join(f"{k} {v}" for k, v in env.items()))
 
 
-# What a resumed run may change (tools/train.py --resume ... --epochs N, --device, --workers).
-RESUME_KEYS = ("epochs", "device", "workers")
+# What a resumed run may change (tools/train.py --resume ... --epochs N, --device, --workers, --tf32, --compile,
+# --cache-images).
+RESUME_KEYS = ("epochs", "device", "workers", "tf32", "compile", "cache_images")
 
 
 def update_settings(run_dir: Path, options: Dict[str, Any], hyp: Dict[str, Any]) -> None:

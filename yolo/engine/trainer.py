@@ -19,9 +19,14 @@ the current update, saves ``last.pt`` at that point and stops (a second Ctrl-C a
 loss stops the run with :class:`NonFiniteLossError` before it can touch the weights; the last checkpoint on
 disk stays the last good one.
 
+How the step runs on its device (fp16 autocast and channels_last on CUDA, float32 NCHW on the CPU, TF32,
+``torch.compile``) is decided in one place, :mod:`yolo.engine.step_precision`.
+
 CPU-GPU syncs are deliberate: the losses stay on the device; one sync per update (before the optimizer step,
-:meth:`Trainer._fetch_update`) checks them and brings the numbers the writers need; one per epoch brings the
-epoch's means; a checkpoint copies the state to the CPU.
+:meth:`Trainer._fetch_update`) checks them (and with AMP the gradients' overflow flag, so that the GradScaler
+adds no sync of its own), brings the numbers the writers need and, under DDP, the processes' stop requests;
+one per epoch brings the epoch's means; a checkpoint copies the state to the CPU. (The loss's target
+assignment selects with data-dependent shapes, which syncs inside the loss.)
 """
 from __future__ import annotations
 
@@ -54,6 +59,7 @@ from yolo.engine.optimizer import clip_weights, hold_gradients, holds_gradients,
 from yolo.engine.rng import seed_everything, set_rng_state
 from yolo.engine.run_folder import recover_run_folder, update_settings, write_settings
 from yolo.engine.schedule import LRSchedule, burn_in_outlasts_run, schedule_from_hyp, set_lr
+from yolo.engine.step_precision import CompiledForward, StepPrecision, apply_tf32, step_precision
 from yolo.engine.transfer import freeze_layers, frozen_to_eval, load_pretrained, with_num_classes
 from yolo.errors import ConfigError, NonFiniteLossError
 from yolo.losses.region_loss import set_images_seen
@@ -68,6 +74,10 @@ from yolo.progress import use_bars
 from yolo.runs import increment_path, run_name
 
 logger = logging.getLogger(__name__)
+
+# Settings given both as hyperparameters and as options (flags) that a resumed run may change: how the step runs
+# (yolo.engine.step_precision) and whether the train images are kept in memory; never what it computes.
+MACHINE_SETTINGS = ("tf32", "compile", "cache_images")
 
 
 @dataclass
@@ -115,10 +125,12 @@ class Trainer:
         self.hyp: Optional[Hyperparameters] = None
         self.model: Optional[Darknet] = None  # unwrapped
         self.train_model: Optional[nn.Module] = None  # the model, or its DDP wrapper
+        self.forward: Optional[Callable] = None  # train_model, or it through torch.compile (CompiledForward)
+        self.precision: Optional[StepPrecision] = None  # autocast, memory format, TF32, compile
         self.transfer_report = None
         self.frozen: List[str] = []
         self.optimizer: Optional[torch.optim.Optimizer] = None
-        self.amp = False
+        self.amp = False  # fp16 autocast (self.precision.amp)
         self.scaler: Optional[torch.amp.GradScaler] = None
         self.ema: Optional[ModelEMA] = None
         self.criterion: Optional[Callable] = None
@@ -144,6 +156,8 @@ class Trainer:
         self.last_metrics: Dict[str, Any] = {}
         self._resume_rng: Optional[Dict[str, Any]] = None
         self._resume_sums: Optional[torch.Tensor] = None
+        self._grads_non_finite = False  # AMP: the update's gradients overflowed (fetched by _fetch_update)
+        self._stop_everywhere = False  # DDP: a process asked to stop (fetched by _fetch_update)
         # What the hooks read.
         self.loss_sums: Optional[torch.Tensor] = None  # float64[4] on the device: box, obj, cls, mini-batches
         self.update_losses: Optional[torch.Tensor] = None  # float64[accumulate, 4]: loss, box, obj, cls
@@ -228,6 +242,8 @@ class Trainer:
         elif not adapted:  # keep the file as written (comments included), not a re-rendering of it
             model.cfg_text = Path(opt.cfg).read_text(encoding="utf-8", errors="replace")
         self._resolve_hyp(model, resume_ckpt)
+        self.precision = step_precision(self.device, self.hyp)
+        apply_tf32(self.precision.tf32)
         self._initialize(model, resume_ckpt is None)
         self._build_update(model)
         self._build_datasets()
@@ -241,6 +257,7 @@ class Trainer:
             self.train_model = nn.parallel.DistributedDataParallel(self.model, **ddp_kwargs)
         else:
             self.train_model = self.model
+        self.forward = CompiledForward(self.train_model) if self.precision.compile else self.train_model
         self._open_run_folder(resumed=resume_ckpt is not None)
 
     def _read_resume_checkpoint(self) -> Optional[Dict[str, Any]]:
@@ -266,6 +283,9 @@ class Trainer:
         saved.device = opt.device if opt.device is not None else saved.device
         saved.workers = opt.workers if opt.workers is not None else saved.workers
         saved.progress = opt.progress
+        for key in MACHINE_SETTINGS:  # how the step runs may change; the saved value otherwise
+            if getattr(opt, key) is not None:
+                setattr(saved, key, getattr(opt, key))
         if opt.epochs is not None:
             saved.epochs = opt.epochs
         saved.resume = str(resume_path)
@@ -309,13 +329,19 @@ class Trainer:
         if resume_ckpt is None:
             self.hyp = resolve_hyp(model.net, [s for s in model.sections if s.type in TRAINED_HEADS], opt.hyp,
                                    {"epochs": opt.epochs, "batch": opt.batch_size,
-                                    "img_size": opt.img_size, "workers": opt.workers})
+                                    "img_size": opt.img_size, "workers": opt.workers,
+                                    **{key: getattr(opt, key) for key in MACHINE_SETTINGS}})
         else:
             self.hyp = Hyperparameters.from_dict(resume_ckpt["train"]["hyp"])
             if opt.epochs is not None:
                 self.hyp.epochs = int(opt.epochs)
             if opt.workers is not None:
                 self.hyp.workers = int(opt.workers)
+            for key in MACHINE_SETTINGS:
+                if getattr(opt, key) is not None:
+                    setattr(self.hyp, key, bool(getattr(opt, key)))
+        for key in MACHINE_SETTINGS:  # opt.yaml records the values used
+            setattr(opt, key, getattr(self.hyp, key))
         if self.hyp.batch < 2:
             logger.warning("batch=%d: the cfg's [net] has Darknet's testing settings; pass --batch-size "
                            "(BatchNorm needs several images per mini-batch)", self.hyp.batch)
@@ -341,12 +367,13 @@ class Trainer:
         if self.frozen and self.main:
             logger.info("froze layers 0..%d (%d parameter tensors)", opt.freeze - 1, len(self.frozen))
         model.to(self.device)
+        self.precision.prepare_model(model)  # before the optimizer and the EMA copy see the weights
 
     def _build_update(self, model: Darknet) -> None:
         """Optimizer, AMP scaler, EMA, SyncBatchNorm; sets ``self.model``."""
         hyp = self.hyp
         self.optimizer = optimizer_from_hyp(model, hyp)
-        self.amp = hyp.amp and self.device.type == "cuda"
+        self.amp = self.precision.amp
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp)
         # Only rank 0 evaluates and saves, so only it keeps the moving average.
         self.ema = ModelEMA(model, hyp.ema_decay, hyp.ema_tau) if hyp.ema and self.main else None
@@ -369,6 +396,10 @@ class Trainer:
             if self.main == turn:
                 self.train_set = build_dataset(self.data, "train", img_size=self.img_size, augment=True,
                                                hyp=hyp.augment, seed=self.options.seed)
+                if hyp.cache_images:  # before the loader's workers start: they share the decoded images
+                    held = self.train_set.cache_images()
+                    logger.info("cache_images: %d train images decoded and kept in memory (%.1f MB)",
+                                len(self.train_set), held / 1e6)
                 if self.main:
                     self.val_set = build_dataset(self.data, "val", img_size=self.img_size, augment=False)
                     # validate as the model trains, as the checkpoint records it (yolo.models.preprocessing)
@@ -465,9 +496,9 @@ class Trainer:
             self.loop_hooks.append(Guarded(tensorboard, "TensorBoard writer"))
         self.loop_hooks.append(CheckpointHook())
         logger.info("run folder %s: %d epochs x %d updates of %d images (%d mini-batch(es) of %d x %d "
-                    "process(es)), img %dx%d, lr %g, %s", self.run_dir, self.epochs, self.steps_per_epoch,
+                    "process(es)), img %dx%d, lr %g, %s (%s)", self.run_dir, self.epochs, self.steps_per_epoch,
                     hyp.batch, self.accumulate, self.mini_batch, self.dist.world_size, self.img_size[0],
-                    self.img_size[1], hyp.learning_rate, self.device)
+                    self.img_size[1], hyp.learning_rate, self.device, self.precision.describe())
 
     # ---------------------------------------------------------------- data per epoch
     def _train_loader(self, epoch: int, skip_steps: int):
@@ -480,8 +511,11 @@ class Trainer:
         if skip_steps:
             sampler = SkipSampler(sampler, skip_steps * self.accumulate * self.mini_batch)
         if getattr(self, "_epoch_loader", None) is None:  # one loader for the run: its workers persist
+            # On CUDA the batches travel pinned and as uint8 (a quarter of the bytes), converted on the device;
+            # on the CPU the workers convert them, in parallel.
+            cuda = self.device.type == "cuda"
             self._epoch_loader = EpochLoader(self.train_set, self.mini_batch, self.workers, self.options.seed,
-                                             self.device.type == "cuda", self.multi_scale)
+                                             cuda, self.multi_scale, uint8_images=cuda)
         return self._epoch_loader.epoch(sampler, epoch, (epoch * self.steps_per_epoch + skip_steps) * self.accumulate)
 
     # ---------------------------------------------------------------- the loop
@@ -542,8 +576,10 @@ class Trainer:
             self.epoch_step += 1
             self._call_hooks("after_step")
             self._emit("step_end")
-            # With DDP, any_true is a collective (every process stops at the same update): one sync per update.
-            if self.epoch_step < self.steps_per_epoch and any_true(self._stop_requested, self.device):
+            # Every process stops at the same update: with DDP the requests came with the update's one sync (a
+            # request made after it, during this update's hooks, stops the run after the next update).
+            stop = self._stop_everywhere if self.dist.enabled else self._stop_requested
+            if self.epoch_step < self.steps_per_epoch and stop:
                 self._call_hooks("after_interrupt")  # last.pt at this update
                 barrier()
                 return True
@@ -557,19 +593,19 @@ class Trainer:
         """Mini-batch ``b`` of the epoch: forward, loss, backward; at the last mini-batch of an update (a
         ``subdivisions`` boundary) the non-finite check and Darknet's update. Returns whether it updated.
 
-        ``images``: ``Float[B, 3, H, W]`` RGB 0..1; ``targets``: ``Float[M, 6]`` rows (image index, class,
-        cx, cy, w, h) in pixels of H x W (:mod:`yolo.data.collate`).
+        ``images``: ``UInt8[B, 3, H, W]`` RGB (or ``Float[B, 3, H, W]`` 0..1); ``targets``: ``Float[M, 6]`` rows
+        (image index, class, cx, cy, w, h) in pixels of H x W (:mod:`yolo.data.collate`).
         """
-        images = images.to(self.device, non_blocking=True)
-        targets = targets.to(self.device)
+        images = self.precision.images_to(images, self.device)
+        targets = targets.to(self.device, non_blocking=True)  # pinned on CUDA: no wait for the copy
         size_hw = tuple(images.shape[-2:])
         slot = b % self.accumulate
         last_of_update = slot == self.accumulate - 1
         # DDP averages the gradients over the processes in the backward of an update's last mini-batch only.
         sync = last_of_update or not self.dist.enabled
         with self.train_model.no_sync() if not sync else contextlib.nullcontext():
-            with torch.autocast(device_type=self.device.type, enabled=self.amp):
-                outputs = self.train_model(images)
+            with self.precision.autocast():
+                outputs = self.forward(images)
             # Darknet's [region] prior term depends on the images seen so far, this batch included.
             minibatch = self.epoch * self.steps_per_epoch * self.accumulate + b
             set_images_seen(self.model, (minibatch + 1) * images.shape[0] * self.dist.world_size)
@@ -590,13 +626,23 @@ class Trainer:
         """The update's one CPU-GPU sync, deliberately before the optimizer step: stop on a non-finite loss
         in any of its mini-batches (on any process) before it reaches the weights, naming the first one;
         else ``self.step_log`` for the writers. It cannot wait longer (the step would apply the non-finite
-        gradients) and need not come sooner (gradients are only accumulated until then)."""
+        gradients) and need not come sooner (gradients are only accumulated until then).
+
+        The same read brings, with AMP, whether the unscaled gradients overflowed (the GradScaler then skips
+        the step, as its own ``step`` would, without a second sync) and, with DDP, whether any process was
+        asked to stop."""
+        k = self.accumulate
         bad = (~torch.isfinite(self.update_losses[:, 0])).to(torch.float64)
         if self.dist.enabled:  # a non-finite loss on one process stops them all, at the same mini-batch
+            stop = torch.full((1,), float(self._stop_requested), dtype=torch.float64, device=self.device)
+            bad = torch.cat([bad, stop])
             torch.distributed.all_reduce(bad, op=torch.distributed.ReduceOp.MAX)
-        numbers = torch.cat([bad, self.update_losses.flatten(), self.loss_sums]).tolist()
-        k = self.accumulate
-        flags, rows, sums = numbers[:k], numbers[k:5 * k], numbers[5 * k:]
+        extra = [self._gradient_overflow()] if self.amp else []
+        numbers = torch.cat([bad, self.update_losses.flatten(), self.loss_sums, *extra]).tolist()
+        if self.dist.enabled:
+            self._stop_everywhere = numbers.pop(k) > 0
+        self._grads_non_finite = bool(extra) and numbers[-1] > 0
+        flags, rows, sums = numbers[:k], numbers[k:5 * k], numbers[5 * k:5 * k + 4]
         if any(flags):
             first = flags.index(1.0)
             self._non_finite(b - (k - 1) + first, *rows[4 * first:4 * first + 4])
@@ -605,24 +651,33 @@ class Trainer:
         self.step_log = StepLog(box=box, obj=obj, cls=cls, loss=loss, mean_box=sums[0] / n, mean_obj=sums[1] / n,
                                 mean_cls=sums[2] / n, size_hw=size_hw, num_targets=num_targets)
 
+    def _gradient_overflow(self) -> torch.Tensor:
+        """AMP: unscale the update's gradients now (as ``GradScaler.step`` would) and return, on the device,
+        Float64[1] > 0 when any is inf/NaN (summed over the scaler's per-device flags)."""
+        self.scaler.unscale_(self.optimizer)
+        # GradScaler keeps the flags in _per_optimizer_states (stable since torch 1.6); its step() would read them
+        # with one .item() per device.
+        found = self.scaler._per_optimizer_states[id(self.optimizer)]["found_inf_per_device"].values()
+        return torch.stack([f.to(self.device, torch.float64).reshape(()) for f in found]).sum().reshape(1)
+
     def _optimizer_step(self) -> None:
         """Darknet's update: the learning rate of update ``global_step``, gradients held for layers not updated
         yet (``dont_update``/``burnin_update``), optional norm clipping, the step, weight clipping, EMA."""
         self.global_step += 1
         self.lr = self.schedule(self.global_step)
         set_lr(self.optimizer, self.lr)
-        unscaled = False
+        # With AMP the gradients were unscaled by _fetch_update; without it the scaler is disabled (unscaled).
         held = vars(self).setdefault("held_gradients", {})  # also run on a bare namespace of these attributes
         if holds_gradients(self.optimizer, self.global_step, held):
-            self.scaler.unscale_(self.optimizer)
-            unscaled = True
             hold_gradients(self.optimizer, self.global_step, held)
         if self.hyp.max_grad_norm:
-            if not unscaled:
-                self.scaler.unscale_(self.optimizer)
             nn.utils.clip_grad_norm_(self.model.parameters(), self.hyp.max_grad_norm)
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
+        if self.scaler.is_enabled():  # GradScaler.step without its sync: the overflow flag came with the losses
+            if not self._grads_non_finite:
+                self.optimizer.step()
+            self.scaler.update()
+        else:
+            self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         clip_weights(self.optimizer, self.global_step)
         if self.ema is not None:

@@ -66,11 +66,11 @@ def usable_targets(targets: Tensor, batch_size: int, img_size_hw: Tuple[int, int
     finite = torch.isfinite(targets).all(dim=1)
     image, cls = targets[:, 0], targets[:, 1]
     bad_image = finite & ((image < 0) | (image >= batch_size) | (image != image.floor()))
-    if bad_image.any():
-        row = int(bad_image.nonzero()[0])
-        raise ValueError(f"targets row {row}: image index {image[row].item()} is not in 0..{batch_size - 1}")
     bad_class = finite & ((cls < 0) | (cls >= num_classes) | (cls != cls.floor()))
-    if bad_class.any():
+    if (bad_image | bad_class).any():  # one read of the device for both checks (none is the common case)
+        if bad_image.any():
+            row = int(bad_image.nonzero()[0])
+            raise ValueError(f"targets row {row}: image index {image[row].item()} is not in 0..{batch_size - 1}")
         row = int(bad_class.nonzero()[0])
         raise ValueError(f"targets row {row}: class {cls[row].item()} is not in 0..{num_classes - 1} "
                          f"(the cfg has classes={num_classes})")

@@ -20,7 +20,7 @@ FORMAT = "yolo-darknet/1"
 
 def model_checkpoint(model, names: Optional[Sequence[str]] = None, **extra: Any) -> Dict[str, Any]:
     """The portable part of a checkpoint for ``model`` (a :class:`yolo.models.model.Darknet`)."""
-    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}  # NCHW, even from channels_last
     ckpt = {
         "format": FORMAT,
         "model": state,

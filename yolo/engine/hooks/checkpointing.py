@@ -48,7 +48,7 @@ def training_checkpoint(trainer) -> Dict[str, Any]:
     """The checkpoint dict: the evaluated model (EMA when on) with ``train`` holding the training state."""
     t = trainer
     train_state = {
-        "model": {k: v.detach().cpu() for k, v in t.model.state_dict().items()},
+        "model": {k: v.detach().cpu().contiguous() for k, v in t.model.state_dict().items()},  # NCHW on disk
         "optimizer": t.optimizer.state_dict(),
         "scaler": t.scaler.state_dict() if t.amp else None,
         "ema": t.ema.state_dict() if t.ema is not None else None,
