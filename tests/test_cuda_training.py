@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 import yaml
 
-from test_loss_darknet import PAIRS, coco_batch, targets_px
+from test_loss_darknet import PAIRS, coco_images_area_resized, targets_px
 from test_train import FAST, read_results, train_state, write_cfg, write_data
 from yolo.data import ensure_shapes_dataset
 import yolo.engine.trainer as trainer_module
@@ -27,7 +27,7 @@ from yolo.engine.step_precision import apply_tf32
 from yolo.losses.yolo_loss import YoloLoss
 from yolo.models.model import load_model
 
-pytestmark = pytest.mark.cuda
+pytestmark = [pytest.mark.cuda, pytest.mark.usefixtures("private_cache")]
 
 REPO = Path(__file__).resolve().parent.parent
 HW = (224, 224)
@@ -54,7 +54,7 @@ def tiny_pair(assets, cuda_device):
     cfg, weights = assets("cfg/yolov3-tiny.cfg"), assets("weights/yolov3-tiny.weights")
     cpu = load_model(cfg, weights, device="cpu")
     gpu = load_model(cfg, weights, device=cuda_device)
-    x, truths = coco_batch(assets, PAIRS[0] + PAIRS[1], HW)
+    x, truths = coco_images_area_resized(assets, PAIRS[0] + PAIRS[1], HW)
     return cpu, gpu, torch.from_numpy(x), targets_px(truths, HW)
 
 
@@ -109,11 +109,6 @@ def shapes(tmp_path_factory):
     root = ensure_shapes_dataset(folder / "data", num_train=16, num_val=4, seed=3, size_range=(96, 128),
                                  max_shapes=3)
     return {"cfg": write_cfg(folder), "data": write_data(folder, root)}
-
-
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("YOLO_CACHE_DIR", str(tmp_path / "cache"))
 
 
 def train_on(device, shapes, project: Path, name: str, hooks=None, **hyp) -> Trainer:

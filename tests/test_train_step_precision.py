@@ -34,8 +34,7 @@ def shapes(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def _private_cache_and_tf32(tmp_path, monkeypatch):
-    monkeypatch.setenv("YOLO_CACHE_DIR", str(tmp_path / "cache"))
+def _restore_tf32(private_cache):
     saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
     yield
     torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
