@@ -17,8 +17,8 @@ Examples::
     torchrun --nproc_per_node 2 tools/train.py --cfg ... --data ... --batch-size 16
 
 Hyperparameters: the cfg's ``[net]``, then ``--hyp`` (YAML), then the flags. Output: ``runs/train/NAME``
-(``NAME2``, ``NAME3``, ... when taken) with ``last.pt``, ``best.pt``, ``results.csv``, ``cfg.cfg``,
-``hyp.yaml``, ``opt.yaml``, ``data.yaml``, ``metrics.json``, plots and TensorBoard events.
+(``NAME2``, ``NAME3``, ... when taken) with ``last.pt``, ``best.pt``, ``results.csv``, its chart ``results.png``,
+``cfg.cfg``, ``hyp.yaml``, ``opt.yaml``, ``data.yaml``, ``metrics.json``, plots and TensorBoard events.
 Ctrl-C saves ``last.pt`` and exits; ``--resume`` continues from it.
 """
 from __future__ import annotations
