@@ -1,6 +1,7 @@
 """The tools' flags: one name per idea across the tools (older names still work, hidden), help text for every
 flag, examples in every --help, and --help answered without loading torch or OpenCV."""
 import argparse
+import os
 import importlib
 import subprocess
 import sys
@@ -99,3 +100,36 @@ def test_help_loads_neither_torch_nor_opencv(tool):
     lines = out.stdout.splitlines()
     assert lines[0].startswith(f"usage: {tool}.py") and "examples:" in out.stdout
     assert lines[-2:] == ["exit 0", "loaded []"]
+
+
+WAIT_PROBE = """
+import os, sys
+import yolo.cli
+print(os.environ.get("OMP_WAIT_POLICY"), "torch" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("given,expected", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
+def test_the_tools_set_a_passive_openmp_wait_policy_before_torch_loads(given, expected):
+    """Every tool imports yolo.cli first (tools/_launch.py, the yolo-NAME entry points in yolo.cli.NAME): there
+    the policy is set while torch is not loaded yet, unless the user chose one."""
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if given:
+        env["OMP_WAIT_POLICY"] = given
+    out = subprocess.run([sys.executable, "-c", WAIT_PROBE], capture_output=True, text=True, timeout=120, cwd=REPO,
+                         env={**env, "PYTHONPATH": str(REPO)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [expected, "False"]
+
+
+def test_cpu_threads_follow_the_affinity_mask():
+    from yolo.device import cpu_threads
+
+    if not hasattr(os, "sched_getaffinity"):
+        pytest.skip("no CPU affinity API on this platform")
+    probe = "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); " \
+            "from yolo.device import cpu_threads; print(cpu_threads())"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=REPO,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.stdout.strip() == "1", out.stderr
+    assert cpu_threads() == len(os.sched_getaffinity(0))

@@ -29,6 +29,7 @@ from yolo.benchmark.data import data_figures
 from yolo.cli.args import fail, run_tool
 from yolo.cli.flags.benchmark import parse_args
 from yolo.data import build_dataset, load_data_config
+from yolo.device import cpu_threads
 from yolo.errors import CfgError, DataError
 from yolo.files.images import load_image
 
@@ -56,7 +57,7 @@ def main(args) -> Dict[str, float]:
     if args.weights is not None and not args.weights.is_file():
         fail(f"{args.weights}: weights not found")
     img_size = (args.img_size[0], args.img_size[0]) if len(args.img_size) == 1 else tuple(args.img_size[:2])
-    threads = args.threads or os.cpu_count() or 1
+    threads = args.threads or cpu_threads()
     torch.set_num_threads(threads)
     cv2.setNumThreads(threads)
     image = load_image(args.image) if args.image else synthetic_image()
