@@ -66,9 +66,9 @@ def _export(args, model, size, output: Path) -> Dict[str, object]:
         refuse_overwriting_inputs(output.with_suffix(".cfg"), inputs)
     inputs = check_inputs(size, model.stride, args.image, model.input_channels, dynamic=args.dynamic)
     nms = NMSOptions(args.conf_thres, args.iou_thres, args.max_det) if args.nms else None
+    names = export_names(args.names, args.weights, args.cfg, model.num_classes)
     done = export_checked(model, args.format, output, inputs, verify=not args.no_verify, dynamic=args.dynamic,
-                          half=args.half, nms=nms, opset=args.opset, names=export_names(args.names, args.weights, args.cfg, model.num_classes),
-                          source_cfg=args.cfg)
+                          half=args.half, nms=nms, opset=args.opset, names=names, source_cfg=args.cfg)
     result: Dict[str, object] = {"output": output, "img_size": size}
     if args.format == "darknet":
         result["cfg"] = done.cfg
