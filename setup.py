@@ -38,6 +38,8 @@ setup(
         ],
     },
     extras_require={
+        # tools/export.py --format onnx: torch.onnx.export and the metadata need onnx, the check onnxruntime
+        "export": ["onnx", "onnxruntime"],
         "dev": [
             "pytest",
             "hypothesis",

@@ -5,15 +5,37 @@ Public API::
     from yolo import Darknet, Detector, load_model
     model = load_model("yolov3-tiny.cfg", "yolov3-tiny.weights")
     detector = Detector("yolov3-tiny.cfg", "yolov3-tiny.weights", names="coco.names")
-"""
-from yolo.files.names import read_names
-from yolo.models.cfg import parse_cfg, parse_cfg_text
-from yolo.errors import CfgError
-from yolo.models.model import Darknet, load_model
-from yolo.models.weights import load_darknet_weights, save_darknet_weights
-from yolo.errors import WeightsError
-from yolo.inference.detector import Detector
 
-__all__ = ["CfgError", "Darknet", "Detector", "WeightsError", "load_model", "load_darknet_weights",
-           "parse_cfg", "parse_cfg_text", "read_names", "save_darknet_weights"]
+The names below are loaded on first use (PEP 562), so that importing a light module of the package (the
+tools' argument parsers, answering ``--help``) does not load torch.
+"""
+import importlib
+
+# public name -> the module that defines it
+_PUBLIC = {
+    "CfgError": "yolo.errors",
+    "Darknet": "yolo.models.model",
+    "Detector": "yolo.inference.detector",
+    "WeightsError": "yolo.errors",
+    "load_darknet_weights": "yolo.models.weights",
+    "load_model": "yolo.models.model",
+    "parse_cfg": "yolo.models.cfg",
+    "parse_cfg_text": "yolo.models.cfg",
+    "read_names": "yolo.files.names",
+    "save_darknet_weights": "yolo.models.weights",
+}
+
+__all__ = sorted(_PUBLIC)
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'yolo' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    globals()[name] = value  # once loaded, a plain attribute
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_PUBLIC))

@@ -9,6 +9,15 @@ import torch
 from yolo.errors import ConfigError
 
 
+def cpu_threads() -> int:
+    """The CPU cores this process may run on (its affinity mask: ``taskset``, a container's cpuset), which can be
+    fewer than ``os.cpu_count()``, the machine's; a thread per core and no more."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # no affinity API (macOS, Windows)
+        return os.cpu_count() or 1
+
+
 def parse_device(name: Union[str, torch.device, None], local_rank: int = 0) -> torch.device:
     """``cpu``, ``cuda``, ``cuda:N`` or ``N`` (a CUDA index) as a :class:`torch.device`.
 

@@ -1,4 +1,5 @@
-"""Evaluation plots: precision-recall curves and the confusion matrix (matplotlib, Agg backend).
+"""Plots: the training chart (``results.png``) and the evaluation's precision-recall curves and confusion
+matrix (matplotlib, Agg backend).
 
 Every function returns a ``matplotlib.figure.Figure`` built without pyplot's global state, so it
 works in worker threads and headless servers, can be written with :func:`save_figure` or handed to
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Optional, Sequence, Union
+from typing import List, Mapping, Optional, Sequence, Tuple, Union
 
 import matplotlib
 
@@ -16,7 +17,12 @@ matplotlib.use("Agg")  # headless: never needs a display
 import numpy as np  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-__all__ = ["pr_curves_figure", "pr_curves_grid_figure", "confusion_matrix_figure", "save_figure"]
+__all__ = ["pr_curves_figure", "pr_curves_grid_figure", "confusion_matrix_figure", "results_figure", "save_figure"]
+
+RESULTS_NOT_CHARTED = ("epoch", "time_s")  # the x axis, and a duration that says nothing of the learning
+RESULTS_LINE_COLOUR = "#1f77b4"  # matplotlib's tab:blue
+RESULTS_PANEL_INCHES = (3.0, 2.6)  # width, height of one panel (100 dpi)
+RESULTS_PANELS_PER_ROW = 5
 
 
 def save_figure(fig: Figure, path: Union[str, Path], dpi: int = 150) -> Path:
@@ -26,6 +32,42 @@ def save_figure(fig: Figure, path: Union[str, Path], dpi: int = 150) -> Path:
     fig.savefig(path, dpi=dpi)
     fig.clear()
     return path
+
+
+def _series(rows: Sequence[Mapping[str, str]], column: str) -> Tuple[List[float], List[float]]:
+    """``(epochs, values)`` of one results.csv column; blank cells (epochs without an evaluation) and cells
+    that are not numbers are left out."""
+    epochs, values = [], []
+    for row in rows:
+        try:
+            epoch, value = float(row["epoch"]), float(row[column])
+        except (KeyError, TypeError, ValueError):
+            continue
+        epochs.append(epoch)
+        values.append(value)
+    return epochs, values
+
+
+def results_figure(rows: Sequence[Mapping[str, str]]) -> Figure:
+    """The training chart: one panel per column of ``results.csv`` rows (losses, lr, precision, recall,
+    mAP50, mAP50_95; not ``epoch`` and ``time_s``) against the epoch, :data:`RESULTS_PANELS_PER_ROW` panels a
+    row, each :data:`RESULTS_PANEL_INCHES` at 100 dpi."""
+    columns = [c for c in (rows[0].keys() if rows else ()) if c not in RESULTS_NOT_CHARTED]
+    per_row = max(1, min(RESULTS_PANELS_PER_ROW, len(columns)))
+    lines = max(1, math.ceil(len(columns) / per_row))
+    fig = Figure(figsize=(RESULTS_PANEL_INCHES[0] * per_row, RESULTS_PANEL_INCHES[1] * lines), dpi=100,
+                 tight_layout=True)
+    for i, column in enumerate(columns):
+        ax = fig.add_subplot(lines, per_row, i + 1)
+        epochs, values = _series(rows, column)
+        ax.plot(epochs, values, color=RESULTS_LINE_COLOUR, linewidth=1.5, marker="o", markersize=3)
+        ax.set_title(column, fontsize=9)
+        ax.set_xlabel("epoch", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    if not columns:
+        fig.add_subplot().text(0.5, 0.5, "no results yet", ha="center", va="center")
+    return fig
 
 
 def _defined(curves: np.ndarray) -> np.ndarray:

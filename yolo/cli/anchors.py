@@ -1,7 +1,7 @@
 """Compute anchors for a dataset as Darknet's ``detector calc_anchors`` does (k-means, 1 - IoU distance).
 
     # 9 anchors for a 416x416 network from the training split of a dataset YAML
-    python tools/anchors.py --data configs/coco128.yaml -n 9 --width 416 --height 416
+    python tools/anchors.py --data configs/coco128.yaml -n 9 --img-size 416
 
     # take the size and the anchor count from a cfg and write a copy of it with the new anchors
     python tools/anchors.py --data configs/coco128.yaml --cfg yolov3-tiny.cfg --write yolov3-tiny-new.cfg
@@ -12,32 +12,16 @@ label boxes. Darknet starts from randomly drawn boxes (seeded by the clock); her
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from yolo.anchors import kmeans_anchors, label_sizes, write_cfg_with_anchors
-from yolo.cli.args import ToolParser, fail, run_tool
+from yolo.cli.args import fail, run_tool
+from yolo.cli.flags.anchors import parse_args
 from yolo.counts import MAX_ANCHORS
 from yolo.files.overwrite import refuse_overwriting_inputs
 from yolo.data.config import load_data_config
 from yolo.data.dataset import build_dataset
 from yolo.errors import AnchorCfgError, CfgError, DataError
 from yolo.models.cfg import parse_cfg
-
-
-def parse_args(argv=None) -> argparse.Namespace:
-    p = ToolParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", required=True,
-                   help="dataset YAML or Darknet .data file (its train split's labels are used)")
-    p.add_argument("--cfg", default=None,
-                   help="Darknet cfg: default width/height ([net]) and anchor count ([yolo] num)")
-    p.add_argument("-n", "--num-of-clusters", type=int, default=None,
-                   help="number of anchors (default: the cfg's, else 9)")
-    p.add_argument("--width", type=int, default=None, help="network input width (default: the cfg's, else 416)")
-    p.add_argument("--height", type=int, default=None, help="network input height (default: the cfg's, else 416)")
-    p.add_argument("--split", default="train", choices=["train", "val"], help="which split's labels")
-    p.add_argument("--seed", type=int, default=0, help="seed of the initial draw")
-    p.add_argument("--write", type=Path, default=None, help="write a copy of --cfg with these anchors here")
-    return p.parse_args(argv)
 
 
 def main(args: argparse.Namespace):

@@ -55,8 +55,9 @@ def run_tool(main: Callable[[argparse.Namespace], T], args: argparse.Namespace) 
         raise SystemExit(EXIT_INTERRUPTED) from None
 
 
-class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """``--help`` shows each flag's default, except where its help already says it or there is none."""
+class DefaultsHelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` shows each flag's default, except where its help already says it or there is none; the
+    description and the examples (the epilog) keep their lines."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""

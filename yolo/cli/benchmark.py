@@ -2,7 +2,7 @@
 
 Both run in this process, interleaved (ours, OpenCV, ours, ... with the order alternating), so
 machine noise hits both alike. Reported per pipeline: per-image latency at batch 1 (pre-process +
-model + post-process), throughput at batch 8 (images/s), and model-only latency; then the ratios
+model + post-process), throughput at --batch-size (8; images/s), and model-only latency; then the ratios
 ours / OpenCV (latency: below 1.0 means we are faster). With a GPU it also reports fp32/fp16 figures.
 
     python tools/benchmark.py --cfg cfg/yolov3-tiny.cfg --weights yolov3-tiny.weights --img-size 416
@@ -26,37 +26,12 @@ import torch
 
 from yolo.benchmark.compare import cpu_figures, cuda_figures, random_weights_file, synthetic_image
 from yolo.benchmark.data import data_figures
-from yolo.cli.args import (DefaultsHelpFormatter, ToolParser, fail, fraction, image_side, non_negative_int,
-                           positive_int, run_tool)
+from yolo.cli.args import fail, run_tool
+from yolo.cli.flags.benchmark import parse_args
 from yolo.data import build_dataset, load_data_config
+from yolo.device import cpu_threads
 from yolo.errors import CfgError, DataError
 from yolo.files.images import load_image
-
-
-def parse_args(argv=None):
-    p = ToolParser(description=__doc__.split("\n\n")[0],
-                   formatter_class=DefaultsHelpFormatter)
-    p.add_argument("--cfg", required=True, type=Path, help="Darknet .cfg")
-    p.add_argument("--weights", type=Path, default=None, help="Darknet .weights (default: random weights)")
-    p.add_argument("--img-size", type=image_side, nargs="+", default=[416], help="input size: S or H W")
-    p.add_argument("--image", type=Path, default=None, help="image to run on (default: a synthetic 768x576)")
-    p.add_argument("--threads", type=positive_int, default=None,
-                   help="CPU threads for both (default: all cores; 1 with --data)")
-    p.add_argument("--batch", type=positive_int, default=8, help="batch size for the throughput figures")
-    p.add_argument("--iters", type=positive_int, default=None,
-                   help="timed rounds per measurement (default: 20; 5 with --data)")
-    p.add_argument("--warmup", type=non_negative_int, default=3, help="untimed rounds first")
-    p.add_argument("--resize", default="stretch", choices=["stretch", "letterbox"],
-                   help="our pre-processing (OpenCV always stretches)")
-    p.add_argument("--conf-thres", type=fraction, default=0.25)
-    p.add_argument("--iou-thres", type=fraction, default=0.45)
-    p.add_argument("--compile", action="store_true", help="also time our model under torch.compile")
-    p.add_argument("--no-opencv", action="store_true", help="time only our pipeline")
-    p.add_argument("--no-gpu", action="store_true", help="skip the CUDA figures (run when CUDA is available)")
-    p.add_argument("--data", type=Path, default=None,
-                   help="time the training data path on this dataset YAML's train split instead of detection")
-    p.add_argument("--images", type=positive_int, default=64, help="with --data: training images per round")
-    return p.parse_args(argv)
 
 
 def data_main(args) -> Dict[str, float]:
@@ -82,11 +57,11 @@ def main(args) -> Dict[str, float]:
     if args.weights is not None and not args.weights.is_file():
         fail(f"{args.weights}: weights not found")
     img_size = (args.img_size[0], args.img_size[0]) if len(args.img_size) == 1 else tuple(args.img_size[:2])
-    threads = args.threads or os.cpu_count() or 1
+    threads = args.threads or cpu_threads()
     torch.set_num_threads(threads)
     cv2.setNumThreads(threads)
     image = load_image(args.image) if args.image else synthetic_image()
-    common = dict(img_size=img_size, image=image, batch=args.batch, rounds=args.iters or 20, warmup=args.warmup,
+    common = dict(img_size=img_size, image=image, batch=args.batch_size, rounds=args.iters or 20, warmup=args.warmup,
                   resize=args.resize, conf_thres=args.conf_thres, iou_thres=args.iou_thres)
     with tempfile.TemporaryDirectory() as tmp:
         weights = args.weights or random_weights_file(args.cfg, Path(tmp))

@@ -16,7 +16,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from yolo.cli.args import ToolParser, fail, non_negative_int, run_tool
+from yolo.cli.args import fail, run_tool
+from yolo.cli.flags.convert import parse_args
 from yolo.files.names import read_names
 from yolo.files.overwrite import refuse_overwriting_inputs
 from yolo.errors import CfgError
@@ -24,17 +25,6 @@ from yolo.models.checkpoint import model_checkpoint, save_checkpoint
 from yolo.models.model import Darknet, load_model
 from yolo.models.weights import float_count
 from yolo.errors import WeightsError
-
-
-def parse_args(argv=None) -> argparse.Namespace:
-    parser = ToolParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cfg", help="Darknet .cfg (needed for .weights input; optional for .pt)")
-    parser.add_argument("--weights", required=True, help="input: Darknet .weights or our .pt")
-    parser.add_argument("--output", required=True, help="output file: .pt for Darknet input, else .weights")
-    parser.add_argument("--cutoff", type=non_negative_int, default=None,
-                        help="use only layers 0..N-1 (read a partial file / write a partial file)")
-    parser.add_argument("--names", help="optional .names file stored in the .pt")
-    return parser.parse_args(argv)
 
 
 def main(args: argparse.Namespace) -> Path:

@@ -23,8 +23,8 @@ from typing import Optional
 
 from tqdm import tqdm
 
-from yolo.cli.args import (DefaultsHelpFormatter, ToolParser, fail, fraction, image_side, non_negative_int,
-                           positive_int, run_tool, setup_logging)
+from yolo.cli.args import fail, run_tool, setup_logging
+from yolo.cli.flags.detect import parse_args
 from yolo.device import parse_device
 from yolo.errors import MAX_MESSAGE, CfgError, ConfigError, ImageReadError, WeightsError, shown
 from yolo.inference.detector import Detector
@@ -35,40 +35,6 @@ from yolo.progress import use_bars
 from yolo.runs import increment_path, run_name
 
 logger = logging.getLogger("yolo.detect")
-
-
-def parse_args(argv=None):
-    p = ToolParser(description=__doc__.split("\n\n")[0], formatter_class=DefaultsHelpFormatter)
-    p.add_argument("--cfg", type=Path, default=None, help="Darknet .cfg (optional for a .pt carrying its cfg)")
-    p.add_argument("--weights", type=Path, required=True, help="Darknet .weights or our .pt")
-    p.add_argument("--source", required=True, help="image, video, folder, glob or camera index")
-    p.add_argument("--names", type=Path, default=None, help=".names file (one class name a line)")
-    p.add_argument("--img-size", type=image_side, nargs="+", default=None,
-                   help="network input: S or H W (default: the training size a checkpoint of ours records; else "
-                        "416, or the cfg's size when a [connected] layer fixes it)")
-    p.add_argument("--conf-thres", type=fraction, default=0.25, help="score threshold (objectness x class)")
-    p.add_argument("--iou-thres", type=fraction, default=0.45, help="NMS IoU threshold")
-    p.add_argument("--resize", default=None, choices=["letterbox", "stretch"],
-                   help="pre-processing (default: how a checkpoint of ours was trained and validated; else the "
-                        "cfg's, as Darknet: letter_box=1 in [net] letterboxes, else stretch)")
-    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 or a GPU index (default: CUDA if present)")
-    p.add_argument("--half", action="store_true", help="fp16 inference (CUDA only)")
-    p.add_argument("--classes", type=non_negative_int, nargs="+", default=None, help="keep only these class indices")
-    p.add_argument("--agnostic-nms", action="store_true", help="class-agnostic NMS")
-    p.add_argument("--nms-kind", default=None, choices=["default", "greedynms", "diounms"],
-                   help="Darknet's NMS variant (default: the cfg's nms_kind of its last [yolo])")
-    p.add_argument("--beta-nms", type=float, default=None, help="DIoU-NMS exponent (default: the cfg's beta_nms)")
-    p.add_argument("--max-det", type=positive_int, default=300, help="most detections per image")
-    p.add_argument("--batch-size", type=positive_int, default=1, help="images per forward pass")
-    p.add_argument("--output", type=Path, default=Path("runs/detect"), help="parent of the run folders")
-    p.add_argument("--name", default="exp", help="run folder name (exp, exp2, ... never overwritten)")
-    p.add_argument("--save-txt", action="store_true", help="save YOLO txt labels")
-    p.add_argument("--save-conf", action="store_true", help="add the score to each txt label line")
-    p.add_argument("--save-json", action="store_true", help="save COCO-format results.json")
-    p.add_argument("--nosave", action="store_true", help="do not save annotated images/videos")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar (always off when stderr is not a terminal)")
-    p.add_argument("--verbose", action="store_true")
-    return p.parse_args(argv)
 
 
 def main(args) -> Optional[Path]:
@@ -111,7 +77,7 @@ def main(args) -> Optional[Path]:
         print(names_hint(detector.names_from), file=sys.stderr)
 
     saves = not args.nosave or args.save_txt or args.save_json
-    out_dir = increment_path(args.output / run_name(args.name)) if saves else None  # --nosave alone: no run folder
+    out_dir = increment_path(args.project / run_name(args.name)) if saves else None  # --nosave alone: no run folder
     writer = Writer(out_dir, detector.names, not args.nosave, args.save_txt, args.save_conf, args.save_json)
     t_start = time.perf_counter()
     images = [it for it in items if it.kind == "image"]

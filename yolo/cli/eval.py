@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from yolo.cli.args import (ToolParser, fail, fraction, image_side, non_negative_int, positive_int, run_tool,
-                           setup_logging)
+from yolo.cli.args import fail, run_tool, setup_logging
+from yolo.cli.flags.eval import parse_args
 from yolo.data import build_dataset, create_dataloader, load_data_config
 from yolo.device import parse_device
 from yolo.errors import CfgError, ConfigError, DataError, WeightsError
@@ -27,8 +26,6 @@ from yolo.progress import use_bars
 from yolo.runs import increment_path, remove_if_empty, run_name
 
 logger = logging.getLogger("yolo.eval")
-
-RESIZE_MODES = ("letterbox", "stretch")
 
 
 def _img_size(values: Optional[Sequence[int]], model) -> Tuple[int, int]:
@@ -43,44 +40,6 @@ def _img_size(values: Optional[Sequence[int]], model) -> Tuple[int, int]:
     if size[0] % model.stride or size[1] % model.stride:
         fail(f"--img-size {size[0]}x{size[1]} must be a multiple of the network stride {model.stride}")
     return size
-
-
-def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    p = ToolParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--cfg", default=None, help="Darknet .cfg (optional for a .pt checkpoint that carries its cfg)")
-    p.add_argument("--weights", required=True, help="Darknet .weights or .pt checkpoint")
-    p.add_argument("--data", required=True,
-                   help="dataset YAML or Darknet .data file (its val split, valid= in a .data, is evaluated)")
-    p.add_argument("--split", default="val", choices=("val", "train"), help="which split to evaluate (default: val)")
-    p.add_argument("--img-size", type=image_side, nargs="+", default=None,
-                   help="network input: one value (square) or height width; default: the training size a "
-                        "checkpoint of ours records, else the cfg's [net] size")
-    p.add_argument("--conf-thres", type=fraction, default=0.001,
-                   help="keep detections scoring above this (default: %(default)s)")
-    p.add_argument("--iou-thres", type=fraction, default=0.6, help="NMS IoU threshold (default: %(default)s)")
-    p.add_argument("--max-det", type=positive_int, default=300, help="detections kept per image (default: %(default)s)")
-    p.add_argument("--single-label", action="store_true",
-                   help="one class per box (default: every class above --conf-thres, as Darknet evaluates)")
-    p.add_argument("--resize", default=None, choices=RESIZE_MODES,
-                   help="letterbox keeps the aspect ratio (Darknet's letterbox_image), stretch resizes to the "
-                        "input size (resize_image); default: how a checkpoint of ours was trained and "
-                        "validated, else the cfg's, as Darknet's detector map (letter_box=1 in [net]: "
-                        "letterbox, else stretch)")
-    p.add_argument("--batch-size", type=positive_int, default=16, help="images per batch (default: %(default)s)")
-    p.add_argument("--workers", type=non_negative_int, default=min(4, os.cpu_count() or 1),
-                   help="data loading processes (default: %(default)s)")
-    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 or a GPU index; default: cuda if available")
-    p.add_argument("--amp", action="store_true", help="mixed precision inference (CUDA)")
-    p.add_argument("--fast", action="store_true",
-                   help="FastCOCOeval instead of the stock COCOeval: the same mAP50, mAP50_95, no area breakdown")
-    p.add_argument("--no-plots", action="store_true", help="do not draw PR curves and the confusion matrix")
-    p.add_argument("--no-progress", action="store_true",
-                   help="no progress bar (always off when stderr is not a terminal)")
-    p.add_argument("--save-dir", default=None, help="output folder (default runs/eval/NAME, never overwritten)")
-    p.add_argument("--project", default="runs/eval", help="parent of the default save folder (default: %(default)s)")
-    p.add_argument("--name", default="exp", help="save folder name under --project: exp, then exp2, ... "
-                   "(default: %(default)s)")
-    return p.parse_args(argv)
 
 
 def main(args: argparse.Namespace) -> Dict[str, Any]:

@@ -1,63 +1,26 @@
 """Export a Darknet model to ONNX, TorchScript or Darknet .weights, then check the written file.
 
-The file is run once in its own runtime (onnxruntime, torch.jit.load, OpenCV DNN) at batch 1 and 2
-(and with --dynamic at a second input size) and compared with the PyTorch model; a difference over
-the tolerance is an error (exit status 1) and the file is removed.
-
-    python tools/export.py --cfg cfg/yolov3-tiny.cfg --weights yolov3-tiny.weights --format onnx --dynamic
-    python tools/export.py --cfg cfg/yolov3-tiny.cfg --weights yolov3-tiny.weights --format onnx --nms
-    python tools/export.py --weights runs/train/exp/weights/best.pt --format torchscript
-    python tools/export.py --weights runs/train/exp/weights/best.pt --format darknet   # best.weights + best.cfg
-    python tools/export.py --cfg cfg/yolov3-tiny.cfg --weights yolov3-tiny.weights --format onnx \\
-        --benchmark 50 --threads 2      # model-only latency: onnxruntime, PyTorch, OpenCV DNN
+What it does, where the files go and examples: ``--help`` (:mod:`yolo.cli.flags.export`).
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Dict
 
-from yolo.cli.args import (DefaultsHelpFormatter, ToolParser, fail, fraction, image_side, non_negative_int, number,
-                           positive_int, run_tool, setup_logging)
+from yolo.cli.args import fail, run_tool, setup_logging
+from yolo.cli.flags.export import parse_args
 from yolo.errors import CfgError, ExportError, ImageReadError, WeightsError
 from yolo.export import NMSOptions
 from yolo.export.heads import check_runtime
-from yolo.export.checked import RUNTIMES, SUFFIXES, export_checked
+from yolo.export.checked import INSTALL_EXPORT, RUNTIMES, SUFFIXES, export_checked, missing_package
+from yolo.export.names import export_names
 from yolo.export.latency import compare_latency_with_darknet_pair, latency_report
 from yolo.export.samples import check_inputs
 from yolo.export.traced import as_size
-from yolo.files.names import read_names
 from yolo.files.overwrite import refuse_overwriting_inputs, same_file
-from yolo.models.checkpoint import load_checkpoint_file
 from yolo.models.model import load_model
-
-
-def parse_args(argv=None):
-    p = ToolParser(description=__doc__.split("\n\n")[0],
-                   formatter_class=DefaultsHelpFormatter)
-    p.add_argument("--cfg", type=Path, default=None, help="Darknet .cfg (optional for a .pt that carries its cfg)")
-    p.add_argument("--weights", type=Path, required=True, help="Darknet .weights or a trained .pt checkpoint")
-    p.add_argument("--format", required=True, choices=sorted(SUFFIXES), help="what to write")
-    p.add_argument("--output", type=Path, default=None,
-                   help="output file (default: the weights path with the format's suffix)")
-    p.add_argument("--img-size", type=image_side, nargs="+", default=None,
-                   help="input size S or H W, multiples of the stride (default: the cfg's [net] size)")
-    p.add_argument("--dynamic", action="store_true", help="ONNX: dynamic height and width too (batch always is)")
-    p.add_argument("--half", action="store_true", help="float16 weights and input (heads decode in float32)")
-    p.add_argument("--nms", action="store_true",
-                   help="ONNX: put NMS in the graph; outputs boxes, scores, labels, batch_index")
-    p.add_argument("--conf-thres", type=fraction, default=0.25, help="with --nms: score threshold")
-    p.add_argument("--iou-thres", type=fraction, default=0.45, help="with --nms: NMS IoU threshold")
-    p.add_argument("--max-det", type=positive_int, default=300, help="with --nms: most detections per image")
-    p.add_argument("--opset", type=number(int, 17, None, "the opset"), default=17, help="ONNX opset (17 or later)")
-    p.add_argument("--names", type=Path, default=None, help="class names file, stored in the file's metadata")
-    p.add_argument("--image", type=Path, default=None,
-                   help="image for the check (default: drawn shapes scenes)")
-    p.add_argument("--no-verify", action="store_true", help="skip running the written file")
-    p.add_argument("--benchmark", type=non_negative_int, default=0, metavar="RUNS",
-                   help="ONNX: also time onnxruntime, PyTorch and OpenCV DNN (model only, batch 1) over RUNS rounds")
-    p.add_argument("--threads", type=positive_int, default=2, help="CPU threads for every runtime in --benchmark")
-    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    return p.parse_args(argv)
+from yolo.models.preprocessing import default_img_size
+from yolo.runs import increment_path, remove_if_empty, run_name
 
 
 def _check_args(args) -> None:
@@ -75,25 +38,27 @@ def _check_args(args) -> None:
         raise ValueError("--nms and --benchmark apply to --format onnx")
 
 
-def _names(args, num_classes: int):
-    """The class names to store: --names, else the checkpoint's, else none."""
-    if args.names is not None:
-        names = read_names(args.names)
-    elif args.weights.suffix in (".pt", ".pth"):
-        names = load_checkpoint_file(args.weights).get("names")
-    else:
-        return None
-    if names is not None and len(names) != num_classes:
-        raise ValueError(f"{len(names)} class names but the model has {num_classes} classes")
-    return names
-
-
 def run(args) -> Dict[str, object]:
     """Export, verify and optionally benchmark; returns what was done (paths, difference, latencies)."""
     _check_args(args)
+    missing = missing_package(args.format, verify=not args.no_verify, benchmark=bool(args.benchmark))
+    if missing:
+        raise ValueError(missing)
     model = load_model(args.cfg, args.weights, device="cpu").eval()
-    size = as_size(args.img_size, model)
-    output = args.output or args.weights.with_suffix(SUFFIXES[args.format])
+    size = as_size(args.img_size or default_img_size(model), model)
+    run_dir = None
+    if args.output is None:  # a new run folder, never beside the inputs (an assets folder, say)
+        run_dir = increment_path(args.project / run_name(args.name))
+    output = args.output or run_dir / args.weights.with_suffix(SUFFIXES[args.format]).name
+    try:
+        return _export(args, model, size, output)
+    finally:
+        if run_dir is not None:
+            remove_if_empty(run_dir)  # a failed export leaves no empty run folder
+
+
+def _export(args, model, size, output: Path) -> Dict[str, object]:
+    """Write ``model`` at input ``size`` ``(h, w)`` to ``output``, check it and optionally time it."""
     inputs = {"--weights": args.weights, "--cfg": args.cfg, "--names": args.names, "--image": args.image}
     refuse_overwriting_inputs(output, inputs)
     if args.format == "darknet" and not (args.cfg is not None and same_file(output.with_suffix(".cfg"), args.cfg)):
@@ -101,9 +66,9 @@ def run(args) -> Dict[str, object]:
         refuse_overwriting_inputs(output.with_suffix(".cfg"), inputs)
     inputs = check_inputs(size, model.stride, args.image, model.input_channels, dynamic=args.dynamic)
     nms = NMSOptions(args.conf_thres, args.iou_thres, args.max_det) if args.nms else None
+    names = export_names(args.names, args.weights, args.cfg, model.num_classes)
     done = export_checked(model, args.format, output, inputs, verify=not args.no_verify, dynamic=args.dynamic,
-                          half=args.half, nms=nms, opset=args.opset, names=_names(args, model.num_classes),
-                          source_cfg=args.cfg)
+                          half=args.half, nms=nms, opset=args.opset, names=names, source_cfg=args.cfg)
     result: Dict[str, object] = {"output": output, "img_size": size}
     if args.format == "darknet":
         result["cfg"] = done.cfg
@@ -128,7 +93,7 @@ def main(args) -> Dict[str, object]:
     except ExportError as exc:
         fail(str(exc).splitlines()[0], code=1)
     except ImportError as exc:
-        fail(f"{exc.name or exc}: not installed (needed to check this format; --no-verify skips the check)")
+        fail(f"{exc.name or exc}: not installed ({INSTALL_EXPORT})")
     except (CfgError, WeightsError, ImageReadError, ValueError, OSError) as exc:
         fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 

@@ -79,7 +79,7 @@ class Hyperparameters(ScheduleSettings):
     iou_thres: float = 0.6
     eval_interval: int = 1  # evaluate every N epochs (and always after the last)
     tensorboard: bool = True
-    plots: bool = True  # PR curves and confusion matrix after the last epoch
+    plots: bool = True  # results.png after every epoch; PR curves and confusion matrix after the last epoch
     tb_images: int = 4  # validation images with predicted boxes logged each evaluation
     workers: Optional[int] = None  # data-loading processes (None: automatic)
     cache_images: bool = False  # decode the train images once and keep them in memory (same items, no JPEG decode)

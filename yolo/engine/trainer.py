@@ -53,8 +53,8 @@ from yolo.engine.config import Hyperparameters, TrainOptions, resolve_hyp
 from yolo.engine.distributed import (DistInfo, DistributedEpochSampler, SkipSampler, any_true, barrier,
                                      broadcast_object, cleanup_distributed, init_distributed)
 from yolo.engine.ema import ModelEMA
-from yolo.engine.hooks import (CheckpointHook, EvalHook, Guarded, HookBase, ProgressWriter, ResultsCSVWriter,
-                               RunFolderLock, StepLog, TensorBoardWriter, evaluate_run)
+from yolo.engine.hooks import (CheckpointHook, EvalHook, Guarded, HookBase, ProgressWriter, ResultsChartWriter,
+                               ResultsCSVWriter, RunFolderLock, StepLog, TensorBoardWriter, evaluate_run)
 from yolo.engine.optimizer import clip_weights, hold_gradients, holds_gradients, optimizer_from_hyp
 from yolo.engine.rng import seed_everything, set_rng_state
 from yolo.engine.run_folder import recover_run_folder, update_settings, write_settings
@@ -490,6 +490,9 @@ class Trainer:
         # The order matters: evaluation decides is_best before results.csv and the checkpoints are written.
         self.loop_hooks = [lock, Guarded(ProgressWriter(use_bars(opt.progress)), "progress display"),
                            EvalHook(hyp.eval_interval), ResultsCSVWriter(self.run_dir / "results.csv")]
+        if hyp.plots:
+            chart = ResultsChartWriter(self.run_dir / "results.csv", self.run_dir / "results.png")
+            self.loop_hooks.append(Guarded(chart, "results chart (results.png)"))
         if hyp.tensorboard:
             tensorboard = TensorBoardWriter(self.run_dir, hyp.tb_images)
             self.writer = tensorboard.writer

@@ -15,7 +15,8 @@ format: export and verify), :mod:`~yolo.export.compare` (difference measure, tol
 :mod:`~yolo.export.nms` (NMS in the graph), :mod:`~yolo.export.samples` (inputs),
 :mod:`~yolo.export.traced` (what the traced formats share), :mod:`~yolo.export.heads` (what depends on the
 head type), :mod:`~yolo.export.latency` (onnxruntime vs PyTorch vs OpenCV timing),
-:mod:`~yolo.export.checked` (export, verify, remove on failure: what ``tools/export.py`` runs).
+:mod:`~yolo.export.checked` (export, verify, remove on failure: what ``tools/export.py`` runs),
+:mod:`~yolo.export.names` (the class names a file stores).
 """
 from yolo.errors import ExportError
 from yolo.export.compare import HALF_TOLERANCE, TOLERANCE, detections_difference, max_difference

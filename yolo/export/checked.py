@@ -2,6 +2,7 @@
 what ``tools/export.py`` runs."""
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional, Sequence
@@ -17,6 +18,25 @@ from yolo.export.torchscript import export_torchscript, verify_torchscript
 
 SUFFIXES = {"onnx": ".onnx", "torchscript": ".torchscript", "darknet": ".weights"}  # format -> file suffix
 RUNTIMES = {"onnx": "onnxruntime", "torchscript": "torch.jit", "darknet": "OpenCV DNN"}  # what runs the check
+
+INSTALL_EXPORT = 'pip install "yolo-darknet[export]" (in a clone: pip install -e ".[export]")'
+
+
+def missing_package(fmt: str, verify: bool = True, benchmark: bool = False) -> Optional[str]:
+    """A one-line message when a package that exporting as ``fmt`` needs is not installed, else None.
+
+    ONNX is written with ``onnx`` (``torch.onnx.export`` needs it too); ``onnxruntime`` runs the check
+    (``verify``) and the timing (``benchmark``). TorchScript and Darknet need only the package's dependencies.
+    """
+    if fmt != "onnx":
+        return None
+    if importlib.util.find_spec("onnx") is None:
+        return f"onnx is not installed: ONNX export needs it: {INSTALL_EXPORT}"
+    if (verify or benchmark) and importlib.util.find_spec("onnxruntime") is None:
+        use = "--benchmark times the file in it" if benchmark else \
+            "it runs the check of the written file (--no-verify writes the file unchecked)"
+        return f"onnxruntime is not installed: {use}: {INSTALL_EXPORT}"
+    return None
 
 
 @dataclass

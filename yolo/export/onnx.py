@@ -1,9 +1,11 @@
 """ONNX: write a model as an ONNX file (optionally ending in NMS) and check it in onnxruntime.
 
-The file holds the eval output ``Float[N, boxes, 5 + C]`` (see :class:`yolo.models.model.Darknet`) under the
-name ``output``, or with ``nms`` the detections of :class:`yolo.export.nms.DetectionsWithNMS`. The batch is
+The file takes ``images`` ``Float[batch, 3, height, width]`` and holds the eval output
+``Float[batch, boxes, attributes]`` (attributes = 5 + C, see :class:`yolo.models.model.Darknet`) under the name
+``predictions``, or with ``nms`` the detections of :class:`yolo.export.nms.DetectionsWithNMS`. The batch is
 always dynamic; with ``dynamic=True`` so are height and width (the head grids are computed from the traced
-sizes, and the verification runs a second size to prove it).
+sizes, and the verification runs a second size to prove it). Every other axis is declared with its size.
+Its ``metadata_props`` say how an image becomes the input (:func:`yolo.export.traced.metadata`).
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_OPSET = 17
 MIN_OPSET = 17
 INPUT_NAME = "images"
-OUTPUT_NAME = "output"
+OUTPUT_NAME = "predictions"
 
 
 def export_onnx(model, path: Union[str, Path], img_size: SizeLike = None,
@@ -48,9 +50,9 @@ def export_onnx(model, path: Union[str, Path], img_size: SizeLike = None,
         example: the tracing input (default: a drawn scene at ``img_size``).
 
     Input ``images`` Float[N, 3, H, W] (RGB 0..1). Metadata (``metadata_props``) records the image size,
-    stride, classes, names, NMS settings and the cfg text.
+    the input preprocessing (colour order, scale, resize), stride, classes, names, NMS settings and the cfg text.
     """
-    import onnx  # optional dependency (the dev extra): only ONNX export needs it
+    import onnx  # optional dependency (the export extra): torch.onnx.export needs it too
 
     if opset < MIN_OPSET:
         raise ValueError(f"opset {opset} is too old: at least {MIN_OPSET} is needed")
@@ -64,7 +66,7 @@ def export_onnx(model, path: Union[str, Path], img_size: SizeLike = None,
                          "so the ONNX input size cannot be dynamic: export without dynamic")
     net = inference_copy(model, half=half)
     if nms is not None:
-        net = DetectionsWithNMS(net, nms)
+        net = DetectionsWithNMS(net, nms).eval()
     x = example if example is not None else sample_input(size, 1, channels=model.input_channels)
     x = x.to(torch.float16 if half else torch.float32)
     spatial = {2: "height", 3: "width"} if dynamic else {}
@@ -78,6 +80,9 @@ def export_onnx(model, path: Union[str, Path], img_size: SizeLike = None,
                     nms=asdict(nms) if nms is not None else "none")
     if nms is not None:
         meta["output"] = NMS_OUTPUT_COLUMNS
+    with torch.no_grad():
+        traced = net(x)
+    traced = traced if isinstance(traced, (tuple, list)) else [traced]
     with writing_export(path, "ONNX") as tmp:
         with quiet_tracing(), torch.no_grad():
             # The tracing exporter records the sizes the forward reads (grids, reshapes) as graph
@@ -85,6 +90,7 @@ def export_onnx(model, path: Union[str, Path], img_size: SizeLike = None,
             torch.onnx.export(net, (x,), str(tmp), dynamo=False, opset_version=opset, input_names=[INPUT_NAME],
                               output_names=outputs, dynamic_axes=axes, do_constant_folding=True)
         proto = onnx.load(str(tmp))
+        _declare_output_axes(proto, [t.shape for t in traced], axes)
         for key, value in meta.items():
             entry = proto.metadata_props.add()
             entry.key, entry.value = key, value
@@ -92,6 +98,19 @@ def export_onnx(model, path: Union[str, Path], img_size: SizeLike = None,
         onnx.save(proto, str(tmp))
     logger.info("wrote %s (ONNX opset %d, %.1f MB)", path, opset, path.stat().st_size / 1e6)
     return path
+
+
+def _declare_output_axes(proto, shapes: Sequence[torch.Size], axes: Dict[str, Dict[int, str]]) -> None:
+    """Give every output axis a meaning in ``proto``: the dynamic ones (``axes``) their names, the others the
+    size traced in ``shapes`` (the tracing exporter would call them ``Concatoutput_dim_2`` and the like)."""
+    for output, shape in zip(proto.graph.output, shapes):
+        dims = output.type.tensor_type.shape.dim
+        for axis, dim in enumerate(dims):
+            name = axes.get(output.name, {}).get(axis)
+            if name is not None:
+                dim.dim_param = name
+            elif axis < len(shape):
+                dim.dim_value = int(shape[axis])
 
 
 def onnxruntime_session(path: Union[str, Path], threads: Optional[int] = None, spinning: bool = True):

@@ -14,6 +14,8 @@ import torch
 from yolo.errors import ExportError
 from yolo.export.heads import keep_heads_float32, output_columns
 from yolo.files.atomic import atomic_path
+from yolo.inference.preprocess import LETTERBOX_FILL
+from yolo.models.preprocessing import default_resize
 
 Size = Tuple[int, int]
 SizeLike = Union[int, Sequence[int], None]
@@ -61,12 +63,25 @@ def quiet_tracing() -> Iterator[None]:
         yield
 
 
+def preprocessing_metadata(model) -> Dict[str, str]:
+    """How an image becomes the file's input, for a runtime that has none of this package: BGR files to RGB,
+    resized (the resize the model was trained and validated with, :func:`yolo.models.preprocessing.default_resize`;
+    letterbox borders filled with 0.5), HWC to NCHW, multiplied by ``scale`` (1/255), no mean or std."""
+    resize = default_resize(model)
+    meta = {"color_order": "RGB", "layout": "NCHW", "scale": repr(1 / 255), "resize": resize}
+    if resize == "letterbox":
+        meta["letterbox_fill"] = repr(LETTERBOX_FILL)  # on the scaled 0..1 input
+    return meta
+
+
 def metadata(model, img_size: Size, half: bool, names: Optional[Sequence[str]], **extra) -> Dict[str, str]:
-    """The string key/value pairs stored in an exported file: format, size, stride, classes, what the output
-    rows hold, float16 or not, the cfg text, the class names when given, and ``extra`` (JSON unless a string)."""
+    """The string key/value pairs stored in an exported file: format, input size ``[h, w]``, the input
+    preprocessing (:func:`preprocessing_metadata`), stride, classes, what the output rows hold, float16 or not,
+    the cfg text, the class names (JSON list) when given, and ``extra`` (JSON unless a string)."""
     meta = {
         "format": "yolo-darknet-export/1",
         "img_size": json.dumps(list(img_size)),
+        **preprocessing_metadata(model),
         "stride": str(int(model.stride)),
         "num_classes": str(int(model.num_classes)),
         "output": output_columns(model),

@@ -4,7 +4,8 @@ from yolo.engine.hooks.checkpointing import CheckpointHook
 from yolo.engine.hooks.evaluation import EvalHook, evaluate_run, fitness
 from yolo.engine.hooks.guarded import Guarded
 from yolo.engine.hooks.run_lock import RunFolderLock
-from yolo.engine.hooks.writers import RESULTS_COLUMNS, ProgressWriter, ResultsCSVWriter, TensorBoardWriter
+from yolo.engine.hooks.writers import (RESULTS_COLUMNS, ProgressWriter, ResultsChartWriter, ResultsCSVWriter,
+                                      TensorBoardWriter)
 
 __all__ = ["CheckpointHook", "EvalHook", "Guarded", "HookBase", "ProgressWriter", "RESULTS_COLUMNS", "ResultsCSVWriter",
-           "RunFolderLock", "StepLog", "TensorBoardWriter", "evaluate_run", "fitness"]
+           "ResultsChartWriter", "RunFolderLock", "StepLog", "TensorBoardWriter", "evaluate_run", "fitness"]

@@ -1,4 +1,5 @@
-"""What a run reports while it trains: progress lines, ``results.csv``, TensorBoard (scalars, sample images).
+"""What a run reports while it trains: progress lines, ``results.csv`` and its chart ``results.png``, TensorBoard
+(scalars, sample images).
 
 Each writer is a hook (:mod:`yolo.engine.hooks.base`) that runs on the main process only. They read numbers
 the trainer already brought to the CPU (``trainer.step_log`` once per update, ``trainer.epoch_losses`` once per
@@ -23,6 +24,7 @@ from yolo.files.atomic import atomic_path
 from yolo.models.heads import has_gaussian_heads
 from yolo.models.layer_types.gaussian_yolo import postprocess_gaussian
 from yolo.inference.postprocess import postprocess
+from yolo.plots import results_figure
 from yolo.progress import ProgressLines
 from yolo.visualize import draw_detections
 
@@ -98,6 +100,31 @@ class ResultsCSVWriter(HookBase):
             writer.writerows(rows)
 
 
+class ResultsChartWriter(HookBase):
+    """``results.png`` beside ``results.csv``, redrawn from it after every epoch (:func:`yolo.plots.results_figure`):
+    runs after :class:`ResultsCSVWriter`; the trainer wraps it in :class:`yolo.engine.hooks.guarded.Guarded`, so
+    a chart that cannot be drawn never stops a run."""
+
+    def __init__(self, csv_path: Path, png_path: Path):
+        self.csv_path, self.png_path = csv_path, png_path
+
+    def after_epoch(self, trainer) -> None:
+        write_results_chart(self.csv_path, self.png_path)
+
+
+def write_results_chart(csv_path: Path, png_path: Path) -> Path:
+    """Draw the rows of ``csv_path`` (a ``results.csv``) into ``png_path``, atomically; returns ``png_path``."""
+    with open(csv_path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    fig = results_figure(rows)
+    try:
+        with atomic_path(png_path) as tmp:
+            fig.savefig(tmp, format="png")
+    finally:
+        fig.clear()
+    return Path(png_path)
+
+
 class TensorBoardWriter(HookBase):
     """TensorBoard events in the run folder: losses and lr per update, mean losses per epoch, and after each
     evaluation ``tb_images`` validation images with their predicted boxes. The evaluation's own curves go
@@ -159,5 +186,5 @@ def read_results(path: Path, before_epoch: int) -> List[Dict[str, str]]:
         return [r for r in csv.DictReader(f) if r.get("epoch", "").isdigit() and int(r["epoch"]) < before_epoch]
 
 
-__all__ = ["ProgressWriter", "RESULTS_COLUMNS", "ResultsCSVWriter", "TensorBoardWriter", "read_results",
-           "sample_predictions"]
+__all__ = ["ProgressWriter", "RESULTS_COLUMNS", "ResultsCSVWriter", "ResultsChartWriter", "TensorBoardWriter",
+           "read_results", "sample_predictions", "write_results_chart"]

@@ -1,0 +1,102 @@
+"""tools/export.py as a user meets it: the packages it needs and what --no-verify spares, where the files go,
+and what an ONNX file tells a runtime that has none of this package (its input preprocessing, its axes)."""
+import json
+import sys
+
+import pytest
+
+from conftest import asset
+
+onnx = pytest.importorskip("onnx")
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:FutureWarning")
+
+TINY = ["--cfg", asset("cfg/yolov3-tiny.cfg"), "--weights", asset("weights/yolov3-tiny.weights")]
+
+
+def run_cli(argv):
+    from yolo.cli.export import main, parse_args
+    return main(parse_args([str(a) for a in argv]))
+
+
+def error_of(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        run_cli(argv)
+    assert exc.value.code != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    return err
+
+
+def test_without_onnxruntime_no_verify_writes_the_file_and_the_check_says_how_to_install(tmp_path, monkeypatch,
+                                                                                          capsys):
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # `import onnxruntime` now fails as when not installed
+    out = tmp_path / "tiny.onnx"
+    err = error_of([*TINY, "--format", "onnx", "--img-size", "128", "--output", out], capsys)
+    assert 'onnxruntime is not installed' in err and '--no-verify' in err and 'pip install "yolo-darknet[export]"' in err
+    assert not out.exists()
+    result = run_cli([*TINY, "--format", "onnx", "--img-size", "128", "--output", out, "--no-verify"])
+    assert out.is_file() and "max_difference" not in result
+    assert "verified" not in capsys.readouterr().out
+
+
+def test_without_onnx_the_error_says_how_to_install_and_no_run_folder_is_left(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "onnx", None)
+    monkeypatch.chdir(tmp_path)
+    err = error_of([*TINY, "--format", "onnx", "--no-verify"], capsys)
+    assert err.endswith('onnx is not installed: ONNX export needs it: pip install "yolo-darknet[export]" '
+                        '(in a clone: pip install -e ".[export]")')
+    assert "--no-verify" not in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_files_go_to_a_new_run_folder_never_beside_the_weights(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    before = sorted(p.name for p in asset("weights/yolov3-tiny.weights").parent.iterdir())
+    argv = [*TINY, "--format", "torchscript", "--img-size", "128", "--no-verify"]
+    first, second = run_cli(argv)["output"], run_cli(argv)["output"]
+    assert first.resolve() == (tmp_path / "runs/export/exp/yolov3-tiny.torchscript").resolve()
+    assert second.resolve() == (tmp_path / "runs/export/exp2/yolov3-tiny.torchscript").resolve()
+    assert first.is_file() and second.is_file()
+    other = run_cli([*argv, "--project", tmp_path / "elsewhere", "--name", "tiny"])["output"]
+    assert other == tmp_path / "elsewhere/tiny/yolov3-tiny.torchscript"
+    assert sorted(p.name for p in asset("weights/yolov3-tiny.weights").parent.iterdir()) == before
+
+
+def test_onnx_records_its_input_preprocessing_and_names_its_axes(tmp_path):
+    out = tmp_path / "tiny.onnx"
+    run_cli([*TINY, "--format", "onnx", "--img-size", "128", "192", "--output", out])
+    proto = onnx.load(str(out))
+    meta = {p.key: p.value for p in proto.metadata_props}
+    # yolov3-tiny.cfg has no letter_box: Darknet stretches its images, 0..1 RGB planes
+    assert "letter_box" not in asset("cfg/yolov3-tiny.cfg").read_text()
+    assert meta["resize"] == "stretch" and "letterbox_fill" not in meta
+    assert meta["color_order"] == "RGB" and meta["layout"] == "NCHW"
+    assert float(meta["scale"]) == pytest.approx(1 / 255, rel=1e-12)
+    assert json.loads(meta["img_size"]) == [128, 192]
+    coco = [line.strip() for line in asset("cfg/coco.names").read_text().splitlines() if line.strip()]
+    assert json.loads(meta["names"]) == coco and len(coco) == 80  # found beside the cfg
+
+    def dims(value):
+        return [d.dim_param or d.dim_value for d in value.type.tensor_type.shape.dim]
+
+    assert [(v.name, dims(v)) for v in proto.graph.input] == [("images", ["batch", 3, 128, 192])]
+    boxes = 3 * (4 * 6 + 8 * 12)  # three anchors per cell of the stride-32 and stride-16 grids
+    assert [(v.name, dims(v)) for v in proto.graph.output] == [("predictions", ["batch", boxes, 85])]
+
+
+def test_dynamic_onnx_names_the_axes_that_vary(tmp_path):
+    out = tmp_path / "tiny.onnx"
+    run_cli([*TINY, "--format", "onnx", "--img-size", "128", "--output", out, "--dynamic", "--no-verify"])
+    graph = onnx.load(str(out)).graph
+    shape = [[d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim] for v in (*graph.input, *graph.output)]
+    assert shape == [["batch", 3, "height", "width"], ["batch", "boxes", 85]]
+
+
+def test_a_letterboxed_checkpoint_says_so(tmp_path):
+    from yolo.export import export_onnx
+    from yolo.models.model import load_model
+
+    model = load_model(asset("cfg/yolov3-tiny.cfg"), None, device="cpu").eval()
+    model.preprocessing = {"resize": "letterbox", "img_size": [96, 128], "pipeline": "affine"}
+    meta = {p.key: p.value for p in onnx.load(str(export_onnx(model, tmp_path / "m.onnx", (96, 128)))).metadata_props}
+    assert meta["resize"] == "letterbox" and float(meta["letterbox_fill"]) == 0.5

@@ -1,0 +1,91 @@
+"""results.png: the training chart beside results.csv, one panel per column against the epoch.
+
+The pixel checks read the written PNG with OpenCV: the drawn line's pixels must follow a known series, so a
+chart that drew the wrong column, the wrong order or nothing fails.
+"""
+import csv
+import logging
+
+import cv2
+import numpy as np
+import pytest
+
+from test_train import FAST, write_cfg, write_data
+from yolo.data import ensure_shapes_dataset
+from yolo.engine import TrainOptions, Trainer
+from yolo.engine.hooks import writers
+from yolo.engine.hooks.writers import RESULTS_COLUMNS, write_results_chart
+
+LINE_BGR = (180, 119, 31)  # the chart's line colour, #1f77b4, as OpenCV reads it
+
+
+def write_csv(path, columns, rows):
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(columns)
+        writer.writerows(rows)
+    return path
+
+
+def line_heights(png):
+    """For each pixel column holding the line colour, the mean row of those pixels (image rows grow downwards)."""
+    image = cv2.imread(str(png))
+    on_line = (np.abs(image.astype(int) - LINE_BGR).sum(-1) <= 30)
+    columns = np.flatnonzero(on_line.any(0))
+    return columns, np.array([np.flatnonzero(on_line[:, c]).mean() for c in columns]), image.shape
+
+
+@pytest.mark.parametrize("series,rising", [([0.1 * e + 0.02 * e * e for e in range(1, 13)], True),
+                                           ([5.0 / e for e in range(1, 13)], False)])
+def test_the_drawn_line_follows_the_series(tmp_path, series, rising):
+    rows = [[e, "" if e in (3, 7) else f"{v:.6g}", 1.0] for e, v in zip(range(1, 13), series)]  # blanks skipped
+    png = write_results_chart(write_csv(tmp_path / "results.csv", ["epoch", "mAP50", "time_s"], rows),
+                              tmp_path / "results.png")
+    columns, heights, shape = line_heights(png)
+    assert shape[:2] == (260, 300)  # one panel (time_s is not charted): 3 x 2.6 inches at 100 dpi
+    assert columns.size > 100  # a line across the panel, not a few stray pixels
+    steps = np.diff(heights)
+    # up the image (smaller rows) as the values rise; a pixel or so of antialiasing at the markers is allowed
+    assert (steps <= 1.5).all() if rising else (steps >= -1.5).all()
+    span = heights[0] - heights[-1]
+    assert span > 100 if rising else span < -100  # the series spans the panel's height, the right way up
+
+
+def test_a_panel_per_column_of_results_csv(tmp_path):
+    rows = [[e] + [f"{0.1 * e:.3f}"] * (len(RESULTS_COLUMNS) - 1) for e in (1, 2)]
+    png = write_results_chart(write_csv(tmp_path / "results.csv", RESULTS_COLUMNS, rows), tmp_path / "results.png")
+    charted = len(RESULTS_COLUMNS) - 2  # not epoch, not time_s: 9 panels, 5 a row
+    assert cv2.imread(str(png)).shape == (2 * 260, 5 * 300, 3) and charted == 9
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("chart")
+    root = ensure_shapes_dataset(folder / "data", num_train=8, num_val=4, seed=3, size_range=(64, 96), max_shapes=2)
+    return {"cfg": write_cfg(folder), "data": write_data(folder, root)}
+
+
+def train(tiny, project, epochs=2):
+    options = TrainOptions(cfg=str(tiny["cfg"]), data=str(tiny["data"]), device="cpu", project=str(project),
+                           name="exp", progress=False, img_size=64, epochs=epochs,
+                           hyp={**FAST, "plots": True, "eval_interval": 1, "batch": 4, "subdivisions": 1})
+    return Trainer(options).fit()
+
+
+def test_training_draws_results_png_beside_results_csv(tiny, tmp_path):
+    run_dir = train(tiny, tmp_path).run_dir
+    image = cv2.imread(str(run_dir / "results.png"))
+    assert (run_dir / "results.csv").is_file() and image.shape == (2 * 260, 5 * 300, 3)
+    assert (np.abs(image.astype(int) - LINE_BGR).sum(-1) <= 30).sum() > 50  # the curves are drawn
+
+
+def test_a_chart_that_fails_never_stops_the_run(tiny, tmp_path, monkeypatch, caplog):
+    def broken(csv_path, png_path):
+        raise RuntimeError("no fonts here")
+
+    monkeypatch.setattr(writers, "write_results_chart", broken)
+    with caplog.at_level(logging.WARNING):
+        result = train(tiny, tmp_path)
+    assert (result.run_dir / "last.pt").is_file() and not (result.run_dir / "results.png").exists()
+    warnings = [r.getMessage() for r in caplog.records if "results chart" in r.getMessage()]
+    assert len(warnings) == 1 and "no fonts here" in warnings[0] and "goes on" in warnings[0]

@@ -1,0 +1,135 @@
+"""The tools' flags: one name per idea across the tools (older names still work, hidden), help text for every
+flag, examples in every --help, and --help answered without loading torch or OpenCV."""
+import argparse
+import os
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+TOOLS = ["anchors", "benchmark", "convert", "detect", "eval", "export", "train"]
+SPLIT_ALIASES = {"width": "img_size", "height": "img_size"}  # anchors: --width/--height, now --img-size H W
+
+
+def parser(tool):
+    return importlib.import_module(f"yolo.cli.flags.{tool}").build_parser()
+
+
+def visible_flags(p):
+    return {s for a in p._actions if a.help != argparse.SUPPRESS for s in a.option_strings}
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_every_flag_has_help_and_the_help_has_examples(tool):
+    p = parser(tool)
+    shown = [a for a in p._actions if a.help != argparse.SUPPRESS]
+    assert [a.option_strings for a in shown if not (a.help or "").strip()] == []
+    hidden = [a for a in p._actions if a.help == argparse.SUPPRESS]
+    for alias in hidden:  # a hidden flag is only ever the older name of a shown one
+        dest = SPLIT_ALIASES.get(alias.dest, alias.dest)
+        assert any(a.dest == dest for a in shown), alias.option_strings
+    examples = [line for line in (p.epilog or "").splitlines() if line.strip().startswith("python tools/")]
+    assert any(f"python tools/{tool}.py" in line for line in examples)
+    assert p.description and "examples:" in p.epilog
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_one_name_per_idea(tool):
+    flags = visible_flags(parser(tool))
+    assert not flags & {"--batch", "--width", "--height", "--save-folder"}
+    if tool in ("train", "detect", "eval", "export"):  # tools that make run folders
+        assert {"--project", "--name"} <= flags
+    if tool in ("train", "detect", "eval", "benchmark"):
+        assert "--batch-size" in flags
+    if tool != "convert":
+        assert "--img-size" in flags
+
+
+def test_older_flag_names_still_work():
+    detect = importlib.import_module("yolo.cli.flags.detect")
+    args = detect.parse_args(["--weights", "w.pt", "--source", "a.jpg", "--output", "elsewhere"])
+    assert args.project == Path("elsewhere")
+    assert detect.parse_args(["--weights", "w.pt", "--source", "a.jpg"]).project == Path("runs/detect")
+    benchmark = importlib.import_module("yolo.cli.flags.benchmark")
+    assert benchmark.parse_args(["--cfg", "c.cfg", "--batch", "4"]).batch_size == 4
+    assert benchmark.parse_args(["--cfg", "c.cfg"]).batch_size == 8
+    anchors = importlib.import_module("yolo.cli.flags.anchors")
+    old = anchors.parse_args(["--data", "d.yaml", "--width", "320", "--height", "256"])
+    new = anchors.parse_args(["--data", "d.yaml", "--img-size", "256", "320"])
+    assert (old.width, old.height) == (new.width, new.height) == (320, 256)
+    square = anchors.parse_args(["--data", "d.yaml", "--img-size", "416"])
+    none = anchors.parse_args(["--data", "d.yaml"])
+    assert (square.width, square.height, none.width, none.height) == (416, 416, None, None)
+
+
+def test_anchors_refuses_two_sizes(capsys):
+    anchors = importlib.import_module("yolo.cli.flags.anchors")
+    with pytest.raises(SystemExit):
+        anchors.parse_args(["--data", "d.yaml", "--img-size", "416", "--width", "320"])
+    assert "give one of them" in capsys.readouterr().err
+
+
+def test_export_formats_are_the_exporters():
+    from yolo.cli.flags.export import FORMATS
+    from yolo.export.checked import SUFFIXES
+
+    assert sorted(FORMATS) == sorted(SUFFIXES)
+
+
+HELP_PROBE = """
+import runpy, sys
+sys.path.insert(0, {tools!r})
+sys.argv = [{script!r}, "--help"]
+try:
+    runpy.run_path({script!r}, run_name="__main__")
+except SystemExit as exc:
+    print("exit", exc.code)
+print("loaded", sorted(m for m in ("torch", "cv2", "numpy") if m in sys.modules))
+"""
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_help_loads_neither_torch_nor_opencv(tool):
+    script = str(REPO / "tools" / f"{tool}.py")
+    out = subprocess.run([sys.executable, "-c", HELP_PROBE.format(tools=str(REPO / "tools"), script=script)],
+                         capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith(f"usage: {tool}.py") and "examples:" in out.stdout
+    assert lines[-2:] == ["exit 0", "loaded []"]
+
+
+WAIT_PROBE = """
+import os, sys
+import yolo.cli
+print(os.environ.get("OMP_WAIT_POLICY"), "torch" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("given,expected", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
+def test_the_tools_set_a_passive_openmp_wait_policy_before_torch_loads(given, expected):
+    """Every tool imports yolo.cli first (tools/_launch.py, the yolo-NAME entry points in yolo.cli.NAME): there
+    the policy is set while torch is not loaded yet, unless the user chose one."""
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if given:
+        env["OMP_WAIT_POLICY"] = given
+    out = subprocess.run([sys.executable, "-c", WAIT_PROBE], capture_output=True, text=True, timeout=120, cwd=REPO,
+                         env={**env, "PYTHONPATH": str(REPO)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [expected, "False"]
+
+
+def test_cpu_threads_follow_the_affinity_mask():
+    from yolo.device import cpu_threads
+
+    if not hasattr(os, "sched_getaffinity"):
+        pytest.skip("no CPU affinity API on this platform")
+    probe = "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); " \
+            "from yolo.device import cpu_threads; print(cpu_threads())"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=REPO,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.stdout.strip() == "1", out.stderr
+    assert cpu_threads() == len(os.sched_getaffinity(0))

@@ -1,0 +1,55 @@
+"""The flags of ``tools/anchors.py`` (:mod:`yolo.cli.anchors`)."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from yolo.cli.args import DefaultsHelpFormatter, ToolParser, image_side
+from yolo.cli.flags.common import hidden_alias
+
+DESCRIPTION = "Compute anchors for a dataset as Darknet's detector calc_anchors does (k-means, 1 - IoU distance)."
+EXAMPLES = """\
+Prints the anchors in Darknet's format (paste them into every [yolo] section) and their mean IoU with the
+label boxes. Darknet starts from randomly drawn boxes (seeded by the clock); here --seed fixes the draw.
+
+examples:
+  # 9 anchors for a 416x416 network from the training split of a dataset YAML
+  python tools/anchors.py --data configs/coco128.yaml -n 9 --img-size 416
+
+  # take the size and the anchor count from a cfg and write a copy of it with the new anchors
+  python tools/anchors.py --data configs/coco128.yaml --cfg yolov3-tiny.cfg --write yolov3-tiny-new.cfg
+"""
+
+
+def build_parser() -> ToolParser:
+    p = ToolParser(description=DESCRIPTION, epilog=EXAMPLES, formatter_class=DefaultsHelpFormatter)
+    p.add_argument("--data", required=True,
+                   help="dataset YAML or Darknet .data file (its train split's labels are used)")
+    p.add_argument("--cfg", default=None,
+                   help="Darknet cfg: default input size ([net] width, height) and anchor count ([yolo] num)")
+    p.add_argument("-n", "--num-of-clusters", type=int, default=None,
+                   help="number of anchors (default: the cfg's, else 9)")
+    p.add_argument("--img-size", type=image_side, nargs="+", default=None,
+                   help="network input: S or H W (default: the cfg's, else 416)")
+    hidden_alias(p, "--width", "width", type=image_side)  # Darknet's -width / -height, before --img-size
+    hidden_alias(p, "--height", "height", type=image_side)
+    p.add_argument("--split", default="train", choices=["train", "val"], help="which split's labels")
+    p.add_argument("--seed", type=int, default=0, help="seed of the initial draw")
+    p.add_argument("--write", type=Path, default=None, help="write a copy of --cfg with these anchors here")
+    return p
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    """The flags, with ``--img-size`` (or the older ``--width`` / ``--height``) as ``width`` and ``height``
+    (None where not given)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    width, height = getattr(args, "width", None), getattr(args, "height", None)
+    if args.img_size is not None:
+        if len(args.img_size) > 2:
+            parser.error("--img-size takes one value (square) or two (height width)")
+        if width is not None or height is not None:
+            parser.error("--img-size and --width/--height say the same: give one of them")
+        height, width = args.img_size[0], args.img_size[-1]
+    args.width, args.height = width, height
+    return args

@@ -1,0 +1,64 @@
+"""The flags of ``tools/detect.py`` (:mod:`yolo.cli.detect`)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from yolo.cli.args import DefaultsHelpFormatter, ToolParser, fraction, image_side, non_negative_int, positive_int
+from yolo.cli.flags.common import hidden_alias
+
+DESCRIPTION = "Run a Darknet detector on images, folders, globs, videos or a camera; save annotated results."
+EXAMPLES = """\
+Results go to a new folder (runs/detect/exp, exp2, ...; an earlier run is never overwritten): annotated images
+and videos, with --save-txt YOLO labels (labels/<name>.txt: class cx cy w h normalized, plus the score with
+--save-conf), with --save-json results.json in COCO results format (image_id, category_id, bbox [x, y, w, h]
+pixels, score; integer image ids as COCO's: a numeric file name's number, else positions listed in
+image_ids.json). An unreadable file is reported and skipped; a missing source or a cfg/weights problem is a
+one-line error with exit status 2.
+
+examples:
+  python tools/detect.py --cfg cfg/yolov3-tiny.cfg --weights yolov3-tiny.weights --source data/dog.jpg
+  python tools/detect.py --cfg cfg/yolov3-tiny.cfg --weights yolov3-tiny.weights \\
+      --names cfg/coco.names --source data/images --save-txt --save-json
+  python tools/detect.py --weights runs/train/exp/best.pt --source video.mp4 --project runs/videos --name v1
+  python tools/detect.py --weights runs/train/exp/best.pt --source 0      # the first camera
+"""
+
+
+def build_parser() -> ToolParser:
+    p = ToolParser(description=DESCRIPTION, epilog=EXAMPLES, formatter_class=DefaultsHelpFormatter)
+    p.add_argument("--cfg", type=Path, default=None, help="Darknet .cfg (optional for a .pt carrying its cfg)")
+    p.add_argument("--weights", type=Path, required=True, help="Darknet .weights or our .pt")
+    p.add_argument("--source", required=True, help="image, video, folder, glob or camera index")
+    p.add_argument("--names", type=Path, default=None, help=".names file (one class name a line)")
+    p.add_argument("--img-size", type=image_side, nargs="+", default=None,
+                   help="network input: S or H W (default: the training size a checkpoint of ours records; else "
+                        "416, or the cfg's size when a [connected] layer fixes it)")
+    p.add_argument("--conf-thres", type=fraction, default=0.25, help="score threshold (objectness x class)")
+    p.add_argument("--iou-thres", type=fraction, default=0.45, help="NMS IoU threshold")
+    p.add_argument("--resize", default=None, choices=["letterbox", "stretch"],
+                   help="pre-processing (default: how a checkpoint of ours was trained and validated; else the "
+                        "cfg's, as Darknet: letter_box=1 in [net] letterboxes, else stretch)")
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 or a GPU index (default: CUDA if present)")
+    p.add_argument("--half", action="store_true", help="fp16 inference (CUDA only)")
+    p.add_argument("--classes", type=non_negative_int, nargs="+", default=None, help="keep only these class indices")
+    p.add_argument("--agnostic-nms", action="store_true", help="class-agnostic NMS")
+    p.add_argument("--nms-kind", default=None, choices=["default", "greedynms", "diounms"],
+                   help="Darknet's NMS variant (default: the cfg's nms_kind of its last [yolo])")
+    p.add_argument("--beta-nms", type=float, default=None, help="DIoU-NMS exponent (default: the cfg's beta_nms)")
+    p.add_argument("--max-det", type=positive_int, default=300, help="most detections per image")
+    p.add_argument("--batch-size", type=positive_int, default=1, help="images per forward pass")
+    p.add_argument("--project", type=Path, default=Path("runs/detect"), help="parent of the run folders")
+    hidden_alias(p, "--output", "project", type=Path)  # the former name of --project
+    p.add_argument("--name", default="exp", help="run folder name (exp, exp2, ... never overwritten)")
+    p.add_argument("--save-txt", action="store_true", help="save YOLO txt labels")
+    p.add_argument("--save-conf", action="store_true", help="add the score to each txt label line")
+    p.add_argument("--save-json", action="store_true", help="save COCO-format results.json")
+    p.add_argument("--nosave", action="store_true", help="do not save annotated images/videos")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (always off when stderr is not a terminal)")
+    p.add_argument("--verbose", action="store_true", help="debug logging")
+    return p
+
+
+def parse_args(argv=None):
+    return build_parser().parse_args(argv)
