@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-TOOLS = ["anchors", "benchmark", "convert", "detect", "eval", "export", "train"]
+TOOLS = ["anchors", "benchmark", "convert", "detect", "eval", "export", "gpu_report", "train"]
 SPLIT_ALIASES = {"width": "img_size", "height": "img_size"}  # anchors: --width/--height, now --img-size H W
 
 

@@ -18,44 +18,14 @@ from pathlib import Path
 
 from yolo.benchmark.gpu_environment import cuda_device
 from yolo.benchmark.gpu_report import ReportSettings, run_report
-from yolo.cli.args import DefaultsHelpFormatter, ToolParser, fail, image_side, non_negative_int, positive_int, run_tool
-
-CLONE = Path(__file__).resolve().parents[2]
-
-
-def parse_args(argv=None):
-    p = ToolParser(description=__doc__.split("\n\n")[0], formatter_class=DefaultsHelpFormatter,
-                   epilog="examples: " + "; ".join(line.strip() for line in __doc__.splitlines()
-                                                   if line.startswith("    python")))
-    p.add_argument("--assets", type=Path, default=None,
-                   help="assets folder with cfg/, weights/, coco128/ (default: $YOLO_ASSETS, else ../shared/assets)")
-    p.add_argument("--darknet-src", type=Path, default=CLONE.parent / "shared" / "darknet",
-                   help="Darknet's source folder (src/, include/, Makefile)")
-    p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto",
-                   help="auto/cuda: measure on the GPU (without one: say so and exit 0); cpu: ours on the CPU")
-    p.add_argument("--models", nargs="+", default=["yolov3-tiny", "yolov3"], choices=["yolov3-tiny", "yolov3"],
-                   help="the cfgs to measure (from the assets' cfg/)")
-    p.add_argument("--img-size", type=image_side, default=416, help="input side (a multiple of 32)")
-    p.add_argument("--batch", type=positive_int, default=64, help="training batch and the large detection batch")
-    p.add_argument("--subdivisions", type=positive_int, default=None,
-                   help="mini-batches per update (default: the cfg's training value, else 2)")
-    p.add_argument("--updates", type=positive_int, default=10, help="timed training updates (ours and Darknet's)")
-    p.add_argument("--warmup", type=non_negative_int, default=3, help="untimed updates and rounds first")
-    p.add_argument("--rounds", type=positive_int, default=20, help="timed detection rounds at batch 1")
-    p.add_argument("--workers", type=non_negative_int, default=None,
-                   help="our loader's processes (default: the trainer's)")
-    p.add_argument("--no-darknet", action="store_true", help="skip Darknet's GPU build and its timings")
-    p.add_argument("--build-dir", type=Path, default=None, help="build Darknet here and keep it (default: temporary)")
-    p.add_argument("--quick", action="store_true",
-                   help="a small run: yolov3-tiny at 64x64, batch 4, 2 timed updates, 8 images, 3 rounds")
-    p.add_argument("--output", type=Path, default=None, help="also write the table and its notes to this file")
-    return p.parse_args(argv)
+from yolo.cli.args import fail, run_tool
+from yolo.cli.flags.gpu_report import CLONE, parse_args
 
 
 def settings_from(args) -> ReportSettings:
     assets = args.assets or Path(os.environ.get("YOLO_ASSETS") or CLONE.parent / "shared" / "assets")
     s = ReportSettings(assets=assets, darknet_src=args.darknet_src, device=args.device, models=tuple(args.models),
-                       img_size=args.img_size, batch=args.batch, subdivisions=args.subdivisions,
+                       img_size=args.img_size, batch=args.batch_size, subdivisions=args.subdivisions,
                        updates=args.updates, warmup=args.warmup, rounds=args.rounds, workers=args.workers,
                        darknet=not args.no_darknet, build_dir=args.build_dir)
     if args.quick:
