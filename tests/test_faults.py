@@ -524,6 +524,14 @@ def test_a_class_filter_the_model_does_not_have_is_an_error(capsys, tiny, tmp_pa
     assert "--classes 7 9: the model has 5 classes (0..4)" in err, err
 
 
+def test_the_detector_refuses_a_class_filter_the_model_does_not_have(tiny):
+    from yolo.inference.detector import Detector
+
+    with pytest.raises(ValueError, match=r"^classes -1 5: the model has 5 classes \(0\.\.4\)"):
+        Detector(None, str(tiny[1]), device="cpu", classes=[0, 5, -1])
+    assert Detector(None, str(tiny[1]), device="cpu", classes=[0, 4]).settings.classes == (0, 4)
+
+
 def test_a_label_path_that_is_a_folder_is_reported_as_a_folder(tmp_path):
     from yolo.data import ensure_shapes_dataset
     from yolo.data.dataset import scan_yolo

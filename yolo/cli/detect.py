@@ -65,12 +65,11 @@ def main(args) -> Optional[Path]:
                             conf_thres=args.conf_thres, iou_thres=args.iou_thres, resize=args.resize,
                             half=args.half, classes=args.classes, agnostic=args.agnostic_nms, max_det=args.max_det,
                             nms_kind=args.nms_kind, beta_nms=args.beta_nms)
-    except (CfgError, WeightsError, ValueError, FileNotFoundError) as exc:
+    except (CfgError, WeightsError, FileNotFoundError) as exc:
         fail(str(exc).strip().splitlines()[0])
-    unknown = sorted(set(args.classes or ()) - set(range(detector.num_classes)))
-    if unknown:
-        fail(f"--classes {' '.join(str(c) for c in unknown)}: the model has {detector.num_classes} classes "
-             f"(0..{detector.num_classes - 1}), so nothing could be detected")
+    except ValueError as exc:  # the Detector names the setting without its flag's dashes ("classes 80: ...")
+        message = str(exc).strip().splitlines()[0]
+        fail(f"--{message}" if message.startswith("classes ") else message)
     if args.half and detector.device.type != "cuda":
         logger.warning("--half needs CUDA: running in fp32 on %s", detector.device)
     if names_hint(detector.names_from):

@@ -132,6 +132,10 @@ class Detector:
         self.num_classes = int(self.model.num_classes)
         self.gaussian = has_gaussian_heads(self.model.yolo_layers)
         self.names = self._resolve_names(names, weights, cfg)
+        unknown = sorted(set(classes or ()) - set(range(self.num_classes)))
+        if unknown:  # a filter no class can pass: refused rather than "no detections"
+            raise ValueError(f"classes {' '.join(str(c) for c in unknown)}: the model has {self.num_classes} "
+                             f"classes (0..{self.num_classes - 1}), so nothing could be detected")
         self.resize = resize if resize is not None else default_resize(self.model)
         cfg_kind, cfg_beta = nms_settings(getattr(self.model, "sections", ()))
         self.settings = PostprocessConfig(
