@@ -2,6 +2,7 @@
 error, Darknet's letterbox written out independently of the package, and ground truth for the Evaluator."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import cv2
 import numpy as np
 import pytest
 import torch
+import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -20,6 +22,20 @@ def run_tool(name: str, *args, **options) -> subprocess.CompletedProcess:
     :func:`subprocess.run` (default ``cwd`` the repository, ``timeout`` 300 s)."""
     options = {"capture_output": True, "text": True, "cwd": REPO, "timeout": 300, **options}
     return subprocess.run([sys.executable, str(REPO / "tools" / f"{name}.py"), *map(str, args)], **options)
+
+
+def torchrun_train(folder: Path, cfg: Path, data: Path, hyp: dict, device: str, epochs: int,
+                   processes: int = 2) -> subprocess.CompletedProcess:
+    """``tools/train.py`` under ``torch.distributed.run`` with ``processes`` ranks, batch 8, into ``folder/ddp``
+    (``hyp`` written to ``folder/hyp.yaml``); output captured as text, one thread per rank."""
+    hyp_file = folder / "hyp.yaml"
+    hyp_file.write_text(yaml.safe_dump(hyp))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes),
+           str(REPO / "tools" / "train.py"), "--cfg", str(cfg), "--data", str(data), "--hyp", str(hyp_file),
+           "--batch-size", "8", "--epochs", str(epochs), "--device", device, "--project", str(folder),
+           "--name", "ddp", "--no-progress"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    return subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True, timeout=600)
 
 
 def one_line_error(capsys, run) -> str:

@@ -6,10 +6,7 @@ CPU's loss gradient is Darknet's delta (tests/test_loss_darknet.py), so a CUDA g
 Darknet's too. With TF32 on, the gradients of yolov3-tiny differ from the CPU's by about 5% (relative norm),
 which is why ``tf32: false`` is the default and why these comparisons turn it off.
 """
-import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +14,7 @@ import torch
 import torch.distributed as dist
 import yaml
 
+from helpers import torchrun_train
 from test_loss_darknet import PAIRS, coco_images_area_resized, targets_px
 from test_train import FAST, read_results, train_state, write_cfg, write_data
 from yolo.data import ensure_shapes_dataset
@@ -29,7 +27,6 @@ from yolo.models.model import load_model
 
 pytestmark = [pytest.mark.cuda, pytest.mark.usefixtures("private_cache")]
 
-REPO = Path(__file__).resolve().parent.parent
 HW = (224, 224)
 
 
@@ -128,7 +125,7 @@ def test_two_amp_channels_last_updates_are_finite_and_close_to_float32(shapes, t
         memory_format=torch.channels_last))}
     amp = train_on(cuda_device, shapes, tmp_path, "amp", hooks=hook)
     fp32 = train_on(cuda_device, shapes, tmp_path, "fp32", amp=False)
-    assert amp.precision.amp and amp.precision.channels_last and layouts == [cuda_device.type == "cuda"]
+    assert amp.precision.amp and amp.precision.channels_last and layouts == [True]
     assert not fp32.precision.amp and not fp32.precision.channels_last
     a, b = train_state(amp.result.run_dir), train_state(fp32.result.run_dir)
     assert a["train"]["global_step"] == b["train"]["global_step"] == 2
@@ -180,33 +177,25 @@ def _free_port() -> int:
 def test_ddp_run_on_cuda(shapes, tmp_path, cuda_device, monkeypatch):
     """DDP over NCCL: two processes through torchrun where there are two GPUs; on one GPU (NCCL refuses two
     ranks on one device) a one-process NCCL group in this process, through the same DDP wrapper and collectives."""
-    backend = "nccl" if cuda_device.type == "cuda" else "gloo"
-    if cuda_device.type == "cuda" and torch.cuda.device_count() >= 2:
-        hyp_file = tmp_path / "hyp.yaml"
-        hyp_file.write_text(yaml.safe_dump({**FAST, "subdivisions": 1, "ema": False, "burn_in": 0}))
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-               str(REPO / "tools" / "train.py"), "--cfg", str(shapes["cfg"]), "--data", str(shapes["data"]),
-               "--hyp", str(hyp_file), "--batch-size", "8", "--epochs", "1", "--device", "cuda",
-               "--project", str(tmp_path), "--name", "ddp", "--no-progress"]
-        env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-        done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    if torch.cuda.device_count() >= 2:
+        done = torchrun_train(tmp_path, shapes["cfg"], shapes["data"],
+                              {**FAST, "subdivisions": 1, "ema": False, "burn_in": 0}, "cuda", epochs=1)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         assert "of 2 (nccl)" in done.stderr, done.stderr[-2000:]
         run_dir, updates = tmp_path / "ddp", 2  # 16 images, 8 per update
     else:
         def one_process_group(device):
-            if cuda_device.type == "cuda":
-                torch.cuda.set_device(device)
-            dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
+            torch.cuda.set_device(device)
+            dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
             return _OneProcessGroup(0, 0, 1)
 
         monkeypatch.setattr(trainer_module, "init_distributed", one_process_group)
         seen = []
         hook = {"train_start": lambda t: seen.append((type(t.train_model).__name__, dist.get_backend()))}
         # an indexed device, as torchrun's processes get (DDP's device_ids needs the index)
-        device = torch.device("cuda", torch.cuda.current_device()) if cuda_device.type == "cuda" else cuda_device
+        device = torch.device("cuda", torch.cuda.current_device())
         trainer = train_on(device, shapes, tmp_path, "ddp", hooks=hook, subdivisions=1, ema=False)
-        assert seen == [("DistributedDataParallel", backend)]
+        assert seen == [("DistributedDataParallel", "nccl")]
         assert not dist.is_initialized()  # the trainer left the group at the end
         run_dir, updates = trainer.result.run_dir, 2  # 16 images, 8 per update
     state = train_state(run_dir)

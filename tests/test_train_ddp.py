@@ -4,20 +4,13 @@ The cfg has no BatchNorm: each process would normalize with its own mini-batch s
 SyncBatchNorm needs CUDA, so a BN-free cfg is what makes the two runs comparable on the CPU. Gradients are
 then the same mean over the same 8 images, up to float summation order.
 """
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
+from helpers import torchrun_train
 from test_train import FAST, read_results, run, train_state, write_cfg, write_data
 from yolo.data import ensure_shapes_dataset
-
-REPO = Path(__file__).resolve().parent.parent
-
 
 pytestmark = pytest.mark.usefixtures("private_cache")
 
@@ -27,15 +20,7 @@ def test_two_process_ddp_matches_one_process(tmp_path):
                                  max_shapes=3)
     shapes = {"cfg": write_cfg(tmp_path, bn=0), "data": write_data(tmp_path, root)}
     hyp = {**FAST, "subdivisions": 1, "ema": False, "burn_in": 0, "learning_rate": 0.005}
-    hyp_file = tmp_path / "hyp.yaml"
-    hyp_file.write_text(yaml.safe_dump(hyp))
-
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           str(REPO / "tools" / "train.py"), "--cfg", str(shapes["cfg"]), "--data", str(shapes["data"]),
-           "--hyp", str(hyp_file), "--batch-size", "8", "--epochs", "2", "--device", "cpu",
-           "--project", str(tmp_path), "--name", "ddp", "--no-progress"]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    done = torchrun_train(tmp_path, shapes["cfg"], shapes["data"], hyp, "cpu", epochs=2)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "rank 1 of 2 (gloo)" in done.stderr or "rank 0 of 2 (gloo)" in done.stderr, done.stderr[-2000:]
     ddp = train_state(tmp_path / "ddp")

@@ -12,7 +12,6 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 import torch
 
 from yolo.ops.boxes import cxcywh_to_xyxy
-from yolo.ops.detections import empty_detections
 from yolo.ops.letterbox import LetterboxInfo
 from yolo.ops.nms import nms
 
