@@ -13,7 +13,8 @@ import torch
 from tqdm import tqdm
 
 from yolo.evaluation.evaluator import Evaluator
-from yolo.inference.postprocess import PostprocessConfig, postprocess_batch
+from yolo.inference.batch import postprocess_batch
+from yolo.inference.postprocess import PostprocessConfig
 from yolo.models.heads import has_gaussian_heads
 from yolo.ops.letterbox import LetterboxInfo
 from yolo.progress import ProgressLines
@@ -70,7 +71,7 @@ def evaluate_model(
             ``orig_shape`` ``(h, w)`` and the ``letterbox`` :class:`yolo.ops.letterbox.LetterboxInfo` placement.
         evaluator: reset here, then fed every batch (boxes xyxy original-image pixels).
         conf_thres, iou_thres, max_det, multi_label: the :class:`~yolo.inference.postprocess.PostprocessConfig`
-            of :func:`yolo.inference.postprocess.postprocess_batch`, the ``Detector``'s post-processing (the
+            of :func:`yolo.inference.batch.postprocess_batch`, the ``Detector``'s post-processing (the
             defaults are COCO's: every class above 0.001 per box, NMS IoU 0.6, 300 per image).
         amp: autocast the forward pass (CUDA only).
 
@@ -78,7 +79,7 @@ def evaluate_model(
         :meth:`Evaluator.evaluate`'s dict plus ``speed_ms`` = ``{"preprocess", "inference", "nms"}``
         milliseconds per image (pre-processing is the wait for the loader plus the copy to the device).
     """
-    # The Detector's post-processing (yolo.inference.postprocess.postprocess_batch) at COCO's settings, with
+    # The Detector's post-processing (yolo.inference.batch.postprocess_batch) at COCO's settings, with
     # Darknet's own NMS variant for the cfg (its last [yolo]'s nms_kind / beta_nms).
     settings = PostprocessConfig.for_model(model, conf_thres=conf_thres, iou_thres=iou_thres, multi_label=multi_label,
                                            max_det=max_det)

@@ -6,7 +6,7 @@ the cfg's choice, as Darknet's ``letter_box``) on ``uint8`` and one conversion t
 and resized there, :func:`yolo.inference.device_preprocess.preprocess_on_device`, within one 8-bit level)
 -> model (eval decode) -> thresholds and NMS for the whole batch on the model's device
 (:func:`yolo.inference.postprocess.postprocess_flat`) -> one copy of the final detections to the CPU -> boxes
-mapped back to the original image and clipped (the last three: :func:`yolo.inference.postprocess.postprocess_batch`,
+mapped back to the original image and clipped (the last three: :func:`yolo.inference.batch.postprocess_batch`,
 which evaluation uses too).
 
 For speed the model is prepared for inference once (:func:`yolo.inference.prepare.prepare_for_inference`:
@@ -30,7 +30,8 @@ from yolo.files.images import as_bgr, load_image
 from yolo.files.names import names_beside_cfg, read_names
 from yolo.inference.device_preprocess import preprocess_on_device
 from yolo.inference.graphed import GraphedForward
-from yolo.inference.postprocess import PostprocessConfig, postprocess_batch
+from yolo.inference.batch import postprocess_batch
+from yolo.inference.postprocess import PostprocessConfig
 from yolo.inference.prepare import prepare_for_inference
 from yolo.inference.preprocess import LetterboxInfo, preprocess
 from yolo.models.checkpoint import load_checkpoint_file
@@ -234,7 +235,7 @@ class Detector:
     def postprocess(self, predictions: torch.Tensor, infos: Sequence[LetterboxInfo],
                     shapes: Sequence[Tuple[int, int]]) -> List[Dict]:
         """Model output ``Float[N, B, 5+C]`` -> per-image detections in original pixels (CPU tensors), with the
-        class ``names``: :func:`yolo.inference.postprocess.postprocess_batch` (evaluation's path too) under this
+        class ``names``: :func:`yolo.inference.batch.postprocess_batch` (evaluation's path too) under this
         detector's :attr:`settings`.
 
         Thresholds and NMS run on the predictions' device for the whole batch (image by image for

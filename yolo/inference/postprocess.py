@@ -2,9 +2,8 @@
 original image.
 
 Boxes are ``xyxy`` (see :mod:`yolo.ops.boxes`) in network-input pixels until :func:`scale_boxes_to_original`.
-:func:`postprocess_batch` is the whole way, the one post-processing of the ``Detector``
-(:meth:`yolo.inference.detector.Detector.postprocess`) and of evaluation (:func:`yolo.evaluation.evaluate_model`);
-they differ only in their :class:`PostprocessConfig` (evaluation's COCO settings: conf 0.001, multi-label, ...).
+The whole way from a model's output to a batch's detections in original-image pixels, shared by the ``Detector``
+and evaluation, is :func:`yolo.inference.batch.postprocess_batch`.
 """
 from __future__ import annotations
 
@@ -14,7 +13,6 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 
-from yolo.models.layer_types.gaussian_yolo import postprocess_gaussian
 from yolo.ops.boxes import cxcywh_to_xyxy
 from yolo.ops.letterbox import LetterboxInfo
 from yolo.ops.nms import nms, nms_settings
@@ -26,8 +24,6 @@ __all__ = [
     "postprocess_flat",
     "split_by_image",
     "scale_boxes_to_original",
-    "detections_to_cpu",
-    "postprocess_batch",
 ]
 
 Shape = Tuple[int, int]
@@ -207,56 +203,3 @@ def postprocess(
     return split_by_image(postprocess_flat(predictions, conf_thres, iou_thres, classes, agnostic, multi_label,
                                            max_det, nms_kind, beta_nms))
 
-
-def _flat_to_cpu(flat: FlatDetections) -> List[Dict[str, torch.Tensor]]:
-    """The batch's detections to the CPU in one copy, then split per image."""
-    packed = torch.cat((flat.boxes, flat.scores[:, None], flat.labels[:, None].to(flat.boxes.dtype),
-                        flat.image_index[:, None].to(flat.boxes.dtype)), 1).cpu()
-    counts = torch.bincount(packed[:, 6].long(), minlength=flat.num_images).tolist()
-    return [{"boxes": part[:, :4], "scores": part[:, 4].contiguous(), "labels": part[:, 5].long()}
-            for part in torch.split(packed, counts)]
-
-
-def _dicts_to_cpu(dets: List[Dict[str, torch.Tensor]]) -> List[Dict[str, torch.Tensor]]:
-    """Per-image detections (``boxes``, ``scores``, ``labels``, ``box_sigmas``) to the CPU in one copy."""
-    columns = [torch.cat((d["boxes"].float(), d["scores"].float()[:, None], d["labels"].float()[:, None],
-                          d["box_sigmas"].float()), 1) for d in dets]
-    parts = torch.split(torch.cat(columns).cpu(), [len(c) for c in columns])
-    return [{"boxes": p[:, :4], "scores": p[:, 4].contiguous(), "labels": p[:, 5].long(),
-             "box_sigmas": p[:, 6:10]} for p in parts]
-
-
-def detections_to_cpu(predictions: torch.Tensor, settings: PostprocessConfig,
-                      gaussian: bool = False) -> List[Dict[str, torch.Tensor]]:
-    """Thresholds and NMS for the whole batch on the predictions' device, then one copy to the CPU.
-
-    Args:
-        predictions: ``Float[N, B, 5 + C]`` model eval rows (``Float[N, B, 9 + C]`` with ``gaussian``: every
-            row ends with the four uncertainties of a ``[Gaussian_yolo]`` head, scored by Darknet's rule,
-            :func:`yolo.models.layer_types.gaussian_yolo.postprocess_gaussian`, image by image).
-        settings: thresholds, NMS, class filter and ``max_det``.
-
-    Returns:
-        ``N`` dicts of CPU tensors: ``boxes`` ``Float32[K, 4]`` xyxy input pixels, ``scores`` ``Float32[K]``,
-        ``labels`` ``Int64[K]`` (plus ``box_sigmas`` ``Float32[K, 4]`` with ``gaussian``), by decreasing score.
-    """
-    if gaussian:
-        return _dicts_to_cpu(postprocess_gaussian(predictions.float(), **settings.as_kwargs()))
-    return _flat_to_cpu(postprocess_flat(predictions.float(), **settings.as_kwargs()))
-
-
-def postprocess_batch(predictions: torch.Tensor, settings: PostprocessConfig, placements: Sequence[LetterboxInfo],
-                      original_shapes: Sequence[Shape], gaussian: bool = False) -> List[Dict[str, torch.Tensor]]:
-    """Model output -> per-image detections in original-image pixels: :func:`detections_to_cpu`, then each
-    image's boxes mapped back through its placement (``placements[i]``, the :class:`LetterboxInfo` of the
-    letterbox or stretch that made input ``i``) and clipped to ``original_shapes[i] = (h, w)``.
-
-    Returns :func:`detections_to_cpu`'s dicts with ``boxes`` ``Float32[K, 4]`` xyxy original-image pixels.
-    """
-    if not len(placements) == len(original_shapes) == len(predictions):
-        raise ValueError(f"{len(predictions)} images, {len(placements)} placements, "
-                         f"{len(original_shapes)} original shapes")
-    dets = detections_to_cpu(predictions, settings, gaussian)
-    for det, placement, shape in zip(dets, placements, original_shapes):
-        det["boxes"] = scale_boxes_to_original(det["boxes"], placement, (int(shape[0]), int(shape[1])))
-    return dets
