@@ -365,8 +365,8 @@ def test_evaluate_model_maps_boxes_back_through_the_letterbox():
     gts = [make_gt(11, [[40, 30, 200, 150], [300, 200, 620, 470]], [2, 0], (480, 640)),
            make_gt(12, [[10, 10, 100, 300]], [1], (320, 160))]
     # Letterbox into 416x416: (480, 640) -> scale 0.65, pad_y 52; (320, 160) -> scale 1.3, pad_x 104.
-    infos = [{"image_id": 11, "shape": (480, 640), "letterbox": LetterboxInfo(0.65, 0.65, 0.0, 52.0)},
-             {"image_id": 12, "shape": (320, 160), "letterbox": LetterboxInfo(1.3, 1.3, 104.0, 0.0)}]
+    infos = [{"image_id": 11, "orig_shape": (480, 640), "letterbox": LetterboxInfo(0.65, 0.65, 0.0, 52.0)},
+             {"image_id": 12, "orig_shape": (320, 160), "letterbox": LetterboxInfo(1.3, 1.3, 104.0, 0.0)}]
     pred = torch.zeros(2, 10, 5 + num_classes)
     for i, (gt, info) in enumerate(zip(gts, infos)):
         boxes = info["letterbox"].to_input(gt["boxes"])

@@ -375,7 +375,7 @@ def test_evaluation_scores_gaussian_rows_by_darknet_rule():
         rows[0, j, :5] = torch.tensor([(x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1, 0.9])
         rows[0, j, 5 + label] = 0.8
         rows[0, j, 8:] = 0.2  # sigmas: as class probabilities they would add wrong detections
-    info = {"image_id": 7, "shape": (416, 416), "letterbox": LetterboxInfo(1.0, 1.0, 0.0, 0.0)}
+    info = {"image_id": 7, "orig_shape": (416, 416), "letterbox": LetterboxInfo(1.0, 1.0, 0.0, 0.0)}
     evaluator = Evaluator(["a", "b", "c"], [gt])
     metrics = evaluate_model(RowsEcho(rows), [(torch.rand(1, 3, 416, 416), torch.zeros(0, 6), [info])], evaluator,
                              conf_thres=0.001, iou_thres=0.6, progress=False)

@@ -251,7 +251,7 @@ def test_evaluation_scores_each_head_by_its_rule(tmp_path):
     randomize_model(model, 2, calibrate_hw=(SIZE, SIZE))
     model.eval()
     x = torch.rand(1, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(3))
-    info = {"image_id": 1, "shape": (SIZE, SIZE), "letterbox": LetterboxInfo(1.0, 1.0, 0.0, 0.0)}
+    info = {"image_id": 1, "orig_shape": (SIZE, SIZE), "letterbox": LetterboxInfo(1.0, 1.0, 0.0, 0.0)}
     gt = make_gt(1, [[10, 10, 60, 60]], [0], (SIZE, SIZE))
     evaluator = Evaluator(["a", "b", "c"], [gt])
     metrics = evaluate_model(model, [(x, torch.zeros(0, 6), [info])], evaluator, conf_thres=0.05, iou_thres=1.0,

@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Dict, Iterable, Mapping, Optional, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 from tqdm import tqdm
 
 from yolo.evaluation.evaluator import Evaluator
+from yolo.inference.batch import postprocess_batch
+from yolo.inference.postprocess import PostprocessConfig
 from yolo.models.heads import has_gaussian_heads
-from yolo.models.layer_types.gaussian_yolo import postprocess_gaussian
-from yolo.inference.postprocess import postprocess, scale_boxes_to_original
-from yolo.ops.nms import nms_settings
+from yolo.ops.letterbox import LetterboxInfo
 from yolo.progress import ProgressLines
 
 logger = logging.getLogger(__name__)
@@ -24,15 +24,13 @@ logger = logging.getLogger(__name__)
 __all__ = ["evaluate_model"]
 
 
-def _info_get(info: Any, *keys: str, default: Any = None) -> Any:
-    """Read a field from a per-image info record (a dict or an object with attributes)."""
-    for key in keys:
-        if isinstance(info, Mapping):
-            if key in info:
-                return info[key]
-        elif hasattr(info, key):
-            return getattr(info, key)
-    return default
+def _placements(infos: Sequence[Mapping[str, Any]]) -> Tuple[List[LetterboxInfo], List[Tuple[int, int]]]:
+    """Each image's ``letterbox`` placement and ``orig_shape`` (the data pipeline's info keys,
+    :mod:`yolo.data.dataset`)."""
+    if any(info.get("letterbox") is None for info in infos):
+        raise ValueError("each batch info needs the original 'orig_shape' and the 'letterbox' "
+                         "placement: evaluate on a dataset built with augment=False")
+    return [info["letterbox"] for info in infos], [tuple(info["orig_shape"]) for info in infos]
 
 
 def _length(loader: Iterable) -> Optional[int]:
@@ -69,21 +67,24 @@ def evaluate_model(
             ``Float[B, N, 5 + C]`` (cx, cy, w, h input pixels, objectness, class probabilities).
             Its train/eval mode is restored afterwards.
         loader: yields ``(images, targets, infos)``: images ``uint8`` or float ``[B, 3, H, W]``;
-            ``infos[i]`` (dict or object) gives ``image_id``, the original ``shape`` ``(h, w)`` and the
-            ``letterbox`` :class:`yolo.ops.letterbox.LetterboxInfo` placement.
+            ``infos[i]`` (a dict, as :mod:`yolo.data.dataset` makes it) gives ``image_id``, the original
+            ``orig_shape`` ``(h, w)`` and the ``letterbox`` :class:`yolo.ops.letterbox.LetterboxInfo` placement.
         evaluator: reset here, then fed every batch (boxes xyxy original-image pixels).
-        conf_thres, iou_thres, max_det, multi_label: passed to :func:`yolo.inference.postprocess.postprocess`.
+        conf_thres, iou_thres, max_det, multi_label: the :class:`~yolo.inference.postprocess.PostprocessConfig`
+            of :func:`yolo.inference.batch.postprocess_batch`, the ``Detector``'s post-processing (the
+            defaults are COCO's: every class above 0.001 per box, NMS IoU 0.6, 300 per image).
         amp: autocast the forward pass (CUDA only).
 
     Returns:
         :meth:`Evaluator.evaluate`'s dict plus ``speed_ms`` = ``{"preprocess", "inference", "nms"}``
         milliseconds per image (pre-processing is the wait for the loader plus the copy to the device).
     """
+    # The Detector's post-processing (yolo.inference.batch.postprocess_batch) at COCO's settings, with
     # Darknet's own NMS variant for the cfg (its last [yolo]'s nms_kind / beta_nms).
-    nms_kind, beta_nms = nms_settings(getattr(getattr(model, "module", model), "sections", ()))
+    settings = PostprocessConfig.for_model(model, conf_thres=conf_thres, iou_thres=iou_thres, multi_label=multi_label,
+                                           max_det=max_det)
     # With a [Gaussian_yolo] head every row ends with four uncertainties, which Darknet's score uses.
-    heads = getattr(getattr(model, "module", model), "yolo_layers", ())
-    select = postprocess_gaussian if has_gaussian_heads(heads) else postprocess
+    gaussian = has_gaussian_heads(getattr(getattr(model, "module", model), "yolo_layers", ()))
     if device is None:
         device = next(model.parameters()).device
     device = torch.device(device)
@@ -114,19 +115,9 @@ def evaluate_model(
                     raise TypeError("the model returned raw head maps: is it an eval-mode Darknet detector?")
                 _sync(device)
                 t2 = time.perf_counter()
-                dets = select(preds.float(), conf_thres, iou_thres, multi_label=multi_label, max_det=max_det,
-                              nms_kind=nms_kind, beta_nms=beta_nms)
-                image_ids, out = [], []
-                for det, info in zip(dets, infos):
-                    shape = _info_get(info, "shape", "original_shape", "orig_shape")
-                    placement = _info_get(info, "letterbox", "letterbox_info", "lb")
-                    if shape is None or placement is None:
-                        raise ValueError("each batch info needs the original 'orig_shape' and the 'letterbox' "
-                                         "placement: evaluate on a dataset built with augment=False")
-                    image_ids.append(_info_get(info, "image_id", "id"))
-                    boxes = scale_boxes_to_original(det["boxes"].float(), placement, tuple(shape))
-                    out.append({"boxes": boxes.cpu(), "scores": det["scores"].cpu(), "labels": det["labels"].cpu()})
-                evaluator.process(image_ids, out)
+                placements, shapes = _placements(infos)
+                image_ids = [info["image_id"] for info in infos]
+                evaluator.process(image_ids, postprocess_batch(preds, settings, placements, shapes, gaussian))
                 t3 = time.perf_counter()
                 times["preprocess"] += t1 - t0
                 times["inference"] += t2 - t1

@@ -6,7 +6,8 @@ the cfg's choice, as Darknet's ``letter_box``) on ``uint8`` and one conversion t
 and resized there, :func:`yolo.inference.device_preprocess.preprocess_on_device`, within one 8-bit level)
 -> model (eval decode) -> thresholds and NMS for the whole batch on the model's device
 (:func:`yolo.inference.postprocess.postprocess_flat`) -> one copy of the final detections to the CPU -> boxes
-mapped back to the original image and clipped.
+mapped back to the original image and clipped (the last three: :func:`yolo.inference.batch.postprocess_batch`,
+which evaluation uses too).
 
 For speed the model is prepared for inference once (:func:`yolo.inference.prepare.prepare_for_inference`:
 BN folded, channels-last, the CPU kernels of :mod:`yolo.accel`; on CUDA optional fp16). On the CPU a batch
@@ -29,12 +30,12 @@ from yolo.files.images import as_bgr, load_image
 from yolo.files.names import names_beside_cfg, read_names
 from yolo.inference.device_preprocess import preprocess_on_device
 from yolo.inference.graphed import GraphedForward
-from yolo.inference.postprocess import FlatDetections, PostprocessConfig, postprocess_flat, scale_boxes_to_original
+from yolo.inference.batch import postprocess_batch
+from yolo.inference.postprocess import PostprocessConfig
 from yolo.inference.prepare import prepare_for_inference
 from yolo.inference.preprocess import LetterboxInfo, preprocess
 from yolo.models.checkpoint import load_checkpoint_file
 from yolo.models.heads import has_gaussian_heads
-from yolo.models.layer_types.gaussian_yolo import postprocess_gaussian
 from yolo.models.model import load_model
 from yolo.models.preprocessing import cfg_resize_mode, default_img_size, default_resize
 from yolo.ops.nms import nms_settings
@@ -233,41 +234,18 @@ class Detector:
 
     def postprocess(self, predictions: torch.Tensor, infos: Sequence[LetterboxInfo],
                     shapes: Sequence[Tuple[int, int]]) -> List[Dict]:
-        """Model output ``Float[N, B, 5+C]`` -> per-image detections in original pixels (CPU tensors).
+        """Model output ``Float[N, B, 5+C]`` -> per-image detections in original pixels (CPU tensors), with the
+        class ``names``: :func:`yolo.inference.batch.postprocess_batch` (evaluation's path too) under this
+        detector's :attr:`settings`.
 
         Thresholds and NMS run on the predictions' device for the whole batch (image by image for
         ``[Gaussian_yolo]`` heads); the final detections come to the CPU in one copy."""
-        if self.gaussian:
-            dets = self._dicts_to_cpu(postprocess_gaussian(predictions.float(), **self.settings.as_kwargs()))
-        else:
-            dets = self._to_cpu(postprocess_flat(predictions.float(), **self.settings.as_kwargs()))
         out = []
-        for det, info, shape in zip(dets, infos, shapes):
-            boxes = scale_boxes_to_original(det["boxes"], info, shape).cpu()
-            labels = det["labels"].cpu()
-            out.append({"boxes": boxes, "scores": det["scores"].cpu(), "labels": labels,
-                        "names": [self.names[int(k)] for k in labels]})
-            if "box_sigmas" in det:
-                out[-1]["box_sigmas"] = det["box_sigmas"].cpu()
+        for det in postprocess_batch(predictions, self.settings, infos, shapes, self.gaussian):
+            names = [self.names[int(k)] for k in det["labels"]]
+            out.append({"boxes": det["boxes"], "scores": det["scores"], "labels": det["labels"], "names": names,
+                        **({"box_sigmas": det["box_sigmas"]} if "box_sigmas" in det else {})})
         return out
-
-    @staticmethod
-    def _to_cpu(flat: FlatDetections) -> List[Dict[str, torch.Tensor]]:
-        """The batch's detections to the CPU in one copy, then split per image."""
-        packed = torch.cat((flat.boxes, flat.scores[:, None], flat.labels[:, None].to(flat.boxes.dtype),
-                            flat.image_index[:, None].to(flat.boxes.dtype)), 1).cpu()
-        counts = torch.bincount(packed[:, 6].long(), minlength=flat.num_images).tolist()
-        return [{"boxes": part[:, :4], "scores": part[:, 4].contiguous(), "labels": part[:, 5].long()}
-                for part in torch.split(packed, counts)]
-
-    @staticmethod
-    def _dicts_to_cpu(dets: List[Dict[str, torch.Tensor]]) -> List[Dict[str, torch.Tensor]]:
-        """Per-image detections (``boxes``, ``scores``, ``labels``, ``box_sigmas``) to the CPU in one copy."""
-        columns = [torch.cat((d["boxes"].float(), d["scores"].float()[:, None], d["labels"].float()[:, None],
-                              d["box_sigmas"].float()), 1) for d in dets]
-        parts = torch.split(torch.cat(columns).cpu(), [len(c) for c in columns])
-        return [{"boxes": p[:, :4], "scores": p[:, 4].contiguous(), "labels": p[:, 5].long(),
-                 "box_sigmas": p[:, 6:10]} for p in parts]
 
     def __repr__(self) -> str:
         return (f"Detector(classes={self.num_classes}, img_size={self.img_size}, device={self.device}, "

@@ -2,6 +2,8 @@
 original image.
 
 Boxes are ``xyxy`` (see :mod:`yolo.ops.boxes`) in network-input pixels until :func:`scale_boxes_to_original`.
+The whole way from a model's output to a batch's detections in original-image pixels, shared by the ``Detector``
+and evaluation, is :func:`yolo.inference.batch.postprocess_batch`.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import torch
 
 from yolo.ops.boxes import cxcywh_to_xyxy
 from yolo.ops.letterbox import LetterboxInfo
-from yolo.ops.nms import nms
+from yolo.ops.nms import nms, nms_settings
 
 __all__ = [
     "PostprocessConfig",
@@ -44,6 +46,15 @@ class PostprocessConfig:
     def as_kwargs(self) -> Dict[str, object]:
         """The settings as keyword arguments of :func:`postprocess`."""
         return asdict(self)
+
+    @classmethod
+    def for_model(cls, model: torch.nn.Module, **settings) -> "PostprocessConfig":
+        """``settings`` for ``model`` (a Darknet model, or a DDP wrapper of one): ``nms_kind`` / ``beta_nms`` not
+        given are the cfg's own, from its last ``[yolo]`` section as Darknet does (:func:`nms_settings`)."""
+        cfg_kind, cfg_beta = nms_settings(getattr(getattr(model, "module", model), "sections", ()))
+        settings.setdefault("nms_kind", cfg_kind)
+        settings.setdefault("beta_nms", cfg_beta)
+        return cls(**settings)
 
 
 def scale_boxes_to_original(
@@ -191,3 +202,4 @@ def postprocess(
     """
     return split_by_image(postprocess_flat(predictions, conf_thres, iou_thres, classes, agnostic, multi_label,
                                            max_det, nms_kind, beta_nms))
+
