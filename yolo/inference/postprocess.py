@@ -14,6 +14,7 @@ import torch
 from yolo.ops.boxes import cxcywh_to_xyxy
 from yolo.ops.letterbox import LetterboxInfo
 from yolo.ops.nms import nms
+from yolo.ops.sizes import ImageSize
 
 __all__ = [
     "PostprocessConfig",
@@ -24,7 +25,6 @@ __all__ = [
     "scale_boxes_to_original",
 ]
 
-Shape = Tuple[int, int]
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class PostprocessConfig:
 
 
 def scale_boxes_to_original(
-    boxes_xyxy: torch.Tensor, info: LetterboxInfo, original_shape_hw: Shape, clip: bool = True
+    boxes_xyxy: torch.Tensor, info: LetterboxInfo, original_shape_hw: ImageSize, clip: bool = True
 ) -> torch.Tensor:
     """Map xyxy boxes ``Float[..., 4]`` from network-input pixels back to original-image pixels.
 
