@@ -207,5 +207,5 @@ def test_multiscale_is_deterministic_and_darknet_like():
     assert sizes != [MultiScale((416, 416), every=10, seed=6)(b) for b in range(1000)]
     wide = MultiScale((320, 640), every=1, seed=0)
     assert all(h % 32 == 0 and w % 32 == 0 and w >= h for h, w in (wide(b) for b in range(50)))
-    with pytest.raises(ValueError, match="multiple of the stride"):
+    with pytest.raises(ValueError, match="multiple of the network stride"):
         MultiScale((400, 416))

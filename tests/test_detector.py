@@ -182,7 +182,7 @@ def test_no_detections_gives_empty_tensors(tiny_paths):
 
 def test_bad_arguments(tiny_paths):
     cfg, weights, _ = tiny_paths
-    with pytest.raises(ValueError, match="multiples"):
+    with pytest.raises(ValueError, match="^img_size: 400x400 must be a multiple of the network stride 32"):
         Detector(cfg, weights, device="cpu", img_size=400)
     with pytest.raises(ValueError, match="class names"):
         Detector(cfg, weights, names=["a", "b"], device="cpu")

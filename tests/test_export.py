@@ -290,7 +290,7 @@ def test_cli_exports_and_verifies_torchscript(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("extra,message", [
-    (["--format", "onnx", "--img-size", "100"], "multiples of the network stride 32"),
+    (["--format", "onnx", "--img-size", "100"], "--img-size: 100x100 must be a multiple of the network stride 32"),
     (["--format", "torchscript", "--nms"], "--nms and --benchmark apply to --format onnx"),
     (["--format", "darknet", "--half"], "apply to onnx/torchscript"),
 ])

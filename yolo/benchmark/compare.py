@@ -8,7 +8,7 @@ faster). :func:`cuda_figures` times fp32 and fp16 on a GPU.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List
 
 import cv2
 import numpy as np
@@ -20,10 +20,9 @@ from yolo.inference.detector import Detector
 from yolo.inference.preprocess import preprocess
 from yolo.models.model import Darknet
 from yolo.models.weights import randomize_weights
+from yolo.ops.sizes import ImageSize
 
 __all__ = ["synthetic_image", "random_weights_file", "cpu_figures", "cuda_figures", "table_header", "table_row"]
-
-Size = Tuple[int, int]
 
 
 def synthetic_image(h: int = 576, w: int = 768, seed: int = 0) -> np.ndarray:
@@ -57,7 +56,7 @@ def _run(fn, x):
         fn(x)
 
 
-def cpu_figures(cfg: Path, weights: Path, img_size: Size, image: np.ndarray, batch: int, rounds: int, warmup: int,
+def cpu_figures(cfg: Path, weights: Path, img_size: ImageSize, image: np.ndarray, batch: int, rounds: int, warmup: int,
                 resize: str, conf_thres: float, iou_thres: float, opencv: bool = True, compile: bool = False
                 ) -> Dict[str, float]:
     """Time ours (and OpenCV's with ``opencv``) on the CPU and print the table; returns the figures
@@ -114,7 +113,7 @@ def cpu_figures(cfg: Path, weights: Path, img_size: Size, image: np.ndarray, bat
     return figures
 
 
-def cuda_figures(cfg: Path, weights: Path, img_size: Size, image: np.ndarray, batch: int, rounds: int, warmup: int,
+def cuda_figures(cfg: Path, weights: Path, img_size: ImageSize, image: np.ndarray, batch: int, rounds: int, warmup: int,
                  resize: str, conf_thres: float, iou_thres: float) -> Dict[str, float]:
     """fp32 / fp16 latency (batch 1), throughput (batch ``batch``) and model-only latency on CUDA; prints
     the table and returns ``cuda_fp32_latency_ms``, ``cuda_fp32_throughput``, ``cuda_fp32_model_ms``, ... ."""

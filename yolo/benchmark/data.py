@@ -22,10 +22,9 @@ from yolo.data.dataset import DetectionDataset
 from yolo.data.transforms import PIPELINES, augment_from_cfg, item_rng
 from yolo.models.cfg import parse_cfg
 from yolo.models.cfg_options import TRAINED_HEADS
+from yolo.ops.sizes import ImageSize
 
 __all__ = ["pipeline_settings", "data_figures"]
-
-Size = Tuple[int, int]
 
 
 def pipeline_settings(cfg: Path) -> Tuple[Dict[str, Dict[str, float]], Dict[str, str]]:
@@ -43,14 +42,14 @@ def pipeline_settings(cfg: Path) -> Tuple[Dict[str, Dict[str, float]], Dict[str,
     return settings, refused
 
 
-def _item_task(dataset: DetectionDataset, count: int, size: Size) -> Callable[[], None]:
+def _item_task(dataset: DetectionDataset, count: int, size: ImageSize) -> Callable[[], None]:
     def run() -> None:
         for index in range(count):
             dataset[(index, size)]
     return run
 
 
-def _darknet_task(make_item: Callable, dataset: DetectionDataset, count: int, size: Size, hyp: Mapping[str, float],
+def _darknet_task(make_item: Callable, dataset: DetectionDataset, count: int, size: ImageSize, hyp: Mapping[str, float],
                   outputs: Optional[List[np.ndarray]] = None) -> Callable[[], None]:
     """Decode, Darknet's augmentation by ``make_item`` and the item tensor, as the dataset makes them."""
     def run() -> None:
@@ -62,7 +61,7 @@ def _darknet_task(make_item: Callable, dataset: DetectionDataset, count: int, si
     return run
 
 
-def data_figures(dataset: DetectionDataset, cfg: Path, img_size: Size, images: int, rounds: int, warmup: int = 1
+def data_figures(dataset: DetectionDataset, cfg: Path, img_size: ImageSize, images: int, rounds: int, warmup: int = 1
                  ) -> Dict[str, float]:
     """Time every pipeline on the first ``images`` items of ``dataset`` (augmented at ``img_size`` with ``cfg``'s
     settings) and Darknet's against its previous implementation; print the table and return the figures:

@@ -32,12 +32,14 @@ from yolo.data import build_dataset, load_data_config
 from yolo.device import cpu_threads
 from yolo.errors import CfgError, DataError
 from yolo.files.images import load_image
+from yolo.models.model import Darknet
+from yolo.ops.sizes import checked_image_size, image_size
 
 
 def data_main(args) -> Dict[str, float]:
     """``--data``: the training data path per pipeline (:func:`yolo.benchmark.data.data_figures`)."""
 
-    img_size = (args.img_size[0], args.img_size[0]) if len(args.img_size) == 1 else tuple(args.img_size[:2])
+    img_size = image_size(args.img_size, "--img-size")
     threads = args.threads or 1
     torch.set_num_threads(threads)
     cv2.setNumThreads(threads)
@@ -56,7 +58,7 @@ def main(args) -> Dict[str, float]:
         return data_main(args)
     if args.weights is not None and not args.weights.is_file():
         fail(f"{args.weights}: weights not found")
-    img_size = (args.img_size[0], args.img_size[0]) if len(args.img_size) == 1 else tuple(args.img_size[:2])
+    img_size = checked_image_size(args.img_size, Darknet(args.cfg).stride, "--img-size")
     threads = args.threads or cpu_threads()
     torch.set_num_threads(threads)
     cv2.setNumThreads(threads)

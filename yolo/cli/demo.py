@@ -26,6 +26,7 @@ from yolo.cli import eval as eval_cli
 from yolo.cli import train as train_cli
 from yolo.cli.args import ToolParser, non_negative_int, positive_int, run_tool, setup_logging
 from yolo.data import ensure_shapes_dataset
+from yolo.ops.sizes import ImageSize, image_size
 from yolo.runs import run_name
 
 REPO = Path(__file__).resolve().parents[2]  # the clone: configs/, and where runs/ and datasets/ go
@@ -107,9 +108,10 @@ def _newest(parent: Path, name: str) -> Path:
     return max(runs, key=lambda p: (p / "last.pt").stat().st_mtime)
 
 
-def _train_img_size(run_dir: Path):
-    hyp = yaml.safe_load((run_dir / "hyp.yaml").read_text())
-    return hyp["img_size"]
+def _train_img_size(run_dir: Path) -> ImageSize:
+    """The run's training input ``(height, width)``, as its ``hyp.yaml`` records it."""
+    hyp_file = run_dir / "hyp.yaml"
+    return image_size(yaml.safe_load(hyp_file.read_text())["img_size"], f"{hyp_file}: img_size")
 
 
 def cli(argv=None) -> None:

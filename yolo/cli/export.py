@@ -16,10 +16,9 @@ from yolo.export.checked import INSTALL_EXPORT, RUNTIMES, SUFFIXES, export_check
 from yolo.export.names import export_names
 from yolo.export.latency import compare_latency_with_darknet_pair, latency_report
 from yolo.export.samples import check_inputs
-from yolo.export.traced import as_size
 from yolo.files.overwrite import refuse_overwriting_inputs, same_file
 from yolo.models.model import load_model
-from yolo.models.preprocessing import default_img_size
+from yolo.models.preprocessing import default_img_size, model_input_size
 from yolo.runs import increment_path, remove_if_empty, run_name
 
 
@@ -45,7 +44,7 @@ def run(args) -> Dict[str, object]:
     if missing:
         raise ValueError(missing)
     model = load_model(args.cfg, args.weights, device="cpu").eval()
-    size = as_size(args.img_size or default_img_size(model), model)
+    size = model_input_size(model, args.img_size, "--img-size", default_img_size(model))
     run_dir = None
     if args.output is None:  # a new run folder, never beside the inputs (an assets folder, say)
         run_dir = increment_path(args.project / run_name(args.name))

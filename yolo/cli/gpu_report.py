@@ -20,6 +20,9 @@ from yolo.benchmark.gpu_environment import cuda_device
 from yolo.benchmark.gpu_report import ReportSettings, run_report
 from yolo.cli.args import fail, run_tool
 from yolo.cli.flags.gpu_report import CLONE, parse_args
+from yolo.ops.sizes import check_stride
+
+DARKNET_STRIDE = 32  # the stride of the measured models (yolov3-tiny, yolov3)
 
 
 def settings_from(args) -> ReportSettings:
@@ -31,8 +34,7 @@ def settings_from(args) -> ReportSettings:
     if args.quick:
         s.models, s.img_size, s.batch, s.subdivisions = ("yolov3-tiny",), 64, 4, 2
         s.updates, s.warmup, s.rounds, s.images, s.workers = 2, 0, 3, 8, args.workers or 0
-    if s.img_size % 32:
-        fail(f"--img-size {s.img_size} is not a multiple of 32")
+    check_stride((s.img_size, s.img_size), DARKNET_STRIDE, "--img-size")  # a square input, as Darknet's harness runs
     return s
 
 

@@ -15,6 +15,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from yolo.ops.sizes import ImageSize, SizeLike, checked_image_size
+
 Batch = Tuple[torch.Tensor, torch.Tensor, List[Dict[str, Any]]]
 
 
@@ -54,7 +56,7 @@ def _stack(batch: Sequence[Tuple[torch.Tensor, torch.Tensor, Dict[str, Any]]]) -
     return stacked, torch.cat(rows, 0) if rows else torch.zeros((0, 6)), list(infos)
 
 
-def resize_batch(images: torch.Tensor, targets: torch.Tensor, size_hw: Tuple[int, int],
+def resize_batch(images: torch.Tensor, targets: torch.Tensor, size_hw: ImageSize,
                  infos: Optional[List[Dict[str, Any]]] = None) -> Batch:
     """Resize a collated batch to ``size_hw = (h, w)`` (multi-scale training).
 
@@ -99,13 +101,9 @@ class MultiScale:
             images, targets, infos = resize_batch(images, targets, sizes(b), infos)
     """
 
-    def __init__(self, base_hw: Tuple[int, int] | int, stride: int = 32, low: float = 0.7, high: float = 1.3,
+    def __init__(self, base_hw: SizeLike, stride: int = 32, low: float = 0.7, high: float = 1.3,
                  every: int = 10, seed: int = 0):
-        if isinstance(base_hw, int):
-            base_hw = (base_hw, base_hw)
-        self.base_hw = (int(base_hw[0]), int(base_hw[1]))
-        if stride <= 0 or self.base_hw[0] % stride or self.base_hw[1] % stride:
-            raise ValueError(f"base size {self.base_hw} must be a multiple of the stride {stride}")
+        self.base_hw: ImageSize = checked_image_size(base_hw, stride, "multi-scale base size")
         if not 0 < low <= 1.0 <= high:
             raise ValueError(f"need 0 < low <= 1 <= high, got low={low}, high={high}")
         if every < 1:
@@ -117,13 +115,13 @@ class MultiScale:
         hi = max(lo, int(np.floor(base * self.high / self.stride)) * self.stride)
         return int(np.clip(round(base * factor / self.stride) * self.stride, lo, hi))
 
-    def __call__(self, batch_index: int) -> Tuple[int, int]:
+    def __call__(self, batch_index: int) -> ImageSize:
         """The ``(h, w)`` to use for batch ``batch_index``."""
         period = int(batch_index) // self.every
         factor = np.random.default_rng([self.seed & 0xFFFFFFFF, period]).uniform(self.low, self.high)
         return self._side(self.base_hw[0], factor), self._side(self.base_hw[1], factor)
 
-    def sizes(self) -> List[Tuple[int, int]]:
+    def sizes(self) -> List[ImageSize]:
         """Every size this schedule can return (smallest to largest)."""
         factors = np.linspace(self.low, self.high, 512)
         return sorted({(self._side(self.base_hw[0], f), self._side(self.base_hw[1], f)) for f in factors})

@@ -36,6 +36,8 @@ from torch.utils.data import Dataset
 from tqdm import tqdm
 
 from yolo.ops.boxes import xyxy_to_cxcywh
+from yolo.ops import sizes
+from yolo.ops.sizes import ImageSize, SizeLike
 from yolo.data.cache import LabelCache
 from yolo.data.config import DataConfig, is_coco_json
 from yolo.errors import DataError, ImageReadError
@@ -46,7 +48,6 @@ from yolo.data.validation import Problem, ValidationReport, read_label_file
 logger = logging.getLogger(__name__)
 
 PathLike = Union[str, os.PathLike]
-SizeLike = Union[int, Sequence[int]]
 
 
 @dataclass
@@ -59,13 +60,6 @@ class ImageRecord:
     boxes: np.ndarray  # Float32[N, 4] xyxy, original pixels
     labels: np.ndarray  # Int64[N]
     image_id: int
-
-
-def _as_hw(size: SizeLike) -> Tuple[int, int]:
-    if isinstance(size, int):
-        return size, size
-    h, w = size
-    return int(h), int(w)
 
 
 def read_image(path: PathLike) -> np.ndarray:
@@ -104,7 +98,7 @@ class DetectionDataset(Dataset):
         self.records = records
         self.names = list(names)
         self.num_classes = len(self.names)
-        self.img_size = _as_hw(img_size)
+        self.img_size: ImageSize = sizes.image_size(img_size, "img_size")
         self.augment = augment
         self.hyp = augment_config(hyp) if augment else dict(NO_AUGMENT)
         self.seed = int(seed)

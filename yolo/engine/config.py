@@ -24,7 +24,7 @@ import logging
 import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 import yaml
 
@@ -34,6 +34,7 @@ from yolo.engine.schedule import SCHEDULE_DEFAULTS, LRSchedule, ScheduleSettings
 from yolo.errors import ConfigError, shown
 from yolo.files.yaml_files import load_yaml
 from yolo.models.cfg_options import check_training_options, last_head
+from yolo.ops.sizes import SizeLike, check_stride, image_size
 
 logger = logging.getLogger(__name__)
 
@@ -121,7 +122,7 @@ class TrainOptions:
     hyp: Union[str, Dict[str, Any], None] = None
     epochs: Optional[int] = None
     batch_size: Optional[int] = None
-    img_size: Optional[Union[int, Sequence[int]]] = None
+    img_size: Optional[SizeLike] = None  # 416 or (height, width) (yolo.ops.sizes)
     device: Optional[str] = None
     project: str = "runs/train"
     name: str = "exp"
@@ -163,21 +164,14 @@ def read_hyp(hyp: Union[str, Path, Mapping[str, Any], None]) -> Dict[str, Any]:
     return data
 
 
-def _img_size(value: Any, where: str) -> Tuple[int, int]:
-    if isinstance(value, int):
-        return value, value
-    if isinstance(value, (list, tuple)) and len(value) in (1, 2) and all(isinstance(v, int) for v in value):
-        return (int(value[0]), int(value[-1]))
-    raise ConfigError(f"{where}: img_size must be one integer or [height, width], got {value!r}")
-
-
 def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, Any], None],
-                flags: Mapping[str, Any]) -> Hyperparameters:
+                flags: Mapping[str, Any], stride: Optional[int] = None) -> Hyperparameters:
     """Hyperparameters from ``[net]`` (``net`` Section), the ``[yolo]`` ``heads`` sections, a YAML and flags.
 
     ``flags`` may hold ``epochs``, ``batch``, ``img_size``, ``workers``, ``tf32``, ``compile`` and ``cache_images``
     (None values are ignored).
-    ``img_size`` comes out as [h, w] and ``augment`` as the full augmentation settings of
+    ``img_size`` comes out as [h, w] (:func:`yolo.ops.sizes.image_size`), a multiple of the network's
+    ``stride`` when one is given, and ``augment`` as the full augmentation settings of
     :func:`yolo.data.transforms.augment_from_cfg`. A bad value is a one-line :class:`ConfigError` naming the
     YAML (or the cfg's file and line for a [net] key).
     """
@@ -230,10 +224,13 @@ def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, 
         LRSchedule(**check)
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
-    hyp["img_size"] = list(_img_size(hyp["img_size"], _origin("img_size", user, flags, net, where)))
-    if not all(1 <= side <= MAX_IMAGE_SIDE for side in hyp["img_size"]):
-        raise ConfigError(f"{_origin('img_size', user, flags, net, where)}: img_size={hyp['img_size']} is out of "
-                          f"range: each side must be between 1 and {MAX_IMAGE_SIDE:,}")
+    size = image_size(hyp["img_size"], _img_size_source(user, flags, net, where))
+    if max(size) > MAX_IMAGE_SIDE:
+        raise ConfigError(f"{_origin('img_size', user, flags, net, where)}: img_size={list(size)} is out of range: "
+                          f"each side must be between 1 and {MAX_IMAGE_SIDE:,}")
+    if stride is not None:
+        check_stride(size, stride, _img_size_source(user, flags, net, where))
+    hyp["img_size"] = list(size)  # hyp.yaml's form of (height, width)
     if hyp["batch"] < 1 or hyp["subdivisions"] < 1:
         raise ConfigError(f"batch={hyp['batch']} and subdivisions={hyp['subdivisions']} must be positive")
     if hyp["batch"] % hyp["subdivisions"]:  # Darknet: mini-batch = batch / subdivisions, rounded down
@@ -290,6 +287,15 @@ def _origin(key: str, user: Mapping[str, Any], flags: Mapping[str, Any], net, wh
     if key in user:
         return where
     return f"{net.source}:{net.option_lines.get(key, net.line)}" if hasattr(net, "option_lines") else where
+
+
+def _img_size_source(user: Mapping[str, Any], flags: Mapping[str, Any], net, where: str) -> str:
+    """Where ``img_size`` came from, for its errors: ``--img-size``, the --hyp file's key, else the cfg's [net]."""
+    if flags.get("img_size") is not None:
+        return "--img-size"
+    if "img_size" in user:
+        return f"{where}: img_size"
+    return f"{_origin('height', user, flags, net, where)}: [net] height, width"
 
 
 def _typed(key: str, value: Any, where: str) -> Any:

@@ -70,6 +70,7 @@ from yolo.models.checkpoint import load_checkpoint_file
 from yolo.models.head_prior import prior_head_biases
 from yolo.models.model import Darknet
 from yolo.models.preprocessing import training_preprocessing
+from yolo.ops.sizes import ImageSize, checked_image_size
 from yolo.progress import use_bars
 from yolo.runs import increment_path, run_name
 
@@ -135,7 +136,7 @@ class Trainer:
         self.ema: Optional[ModelEMA] = None
         self.criterion: Optional[Callable] = None
         self.held_gradients: Dict[torch.Tensor, torch.Tensor] = {}  # layers Darknet does not update yet
-        self.img_size: Tuple[int, int] = (0, 0)
+        self.img_size: ImageSize = (0, 0)
         self.train_set = self.val_set = None
         self.mini_batch = 0  # images per mini-batch and process
         self.accumulate = 1  # mini-batches per update (Darknet's subdivisions)
@@ -330,7 +331,7 @@ class Trainer:
             self.hyp = resolve_hyp(model.net, [s for s in model.sections if s.type in TRAINED_HEADS], opt.hyp,
                                    {"epochs": opt.epochs, "batch": opt.batch_size,
                                     "img_size": opt.img_size, "workers": opt.workers,
-                                    **{key: getattr(opt, key) for key in MACHINE_SETTINGS}})
+                                    **{key: getattr(opt, key) for key in MACHINE_SETTINGS}}, stride=model.stride)
         else:
             self.hyp = Hyperparameters.from_dict(resume_ckpt["train"]["hyp"])
             if opt.epochs is not None:
@@ -388,10 +389,8 @@ class Trainer:
         """Train and val datasets (rank 0 scans first and writes the label caches; the others then read them),
         the mini-batch size per process and the updates per epoch."""
         hyp = self.hyp
-        self.img_size = tuple(hyp.img_size)
-        stride = self.model.stride
-        if self.img_size[0] % stride or self.img_size[1] % stride:
-            raise ConfigError(f"img_size {list(self.img_size)} must be a multiple of the network stride {stride}")
+        self.img_size = checked_image_size(hyp.img_size, self.model.stride,  # resolve_hyp's [h, w] or the checkpoint's
+                                           f"{self.resume_path or 'hyp'}: img_size")
         for turn in (True, False):
             if self.main == turn:
                 self.train_set = build_dataset(self.data, "train", img_size=self.img_size, augment=True,

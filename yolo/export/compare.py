@@ -16,7 +16,8 @@ import numpy as np
 import torch
 
 from yolo.errors import ExportError
-from yolo.export.traced import Size, inference_copy
+from yolo.export.traced import inference_copy
+from yolo.ops.sizes import ImageSize
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ def as_numpy(x: ArrayLike) -> np.ndarray:
     return x.detach().float().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x, dtype=np.float32)
 
 
-def max_difference(ours: ArrayLike, ref: ArrayLike, input_hw: Optional[Size] = None) -> float:
+def max_difference(ours: ArrayLike, ref: ArrayLike, input_hw: Optional[ImageSize] = None) -> float:
     """Largest difference of an exported output ``ours`` to the PyTorch output ``ref``.
 
     For eval outputs ``[N, boxes, 5 + C]`` (``input_hw`` given): boxes divided by the input size, then
@@ -54,7 +55,7 @@ def max_difference(ours: ArrayLike, ref: ArrayLike, input_hw: Optional[Size] = N
 
 
 def detections_difference(ours: Sequence[Dict[str, torch.Tensor]], ref: Sequence[Dict[str, torch.Tensor]],
-                          input_hw: Size) -> float:
+                          input_hw: ImageSize) -> float:
     """Largest difference between two detection lists (boxes relative to the input size, scores
     absolutely); ``inf`` when the number of detections or any label differs."""
     h, w = input_hw
@@ -131,7 +132,7 @@ class Reference:
         with torch.no_grad():
             return self.net(x.to(device, self.dtype)).float().cpu()
 
-    def input_hw(self, x: torch.Tensor) -> Optional[Size]:
+    def input_hw(self, x: torch.Tensor) -> Optional[ImageSize]:
         """What :func:`max_difference` needs to compare eval outputs for ``x`` (``None``: a classifier)."""
         return tuple(x.shape[-2:]) if self.detects else None
 

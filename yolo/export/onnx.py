@@ -21,8 +21,10 @@ from yolo.export.compare import ArrayLike, Reference, as_numpy, check_each_input
 from yolo.export.heads import check_nms_supported
 from yolo.export.nms import NMS_OUTPUT_COLUMNS, NMS_OUTPUT_NAMES, DetectionsWithNMS, NMSOptions, split_detections
 from yolo.export.samples import sample_input
-from yolo.export.traced import SizeLike, as_size, inference_copy, metadata, quiet_tracing, writing_export
+from yolo.export.traced import inference_copy, metadata, quiet_tracing, writing_export
 from yolo.inference.postprocess import postprocess
+from yolo.models.preprocessing import model_input_size
+from yolo.ops.sizes import SizeLike
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +34,7 @@ INPUT_NAME = "images"
 OUTPUT_NAME = "predictions"
 
 
-def export_onnx(model, path: Union[str, Path], img_size: SizeLike = None,
+def export_onnx(model, path: Union[str, Path], img_size: Optional[SizeLike] = None,
                 dynamic: bool = False, half: bool = False, nms: Optional[NMSOptions] = None,
                 opset: int = DEFAULT_OPSET, names: Optional[Sequence[str]] = None,
                 example: Optional[torch.Tensor] = None) -> Path:
@@ -57,7 +59,7 @@ def export_onnx(model, path: Union[str, Path], img_size: SizeLike = None,
     if opset < MIN_OPSET:
         raise ValueError(f"opset {opset} is too old: at least {MIN_OPSET} is needed")
     path = Path(path)
-    size = as_size(img_size, model)
+    size = model_input_size(model, img_size, "img_size")
     if nms is not None:
         check_nms_supported(model)
     if dynamic and model.size_fixed_by is not None:

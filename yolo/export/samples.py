@@ -9,18 +9,18 @@ import numpy as np
 import torch
 
 from yolo.data.shapes import render_sample
-from yolo.export.traced import Size
 from yolo.files.images import load_image
 from yolo.inference.preprocess import preprocess
+from yolo.ops.sizes import ImageSize
 
 
-def second_size(img_size: Size, stride: int) -> Size:
+def second_size(img_size: ImageSize, stride: int) -> ImageSize:
     """Another valid input size (both sides changed, non-square) to check a dynamic-size export."""
     h, w = img_size
     return (h - stride if h > 2 * stride else h + stride, w + stride)
 
 
-def sample_input(img_size: Size, batch_size: int = 1, image: Union[str, Path, np.ndarray, None] = None,
+def sample_input(img_size: ImageSize, batch_size: int = 1, image: Union[str, Path, np.ndarray, None] = None,
                  channels: int = 3, seed: int = 0) -> torch.Tensor:
     """A real network input ``Float[batch_size, channels, h, w]`` (RGB 0..1, contiguous NCHW).
 
@@ -43,7 +43,7 @@ def sample_input(img_size: Size, batch_size: int = 1, image: Union[str, Path, np
     return batch
 
 
-def check_inputs(img_size: Size, stride: int, image: Union[str, Path, np.ndarray, None] = None, channels: int = 3,
+def check_inputs(img_size: ImageSize, stride: int, image: Union[str, Path, np.ndarray, None] = None, channels: int = 3,
                  dynamic: bool = False) -> List[torch.Tensor]:
     """The inputs a written file is checked on (see :func:`sample_input`): batch 1 and batch 2 at ``img_size``,
     and for a dynamic-size export batch 2 at :func:`second_size` too."""

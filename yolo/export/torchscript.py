@@ -10,12 +10,14 @@ import torch
 
 from yolo.export.compare import Reference, check_each_input
 from yolo.export.samples import sample_input
-from yolo.export.traced import SizeLike, as_size, inference_copy, metadata, quiet_tracing, writing_export
+from yolo.export.traced import inference_copy, metadata, quiet_tracing, writing_export
+from yolo.models.preprocessing import model_input_size
+from yolo.ops.sizes import SizeLike
 
 logger = logging.getLogger(__name__)
 
 
-def export_torchscript(model, path: Union[str, Path], img_size: SizeLike = None,
+def export_torchscript(model, path: Union[str, Path], img_size: Optional[SizeLike] = None,
                        half: bool = False, names: Optional[Sequence[str]] = None,
                        example: Optional[torch.Tensor] = None) -> Path:
     """Write ``model`` as a traced TorchScript file (``torch.jit.load`` reads it) and return its path.
@@ -26,7 +28,7 @@ def export_torchscript(model, path: Union[str, Path], img_size: SizeLike = None,
     :func:`yolo.export.onnx.export_onnx` is stored as the extra file ``meta.json``.
     """
     path = Path(path)
-    size = as_size(img_size, model)
+    size = model_input_size(model, img_size, "img_size")
     net = inference_copy(model, half=half)
     x = example if example is not None else sample_input(size, 1, channels=model.input_channels)
     x = x.to(torch.float16 if half else torch.float32)

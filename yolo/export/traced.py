@@ -1,4 +1,4 @@
-"""What the traced exports (ONNX and TorchScript) share: the input size, the traced copy of the model,
+"""What the traced exports (ONNX and TorchScript) share: the traced copy of the model,
 quiet tracing, the file's metadata, and the atomic write that turns any failure into :class:`ExportError`."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Dict, Iterator, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterator, Optional, Sequence
 
 import torch
 
@@ -16,25 +16,7 @@ from yolo.export.heads import keep_heads_float32, output_columns
 from yolo.files.atomic import atomic_path
 from yolo.inference.preprocess import LETTERBOX_FILL
 from yolo.models.preprocessing import default_resize
-
-Size = Tuple[int, int]
-SizeLike = Union[int, Sequence[int], None]
-
-
-def as_size(img_size: SizeLike, model) -> Size:
-    """``416`` / ``[416]`` / ``(h, w)`` / ``None`` (the cfg's [net] size) -> ``(h, w)``, checked against the
-    stride."""
-    if img_size is None:
-        size = tuple(int(v) for v in model.input_size)
-    elif isinstance(img_size, int):
-        size = (img_size, img_size)
-    else:
-        size = tuple(int(v) for v in img_size) * (2 if len(img_size) == 1 else 1)
-    if len(size) != 2 or min(size) <= 0 or size[0] % model.stride or size[1] % model.stride:
-        raise ValueError(f"image size {size} must be two positive multiples of the network stride {model.stride}")
-    model.check_input_size(size, "export size")
-    return size
-
+from yolo.ops.sizes import ImageSize
 
 def inference_copy(model, half: bool = False, fuse: bool = True):
     """A CPU eval copy of ``model`` for tracing: BatchNorm folded, optionally float16 with float32 heads."""
@@ -74,7 +56,7 @@ def preprocessing_metadata(model) -> Dict[str, str]:
     return meta
 
 
-def metadata(model, img_size: Size, half: bool, names: Optional[Sequence[str]], **extra) -> Dict[str, str]:
+def metadata(model, img_size: ImageSize, half: bool, names: Optional[Sequence[str]], **extra) -> Dict[str, str]:
     """The string key/value pairs stored in an exported file: format, input size ``[h, w]``, the input
     preprocessing (:func:`preprocessing_metadata`), stride, classes, what the output rows hold, float16 or not,
     the cfg text, the class names (JSON list) when given, and ``extra`` (JSON unless a string)."""

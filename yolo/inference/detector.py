@@ -37,8 +37,9 @@ from yolo.inference.preprocess import LetterboxInfo, preprocess
 from yolo.models.checkpoint import load_checkpoint_file
 from yolo.models.heads import has_gaussian_heads
 from yolo.models.model import load_model
-from yolo.models.preprocessing import cfg_resize_mode, default_img_size, default_resize
+from yolo.models.preprocessing import cfg_resize_mode, default_img_size, default_resize, model_input_size
 from yolo.ops.nms import nms_settings
+from yolo.ops.sizes import ImageSize, SizeLike
 
 __all__ = ["Detector", "cfg_resize_mode"]
 
@@ -95,7 +96,7 @@ class Detector:
         weights: Union[str, Path, None],
         names: Union[str, Path, Sequence[str], None] = None,
         device: Union[str, torch.device, None] = None,
-        img_size: Union[int, Tuple[int, int], None] = None,
+        img_size: Optional[SizeLike] = None,
         conf_thres: float = 0.25,
         iou_thres: float = 0.45,
         resize: Optional[str] = None,
@@ -120,16 +121,10 @@ class Detector:
         if getattr(self.model, "input_channels", 3) != 3 or not self.model.yolo_layers:
             raise ValueError(f"{cfg or weights}: not a detector on 3-channel images (channels="
                              f"{getattr(self.model, 'input_channels', 3)}, heads={len(self.model.yolo_layers)})")
-        if img_size is None:  # the training size a checkpoint records; a network tied to its cfg's size
-            # (YOLOv1's [connected]) runs at that size; else 416
-            img_size = default_img_size(self.model) or (
-                tuple(self.model.input_size) if getattr(self.model, "size_fixed_by", None) else 416)
-        self.img_size = (img_size, img_size) if isinstance(img_size, int) else tuple(int(v) for v in img_size)
-        stride = int(getattr(self.model, "stride", 32))
-        if self.img_size[0] % stride or self.img_size[1] % stride or min(self.img_size) <= 0:
-            raise ValueError(f"img_size {self.img_size} must be positive multiples of the network stride {stride}")
-        if hasattr(self.model, "check_input_size"):
-            self.model.check_input_size(self.img_size, "img_size")
+        # None: the training size a checkpoint records; a network tied to its cfg's size (YOLOv1's [connected])
+        # runs at that size; else 416
+        default = default_img_size(self.model) or (None if self.model.size_fixed_by is not None else 416)
+        self.img_size: ImageSize = model_input_size(self.model, img_size, "img_size", default)
         self.num_classes = int(self.model.num_classes)
         self.gaussian = has_gaussian_heads(self.model.yolo_layers)
         self.names = self._resolve_names(names, weights, cfg)

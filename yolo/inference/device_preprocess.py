@@ -21,10 +21,10 @@ import torch
 import torch.nn.functional as F
 
 from yolo.ops.letterbox import LETTERBOX_FILL, LetterboxInfo, letterbox_params
+from yolo.ops.sizes import ImageSize
 
 __all__ = ["upload_uint8", "resize_bilinear_levels", "preprocess_on_device"]
 
-Shape = Tuple[int, int]
 
 
 def upload_uint8(images: Sequence[np.ndarray], device: Union[str, torch.device]) -> torch.Tensor:
@@ -43,7 +43,7 @@ def upload_uint8(images: Sequence[np.ndarray], device: Union[str, torch.device])
     return host.to(device, non_blocking=pinned)
 
 
-def resize_bilinear_levels(pixels: torch.Tensor, size_hw: Shape) -> torch.Tensor:
+def resize_bilinear_levels(pixels: torch.Tensor, size_hw: ImageSize) -> torch.Tensor:
     """OpenCV's bilinear ``cv2.resize`` of ``uint8`` images, as torch ops.
 
     Args:
@@ -62,7 +62,8 @@ def resize_bilinear_levels(pixels: torch.Tensor, size_hw: Shape) -> torch.Tensor
     return resized.round_().clamp_(0, 255)
 
 
-def _placement(shape_hw: Shape, img_size: Shape, mode: str) -> Tuple[Shape, Tuple[int, int], LetterboxInfo]:
+def _placement(shape_hw: ImageSize, img_size: ImageSize,
+               mode: str) -> Tuple[ImageSize, Tuple[int, int], LetterboxInfo]:
     """``((rh, rw), (pad_x, pad_y), info)`` of an image of ``shape_hw``, as
     :func:`yolo.inference.preprocess.fit_image` places it."""
     h, w = shape_hw
@@ -78,7 +79,7 @@ def _placement(shape_hw: Shape, img_size: Shape, mode: str) -> Tuple[Shape, Tupl
 
 def preprocess_on_device(
     images: Sequence[np.ndarray],
-    img_size: Shape,
+    img_size: ImageSize,
     mode: str = "letterbox",
     device: Union[str, torch.device] = "cpu",
     dtype: torch.dtype = torch.float32,
@@ -94,7 +95,7 @@ def preprocess_on_device(
     net_h, net_w = img_size
     batch = torch.empty((len(images), net_h, net_w, 3), dtype=dtype, device=device)  # NHWC storage
     infos: List[LetterboxInfo] = [None] * len(images)  # type: ignore[list-item]
-    groups: Dict[Shape, List[int]] = defaultdict(list)
+    groups: Dict[ImageSize, List[int]] = defaultdict(list)
     for i, image in enumerate(images):
         groups[image.shape[:2]].append(i)
     for shape_hw, members in groups.items():

@@ -16,6 +16,7 @@ import torch
 from yolo.ops.boxes import cxcywh_to_xyxy
 from yolo.ops.letterbox import LetterboxInfo
 from yolo.ops.nms import nms, nms_settings
+from yolo.ops.sizes import ImageSize
 
 __all__ = [
     "PostprocessConfig",
@@ -26,7 +27,6 @@ __all__ = [
     "scale_boxes_to_original",
 ]
 
-Shape = Tuple[int, int]
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ class PostprocessConfig:
 
 
 def scale_boxes_to_original(
-    boxes_xyxy: torch.Tensor, info: LetterboxInfo, original_shape_hw: Shape, clip: bool = True
+    boxes_xyxy: torch.Tensor, info: LetterboxInfo, original_shape_hw: ImageSize, clip: bool = True
 ) -> torch.Tensor:
     """Map xyxy boxes ``Float[..., 4]`` from network-input pixels back to original-image pixels.
 
@@ -202,4 +202,3 @@ def postprocess(
     """
     return split_by_image(postprocess_flat(predictions, conf_thres, iou_thres, classes, agnostic, multi_label,
                                            max_det, nms_kind, beta_nms))
-

@@ -15,7 +15,9 @@ model is always measured on one preprocessing. A model without a record (Darknet
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional
+
+from yolo.ops.sizes import ImageSize, SizeLike, checked_image_size, image_size
 
 RESIZE_MODES = ("letterbox", "stretch")
 
@@ -27,7 +29,7 @@ def cfg_resize_mode(model) -> str:
     return "letterbox" if net is not None and net.get_int("letter_box", 0) else "stretch"
 
 
-def training_preprocessing(augment: Mapping[str, Any], img_size) -> Dict[str, Any]:
+def training_preprocessing(augment: Mapping[str, Any], img_size: ImageSize) -> Dict[str, Any]:
     """The record for a run whose resolved augmentation settings are ``augment``
     (:func:`yolo.data.transforms.augment_from_cfg`) and whose input is ``img_size`` ``(h, w)``."""
     pipeline = str(augment.get("pipeline", "darknet"))
@@ -63,11 +65,24 @@ def default_resize(model) -> str:
     return record["resize"] if record is not None else cfg_resize_mode(model)
 
 
-def default_img_size(model) -> Optional[Tuple[int, int]]:
+def default_img_size(model) -> Optional[ImageSize]:
     """The recorded training input ``(h, w)``, or None when the model carries no record."""
     record = recorded_preprocessing(model)
-    return (int(record["img_size"][0]), int(record["img_size"][1])) if record is not None else None
+    return image_size(record["img_size"], "preprocessing: img_size") if record is not None else None
+
+
+def model_input_size(model, value: Optional[SizeLike], where: str, default: Optional[SizeLike] = None) -> ImageSize:
+    """The input ``(h, w)`` to run ``model`` at: ``value`` (``416``, ``[416]``, ``(h, w)``) or, when None,
+    ``default`` (a tool passes :func:`default_img_size`, the checkpoint's training size), else the cfg's
+    ``[net]`` size.
+
+    A size whose sides are not multiples of the network stride is a :class:`~yolo.errors.ConfigError` naming
+    ``where`` (:func:`yolo.ops.sizes.check_stride`); one that differs from a size the weights are tied to
+    (YOLOv1's ``[connected]``) a ``ValueError`` naming the cfg line (``model.check_input_size``)."""
+    size = checked_image_size(value, model.stride, where, default if default is not None else model.input_size)
+    model.check_input_size(size, where)
+    return size
 
 
 __all__ = ["RESIZE_MODES", "cfg_resize_mode", "checked_record", "default_img_size", "default_resize",
-           "recorded_preprocessing", "training_preprocessing"]
+           "model_input_size", "recorded_preprocessing", "training_preprocessing"]

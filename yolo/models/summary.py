@@ -16,6 +16,7 @@ import torch.nn as nn
 
 from yolo.models.layers import ConvBNAct, MaxPool, Reorg, Route, Shortcut, Upsample
 from yolo.models.weights import float_count
+from yolo.ops.sizes import SizeLike, image_size
 
 
 # The short names Darknet prints in its layer table.
@@ -34,12 +35,12 @@ class LayerRow:
     bflops: float
 
 
-def layer_rows(model: nn.Module, img_size: Optional[Tuple[int, int]] = None) -> List[LayerRow]:
+def layer_rows(model: nn.Module, img_size: Optional[SizeLike] = None) -> List[LayerRow]:
     """One row per layer at ``img_size`` (height, width; default the cfg's [net] size).
 
     Shapes come from a forward pass with hooks, so they are what the model really computes.
     """
-    h, w = img_size or model.input_size
+    h, w = image_size(img_size, "img_size", model.input_size)
     shapes = {}
     hooks = []
     for i, module in enumerate(model.module_list):
@@ -92,7 +93,7 @@ def layer_rows(model: nn.Module, img_size: Optional[Tuple[int, int]] = None) -> 
     return rows
 
 
-def model_summary(model: nn.Module, img_size: Optional[Tuple[int, int]] = None) -> str:
+def model_summary(model: nn.Module, img_size: Optional[SizeLike] = None) -> str:
     """The summary table as text, with totals of parameters, weights-file floats and BFLOPs."""
     rows = layer_rows(model, img_size)
     fmt = "{:>4} {:<9}{:>8} {:>11}  {:>16} -> {:>16} {:>8}"
@@ -104,12 +105,12 @@ def model_summary(model: nn.Module, img_size: Optional[Tuple[int, int]] = None) 
                                 f"{r.bflops:.3f}" if r.bflops else ""))
     n_params = sum(p.numel() for p in model.parameters())
     total = sum(r.bflops for r in rows)
-    h, w = img_size or model.input_size
+    h, w = image_size(img_size, "img_size", model.input_size)
     lines.append(f"{len(rows)} layers, {n_params:,} parameters, {float_count(model):,} weights-file floats, "
                  f"{total:.3f} BFLOPs at {w}x{h}")
     return "\n".join(lines)
 
 
-def total_bflops(model: nn.Module, img_size: Optional[Tuple[int, int]] = None) -> float:
+def total_bflops(model: nn.Module, img_size: Optional[SizeLike] = None) -> float:
     """Darknet's BFLOPs total at ``img_size`` (height, width)."""
     return sum(r.bflops for r in layer_rows(model, img_size))

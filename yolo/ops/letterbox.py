@@ -16,13 +16,14 @@ Images are ``numpy`` ``H x W x C`` arrays (BGR as read by OpenCV unless said oth
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence, Tuple, Union
+from typing import Tuple, Union
 
 import cv2
 import numpy as np
 import torch
 
 from yolo.ops.boxes import clip_boxes
+from yolo.ops.sizes import ImageSize, SizeLike, image_size
 
 __all__ = [
     "LETTERBOX_FILL",
@@ -36,7 +37,6 @@ __all__ = [
     "resize_image",
 ]
 
-Shape = Tuple[int, int]
 RESIZE_MODES = ("letterbox", "stretch")
 
 # Darknet's letterbox border (src/image.c letterbox_image: fill_image(boxed, .5)) on 0..1 data.
@@ -44,14 +44,6 @@ LETTERBOX_FILL = 0.5
 # The same gray on 0..255 ``uint8``, where 0.5 * 255 = 127.5 does not exist: rounded half up to 128.
 # (Darknet's network only ever sees its float 0.5; the uint8 border is ours, for uint8 data pipelines.)
 LETTERBOX_FILL_UINT8 = int(LETTERBOX_FILL * 255 + 0.5)
-
-
-def _as_shape(shape: Union[int, Sequence[int]]) -> Shape:
-    """``416`` or ``(h, w)`` -> ``(h, w)`` ints."""
-    if isinstance(shape, int):
-        return shape, shape
-    h, w = shape
-    return int(h), int(w)
 
 
 @dataclass(frozen=True)
@@ -72,7 +64,7 @@ class LetterboxInfo:
     pad_x: float = 0.0
     pad_y: float = 0.0
 
-    def to_original(self, boxes: torch.Tensor, original_shape_hw: Shape, clip: bool = True) -> torch.Tensor:
+    def to_original(self, boxes: torch.Tensor, original_shape_hw: ImageSize, clip: bool = True) -> torch.Tensor:
         """Input-pixel xyxy ``Float[..., 4]`` -> original-image pixels: ``x_orig = (x_in - pad_x) / scale_x``;
         with ``clip`` clipped to ``original_shape_hw = (h, w)``."""
         pad = boxes.new_tensor([self.pad_x, self.pad_y, self.pad_x, self.pad_y])
@@ -87,7 +79,7 @@ class LetterboxInfo:
         return boxes * scale + pad
 
 
-def letterbox_params(original_shape_hw: Shape, new_shape: Union[int, Shape]) -> Tuple[Shape, Tuple[int, int]]:
+def letterbox_params(original_shape_hw: ImageSize, new_shape: SizeLike) -> Tuple[ImageSize, Tuple[int, int]]:
     """Darknet's ``letterbox_image`` geometry.
 
     Returns ``((new_h, new_w), (pad_x, pad_y))``: the integer size of the resized image and the
@@ -97,7 +89,7 @@ def letterbox_params(original_shape_hw: Shape, new_shape: Union[int, Shape]) -> 
     ``((w_net - new_w) // 2, (h_net - new_h) // 2)``.
     """
     h, w = original_shape_hw
-    net_h, net_w = _as_shape(new_shape)
+    net_h, net_w = image_size(new_shape, "new_shape")
     if h <= 0 or w <= 0:
         raise ValueError(f"cannot letterbox an image of shape {(h, w)}")
     # Darknet compares float ratios: (float)w_net / w < (float)h_net / h.
@@ -109,7 +101,7 @@ def letterbox_params(original_shape_hw: Shape, new_shape: Union[int, Shape]) -> 
     return (new_h, new_w), ((net_w - new_w) // 2, (net_h - new_h) // 2)
 
 
-def fit_image(image: np.ndarray, new_shape: Union[int, Shape], mode: str = "letterbox",
+def fit_image(image: np.ndarray, new_shape: SizeLike, mode: str = "letterbox",
               interpolation: int = cv2.INTER_LINEAR) -> Tuple[np.ndarray, LetterboxInfo]:
     """Resize ``image`` (``H x W x C``, any dtype and channel order) as ``mode`` places it in the input.
 
@@ -118,7 +110,7 @@ def fit_image(image: np.ndarray, new_shape: Union[int, Shape], mode: str = "lett
     does not change.
     """
     h, w = image.shape[:2]
-    net_h, net_w = _as_shape(new_shape)
+    net_h, net_w = image_size(new_shape, "new_shape")
     if mode == "letterbox":
         (rh, rw), (pad_x, pad_y) = letterbox_params((h, w), (net_h, net_w))
     elif mode == "stretch":
@@ -136,7 +128,7 @@ def _darknet_gray(dtype: np.dtype) -> float:
 
 def letterbox(
     image: np.ndarray,
-    new_shape: Union[int, Shape],
+    new_shape: SizeLike,
     fill: Union[None, float, Tuple[float, ...]] = None,
     interpolation: int = cv2.INTER_LINEAR,
 ) -> Tuple[np.ndarray, LetterboxInfo]:
@@ -152,7 +144,7 @@ def letterbox(
     Returns:
         ``(out, info)``: ``out`` is ``new_h x new_w x C`` of the input dtype; ``info`` maps boxes back.
     """
-    net_h, net_w = _as_shape(new_shape)
+    net_h, net_w = image_size(new_shape, "new_shape")
     resized, info = fit_image(image, (net_h, net_w), "letterbox", interpolation)
     if resized.ndim == 2:
         resized = resized[:, :, None]
@@ -164,7 +156,7 @@ def letterbox(
 
 
 def stretch(
-    image: np.ndarray, new_shape: Union[int, Shape], interpolation: int = cv2.INTER_LINEAR
+    image: np.ndarray, new_shape: SizeLike, interpolation: int = cv2.INTER_LINEAR
 ) -> Tuple[np.ndarray, LetterboxInfo]:
     """Plain resize to ``new_shape = (h, w)`` ignoring the aspect ratio (``cv2.dnn.blobFromImage``).
 
@@ -174,7 +166,7 @@ def stretch(
 
 
 def resize_image(
-    image: np.ndarray, new_shape: Union[int, Shape], mode: str = "letterbox"
+    image: np.ndarray, new_shape: SizeLike, mode: str = "letterbox"
 ) -> Tuple[np.ndarray, LetterboxInfo]:
     """:func:`letterbox` (``mode="letterbox"``) or :func:`stretch` (``mode="stretch"``) on a ``uint8`` image."""
     if mode == "letterbox":

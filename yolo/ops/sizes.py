@@ -1,12 +1,18 @@
 """Network input sizes: one type, one normaliser, one stride check.
 
-A size is always ``(height, width)`` in pixels (:data:`ImageSize`). Users write it several ways: ``416``
-(square), ``[416]``, ``[320, 416]`` / ``(320, 416)`` (height, width), or nothing (the caller's default: the size a
-checkpoint records, else the cfg's ``[net]`` size). :func:`image_size` turns each into ``(height, width)``;
-:func:`check_stride` refuses a size the network cannot take (a side that is not a positive multiple of its
-stride, 32 for YOLOv3). Errors are one line naming where the value came from (a flag, a file and key).
+A size is always ``(height, width)`` in pixels (:data:`ImageSize`), from where it enters (a flag, a YAML key,
+a checkpoint's record, the cfg's ``[net]``) to the dataset and the Detector. Users write it several ways:
+``416`` (square), ``[416]``, ``[320, 416]`` / ``(320, 416)`` (height, width), or nothing (the caller's default:
+the size a checkpoint records, else the cfg's ``[net]`` size). :func:`image_size` turns each into
+``(height, width)``; :func:`check_stride` refuses a size the network cannot take (a side that is not a
+multiple of its stride, 32 for YOLOv3). Errors are one :class:`~yolo.errors.ConfigError` line (a
+``ValueError``) naming where the value came from (``--img-size``, ``hyp.yaml: img_size``).
 
-Imports nothing but the standard library, so the command-line parsers can use it without loading torch.
+Records written to YAML or a checkpoint hold the same two numbers as a list ``[height, width]`` (YAML's safe
+dumper has no tuples); :func:`image_size` reads them back.
+
+Imports nothing but the standard library and :mod:`yolo.errors`, so the command-line parsers can use it
+without loading torch.
 """
 from __future__ import annotations
 
@@ -21,17 +27,19 @@ SizeLike = Union[int, Sequence[int]]  # 416, [416], [h, w], (h, w)
 
 
 def _is_int(value) -> bool:
-    """An integer side (``numpy`` integers too, not ``bool``)."""
+    """An integer side (``numpy`` integers too; not ``bool``, not ``float``)."""
     return not isinstance(value, bool) and hasattr(value, "__index__")
 
 
-def image_size(value: Optional[SizeLike], where: str, default: Optional[ImageSize] = None) -> ImageSize:
-    """``value`` as ``(height, width)``; ``None`` gives ``default`` (itself ``None`` -> :class:`ConfigError`).
+def image_size(value: Optional[SizeLike], where: str, default: Optional[SizeLike] = None) -> ImageSize:
+    """``value`` as ``(height, width)``; ``None`` gives ``default`` (itself ``None``: :class:`ConfigError`).
 
     Args:
         value: ``416``, ``[416]``, ``[h, w]`` or ``(h, w)``; sides are positive integers.
         where: what the value is, for the error (``"--img-size"``, ``"hyp.yaml: img_size"``).
-        default: the size to use when ``value`` is ``None``.
+        default: the size to use when ``value`` is ``None`` (any form ``value`` may take).
+
+    Example: ``image_size(416, "--img-size") == (416, 416)``; ``image_size([320, 416], "x") == (320, 416)``.
     """
     if value is None:
         if default is None:
@@ -50,7 +58,10 @@ def image_size(value: Optional[SizeLike], where: str, default: Optional[ImageSiz
 
 
 def check_stride(size: ImageSize, stride: int, where: str) -> ImageSize:
-    """``size`` unchanged when both sides are multiples of the network's ``stride``, else :class:`ConfigError`."""
+    """``size`` ``(h, w)`` unchanged when both sides are multiples of the network's ``stride``, else
+    :class:`ConfigError` naming ``where`` and the nearest size that would do."""
+    if int(stride) < 1:
+        raise ConfigError(f"{where}: the network stride must be positive, got {stride}")
     if size[0] % stride or size[1] % stride:
         raise ConfigError(f"{where}: {size[0]}x{size[1]} must be a multiple of the network stride {stride} "
                           f"(e.g. {_nearest(size[0], stride)}x{_nearest(size[1], stride)})")
@@ -58,11 +69,11 @@ def check_stride(size: ImageSize, stride: int, where: str) -> ImageSize:
 
 
 def checked_image_size(value: Optional[SizeLike], stride: int, where: str,
-                       default: Optional[ImageSize] = None) -> ImageSize:
+                       default: Optional[SizeLike] = None) -> ImageSize:
     """:func:`image_size` then :func:`check_stride`: the usual call for a network's input."""
     return check_stride(image_size(value, where, default), stride, where)
 
 
 def _nearest(side: int, stride: int) -> int:
-    """The multiple of ``stride`` nearest ``side`` (at least ``stride``)."""
-    return max(stride, int(round(side / stride)) * stride)
+    """The multiple of ``stride`` nearest ``side`` (halfway: the larger; at least ``stride``)."""
+    return max(stride, (side + stride // 2) // stride * stride)
