@@ -32,8 +32,7 @@ from yolo.data import build_dataset, load_data_config
 from yolo.device import cpu_threads
 from yolo.errors import CfgError, DataError
 from yolo.files.images import load_image
-from yolo.models.model import Darknet
-from yolo.ops.sizes import checked_image_size, image_size
+from yolo.ops.sizes import image_size
 
 
 def data_main(args) -> Dict[str, float]:
@@ -58,7 +57,7 @@ def main(args) -> Dict[str, float]:
         return data_main(args)
     if args.weights is not None and not args.weights.is_file():
         fail(f"{args.weights}: weights not found")
-    img_size = checked_image_size(args.img_size, Darknet(args.cfg).stride, "--img-size")
+    img_size = image_size(args.img_size, "--img-size")  # the stride: checked where the model is built
     threads = args.threads or cpu_threads()
     torch.set_num_threads(threads)
     cv2.setNumThreads(threads)

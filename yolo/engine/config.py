@@ -224,12 +224,13 @@ def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, 
         LRSchedule(**check)
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
-    size = image_size(hyp["img_size"], _img_size_source(user, flags, net, where))
+    size_source = _img_size_source(user, flags, net, where)
+    size = image_size(hyp["img_size"], size_source)
     if max(size) > MAX_IMAGE_SIDE:
         raise ConfigError(f"{_origin('img_size', user, flags, net, where)}: img_size={list(size)} is out of range: "
                           f"each side must be between 1 and {MAX_IMAGE_SIDE:,}")
     if stride is not None:
-        check_stride(size, stride, _img_size_source(user, flags, net, where))
+        check_stride(size, stride, size_source)
     hyp["img_size"] = list(size)  # hyp.yaml's form of (height, width)
     if hyp["batch"] < 1 or hyp["subdivisions"] < 1:
         raise ConfigError(f"batch={hyp['batch']} and subdivisions={hyp['subdivisions']} must be positive")

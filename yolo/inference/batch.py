@@ -10,17 +10,16 @@ image's boxes are mapped back through its :class:`~yolo.ops.letterbox.LetterboxI
 """
 from __future__ import annotations
 
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Sequence
 
 import torch
 
 from yolo.inference.postprocess import FlatDetections, PostprocessConfig, postprocess_flat, scale_boxes_to_original
 from yolo.models.layer_types.gaussian_yolo import postprocess_gaussian
 from yolo.ops.letterbox import LetterboxInfo
+from yolo.ops.sizes import ImageSize
 
 __all__ = ["detections_to_cpu", "postprocess_batch"]
-
-Shape = Tuple[int, int]
 
 
 def _flat_to_cpu(flat: FlatDetections) -> List[Dict[str, torch.Tensor]]:
@@ -61,7 +60,7 @@ def detections_to_cpu(predictions: torch.Tensor, settings: PostprocessConfig,
 
 
 def postprocess_batch(predictions: torch.Tensor, settings: PostprocessConfig, placements: Sequence[LetterboxInfo],
-                      original_shapes: Sequence[Shape], gaussian: bool = False) -> List[Dict[str, torch.Tensor]]:
+                      original_shapes: Sequence[ImageSize], gaussian: bool = False) -> List[Dict[str, torch.Tensor]]:
     """Model output -> per-image detections in original-image pixels: :func:`detections_to_cpu`, then each
     image's boxes mapped back through its placement (``placements[i]``, the :class:`LetterboxInfo` of the
     letterbox or stretch that made input ``i``) and clipped to ``original_shapes[i] = (h, w)``.

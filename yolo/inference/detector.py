@@ -38,7 +38,6 @@ from yolo.models.checkpoint import load_checkpoint_file
 from yolo.models.heads import has_gaussian_heads
 from yolo.models.model import load_model
 from yolo.models.preprocessing import cfg_resize_mode, default_img_size, default_resize, model_input_size
-from yolo.ops.nms import nms_settings
 from yolo.ops.sizes import ImageSize, SizeLike
 
 __all__ = ["Detector", "cfg_resize_mode"]
@@ -133,13 +132,11 @@ class Detector:
             raise ValueError(f"classes {' '.join(str(c) for c in unknown)}: the model has {self.num_classes} "
                              f"classes (0..{self.num_classes - 1}), so nothing could be detected")
         self.resize = resize if resize is not None else default_resize(self.model)
-        cfg_kind, cfg_beta = nms_settings(getattr(self.model, "sections", ()))
-        self.settings = PostprocessConfig(
-            conf_thres=float(conf_thres), iou_thres=float(iou_thres),
+        self.settings = PostprocessConfig.for_model(
+            self.model, conf_thres=float(conf_thres), iou_thres=float(iou_thres),
             classes=tuple(classes) if classes is not None else None, agnostic=bool(agnostic),
-            multi_label=bool(multi_label), max_det=int(max_det),
-            nms_kind=nms_kind if nms_kind is not None else cfg_kind,
-            beta_nms=float(beta_nms) if beta_nms is not None else cfg_beta)
+            multi_label=bool(multi_label), max_det=int(max_det), nms_kind=nms_kind,
+            beta_nms=float(beta_nms) if beta_nms is not None else None)
         if fast:
             self.net = prepare_for_inference(self.model, self.device, half=self.half, compile=compile,
                                              example_hw=self.img_size)

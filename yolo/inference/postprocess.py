@@ -50,10 +50,13 @@ class PostprocessConfig:
     @classmethod
     def for_model(cls, model: torch.nn.Module, **settings) -> "PostprocessConfig":
         """``settings`` for ``model`` (a Darknet model, or a DDP wrapper of one): ``nms_kind`` / ``beta_nms`` not
-        given are the cfg's own, from its last ``[yolo]`` section as Darknet does (:func:`nms_settings`)."""
+        given (or ``None``) are the cfg's own, from its last ``[yolo]`` section as Darknet does
+        (:func:`nms_settings`)."""
         cfg_kind, cfg_beta = nms_settings(getattr(getattr(model, "module", model), "sections", ()))
-        settings.setdefault("nms_kind", cfg_kind)
-        settings.setdefault("beta_nms", cfg_beta)
+        if settings.get("nms_kind") is None:
+            settings["nms_kind"] = cfg_kind
+        if settings.get("beta_nms") is None:
+            settings["beta_nms"] = cfg_beta
         return cls(**settings)
 
 
