@@ -73,7 +73,8 @@ class ConvBNAct(nn.Module):
         std = torch.sqrt(bn.running_var + bn.eps)
         scale = bn.weight / std
         fused = nn.Conv2d(conv.in_channels, conv.out_channels, conv.kernel_size, conv.stride,
-                          conv.padding, dilation=conv.dilation, groups=conv.groups, bias=True).to(conv.weight.device, conv.weight.dtype)
+                          conv.padding, dilation=conv.dilation, groups=conv.groups, bias=True)
+        fused = fused.to(conv.weight.device, conv.weight.dtype)
         fused.weight.copy_(conv.weight * scale.reshape(-1, 1, 1, 1))
         fused.bias.copy_(bn.bias - bn.running_mean * scale)
         self.conv = fused
@@ -124,7 +125,8 @@ def build_convolutional(section: Section, shapes: List[Shape], prev: Shape) -> L
     if out_h <= 0 or out_w <= 0:
         raise section.error(f"input {h}x{w} is too small for size={size} stride={stride} padding={padding}")
     check_layer_size(section, filters * (c // groups) * size * size, (filters, out_h, out_w),
-                     "size" if size * size > filters else "filters", f"filters={filters} size={size} on a {c}x{h}x{w} input")
+                     "size" if size * size > filters else "filters",
+                     f"filters={filters} size={size} on a {c}x{h}x{w} input")
     xnor, binary = bool(section.get_int("xnor", 0)), bool(section.get_int("binary", 0))
     if xnor or binary:
         module = BinaryConvBNAct(c, filters, size, stride, padding, groups, bn, act, xnor=xnor)
