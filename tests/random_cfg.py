@@ -333,7 +333,7 @@ RECURRENT = {"rnn", "gru", "lstm", "crnn", "conv_lstm"}
 def available_makers() -> List[Tuple[str, float, Maker]]:
     """The makers whose section type the model builds today (types land one module at a time)."""
     from yolo.models.layer_types.registry import BUILDERS
-    import yolo.models.model  # noqa: F401  (registers the core builders)
+    import yolo.models.model  # noqa: F401  (registers every builder)
     return [m for m in MAKERS if m[0] in BUILDERS]
 NOT_READABLE = {"yolo", "gru"}
 AFTER_NON_IMAGE = {"route", "rnn", "gru", "lstm"}  # what Darknet accepts after a layer with no image shape

@@ -78,7 +78,7 @@ def randomize_model(model, seed: int = 0, calibrate_hw=(96, 96)) -> None:
             bn.momentum = None  # cumulative average: one pass sets the stats
         # Small gamma on the last conv of each residual branch, so that 20+ shortcuts do not
         # grow activations without bound (trained networks behave the same way).
-        from yolo.models.layers import Shortcut
+        from yolo.models.layer_types.shortcut import Shortcut
         for i, module in enumerate(model.module_list):
             prev = model.module_list[i - 1]
             if isinstance(module, Shortcut) and getattr(prev, "bn", None) is not None:

@@ -25,7 +25,7 @@ from darknet_ref import darknet_source, set_net_options
 from reference import randomize_model
 from yolo.errors import CfgError
 from yolo.models.layer_types.crop import Crop
-from yolo.models.layer_types.xnor import BinaryConvBNAct
+from yolo.models.layer_types.convolutional import BinaryConvBNAct
 from yolo.models.model import Darknet
 
 CFG_DIR = darknet_source() / "cfg"

@@ -15,7 +15,8 @@ from yolo.accel.winograd import WinogradConv3x3
 from yolo.inference.detector import Detector
 from yolo.inference.prepare import prepare_for_inference
 from yolo.inference.preprocess import preprocess
-from yolo.models.layers import ConvBNAct, MaxPool
+from yolo.models.layer_types.convolutional import ConvBNAct
+from yolo.models.layer_types.maxpool import MaxPool
 from yolo.models.model import Darknet, load_model
 from yolo.models.weights import randomize_weights
 

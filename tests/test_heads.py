@@ -5,10 +5,13 @@ import math
 import torch
 import torch.nn as nn
 
-from yolo.models.heads import HeadOptions, RegionLayer, YOLOLayer, is_head
+from yolo.models.heads import HeadOptions, is_head
+from yolo.models.layer_types.convolutional import ConvBNAct
 from yolo.models.layer_types.detection import DetectionLayer
 from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer, GaussianYoloOptions
-from yolo.models.layers import ConvBNAct, MaxPool
+from yolo.models.layer_types.maxpool import MaxPool
+from yolo.models.layer_types.region import RegionLayer
+from yolo.models.layer_types.yolo_head import YOLOLayer
 
 ANCHORS = torch.tensor([10.0, 14, 23, 27, 37, 58, 81, 82, 135, 169, 344, 319])
 

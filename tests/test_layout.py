@@ -1,5 +1,6 @@
 """The package's shape: imports at the top (cycles cannot hide), no import cycle between files or between packages,
-`yolo.ops` at the bottom, thin command-line tools, one console script per tool."""
+`yolo.ops` at the bottom, every layer type registered in one place, thin command-line tools, one console script per
+tool."""
 from __future__ import annotations
 
 import ast
@@ -9,6 +10,8 @@ from pathlib import Path
 from typing import Dict, List, Set
 
 import pytest
+
+from yolo.models.layer_types.registry import BUILDERS
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "yolo"
@@ -142,6 +145,36 @@ def test_the_cycle_check_finds_a_package_cycle():
     cycles = cycles_in({unit: set(deps) for unit, deps in edges.items()})
     assert cycles == [["yolo.evaluation", "yolo.models", "yolo.inference", "yolo.evaluation"]]
     assert "yolo.models -> yolo.inference: yolo.models.heads -> yolo.inference.nms" in describe_cycle(cycles[0], edges)
+
+
+LAYER_TYPES = PACKAGE / "models" / "layer_types"
+
+
+def register_calls(path: Path) -> List[int]:
+    """Lines of ``path`` that call a function named ``register`` (the layer-type decorator, however imported)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call) and
+            (getattr(node.func, "id", None) == "register" or getattr(node.func, "attr", None) == "register")]
+
+
+def test_every_layer_type_is_registered_in_layer_types():
+    """Every section type's builder is a function of a module in ``yolo/models/layer_types/`` (beside the module
+    it builds), and no module elsewhere calls ``register(``."""
+    assert {"convolutional", "maxpool", "route", "shortcut", "yolo", "region", "Gaussian_yolo"} <= set(BUILDERS)
+    outside = {name: fn.__module__ for name, fn in BUILDERS.items()
+               if Path(fn.__code__.co_filename).resolve().parent != LAYER_TYPES}
+    assert not outside, f"builders outside yolo/models/layer_types/: {outside}"
+    callers = [f"{path.relative_to(REPO)}:{line}" for path in python_files("yolo", "tools", "tests")
+               if path.parent != LAYER_TYPES for line in register_calls(path)]
+    assert not callers, "register( called outside yolo/models/layer_types/: " + ", ".join(callers)
+
+
+def test_the_layer_types_package_imports_every_registering_module():
+    """Importing ``yolo.models.layer_types`` is what fills the registry: it imports each module that registers."""
+    registering = {module_name(p) for p in LAYER_TYPES.glob("*.py") if p.stem != "__init__" and register_calls(p)}
+    assert len(registering) > 20
+    missing = registering - import_graph()["yolo.models.layer_types"]
+    assert not missing, f"yolo/models/layer_types/__init__.py does not import {sorted(missing)}"
 
 
 @pytest.mark.parametrize("path", python_files("tools") + python_files("yolo/cli"),

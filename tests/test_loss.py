@@ -617,7 +617,8 @@ def test_darknet_yolov3_tiny_trains():
 
 @pytest.mark.parametrize("new_coords,scale_x_y", [(0, 1.0), (0, 1.2), (1, 2.0)])
 def test_ignore_decode_matches_the_heads_eval_decode(new_coords, scale_x_y):
-    from yolo.models.heads import YOLOLayer, cell_grid, yolo_activation, yolo_boxes
+    from yolo.models.heads import cell_grid
+    from yolo.models.layer_types.yolo_head import YOLOLayer, yolo_activation, yolo_boxes
     from yolo.losses.yolo_head_loss import YoloLossOptions
 
     anchors = torch.tensor(ANCHORS, dtype=torch.float32)

@@ -265,7 +265,8 @@ def test_evaluation_scores_each_head_by_its_rule(tmp_path):
 
 def test_uniform_rows_keep_a_single_kind_unchanged():
     """Networks of one head kind: the rows concatenate as they are (no sigma columns added)."""
-    from yolo.models.heads import HeadOptions, YOLOLayer
+    from yolo.models.heads import HeadOptions
+    from yolo.models.layer_types.yolo_head import YOLOLayer
     from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer, GaussianYoloOptions
 
     plain = YOLOLayer(torch.ones(2), [0], 3, HeadOptions())

@@ -8,8 +8,11 @@ import torch
 from conftest import CLASSIFIER_CFGS, DETECTION_CFGS, asset
 from reference import randomize_model
 from yolo import Darknet
-from yolo.models.heads import HeadOptions, YOLOLayer
-from yolo.models.layers import ConvBNAct, MaxPool, Reorg
+from yolo.models.heads import HeadOptions
+from yolo.models.layer_types.convolutional import ConvBNAct
+from yolo.models.layer_types.maxpool import MaxPool
+from yolo.models.layer_types.reorg import Reorg
+from yolo.models.layer_types.yolo_head import YOLOLayer
 from yolo.models.summary import total_bflops
 
 

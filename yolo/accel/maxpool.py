@@ -1,4 +1,5 @@
-"""Darknet's maxpool (:class:`yolo.models.layers.MaxPool`) without padding copies where they change nothing.
+"""Darknet's maxpool (:class:`yolo.models.layer_types.maxpool.MaxPool`) without padding copies where they change
+nothing.
 
 Tested against that plain PyTorch module itself, which it falls back to (``tests/test_detector.py``).
 """
@@ -12,7 +13,8 @@ __all__ = ["FastMaxPool"]
 
 
 class FastMaxPool(nn.Module):
-    """Darknet maxpool (see :class:`yolo.models.layers.MaxPool`) without padding copies where they change nothing.
+    """Darknet maxpool (see :class:`yolo.models.layer_types.maxpool.MaxPool`) without padding copies where they
+    change nothing.
 
     Input/output ``Float[N, C, H, W]``; equal to ``pool(x)``, the plain module it replaces.
     """

@@ -14,7 +14,8 @@ import torch.nn as nn
 from yolo.accel.cpu_conv import FusedConvCPU, onednn_conv_available
 from yolo.accel.maxpool import FastMaxPool
 from yolo.accel.winograd import WinogradConv3x3, is_winograd_shape, winograd_tile
-from yolo.models.layers import ConvBNAct, MaxPool
+from yolo.models.layer_types.convolutional import ConvBNAct
+from yolo.models.layer_types.maxpool import MaxPool
 
 logger = logging.getLogger(__name__)
 

@@ -12,9 +12,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from yolo.models.layer_types.detection import DetectionLayer
 from yolo.models import heads
-from yolo.models.heads import RegionLayer
+from yolo.models.layer_types.detection import DetectionLayer
+from yolo.models.layer_types.region import RegionLayer
 
 EVAL_COLUMNS = "cx, cy, w, h (input pixels), objectness, class probabilities"
 GAUSSIAN_COLUMNS = ", sigma_tx, sigma_ty, sigma_tw, sigma_th"

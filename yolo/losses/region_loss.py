@@ -40,7 +40,7 @@ from torch import Tensor
 from yolo.losses.darknet_box import box_iou
 from yolo.losses.registry import register_head_loss
 from yolo.losses.targets import darknet_truth_rows, last_writers, slot_index
-from yolo.models.heads import RegionLayer, RegionTrainOptions
+from yolo.models.layer_types.region import RegionLayer, RegionTrainOptions
 
 PRIOR_IMAGES = 12800  # Darknet pulls predictions to their anchors while seen < 12800 images
 PRIOR_SCALE = 0.01
@@ -82,7 +82,8 @@ def region_loss(head: RegionLayer, out: Tensor, targets: Tensor, keep: Tensor, i
     """Summed (box, obj, cls) terms of one [region] head over the batch, and its number of positive slots.
 
     Args:
-        head: the :class:`RegionLayer` (with ``train_opts`` from :func:`yolo.models.heads.region_train_options`).
+        head: the :class:`RegionLayer` (with ``train_opts`` from
+            :func:`yolo.models.layer_types.region.region_train_options`).
         out: Float[N, A, H, W, 5+C] raw head map (training-mode output), float32.
         targets: Float[M, 6] (image, class, cx, cy, w, h in input pixels); ``keep`` Bool[M] the usable rows.
         img_size_hw: the network input (H, W) in pixels.

@@ -68,7 +68,8 @@ from yolo.losses.darknet_box import box_iou_kind as darknet_iou_kind
 from yolo.losses.darknet_box import dx_box_iou
 from yolo.losses.registry import register_head_loss
 from yolo.losses.targets import darknet_assignments, slot_index
-from yolo.models.heads import YOLOLayer, cell_grid, yolo_activation, yolo_boxes
+from yolo.models.heads import cell_grid
+from yolo.models.layer_types.yolo_head import YOLOLayer, yolo_activation, yolo_boxes
 
 IOU_LOSSES = ("mse", "iou", "giou", "diou", "ciou")
 

@@ -74,7 +74,7 @@ _OPENCV = ("augmentation: Darknet's OpenCV build (yolo.data.darknet_opencv_augme
 _LOSS = "loss: yolo.losses.yolo_head_loss (Darknet's yolo_layer deltas)"
 _REGION_LOSS = "loss: yolo.losses.region_loss (Darknet's region_layer deltas)"
 _DETECTION_LOSS = "loss: yolo.losses.detection_loss (Darknet's detection_layer deltas)"
-_MODEL = "model: yolo.models.builders builds the layer from it"
+_MODEL = "model: yolo.models.layer_types builds the layer from it"
 _REMOVE = "remove it from [net] (or set it to 0)"
 
 NET_OPTIONS: Dict[str, CfgOption] = {

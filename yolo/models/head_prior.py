@@ -7,8 +7,9 @@ from typing import List, Optional, Tuple
 import torch
 import torch.nn as nn
 
-from yolo.models.heads import RegionLayer, YOLOLayer
 from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer
+from yolo.models.layer_types.region import RegionLayer
+from yolo.models.layer_types.yolo_head import YOLOLayer
 
 # Where objectness sits in each head's per-anchor channels; the classes follow it.
 OBJECTNESS_INDEX = {YOLOLayer: 4, RegionLayer: 4, GaussianYOLOLayer: 8}  # Gaussian: x, y, w, h, 4 sigmas, obj

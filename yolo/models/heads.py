@@ -1,14 +1,11 @@
-"""Detection heads: the layers that turn a conv map into boxes, and the decode that both the model and the
-losses use.
+"""What every detection head shares: the :class:`Head` interface, the options of the anchor heads and the
+layout of their eval rows. The head types themselves are layer types (:mod:`yolo.models.layer_types`: ``yolo_head``,
+``region``, ``gaussian_yolo``, ``detection``), each registered with its builder.
 
 Every head derives from :class:`Head` (:func:`is_head` recognizes them). A head takes the previous layer's
 output and the network input size (H, W). In training mode it returns its raw maps (for the losses), in eval
 mode decoded rows ``Float[N, boxes, K]``: cx, cy, w, h (centre boxes, ``cxcywh``, in input pixels), then
 objectness and class probabilities (and for ``[Gaussian_yolo]`` the four uncertainties).
-
-The ``[yolo]`` arithmetic lives here once: :func:`yolo_activation` is Darknet's layer output, :func:`yolo_wh`
-its box size and :func:`yolo_boxes` its ``get_yolo_box``; :meth:`YOLOLayer.decode` (boxes in input pixels) and
-the [yolo] loss (:mod:`yolo.losses.yolo_head_loss`, boxes as fractions of the input) are both built on them.
 """
 from __future__ import annotations
 
@@ -73,57 +70,6 @@ def cell_grid(h: int, w: int, device=None, dtype=None) -> torch.Tensor:
     return torch.stack((xs, ys), -1).reshape(1, 1, h, w, 2)
 
 
-# ----------------------------------------------------------------------------- the [yolo] arithmetic
-
-
-def yolo_activation_parts(raw: torch.Tensor, scale_x_y: float,
-                          new_coords: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """:func:`yolo_activation` in its three parts: x, y Float[..., 2]; w, h Float[..., 2] (raw); objectness and
-    classes Float[..., 1 + C]."""
-    if new_coords:
-        xy, rest = raw[..., 0:2], raw[..., 4:]
-    else:
-        xy, rest = torch.sigmoid(raw[..., 0:2]), torch.sigmoid(raw[..., 4:])
-    if scale_x_y != 1.0:
-        xy = xy * scale_x_y - 0.5 * (scale_x_y - 1.0)
-    return xy, raw[..., 2:4], rest
-
-
-def yolo_activation(raw: torch.Tensor, scale_x_y: float, new_coords: int) -> torch.Tensor:
-    """Darknet's ``[yolo]`` layer output from its input Float[..., 5 + C] (the same shape).
-
-    Logistic on x, y, objectness and classes (not with ``new_coords=1``, where the conv before already applied
-    it), then x, y mapped to ``s * x - (s - 1) / 2`` for ``scale_x_y = s``; w, h stay raw.
-    """
-    return torch.cat(yolo_activation_parts(raw, scale_x_y, new_coords), -1)
-
-
-def yolo_wh(act_wh: torch.Tensor, anchors: torch.Tensor, new_coords: int,
-            max_log_scale: Optional[float] = None) -> torch.Tensor:
-    """Box (w, h) Float[..., 2] from the [yolo] output's w, h Float[..., 2], in the unit of ``anchors``
-    (broadcastable): ``exp(w) * anchor_w``, or with ``new_coords=1`` ``4 * w^2 * anchor_w``.
-    ``max_log_scale`` (the loss's guard) caps w, h before ``exp``."""
-    if new_coords:
-        return act_wh * act_wh * 4 * anchors
-    if max_log_scale is not None:
-        act_wh = act_wh.clamp(max=max_log_scale)
-    return act_wh.exp() * anchors
-
-
-def yolo_boxes(act: torch.Tensor, anchors: torch.Tensor, grid: torch.Tensor, grid_hw: Tuple[int, int],
-               new_coords: int, max_log_scale: Optional[float] = None) -> torch.Tensor:
-    """Darknet's ``get_yolo_box``: centre boxes Float[..., 4] (cx, cy, w, h) as fractions of the input.
-
-    ``act`` the [yolo] output Float[N, A, H, W, >=4] (:func:`yolo_activation`); ``anchors`` the anchors'
-    (w, h) as fractions of the input, broadcastable to Float[N, A, H, W, 2]; ``grid`` the cells' (column, row)
-    (:func:`cell_grid`); ``grid_hw`` (H, W). cx = (column + x) / W; w, h by :func:`yolo_wh`.
-    """
-    grid_h, grid_w = grid_hw
-    xy = act[..., 0:2] + grid
-    wh = yolo_wh(act[..., 2:4], anchors, new_coords, max_log_scale)
-    return torch.stack((xy[..., 0] / grid_w, xy[..., 1] / grid_h, wh[..., 0], wh[..., 1]), -1)
-
-
 # ----------------------------------------------------------------------------- options
 
 
@@ -170,36 +116,23 @@ class CellLossScales:
         self.rescore = section.get_int("rescore", self.rescore)
 
 
-@dataclass
-class RegionTrainOptions(CellLossScales):
-    """The training options of a ``[region]`` section (Darknet's parse_region defaults)."""
-
-    thresh: float = 0.5
-    bias_match: int = 0
-    classfix: int = 0
-    focal_loss: int = 0
-    max_boxes: int = 200
-    tree: Optional[str] = None
-    map: Optional[str] = None
-    where: str = "<cfg>"  # "path:line" of the section
-
-
-def region_train_options(section: Section) -> RegionTrainOptions:
-    """Read (and check) a ``[region]`` section's training options."""
-    opts = RegionTrainOptions(where=f"{section.source}:{section.line}")
-    opts.read_scales(section)
-    opts.thresh = section.get_float("thresh", opts.thresh)
-    for key in ("bias_match", "classfix", "focal_loss"):
-        setattr(opts, key, section.get_int(key, getattr(opts, key)))
-    opts.max_boxes = section.get_int("max", 200)
-    if opts.max_boxes <= 0:
-        raise section.error(f"max={opts.max_boxes} must be positive", "max")
-    if opts.classfix not in (-1, 0, 1, 2):
-        raise section.error(f"classfix={opts.classfix} is not one of -1, 0, 1, 2", "classfix")
-    section.get_int("absolute", 0)  # read for the record: Darknet's region layer always works in absolute mode
-    opts.tree = section.get_str("tree", None)
-    opts.map = section.get_str("map", None)
+def head_options(section: Section) -> HeadOptions:
+    """A ``[yolo]`` / ``[region]`` section's :class:`HeadOptions`, each key read with its default's type."""
+    opts = HeadOptions()
+    for key, default in vars(HeadOptions()).items():
+        getter = section.get_str if isinstance(default, str) else (
+            section.get_int if isinstance(default, int) else section.get_float)
+        setattr(opts, key, getter(key, default))
+    if opts.iou_loss not in ("mse", "iou", "giou", "diou", "ciou"):
+        raise section.error(f"unknown iou_loss '{opts.iou_loss}'", "iou_loss")
     return opts
+
+
+def check_head_filters(section: Section, prev: Tuple[int, int, int], expected: int, why: str) -> None:
+    """Refuse a head whose previous layer's output ``prev`` (C, H, W) has not the ``expected`` C channels
+    (``why``: the formula, written out for the message)."""
+    if prev[0] != expected:
+        raise section.error(f"the layer before has filters={prev[0]}, but this head needs {why} = {expected}")
 
 
 # ----------------------------------------------------------------------------- the head interface
@@ -280,76 +213,5 @@ class Head(nn.Module):
         raise NotImplementedError
 
 
-class YOLOLayer(Head):
-    """Darknet ``[yolo]`` head.
-
-    Input Float[N, A*(5+C), H, W] (the preceding conv). Training: the same values viewed as
-    Float[N, A, H, W, 5+C]. Eval: Float[N, A*H*W, 5+C] rows (cx, cy, w, h in input pixels,
-    objectness, class probabilities), decoded as Darknet's yolo layer:
-    xy = sigmoid(t) * s - (s - 1) / 2, cx = (col + xy_x) / W * input_w, w = exp(tw) * anchor_w;
-    with ``new_coords=1`` no sigmoid here (the conv already applied logistic) and w = 4 * tw^2 * anchor_w.
-    """
-
-    def __init__(self, anchors: torch.Tensor, mask: Sequence[int], num_classes: int, opts: HeadOptions):
-        super().__init__(num_classes, mask)
-        self.opts = opts
-        self._register_anchors(anchors)
-
-    def decode(self, raw: torch.Tensor, input_hw: Sequence[int]) -> torch.Tensor:
-        """Float[N, A, H, W, 5+C] raw -> decoded (same shape), boxes in input pixels."""
-        _, _, h, w, _ = raw.shape
-        in_h, in_w = input_hw
-        # Input pixels per cell: the same at every input size, so a traced model keeps it as a constant.
-        stride = self.constant((in_w / w, in_h / h), raw.device, raw.dtype)
-        xy, wh, rest = yolo_activation_parts(raw, self.opts.scale_x_y, self.opts.new_coords)
-        xy = (xy + self.grid(h, w, raw.device, raw.dtype)) * stride
-        wh = yolo_wh(wh, self.anchors.to(raw.dtype).reshape(1, -1, 1, 1, 2), self.opts.new_coords)
-        return torch.cat((xy, wh, rest), -1)
-
-
-class RegionLayer(Head):
-    """Darknet ``[region]`` head (YOLOv2).
-
-    Anchors are given in grid cells; ``anchors`` here is kept in input pixels of the cfg's
-    [net] size for the loss, while the decode uses cells: w = exp(tw) * anchor_cells / W * input_w.
-    Objectness is logistic; classes are a softmax when ``softmax=1``, else left raw (as Darknet's region layer).
-
-    Training (:mod:`yolo.losses.region_loss`) reads ``train_opts`` (the section's :class:`RegionTrainOptions`,
-    set by the builder) and ``images_seen`` (images trained on, the current batch included; the trainer keeps
-    it up to date through :func:`yolo.losses.region_loss.set_images_seen`): Darknet's prior term is on while
-    it is below 12800.
-    """
-
-    def __init__(self, anchors_cells: torch.Tensor, num_classes: int, softmax: bool, opts: HeadOptions,
-                 net_stride: float = 32.0):
-        super().__init__(num_classes, range(anchors_cells.numel() // 2))
-        self.softmax = softmax
-        self.opts = opts
-        self.train_opts: Optional[RegionTrainOptions] = None
-        self.images_seen = 0
-        self.register_buffer("anchors_cells", anchors_cells.float().reshape(-1, 2), persistent=False)
-        self._register_anchors(self.anchors_cells * net_stride)
-
-    def region_boxes(self, raw: torch.Tensor) -> torch.Tensor:
-        """Darknet's ``get_region_box``: Float[N, A, H, W, >=4] raw -> centre boxes Float[N, A, H, W, 4] as
-        fractions of the input: cx = (col + sigmoid(tx)) / W, w = exp(tw) * anchor_cells_w / W."""
-        _, _, h, w, _ = raw.shape
-        cells = self.constant((w, h), raw.device, raw.dtype)
-        xy = (torch.sigmoid(raw[..., 0:2]) + self.grid(h, w, raw.device, raw.dtype)) / cells
-        wh = torch.exp(raw[..., 2:4]) * self.anchors_cells.to(raw.dtype).reshape(1, -1, 1, 1, 2) / cells
-        return torch.cat((xy, wh), -1)
-
-    def decode(self, raw: torch.Tensor, input_hw: Sequence[int]) -> torch.Tensor:
-        """Float[N, A, H, W, 5+C] raw -> decoded (same shape), boxes in input pixels."""
-        in_h, in_w = input_hw
-        size = self.constant((in_w, in_h), raw.device, raw.dtype)
-        boxes = self.region_boxes(raw) * torch.cat((size, size))
-        obj = torch.sigmoid(raw[..., 4:5])
-        # Without softmax Darknet's forward_region_layer leaves the class outputs as they are (no logistic).
-        cls = torch.softmax(raw[..., 5:], -1) if self.softmax else raw[..., 5:]
-        return torch.cat((boxes, obj, cls), -1)
-
-
 __all__ = ["Head", "is_head", "is_gaussian_head", "has_gaussian_heads", "uniform_eval_rows", "SIGMA_COLUMNS",
-           "cell_grid", "yolo_activation", "yolo_activation_parts", "yolo_wh", "yolo_boxes",
-           "HeadOptions", "RegionTrainOptions", "region_train_options", "YOLOLayer", "RegionLayer"]
+           "cell_grid", "HeadOptions", "CellLossScales", "head_options", "check_head_filters"]

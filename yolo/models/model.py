@@ -1,7 +1,7 @@
 """``Darknet``: a Darknet cfg turned into an ``nn.Module`` whose ``module_list`` mirrors the cfg's layers.
 
-Each section is built by a builder looked up by section name in :data:`BUILDERS` (the core types in
-:mod:`yolo.models.builders`, the others in :mod:`yolo.models.layer_types`). A builder gets the section and
+Each section is built by a builder looked up by section name in :data:`BUILDERS` (every layer type is a module
+of :mod:`yolo.models.layer_types`, its builder registered there). A builder gets the section and
 the shapes of every earlier layer's output, checks its options, and returns the module and its output shape
 ``(channels, height, width)`` at the cfg's [net] size. So a bad cfg fails at build time with the file and
 line, never deep inside ``forward``.
@@ -16,13 +16,14 @@ import torch
 import torch.nn as nn
 
 from yolo.errors import CfgError, WeightsError
-from yolo.models import builders  # noqa: F401  (importing it registers every builder)
+from yolo.models import layer_types  # noqa: F401  (importing the package registers every layer type's builder)
 from yolo.models.cfg import Section, parse_cfg, parse_cfg_text, sections_to_text
 from yolo.models.cfg_options import known_keys
 from yolo.models.checkpoint import check_finite_state, load_checkpoint_file
 from yolo.models.heads import is_head, uniform_eval_rows
+from yolo.models.layer_types.convolutional import ConvBNAct
 from yolo.models.layer_types.registry import BUILDERS, LayerInfo, Shape, positive
-from yolo.models.layers import ConvBNAct, Route
+from yolo.models.layer_types.route import Route
 from yolo.models.preprocessing import checked_record
 from yolo.models.summary import model_summary
 from yolo.models.weights import load_darknet_weights, save_darknet_weights

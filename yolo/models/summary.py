@@ -14,7 +14,12 @@ from typing import List, Optional, Tuple
 import torch
 import torch.nn as nn
 
-from yolo.models.layers import ConvBNAct, MaxPool, Reorg, Route, Shortcut, Upsample
+from yolo.models.layer_types.convolutional import ConvBNAct
+from yolo.models.layer_types.maxpool import MaxPool
+from yolo.models.layer_types.reorg import Reorg
+from yolo.models.layer_types.route import Route
+from yolo.models.layer_types.shortcut import Shortcut
+from yolo.models.layer_types.upsample import Upsample
 from yolo.models.weights import float_count
 from yolo.ops.sizes import SizeLike, image_size
 

@@ -75,8 +75,9 @@ def layer_tensors(model: nn.Module, cutoff: Optional[int] = None) -> List[Tuple[
     """(layer index, tensors in file order) for each layer with weights, layers 0..cutoff-1.
 
     The protocol: a module that has weights in a ``.weights`` file defines ``darknet_weights()``, returning
-    its tensors in Darknet's file order (e.g. :meth:`yolo.models.layers.ConvBNAct.darknet_weights`); modules
-    without it hold nothing in the file. A module may raise ``ValueError`` when it cannot be written
+    its tensors in Darknet's file order (e.g.
+    :meth:`yolo.models.layer_types.convolutional.ConvBNAct.darknet_weights`); modules without it hold nothing in
+    the file. A module may raise ``ValueError`` when it cannot be written
     (a fused conv).
     """
     n_layers = len(model.module_list) if cutoff is None else cutoff

@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as F
 
 from yolo.models.cfg import Section
+from yolo.models.layer_types.maxpool import PoolWindow
 from yolo.models.layer_types.registry import LayerInfo, Shape, pool_window, register
-from yolo.models.layers import PoolWindow
 
 
 class LocalAvgPool(PoolWindow):

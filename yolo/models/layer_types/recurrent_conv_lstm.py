@@ -30,7 +30,7 @@ import torch
 import torch.nn as nn
 
 from yolo.models.cfg import Section
-from yolo.models.layers import ConvBNAct
+from yolo.models.layer_types.convolutional import ConvBNAct
 from yolo.models.layer_types.recurrent_base import RecurrentLayer, conv_bflops, refuse_options, same_size_conv
 from yolo.models.layer_types.limits import check_layer_size
 from yolo.models.layer_types.registry import LayerInfo, Shape, activation, positive, register

@@ -25,7 +25,7 @@ import torch.nn as nn
 
 from yolo.models.activations import ACTIVATIONS
 from yolo.models.cfg import Section
-from yolo.models.layers import ConvBNAct
+from yolo.models.layer_types.convolutional import ConvBNAct
 from yolo.models.layer_types.recurrent_base import Connected, RecurrentLayer, conv_bflops, same_size_conv
 from yolo.models.layer_types.limits import check_layer_size
 from yolo.models.layer_types.registry import LayerInfo, Shape, activation, positive, register

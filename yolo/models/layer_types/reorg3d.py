@@ -2,7 +2,7 @@
 
 Float[N, C, H, W] -> Float[N, C*s*s, H/s, W/s], output channel (dy*s + dx)*C + c taking input
 (c, y*s + dy, x*s + dx). ``reverse=1`` gives C/(s*s) x H*s x W*s by Darknet's ``reorg_cpu(..., forward=1)``
-with the output's sizes: the inverse of the old [reorg]'s gather (see :mod:`yolo.models.layer_types.reorg_old`)
+with the output's sizes: the inverse of the old [reorg]'s gather (see :mod:`yolo.models.layer_types.reorg`)
 for a C/s^4-channel tensor of (H*s*s) x (W*s*s), not the inverse of the forward [reorg3d].
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ import torch.nn as nn
 
 from yolo.models.cfg import Section
 from yolo.models.layer_types.registry import LayerInfo, Shape, positive, register
-from yolo.models.layer_types.reorg_old import reorg_gather_index
+from yolo.models.layer_types.reorg import reorg_gather_index
 
 
 class Reorg3d(nn.Module):

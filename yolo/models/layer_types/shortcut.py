@@ -17,12 +17,32 @@ from typing import List, Optional, Sequence
 import torch
 import torch.nn as nn
 
+from yolo.models.activations import create_activation
 from yolo.models.cfg import Section
-from yolo.models.layers import Shortcut
 from yolo.models.layer_types.registry import LayerInfo, Shape, activation, layer_indices, register
 
 WEIGHTS_TYPES = {"none": 0, "per_feature": 1, "per_layer": 1, "per_channel": 2}
 NORMALIZATIONS = ("none", "relu", "avg_relu", "softmax")
+
+
+class Shortcut(nn.Module):
+    """Darknet ``[shortcut]``: add the output of layer ``source`` then apply the activation.
+
+    When channel counts differ only the overlapping channels add (the result keeps ``x``'s channels).
+    """
+
+    def __init__(self, source: int, activation: str = "linear"):
+        super().__init__()
+        self.source = source
+        self.act = create_activation(activation)
+
+    def forward(self, x, other):
+        if x.shape[1] == other.shape[1]:
+            out = x + other
+        else:
+            n = min(x.shape[1], other.shape[1])
+            out = torch.cat([x[:, :n] + other[:, :n], x[:, n:]], 1)
+        return self.act(out)
 
 
 class MultiShortcut(Shortcut):
