@@ -17,9 +17,9 @@ import logging
 import numpy as np
 import pytest
 
+from cfg_snippets import RATE_CFG
+from darknet_parity import darknet_heads, ours_from_cfg
 from darknet_ref import set_net_options
-from test_mixed_heads import darknet_heads
-from test_schedule import RATE_CFG, ours_from_cfg
 from yolo.errors import CfgError
 from yolo.models.model import Darknet
 

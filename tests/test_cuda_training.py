@@ -14,9 +14,9 @@ import torch
 import torch.distributed as dist
 import yaml
 
+from darknet_parity import COCO_PAIRS, coco_images_area_resized, targets_px
 from helpers import torchrun_train
-from test_loss_darknet import PAIRS, coco_images_area_resized, targets_px
-from test_train import FAST, read_results, train_state, write_cfg, write_data
+from training_helpers import FAST, read_results, train_state, write_cfg, write_data
 from yolo.data import ensure_shapes_dataset
 import yolo.engine.trainer as trainer_module
 from yolo.engine import TrainOptions, Trainer
@@ -51,7 +51,7 @@ def tiny_pair(assets, cuda_device):
     cfg, weights = assets("cfg/yolov3-tiny.cfg"), assets("weights/yolov3-tiny.weights")
     cpu = load_model(cfg, weights, device="cpu")
     gpu = load_model(cfg, weights, device=cuda_device)
-    x, truths = coco_images_area_resized(assets, PAIRS[0] + PAIRS[1], HW)
+    x, truths = coco_images_area_resized(assets, COCO_PAIRS[0] + COCO_PAIRS[1], HW)
     return cpu, gpu, torch.from_numpy(x), targets_px(truths, HW)
 
 

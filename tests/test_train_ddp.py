@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from helpers import torchrun_train
-from test_train import FAST, read_results, run, train_state, write_cfg, write_data
+from training_helpers import FAST, read_results, run, train_state, write_cfg, write_data
 from yolo.data import ensure_shapes_dataset
 
 pytestmark = pytest.mark.usefixtures("private_cache")

@@ -7,7 +7,7 @@ import yaml
 
 import yolo.data.validation
 import yolo.progress
-from test_train import FAST, write_cfg, write_data
+from training_helpers import FAST, write_cfg, write_data
 from yolo.cli import anchors as anchors_cli
 from yolo.cli import eval as eval_cli
 from yolo.cli.invocation import invoked_command

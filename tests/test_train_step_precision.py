@@ -15,7 +15,7 @@ import torch
 import torch.nn as nn
 import yaml
 
-from test_train import read_results, run, train_state, write_cfg, write_data
+from training_helpers import read_results, run, train_state, write_cfg, write_data
 from yolo.cli.train import parse_args
 from yolo.data import ensure_shapes_dataset
 from yolo.engine.step_precision import CompiledForward, apply_tf32, step_precision

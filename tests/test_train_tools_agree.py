@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from test_train import FAST, write_cfg, write_data
+from training_helpers import FAST, write_cfg, write_data
 from yolo.cli import detect as detect_cli
 from yolo.cli import eval as eval_cli
 from yolo.data import ensure_shapes_dataset
