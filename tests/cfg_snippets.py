@@ -11,9 +11,11 @@ def net_section(width: int, height: int, channels: int = 3) -> str:
     return f"[net]\nwidth={width}\nheight={height}\nchannels={channels}\n"
 
 
-# A stride-2 3x3 convolution to 8 channels with batch norm and leaky ReLU, then a 2x2 max-pool: stride 4.
-CONV8_MAXPOOL = ("[convolutional]\nbatch_normalize=1\nfilters=8\nsize=3\nstride=2\npad=1\nactivation=leaky\n\n"
-                 "[maxpool]\nsize=2\nstride=2\n")
+# A stride-2 3x3 convolution to 8 channels with batch norm and leaky ReLU.
+CONV8 = "[convolutional]\nbatch_normalize=1\nfilters=8\nsize=3\nstride=2\npad=1\nactivation=leaky\n"
+
+# CONV8, then a 2x2 max-pool: stride 4.
+CONV8_MAXPOOL = CONV8 + "\n[maxpool]\nsize=2\nstride=2\n"
 
 # CONV8_MAXPOOL, then a stride-2 3x3 convolution to 16 channels: a stride-8 backbone of a few thousand weights.
 SMALL_BACKBONE = CONV8_MAXPOOL + \

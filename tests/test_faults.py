@@ -337,6 +337,7 @@ def test_a_read_only_folder_is_one_line_without_a_mount(capsys, tiny, tmp_path, 
 
 
 # ------------------------------------------------------------------------------- absurd counts
+# Written out here, not from tests/cfg_snippets.py: the cases below name its line numbers.
 HEAD_CFG = "[net]\nwidth=64\nheight=64\nchannels=3\n[convolutional]\nfilters={filters}\nsize=1\nstride=1\n" \
            "activation=linear\n{head}"
 

@@ -81,6 +81,7 @@ def test_training_log_without_terminal_is_one_line_per_epoch_and_evaluation(tmp_
     (13, "filters=2550000", "filters"),   # 2.4 GiB on 256 channels: a typo for 255
 ])
 def test_absurd_layer_sizes_are_refused_with_their_line_before_allocation(line, value, key):
+    # Written out here, not from tests/cfg_snippets.py: the cases name its line numbers.
     text = ("[net]\nwidth=416\nheight=416\nchannels=3\n"
             "[convolutional]\nbatch_normalize=1\nfilters=256\nsize=3\nstride=1\npad=1\nactivation=leaky\n"
             "[convolutional]\nfilters=255\nsize=1\nstride=1\npad=1\nactivation=linear\n")
@@ -94,6 +95,7 @@ def test_absurd_layer_sizes_are_refused_with_their_line_before_allocation(line, 
 
 
 def test_absurd_upsample_and_input_sizes_are_refused():
+    # Written out here: the expected messages name its line numbers.
     text = ("[net]\nwidth={w}\nheight={w}\nchannels=3\n"
             "[convolutional]\nfilters=16\nsize=3\nstride=1\npad=1\nactivation=leaky\n"
             "[upsample]\nstride={s}\n")
