@@ -13,8 +13,8 @@ import pytest
 import torch
 import yaml
 
-from training_helpers import FAST, read_results, run, train_state, write_cfg, write_data
-from yolo.data import SHAPE_NAMES, ensure_shapes_dataset
+from training_helpers import FAST, read_results, run, shapes_training, train_state, write_data
+from yolo.data import SHAPE_NAMES
 from yolo.engine import TrainOptions, Trainer
 from yolo.errors import NonFiniteLossError
 from yolo.engine.hooks.writers import RESULTS_COLUMNS
@@ -43,10 +43,7 @@ def assert_same_state(a, b, exact: bool = True):
 @pytest.fixture(scope="module")
 def shapes(tmp_path_factory):
     """A tiny generated shapes dataset (24 train, 8 val images of 96-128 px) and its YAML."""
-    folder = tmp_path_factory.mktemp("shapes")
-    root = ensure_shapes_dataset(folder / "data", num_train=24, num_val=8, seed=7, size_range=(96, 128),
-                                 max_shapes=3)
-    return {"folder": folder, "root": root, "data": write_data(folder, root), "cfg": write_cfg(folder)}
+    return shapes_training(tmp_path_factory.mktemp("shapes"), num_train=24, num_val=8, seed=7)
 
 
 pytestmark = pytest.mark.usefixtures("private_cache")

@@ -38,6 +38,17 @@ def write_data(folder: Path, root: Path, val: str = "images/val", name: str = "d
     return path
 
 
+def shapes_training(folder: Path, num_train: int, num_val: int, seed: int, val: str = "images/val",
+                    data_name: str = "data.yaml", bn: int = 1) -> dict:
+    """In ``folder``: ``num_train`` + ``num_val`` shapes images of 96-128 px with up to 3 shapes each (``data/``),
+    their data YAML (:func:`write_data`) and TWO_HEAD_CFG (:func:`write_cfg`). Returns ``{"folder", "root" (the
+    dataset), "data", "cfg"}``."""
+    root = ensure_shapes_dataset(folder / "data", num_train=num_train, num_val=num_val, seed=seed, size_range=(96, 128),
+                                 max_shapes=3)
+    return {"folder": folder, "root": root, "data": write_data(folder, root, val=val, name=data_name),
+            "cfg": write_cfg(folder, bn=bn)}
+
+
 def write_one_head_training(folder: Path, hyp: dict = HYP) -> Path:
     """In ``folder``: 8 train and 2 val shapes images of 64-80 px (``data/``), ``data.yaml``, ``tiny.cfg``
     (ONE_HEAD_CFG) and ``hyp.yaml``; returns ``folder``."""
