@@ -21,6 +21,11 @@ from yolo.models.weights import DarknetHeader, save_darknet_weights
 
 TOLERANCE = 1e-5  # relative to the largest |delta|
 
+# Settings of Darknet's plain-build augmentation (yolo.data.darknet_augment) with every step on: jitter, zoom,
+# mirror, hue, saturation and exposure.
+AUGMENT_HYP = {"jitter": 0.3, "resize": 1.5, "letter_box": 0, "flip": 0.5, "hue": 0.1, "saturation": 1.5,
+               "exposure": 1.5}
+
 # Image pairs from coco128 (file stems); the first ones are used by the random-weights cases.
 COCO_PAIRS = [("000000000009", "000000000025"), ("000000000030", "000000000034"),
               ("000000000036", "000000000042"), ("000000000049", "000000000061")]
