@@ -12,7 +12,7 @@ from yolo.data import SHAPE_NAMES, ensure_shapes_dataset
 from yolo.engine import TrainOptions, Trainer
 from yolo.models.checkpoint import load_checkpoint_file
 
-# Fast settings shared by the runs below (no TensorBoard, no plots, no worker processes).
+# Fast settings of the TWO_HEAD_CFG runs (no TensorBoard, no plots, no worker processes).
 # The trainer's own improvements (EMA, prior head bias; off by default) stay on here: these tests cover them,
 # and from scratch at lr 0.02 Darknet's plain start can diverge.
 FAST = {"workers": 0, "tensorboard": False, "plots": False, "eval_interval": 100, "conf_thres": 0.1,
