@@ -1,5 +1,6 @@
-"""Helpers that several test modules share: running a command-line tool as a user does, expecting its one-line
-error, Darknet's letterbox written out independently of the package, and ground truth for the Evaluator."""
+"""Helpers that several test modules share: running a command-line tool as a user does (or the export tool in this
+process), expecting its one-line error, Darknet's letterbox written out independently of the package, and ground
+truth for the Evaluator."""
 from __future__ import annotations
 
 import os
@@ -36,6 +37,13 @@ def torchrun_train(folder: Path, cfg: Path, data: Path, hyp: dict, device: str, 
            "--name", "ddp", "--no-progress"]
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     return subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True, timeout=600)
+
+
+def run_export_cli(argv):
+    """``tools/export.py ARGV`` in this process (its ``main``, its result returned); paths and numbers in ``argv``
+    are turned into text."""
+    from yolo.cli.export import main, parse_args
+    return main(parse_args([str(a) for a in argv]))
 
 
 def one_line_error(capsys, run) -> str:

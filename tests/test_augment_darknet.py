@@ -8,11 +8,10 @@ these). The draw itself is checked against hand-computed values of load_data_det
 import numpy as np
 import pytest
 
+from darknet_parity import AUGMENT_HYP
 from yolo.data.darknet_augment import (DarknetDraw, augment_image, augment_truths, darknet_item, darknet_sample,
                                        draw_darknet, input_matrix, mixup_images, mixup_truths)
 from yolo.data.transforms import augment_config, augment_from_cfg, train_transform, transform_boxes
-
-HYP = {"jitter": 0.3, "resize": 1.5, "letter_box": 0, "flip": 0.5, "hue": 0.1, "saturation": 1.5, "exposure": 1.5}
 
 
 def _truths(rng, n):
@@ -32,7 +31,7 @@ def test_image_and_truths_match_darknet(darknet, seed):
     rng = np.random.default_rng(seed)
     oh, ow = int(rng.integers(20, 60)), int(rng.integers(20, 60))
     net_hw = (32, 48) if seed % 2 else (40, 40)
-    hyp = {**HYP, "letter_box": seed % 3 == 0, "resize": (1.0, 1.5, 0.7)[seed % 3]}
+    hyp = {**AUGMENT_HYP, "letter_box": seed % 3 == 0, "resize": (1.0, 1.5, 0.7)[seed % 3]}
     draw = draw_darknet(rng, (oh, ow), net_hw, hyp)
     image = rng.random((oh, ow, 3), dtype=np.float32)
     truths = _truths(rng, 12)
@@ -189,6 +188,6 @@ def test_mixup_item_averages_two_augmented_images():
 def test_uint8_input_is_the_same_as_float():
     rng = np.random.default_rng(5)
     image = (rng.random((30, 45, 3)) * 255).astype(np.uint8)
-    draw = draw_darknet(rng, (30, 45), (32, 32), HYP)
+    draw = draw_darknet(rng, (30, 45), (32, 32), AUGMENT_HYP)
     np.testing.assert_array_equal(augment_image(image, draw, (32, 32)),
                                   augment_image(image.astype(np.float32) / np.float32(255), draw, (32, 32)))

@@ -20,7 +20,9 @@ import cv2
 import numpy as np
 import pytest
 
+from cfg_snippets import TWO_HEAD_CFG
 from conftest import asset as assets_file
+from training_helpers import FAST
 from yolo.data.darknet_opencv_augment import (RAND_MAX, blend_truth_mosaic, effective_mixup, image_data_augmentation,
                                               load_data_detection, mat_to_image, noise_field)
 
@@ -290,7 +292,6 @@ def test_training_steps_with_mosaic_blur_and_noise(assets, tmp_path, caplog):
     import re as _re
     import yaml
 
-    from test_train import FAST, TINY_CFG
     from yolo.engine import TrainOptions, Trainer
 
     root = tmp_path / "data"
@@ -303,7 +304,7 @@ def test_training_steps_with_mosaic_blur_and_noise(assets, tmp_path, caplog):
     data = tmp_path / "data.yaml"
     data.write_text(yaml.safe_dump({"path": str(root), "train": "images/train", "val": "images/train",
                                     "names": [str(k) for k in range(80)]}))
-    cfg_text = TINY_CFG.format(bn=1).replace("[net]", "[net]\nmosaic=1\nblur=1\ngaussian_noise=20", 1)
+    cfg_text = TWO_HEAD_CFG.format(bn=1).replace("[net]", "[net]\nmosaic=1\nblur=1\ngaussian_noise=20", 1)
     cfg_text = _re.sub(r"classes=5", "classes=80", cfg_text)
     cfg_text = _re.sub(r"filters=30\n", "filters=255\n", cfg_text)
     cfg = tmp_path / "tiny.cfg"

@@ -17,9 +17,9 @@ import logging
 import numpy as np
 import pytest
 
+from cfg_snippets import CONV8, RATE_CFG, net_section
+from darknet_parity import darknet_heads, ours_from_cfg
 from darknet_ref import set_net_options
-from test_mixed_heads import darknet_heads
-from test_schedule import RATE_CFG, ours_from_cfg
 from yolo.errors import CfgError
 from yolo.models.model import Darknet
 
@@ -29,19 +29,7 @@ CLASSES = 2
 def head_cfg(head: str, options: str, anchors_per_head: int) -> str:
     """Two convs and one head; the conv before the head sized for ``anchors_per_head`` boxes per cell."""
     entries = {"yolo": 5, "Gaussian_yolo": 9, "region": 5}[head]
-    return f"""[net]
-width=64
-height=64
-channels=3
-
-[convolutional]
-batch_normalize=1
-filters=8
-size=3
-stride=2
-pad=1
-activation=leaky
-
+    return net_section(64, 64) + "\n" + CONV8 + f"""
 [convolutional]
 filters={(CLASSES + entries) * anchors_per_head}
 size=1

@@ -14,10 +14,9 @@ import torch
 import torch.distributed as dist
 import yaml
 
+from darknet_parity import COCO_PAIRS, coco_images_area_resized, targets_px
 from helpers import torchrun_train
-from test_loss_darknet import PAIRS, coco_images_area_resized, targets_px
-from test_train import FAST, read_results, train_state, write_cfg, write_data
-from yolo.data import ensure_shapes_dataset
+from training_helpers import FAST, read_results, shapes_training, train_state
 import yolo.engine.trainer as trainer_module
 from yolo.engine import TrainOptions, Trainer
 from yolo.engine.distributed import DistInfo
@@ -51,7 +50,7 @@ def tiny_pair(assets, cuda_device):
     cfg, weights = assets("cfg/yolov3-tiny.cfg"), assets("weights/yolov3-tiny.weights")
     cpu = load_model(cfg, weights, device="cpu")
     gpu = load_model(cfg, weights, device=cuda_device)
-    x, truths = coco_images_area_resized(assets, PAIRS[0] + PAIRS[1], HW)
+    x, truths = coco_images_area_resized(assets, COCO_PAIRS[0] + COCO_PAIRS[1], HW)
     return cpu, gpu, torch.from_numpy(x), targets_px(truths, HW)
 
 
@@ -102,10 +101,7 @@ def test_loss_gradient_on_cuda_equals_the_cpus(tiny_pair, cuda_device, no_tf32):
 # ------------------------------------------------------------------------------------------ the trainer
 @pytest.fixture(scope="module")
 def shapes(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("shapes")
-    root = ensure_shapes_dataset(folder / "data", num_train=16, num_val=4, seed=3, size_range=(96, 128),
-                                 max_shapes=3)
-    return {"cfg": write_cfg(folder), "data": write_data(folder, root)}
+    return shapes_training(tmp_path_factory.mktemp("shapes"), num_train=16, num_val=4, seed=3)
 
 
 def train_on(device, shapes, project: Path, name: str, hooks=None, **hyp) -> Trainer:

@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from conftest import asset
+from training_helpers import FAST, write_cfg
 from yolo.cli import eval as eval_cli
 from yolo.data import build_dataset, load_data_config
 from yolo.errors import DataError
@@ -93,7 +94,6 @@ def test_bad_data_files_name_the_file_and_line(darknet_project, text, line, mess
 def test_training_takes_a_data_file(darknet_project, tmp_path, monkeypatch):
     """One update of a tiny cfg (its heads set to 80 classes) on obj.data; the run folder's data.yaml is the same
     dataset as a YAML that any tool reads back."""
-    from test_train import FAST, write_cfg
     from yolo.engine import TrainOptions, Trainer
 
     monkeypatch.setenv("YOLO_CACHE_DIR", str(tmp_path / "cache"))

@@ -10,13 +10,12 @@ import pytest
 import torch
 import yaml
 
+from darknet_parity import AUGMENT_HYP
 from yolo.benchmark.darknet_reference import reference_augment_image, reference_darknet_item
 from yolo.data import DetectionDataset, EpochLoader, EpochShuffleSampler, create_dataloader, ensure_shapes_dataset, set_epoch
 from yolo.data.darknet_augment import (DarknetDraw, _to_uint8, augment_image, augment_image_uint8, darknet_item,
                                        draw_darknet)
 from yolo.data.transforms import augment_config
-
-HYP = {"jitter": 0.3, "resize": 1.5, "letter_box": 0, "flip": 0.5, "hue": 0.1, "saturation": 1.5, "exposure": 1.5}
 
 
 def _image(rng, oh, ow, as_uint8):
@@ -33,7 +32,8 @@ def test_image_equals_the_previous_implementation(seed):
     rng = np.random.default_rng(seed)
     oh, ow = int(rng.integers(1, 70)), int(rng.integers(1, 70))
     net_hw = (int(rng.integers(2, 48)), int(rng.integers(2, 48)))
-    hyp = {**HYP, "letter_box": seed % 3 == 0, "resize": (1.0, 1.5, 0.7)[seed % 3], "jitter": (0.3, 0.0, 0.6)[seed % 4 % 3]}
+    hyp = {**AUGMENT_HYP, "letter_box": seed % 3 == 0, "resize": (1.0, 1.5, 0.7)[seed % 3],
+           "jitter": (0.3, 0.0, 0.6)[seed % 4 % 3]}
     draw = draw_darknet(rng, (oh, ow), net_hw, hyp)
     sheight, swidth = draw.crop_size((oh, ow))
     if sheight <= 0 or swidth <= 0:

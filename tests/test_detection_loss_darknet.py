@@ -8,6 +8,8 @@ import torch
 
 from cfg_snippets import CONV8_MAXPOOL, net_section
 from darknet_parity import coco_batch, write_model
+from training_helpers import write_data
+from yolo.data import SHAPE_NAMES, ensure_shapes_dataset
 from yolo.errors import CfgError
 from yolo.losses.detection_loss import darknet_truth_grid, detection_loss
 from yolo.losses.yolo_loss import YoloLoss, usable_targets
@@ -132,7 +134,6 @@ def test_training_refuses_random_and_forced_with_one_box(tmp_path):
 def test_trainer_trains_a_yolov1_cfg(tmp_path, monkeypatch):
     """The trainer takes a YOLOv1 cfg (its [detection] options checked, the loss from the dispatch): on a few
     shapes images the loss falls, the run is evaluated, and the checkpoint detects at the cfg's size."""
-    from test_train import SHAPE_NAMES, ensure_shapes_dataset, write_data
     from yolo.engine import TrainOptions, Trainer
     from yolo.models.model import load_model
 

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from conftest import asset
+from helpers import run_export_cli
 from yolo.models.checkpoint import model_checkpoint, save_checkpoint
 from yolo.data.shapes import SHAPE_NAMES, render_sample
 from yolo.files.images import load_image
@@ -276,15 +277,10 @@ def test_verify_darknet_rejects_a_corrupted_file(tiny_v3, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ CLI
-def run_cli(argv):
-    from yolo.cli.export import main, parse_args
-    return main(parse_args([str(a) for a in argv]))
-
-
 def test_cli_exports_and_verifies_torchscript(tmp_path, capsys):
     out = tmp_path / "tiny.torchscript"
-    result = run_cli(["--cfg", asset("cfg/yolov3-tiny.cfg"), "--weights", asset("weights/yolov3-tiny.weights"),
-                      "--format", "torchscript", "--img-size", "256", "320", "--output", out])
+    result = run_export_cli(["--cfg", asset("cfg/yolov3-tiny.cfg"), "--weights", asset("weights/yolov3-tiny.weights"),
+                             "--format", "torchscript", "--img-size", "256", "320", "--output", out])
     assert out.is_file() and result["max_difference"] < TOL
     assert "largest difference" in capsys.readouterr().out
 
@@ -296,8 +292,8 @@ def test_cli_exports_and_verifies_torchscript(tmp_path, capsys):
 ])
 def test_cli_bad_input_is_a_one_line_error(extra, message, tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
-        run_cli(["--cfg", asset("cfg/yolov3-tiny.cfg"), "--weights", asset("weights/yolov3-tiny.weights"),
-                 "--output", tmp_path / "x", *extra])
+        run_export_cli(["--cfg", asset("cfg/yolov3-tiny.cfg"), "--weights", asset("weights/yolov3-tiny.weights"),
+                        "--output", tmp_path / "x", *extra])
     assert exc.value.code != 0
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
@@ -305,7 +301,8 @@ def test_cli_bad_input_is_a_one_line_error(extra, message, tmp_path, capsys):
 
 def test_cli_missing_weights_is_a_one_line_error(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
-        run_cli(["--cfg", asset("cfg/yolov3-tiny.cfg"), "--weights", tmp_path / "none.weights", "--format", "onnx"])
+        run_export_cli(["--cfg", asset("cfg/yolov3-tiny.cfg"), "--weights", tmp_path / "none.weights",
+                        "--format", "onnx"])
     assert exc.value.code != 0
     assert "none.weights: weights not found" in capsys.readouterr().err
 

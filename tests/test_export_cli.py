@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from conftest import asset
+from helpers import run_export_cli
 
 onnx = pytest.importorskip("onnx")
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:FutureWarning")
@@ -13,14 +14,9 @@ pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:F
 TINY = ["--cfg", asset("cfg/yolov3-tiny.cfg"), "--weights", asset("weights/yolov3-tiny.weights")]
 
 
-def run_cli(argv):
-    from yolo.cli.export import main, parse_args
-    return main(parse_args([str(a) for a in argv]))
-
-
 def error_of(argv, capsys):
     with pytest.raises(SystemExit) as exc:
-        run_cli(argv)
+        run_export_cli(argv)
     assert exc.value.code != 0
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
@@ -34,7 +30,7 @@ def test_without_onnxruntime_no_verify_writes_the_file_and_the_check_says_how_to
     err = error_of([*TINY, "--format", "onnx", "--img-size", "128", "--output", out], capsys)
     assert 'onnxruntime is not installed' in err and '--no-verify' in err and 'pip install "yolo-darknet[export]"' in err
     assert not out.exists()
-    result = run_cli([*TINY, "--format", "onnx", "--img-size", "128", "--output", out, "--no-verify"])
+    result = run_export_cli([*TINY, "--format", "onnx", "--img-size", "128", "--output", out, "--no-verify"])
     assert out.is_file() and "max_difference" not in result
     assert "verified" not in capsys.readouterr().out
 
@@ -53,18 +49,18 @@ def test_files_go_to_a_new_run_folder_never_beside_the_weights(tmp_path, monkeyp
     monkeypatch.chdir(tmp_path)
     before = sorted(p.name for p in asset("weights/yolov3-tiny.weights").parent.iterdir())
     argv = [*TINY, "--format", "torchscript", "--img-size", "128", "--no-verify"]
-    first, second = run_cli(argv)["output"], run_cli(argv)["output"]
+    first, second = run_export_cli(argv)["output"], run_export_cli(argv)["output"]
     assert first.resolve() == (tmp_path / "runs/export/exp/yolov3-tiny.torchscript").resolve()
     assert second.resolve() == (tmp_path / "runs/export/exp2/yolov3-tiny.torchscript").resolve()
     assert first.is_file() and second.is_file()
-    other = run_cli([*argv, "--project", tmp_path / "elsewhere", "--name", "tiny"])["output"]
+    other = run_export_cli([*argv, "--project", tmp_path / "elsewhere", "--name", "tiny"])["output"]
     assert other == tmp_path / "elsewhere/tiny/yolov3-tiny.torchscript"
     assert sorted(p.name for p in asset("weights/yolov3-tiny.weights").parent.iterdir()) == before
 
 
 def test_onnx_records_its_input_preprocessing_and_names_its_axes(tmp_path):
     out = tmp_path / "tiny.onnx"
-    run_cli([*TINY, "--format", "onnx", "--img-size", "128", "192", "--output", out])
+    run_export_cli([*TINY, "--format", "onnx", "--img-size", "128", "192", "--output", out])
     proto = onnx.load(str(out))
     meta = {p.key: p.value for p in proto.metadata_props}
     # yolov3-tiny.cfg has no letter_box: Darknet stretches its images, 0..1 RGB planes
@@ -86,7 +82,7 @@ def test_onnx_records_its_input_preprocessing_and_names_its_axes(tmp_path):
 
 def test_dynamic_onnx_names_the_axes_that_vary(tmp_path):
     out = tmp_path / "tiny.onnx"
-    run_cli([*TINY, "--format", "onnx", "--img-size", "128", "--output", out, "--dynamic", "--no-verify"])
+    run_export_cli([*TINY, "--format", "onnx", "--img-size", "128", "--output", out, "--dynamic", "--no-verify"])
     graph = onnx.load(str(out)).graph
     shape = [[d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim] for v in (*graph.input, *graph.output)]
     assert shape == [["batch", 3, "height", "width"], ["batch", "boxes", 85]]

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 import torch
 
+from cfg_snippets import ONE_HEAD_CFG
 from helpers import one_line_error, run_tool
-from test_kill_resume import CFG as TINY_CFG
+from training_helpers import HYP, made_up_evaluation, write_one_head_training
 from yolo.data import SHAPE_NAMES
 from yolo.models.checkpoint import model_checkpoint, save_checkpoint
 from yolo.models.model import Darknet
@@ -29,7 +30,7 @@ def tiny(tmp_path):
     """The tiny one-head cfg (5 classes), its .pt checkpoint and its Darknet .weights, random weights."""
     torch.manual_seed(0)
     cfg = tmp_path / "tiny.cfg"
-    cfg.write_text(TINY_CFG)
+    cfg.write_text(ONE_HEAD_CFG)
     model = Darknet(cfg)
     pt = tmp_path / "tiny.pt"
     save_checkpoint(model_checkpoint(model, names=list(SHAPE_NAMES)), pt)
@@ -94,7 +95,7 @@ def test_convert_never_writes_over_its_input(capsys, tiny, tmp_path, source):
     err = one_line_error(capsys, lambda: convert.main(convert.parse_args(
         ["--weights", str(given), "--cfg", str(cfg), "--output", str(cfg)])))
     assert "--output is the input --cfg" in err
-    assert cfg.read_text() == TINY_CFG
+    assert cfg.read_text() == ONE_HEAD_CFG
 
 
 def test_export_never_writes_over_its_input(capsys, tiny, tmp_path):
@@ -126,7 +127,7 @@ def test_anchors_write_never_replaces_its_cfg(capsys, tiny, tmp_path):
     err = one_line_error(capsys, lambda: anchors.main(anchors.parse_args(
         ["--data", str(tmp_path / "missing.yaml"), "--cfg", str(cfg), "--write", str(link)])))
     assert "--write is the input --cfg" in err, err
-    assert cfg.read_text() == TINY_CFG
+    assert cfg.read_text() == ONE_HEAD_CFG
 
 
 # ------------------------------------------------------------------------------- diverging boxes, hooks
@@ -162,23 +163,12 @@ def test_training_sample_drawing_survives_a_diverged_model():
 
 @pytest.fixture
 def train_setup(tmp_path):
-    """8 tiny shapes images, the tiny cfg and the test hyperparameters of test_kill_resume."""
-    import yaml
-    from test_kill_resume import HYP
-    from yolo.data import ensure_shapes_dataset
-
-    root = ensure_shapes_dataset(tmp_path / "data", num_train=8, num_val=2, seed=3, size_range=(64, 80),
-                                 max_shapes=2)
-    (tmp_path / "data.yaml").write_text(yaml.safe_dump({"path": str(root), "train": "images/train",
-                                                        "val": "images/val", "names": list(SHAPE_NAMES)}))
-    (tmp_path / "tiny.cfg").write_text(TINY_CFG)
-    (tmp_path / "hyp.yaml").write_text(yaml.safe_dump(HYP))
-    return tmp_path
+    """8 tiny shapes images, the one-head cfg and its settings (training_helpers.HYP)."""
+    return write_one_head_training(tmp_path)
 
 
 def test_a_failing_report_hook_logs_one_warning_and_the_run_goes_on(train_setup, monkeypatch, caplog):
     import yolo.engine.hooks.writers as writers
-    from test_kill_resume import HYP, made_up_evaluation
     from yolo.engine import TrainOptions, Trainer
     from yolo.models.checkpoint import load_checkpoint_file
 
@@ -265,7 +255,6 @@ def test_training_on_a_disk_that_fills_up_stops_with_one_line_and_resumes(capsys
     """The disk fills up after epoch 1 (a filler file takes every free block); the save of epoch 2 fails with
     one line saying the disk is full and how to continue; with space freed, --resume finishes the run."""
     import yolo.cli.train as train_cli
-    from test_kill_resume import made_up_evaluation
     from yolo.engine import TrainOptions, Trainer
     from yolo.models.checkpoint import load_checkpoint_file
 
@@ -348,6 +337,7 @@ def test_a_read_only_folder_is_one_line_without_a_mount(capsys, tiny, tmp_path, 
 
 
 # ------------------------------------------------------------------------------- absurd counts
+# Written out here, not from tests/cfg_snippets.py: the cases below name its line numbers.
 HEAD_CFG = "[net]\nwidth=64\nheight=64\nchannels=3\n[convolutional]\nfilters={filters}\nsize=1\nstride=1\n" \
            "activation=linear\n{head}"
 
@@ -497,7 +487,7 @@ def test_hyperparameters_out_of_range_are_refused_naming_the_key(tmp_path, hyp, 
     from yolo.errors import ConfigError
     from yolo.models.cfg import parse_cfg_text
 
-    sections = parse_cfg_text(TINY_CFG, "tiny.cfg")
+    sections = parse_cfg_text(ONE_HEAD_CFG, "tiny.cfg")
     (tmp_path / "hyp.yaml").write_text(hyp + "\n")
     with pytest.raises(ConfigError) as info:
         resolve_hyp(sections[0], sections[-1:], tmp_path / "hyp.yaml", {})
@@ -510,7 +500,7 @@ def test_a_cfg_momentum_out_of_range_names_the_cfg_line(tmp_path):
     from yolo.errors import ConfigError
     from yolo.models.cfg import parse_cfg_text
 
-    sections = parse_cfg_text(TINY_CFG.replace("policy=constant", "policy=constant\nmomentum=1"), "tiny.cfg")
+    sections = parse_cfg_text(ONE_HEAD_CFG.replace("policy=constant", "policy=constant\nmomentum=1"), "tiny.cfg")
     with pytest.raises(ConfigError, match=r"^tiny.cfg:10: momentum=1.0 is out of range"):
         resolve_hyp(sections[0], sections[-1:], None, {})
 
@@ -631,7 +621,7 @@ HOLDING_DRIVER = """
 import sys, time
 sys.path.insert(0, {repo!r})
 sys.path.insert(0, {tests!r})
-from test_kill_resume import made_up_evaluation
+from training_helpers import made_up_evaluation
 from yolo.engine import Trainer
 
 def hold(self):  # the run is open (its folder locked): say so, then train for a long time
@@ -647,7 +637,6 @@ cli(sys.argv[1:])
 
 def test_two_resumes_of_one_run_at_once_the_second_refuses(capsys, train_setup, monkeypatch):
     import yolo.cli.train as train_cli
-    from test_kill_resume import HYP, made_up_evaluation
     from yolo.engine import TrainOptions, Trainer
 
     monkeypatch.setattr(Trainer, "_evaluate", made_up_evaluation)

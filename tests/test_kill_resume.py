@@ -14,70 +14,13 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
+from training_helpers import made_up_evaluation, write_one_head_training
 from yolo.models.checkpoint import load_checkpoint_file
-from yolo.data import SHAPE_NAMES, ensure_shapes_dataset
 from yolo.engine import TrainOptions, Trainer
 from yolo.engine.hooks.evaluation import fitness
 
 REPO = Path(__file__).resolve().parent.parent
-
-# One head on a stride-8 grid; a few hundred weights.
-CFG = """
-[net]
-batch=4
-subdivisions=1
-width=64
-height=64
-channels=3
-learning_rate=0.001
-policy=constant
-
-[convolutional]
-batch_normalize=1
-filters=8
-size=3
-stride=2
-pad=1
-activation=leaky
-
-[maxpool]
-size=2
-stride=2
-
-[convolutional]
-batch_normalize=1
-filters=8
-size=3
-stride=2
-pad=1
-activation=leaky
-
-[convolutional]
-size=1
-stride=1
-pad=1
-filters=30
-activation=linear
-
-[yolo]
-mask=0,1,2
-anchors=10,10, 20,20, 40,40
-classes=5
-num=3
-jitter=0
-random=0
-"""
-HYP = {"workers": 0, "tensorboard": False, "plots": False, "eval_interval": 1, "ema": False}
-
-
-def made_up_evaluation(self, epoch, final):
-    """Stands in for Trainer._evaluate: metrics that rise every epoch (no model run)."""
-    metrics = {"mAP50": (epoch + 1) / 10, "mAP50_95": (epoch + 1) / 20, "precision": 0.5, "recall": 0.5}
-    self.last_metrics = dict(metrics)
-    return metrics
-
 
 # The killed process: tools/train.py with the made-up evaluation and a SIGKILL at one save point.
 DRIVER = """
@@ -87,7 +30,7 @@ sys.path.insert(0, {repo!r})
 sys.path.insert(0, {tests!r})
 import yolo.engine.hooks.checkpointing as checkpointing_module
 import yolo.engine.trainer as trainer_module
-from test_kill_resume import made_up_evaluation
+from training_helpers import made_up_evaluation
 
 target, stage, occurrence = sys.argv[1], sys.argv[2], int(sys.argv[3])
 count = 0
@@ -122,13 +65,7 @@ sys.exit(main(parse_args()))
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("kill")
-    root = ensure_shapes_dataset(folder / "data", num_train=8, num_val=2, seed=3, size_range=(64, 80), max_shapes=2)
-    (folder / "data.yaml").write_text(yaml.safe_dump({"path": str(root), "train": "images/train",
-                                                      "val": "images/val", "names": list(SHAPE_NAMES)}))
-    (folder / "tiny.cfg").write_text(CFG)
-    (folder / "hyp.yaml").write_text(yaml.safe_dump(HYP))
-    return folder
+    return write_one_head_training(tmp_path_factory.mktemp("kill"))
 
 
 @pytest.mark.parametrize("target", ["best.pt", "last.pt"])

@@ -1,6 +1,6 @@
 """The package's shape: imports at the top (cycles cannot hide), no import cycle between files or between packages,
 `yolo.ops` at the bottom, every layer type registered in one place, thin command-line tools, one console script per
-tool."""
+tool; no test module imports another."""
 from __future__ import annotations
 
 import ast
@@ -204,3 +204,27 @@ def test_every_tool_is_a_console_script_running_the_same_code():
         assert f"from yolo.cli.{stem} import cli" in text, f"tools/{stem}.py does not launch yolo.cli.{stem}"
         assert scripts.get(f"yolo-{stem.replace('_', '-')}") == f"yolo.cli.{stem}:cli", \
             f"no console script yolo-{stem.replace('_', '-')} = yolo.cli.{stem}:cli (reinstall after editing setup.py)"
+
+
+# ``from test_x import ...`` or ``import test_x``, at any indent: inside a function, or in the source text of a
+# script a test runs in a subprocess (which an AST walk would not see).
+TEST_MODULE_IMPORT = re.compile(r"^\s*(?:from\s+(test_\w+)\s+import\b|import\s+(test_\w+)\b)", re.MULTILINE)
+
+
+def imported_test_modules(text: str) -> List[str]:
+    """The test modules (``test_*``) that Python source ``text`` imports."""
+    return [match.group(1) or match.group(2) for match in TEST_MODULE_IMPORT.finditer(text)]
+
+
+def test_no_test_module_imports_another():
+    """What tests share lives in tests/helpers.py, training_helpers.py, darknet_parity.py, cfg_snippets.py and
+    conftest.py, so that a test module is read for its tests alone and can change without breaking another."""
+    offenders = [f"{path.relative_to(REPO)}: {name}" for path in python_files("tests")
+                 for name in imported_test_modules(path.read_text(encoding="utf-8"))]
+    assert not offenders, "test modules importing test modules:\n" + "\n".join(offenders)
+
+
+def test_the_test_import_check_finds_them():
+    text = "import os\nfrom test_train import FAST\n\ndef f():\n    import test_loss as other\n" \
+           "DRIVER = \"\"\"\nfrom test_kill_resume import made_up\n\"\"\"\nfrom training_helpers import run\n"
+    assert imported_test_modules(text) == ["test_train", "test_loss", "test_kill_resume"]

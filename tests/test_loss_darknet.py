@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import List, Sequence, Tuple
+from typing import List, Tuple
 
 import numpy as np
 import pytest
 import torch
 
+from darknet_parity import COCO_PAIRS, coco_images_area_resized, targets_px
 from reference import randomize_model
 from yolo.losses.targets import usable_targets
 from yolo.losses.yolo_head_loss import yolo_head_loss
@@ -34,35 +35,9 @@ from yolo.models.model import Darknet
 
 TOLERANCE = 1e-5
 DARKNET_CFGS = Path(__file__).resolve().parents[2] / "shared" / "darknet" / "cfg"
-# Image pairs from coco128 (file stems); the first ones are used by the random-weights cases.
-PAIRS = [("000000000009", "000000000025"), ("000000000030", "000000000034"),
-         ("000000000036", "000000000042"), ("000000000049", "000000000061")]
 
 
 # ------------------------------------------------------------------------------------------------ inputs
-def coco_images_area_resized(assets, stems: Sequence[str],
-                             hw: Tuple[int, int]) -> Tuple[np.ndarray, List[np.ndarray]]:
-    """The coco128 images ``stems`` resized to ``hw`` with ``INTER_AREA`` (RGB 0..1, NCHW) and, per image, Darknet
-    truth rows (x, y, w, h, class)."""
-    import cv2
-
-    images, truths = [], []
-    for stem in stems:
-        bgr = cv2.imread(str(assets(f"coco128/images/train2017/{stem}.jpg")))
-        rgb = cv2.resize(bgr, (hw[1], hw[0]), interpolation=cv2.INTER_AREA)[:, :, ::-1]
-        images.append(rgb.transpose(2, 0, 1).astype(np.float32) / 255.0)
-        labels = np.loadtxt(assets(f"coco128/labels/train2017/{stem}.txt"), ndmin=2).astype(np.float32)
-        truths.append(np.concatenate([labels[:, 1:5], labels[:, :1]], 1))
-    return np.stack(images), truths
-
-
-def targets_px(truths: Sequence[np.ndarray], hw: Tuple[int, int]) -> torch.Tensor:
-    """Darknet truth rows -> our targets Float[M, 6] (image, class, cx, cy, w, h in input pixels), in order."""
-    h, w = hw
-    rows = [[b, r[4], r[0] * w, r[1] * h, r[2] * w, r[3] * h] for b, t in enumerate(truths) for r in t]
-    return torch.tensor(rows, dtype=torch.float32).reshape(-1, 6)
-
-
 def random_weights(model: Darknet, path: Path, seed: int, calibrate_hw: Tuple[int, int]) -> Path:
     """Random weights (tests/reference.py) written as a Darknet file, so that Darknet runs the same network."""
     randomize_model(model, seed, calibrate_hw=calibrate_hw)
@@ -133,17 +108,17 @@ def test_official_cfg_random_weights(darknet, assets, tmp_path, name, hw):
         pytest.skip(f"{cfg} is absent (the Darknet source tree ships it)")
     model = Darknet(cfg)
     weights = random_weights(model, tmp_path / "random.weights", seed=0, calibrate_hw=hw)
-    x, truths = coco_images_area_resized(assets, PAIRS[0], hw)
+    x, truths = coco_images_area_resized(assets, COCO_PAIRS[0], hw)
     failures = compare_with_darknet(darknet, cfg, weights, model, x, truths)
     assert not failures, "\n".join(failures)
 
 
-@pytest.mark.parametrize("pair", range(len(PAIRS)))
+@pytest.mark.parametrize("pair", range(len(COCO_PAIRS)))
 def test_yolov3_tiny_real_weights(darknet, assets, pair):
     cfg, weights = assets("cfg/yolov3-tiny.cfg"), assets("weights/yolov3-tiny.weights")
     model = Darknet(cfg)
     hw = [(160, 224), (224, 224), (256, 192), (192, 320)][pair]
-    x, truths = coco_images_area_resized(assets, PAIRS[pair], hw)
+    x, truths = coco_images_area_resized(assets, COCO_PAIRS[pair], hw)
     failures = compare_with_darknet(darknet, cfg, weights, model, x, truths)
     assert not failures, "\n".join(failures)
 
@@ -233,6 +208,6 @@ def test_random_cfg_options(darknet, assets, tmp_path, seed):
     spread_head_biases(model, seed)
     weights = tmp_path / "random.weights"
     model.save_darknet_weights(weights)  # after the bias change, so Darknet runs these very weights
-    x, truths = coco_images_area_resized(assets, PAIRS[seed % len(PAIRS)], hw)
+    x, truths = coco_images_area_resized(assets, COCO_PAIRS[seed % len(COCO_PAIRS)], hw)
     failures = compare_with_darknet(darknet, cfg, weights, model, x, truths)
     assert not failures, f"options:\n{text[text.index('[yolo]'):]}\n" + "\n".join(failures)

@@ -16,68 +16,23 @@ from __future__ import annotations
 
 import logging
 import re
-import subprocess
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, Tuple
 
 import numpy as np
 import pytest
 import torch
 
+from darknet_parity import COCO_PAIRS, coco_images_area_resized, darknet_heads, targets_px
 from darknet_ref import darknet_source
 from reference import randomize_model
-from test_loss_darknet import PAIRS, coco_images_area_resized, targets_px
 from yolo.losses.yolo_loss import YoloLoss
 from yolo.models.heads import SIGMA_COLUMNS, has_gaussian_heads, is_gaussian_head, uniform_eval_rows
 from yolo.models.model import Darknet
 from yolo.models.weights import DarknetHeader, save_darknet_weights
 
-HEAD_BOXES_C = Path(__file__).resolve().parent / "darknet_ref" / "head_boxes.c"
 CLASSES = 3
 SIZE = 128
-
-
-# ------------------------------------------------------------------------------------------- Darknet's side
-def head_boxes_program(darknet) -> Path:
-    """tests/darknet_ref/head_boxes.c built once against the cached libdarknet."""
-    program = darknet.workdir / "head_boxes"
-    if not program.is_file():
-        folder = darknet.folder
-        cc = subprocess.run(["gcc", "-O2", "-o", str(program), str(HEAD_BOXES_C), f"-I{folder / 'include'}",
-                             f"-I{folder / 'src'}", f"-L{folder}", "-ldarknet", f"-Wl,-rpath,{folder}", "-lm",
-                             "-fopenmp"], capture_output=True, text=True)
-        if cc.returncode != 0:
-            raise RuntimeError(f"building head_boxes failed:\n{cc.stderr[-3000:]}")
-    return program
-
-
-def darknet_heads(darknet, cfg: Path, weights: Path = None, image: np.ndarray = None,
-                  thresh: float = 0.0) -> Tuple[List[Dict], Dict[int, np.ndarray]]:
-    """Darknet's heads of ``cfg``: ``[{"index", "type", "n", "total", "anchors", "mask"}]`` and, with ``image``
-    (Float[C, H, W] RGB 0..1 at the network size), per head layer index Float64[K, 9 + C] detection rows
-    ``x, y, w, h (relative), objectness, 4 uncertainties, C thresholded class scores`` in Darknet's order."""
-    args = [str(head_boxes_program(darknet)), str(cfg), str(weights or "-"), "-", str(thresh)]
-    if image is not None:
-        args[3] = str(darknet.workdir / "head_boxes_input.f32")
-        np.ascontiguousarray(image, dtype=np.float32).tofile(args[3])
-    run = subprocess.run(args, capture_output=True, text=True)
-    if run.returncode != 0:
-        raise RuntimeError(f"Darknet head_boxes failed ({run.returncode}):\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}")
-    heads, dets = [], {}
-    for line in run.stdout.splitlines():
-        parts = line.split()
-        if not parts:
-            continue
-        if parts[0] == "head":
-            heads.append({"index": int(parts[1]), "type": parts[2], "n": int(parts[3]), "total": int(parts[4]),
-                          "anchors": [], "mask": []})
-        elif parts[0] == "anchors":
-            heads[-1]["anchors"] = [float(v) for v in parts[1:]]
-        elif parts[0] == "mask":
-            heads[-1]["mask"] = [int(v) for v in parts[1:]]
-        elif parts[0] == "det":
-            dets.setdefault(int(parts[1]), []).append([float(v) for v in parts[2:]])
-    return heads, {i: np.array(rows, dtype=np.float64) for i, rows in dets.items()}
 
 
 # ---------------------------------------------------------------------------------------------- the cfgs
@@ -198,7 +153,7 @@ def test_detector_returns_darknets_detections_of_each_head(darknet, assets, tmp_
 def test_loss_gradient_equals_darknets_delta_per_head(darknet, assets, tmp_path, name, gaussian):
     cfg, weights, model = write_mixed(tmp_path, name, gaussian)
     hw = (SIZE, SIZE)
-    x, truths = coco_images_area_resized(assets, PAIRS[1], hw)
+    x, truths = coco_images_area_resized(assets, COCO_PAIRS[1], hw)
     truths = [np.concatenate([t[:, :4], t[:, 4:] % CLASSES], 1) for t in truths]
     dump = darknet.train(cfg, weights, x, truths)
     index = [i for i, m in enumerate(model.module_list) if m in model.yolo_layers]

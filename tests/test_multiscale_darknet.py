@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import yaml
 
+from cfg_snippets import CONV8, CONV8_MAXPOOL
 from yolo.data import SHAPE_NAMES, DetectionDataset, ensure_shapes_dataset
 from yolo.data.darknet_multiscale import DarknetMultiScale, darknet_size, random_coef
 from yolo.data.darknet_random import rand_scale
@@ -118,26 +119,7 @@ policy=constant
 max_batches=120
 hue=.05
 
-[convolutional]
-batch_normalize=1
-filters=8
-size=3
-stride=2
-pad=1
-activation=leaky
-
-[maxpool]
-size=2
-stride=2
-
-[convolutional]
-batch_normalize=1
-filters=8
-size=3
-stride=2
-pad=1
-activation=leaky
-
+""" + CONV8_MAXPOOL + "\n" + CONV8 + """
 [convolutional]
 size=1
 stride=1

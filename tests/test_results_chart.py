@@ -10,7 +10,7 @@ import cv2
 import numpy as np
 import pytest
 
-from test_train import FAST, write_cfg, write_data
+from training_helpers import FAST, write_cfg, write_data
 from yolo.data import ensure_shapes_dataset
 from yolo.engine import TrainOptions, Trainer
 from yolo.engine.hooks import writers

@@ -12,12 +12,13 @@ import pytest
 import torch
 import yaml
 
+from cfg_snippets import ONE_HEAD_CFG
 from helpers import one_line_error
-from test_kill_resume import CFG as TINY_CFG
+from training_helpers import write_one_head_training
 from yolo.models.cfg import parse_cfg, parse_cfg_text
 from yolo.errors import CfgError
 from yolo.models.checkpoint import load_checkpoint_file, model_checkpoint, save_checkpoint
-from yolo.data import SHAPE_NAMES, ensure_shapes_dataset
+from yolo.data import SHAPE_NAMES
 from yolo.data.validation import read_label_file
 from yolo.models.model import Darknet
 from yolo.progress import use_bars
@@ -31,7 +32,7 @@ def tiny_pt(tmp_path):
     """A .pt checkpoint of the tiny one-head cfg (5 classes) with random weights."""
     torch.manual_seed(0)
     cfg = tmp_path / "tiny.cfg"
-    cfg.write_text(TINY_CFG)
+    cfg.write_text(ONE_HEAD_CFG)
     path = tmp_path / "tiny.pt"
     save_checkpoint(model_checkpoint(Darknet(cfg), names=list(SHAPE_NAMES)), path)
     return path
@@ -54,12 +55,7 @@ def test_bars_only_on_a_terminal():
 
 def test_training_log_without_terminal_is_one_line_per_epoch_and_evaluation(tmp_path):
     """tools/train.py with its output in a pipe (as under CI or nohup): no carriage returns, no bar lines."""
-    root = ensure_shapes_dataset(tmp_path / "data", num_train=8, num_val=2, seed=3, size_range=(64, 80),
-                                 max_shapes=2)
-    (tmp_path / "data.yaml").write_text(yaml.safe_dump({"path": str(root), "train": "images/train",
-                                                        "val": "images/val", "names": list(SHAPE_NAMES)}))
-    (tmp_path / "tiny.cfg").write_text(TINY_CFG)
-    (tmp_path / "hyp.yaml").write_text(yaml.safe_dump({"workers": 0, "tensorboard": False, "plots": False}))
+    write_one_head_training(tmp_path, hyp={"workers": 0, "tensorboard": False, "plots": False})
     cmd = [sys.executable, str(REPO / "tools" / "train.py"), "--cfg", str(tmp_path / "tiny.cfg"),
            "--data", str(tmp_path / "data.yaml"), "--hyp", str(tmp_path / "hyp.yaml"), "--epochs", "3",
            "--device", "cpu", "--project", str(tmp_path / "runs")]
@@ -85,6 +81,7 @@ def test_training_log_without_terminal_is_one_line_per_epoch_and_evaluation(tmp_
     (13, "filters=2550000", "filters"),   # 2.4 GiB on 256 channels: a typo for 255
 ])
 def test_absurd_layer_sizes_are_refused_with_their_line_before_allocation(line, value, key):
+    # Written out here, not from tests/cfg_snippets.py: the cases name its line numbers.
     text = ("[net]\nwidth=416\nheight=416\nchannels=3\n"
             "[convolutional]\nbatch_normalize=1\nfilters=256\nsize=3\nstride=1\npad=1\nactivation=leaky\n"
             "[convolutional]\nfilters=255\nsize=1\nstride=1\npad=1\nactivation=linear\n")
@@ -98,6 +95,7 @@ def test_absurd_layer_sizes_are_refused_with_their_line_before_allocation(line, 
 
 
 def test_absurd_upsample_and_input_sizes_are_refused():
+    # Written out here: the expected messages name its line numbers.
     text = ("[net]\nwidth={w}\nheight={w}\nchannels=3\n"
             "[convolutional]\nfilters=16\nsize=3\nstride=1\npad=1\nactivation=leaky\n"
             "[upsample]\nstride={s}\n")

@@ -5,6 +5,8 @@ import pytest
 import torch
 import torch.nn as nn
 
+from cfg_snippets import RATE_CFG
+from darknet_parity import ours_from_cfg
 from darknet_ref import set_net_options
 from yolo.models.cfg import parse_cfg_text
 from yolo.errors import CfgError
@@ -13,8 +15,6 @@ from yolo.errors import ConfigError
 from yolo.engine.schedule import LRSchedule, burn_in_outlasts_run, read_net_schedule, resolve_steps, schedule_from_hyp
 from yolo.engine.optimizer import build_optimizer
 
-# The smallest network Darknet will build: the rate does not depend on it.
-RATE_CFG = "[net]\nwidth=8\nheight=8\nchannels=3\nbatch=1\nsubdivisions=1\n\n[convolutional]\nfilters=1\nsize=1\n"
 
 # (policy options, number of updates to compare). Each policy with several option sets, burn-in included.
 CASES = [
@@ -38,11 +38,6 @@ CASES = [
     (dict(policy="sgdr", learning_rate=0.01, sgdr_cycle=20, sgdr_mult=1, burn_in=15), 100),
     (dict(policy="sgdr", learning_rate=0.01, sgdr_cycle=10, sgdr_mult=3, learning_rate_min=0.001), 400),
 ]
-
-
-def ours_from_cfg(cfg_text: str) -> LRSchedule:
-    net = parse_cfg_text(cfg_text, "rate.cfg")[0]
-    return LRSchedule(**read_net_schedule(net))
 
 
 @pytest.mark.parametrize("case,updates", CASES, ids=[f"{c['policy']}{i}" for i, (c, _) in enumerate(CASES)])

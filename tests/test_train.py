@@ -2,7 +2,6 @@
 
 Every run here is a few seconds: 64-128 px inputs, a few dozen images, a cfg of a few thousand weights.
 """
-import csv
 import os
 import signal
 import subprocess
@@ -14,164 +13,13 @@ import pytest
 import torch
 import yaml
 
-from yolo.models.checkpoint import load_checkpoint_file
-from yolo.data import SHAPE_NAMES, ensure_shapes_dataset
+from training_helpers import FAST, read_results, run, shapes_training, train_state, write_data
+from yolo.data import SHAPE_NAMES
 from yolo.engine import TrainOptions, Trainer
 from yolo.errors import NonFiniteLossError
 from yolo.engine.hooks.writers import RESULTS_COLUMNS
 
 REPO = Path(__file__).resolve().parent.parent
-
-# A small two-head YOLOv3-style cfg: same layer types as yolov3-tiny, a few thousand weights.
-TINY_CFG = """
-[net]
-batch=8
-subdivisions=2
-width=96
-height=96
-channels=3
-momentum=0.9
-decay=0.0005
-learning_rate=0.01
-burn_in=4
-policy=steps
-steps=4
-scales=.1
-saturation=1.3
-exposure=1.3
-hue=.05
-
-[convolutional]
-batch_normalize={bn}
-filters=8
-size=3
-stride=2
-pad=1
-activation=leaky
-
-[convolutional]
-batch_normalize={bn}
-filters=16
-size=3
-stride=1
-pad=1
-activation=leaky
-
-[maxpool]
-size=2
-stride=2
-
-[convolutional]
-batch_normalize={bn}
-filters=24
-size=3
-stride=1
-pad=1
-activation=leaky
-
-[maxpool]
-size=2
-stride=2
-
-[convolutional]
-batch_normalize={bn}
-filters=32
-size=3
-stride=1
-pad=1
-activation=leaky
-
-[maxpool]
-size=2
-stride=2
-
-[convolutional]
-batch_normalize={bn}
-filters=48
-size=3
-stride=1
-pad=1
-activation=leaky
-
-[convolutional]
-size=1
-stride=1
-pad=1
-filters=30
-activation=linear
-
-[yolo]
-mask=3,4,5
-anchors=12,12, 18,18, 24,24, 30,30, 38,38, 48,48
-classes=5
-num=6
-ignore_thresh=.7
-truth_thresh=1
-jitter=.1
-random=0
-
-[route]
-layers=-3
-
-[convolutional]
-batch_normalize={bn}
-filters=16
-size=1
-stride=1
-pad=1
-activation=leaky
-
-[upsample]
-stride=2
-
-[route]
-layers=-1,5
-
-[convolutional]
-size=1
-stride=1
-pad=1
-filters=30
-activation=linear
-
-[yolo]
-mask=0,1,2
-anchors=12,12, 18,18, 24,24, 30,30, 38,38, 48,48
-classes=5
-num=6
-ignore_thresh=.7
-truth_thresh=1
-jitter=.1
-random=0
-"""
-
-# Fast settings shared by the runs below (no TensorBoard, no plots, no worker processes).
-# The trainer's own improvements (EMA, prior head bias; off by default) stay on here: these tests cover them,
-# and from scratch at lr 0.02 Darknet's plain start can diverge.
-FAST = {"workers": 0, "tensorboard": False, "plots": False, "eval_interval": 100, "conf_thres": 0.1,
-        "ema": True, "head_prior": True}
-
-
-def write_cfg(folder: Path, bn: int = 1, name: str = "tiny.cfg") -> Path:
-    path = folder / name
-    path.write_text(TINY_CFG.format(bn=bn))
-    return path
-
-
-def write_data(folder: Path, root: Path, val: str = "images/val", name: str = "data.yaml") -> Path:
-    path = folder / name
-    path.write_text(yaml.safe_dump({"path": str(root), "train": "images/train", "val": val,
-                                    "names": list(SHAPE_NAMES)}))
-    return path
-
-
-def read_results(run_dir: Path):
-    with open(run_dir / "results.csv", newline="") as f:
-        return list(csv.DictReader(f))
-
-
-def train_state(run_dir: Path, name: str = "last.pt"):
-    return load_checkpoint_file(run_dir / name)
 
 
 def assert_same_state(a, b, exact: bool = True):
@@ -195,25 +43,10 @@ def assert_same_state(a, b, exact: bool = True):
 @pytest.fixture(scope="module")
 def shapes(tmp_path_factory):
     """A tiny generated shapes dataset (24 train, 8 val images of 96-128 px) and its YAML."""
-    folder = tmp_path_factory.mktemp("shapes")
-    root = ensure_shapes_dataset(folder / "data", num_train=24, num_val=8, seed=7, size_range=(96, 128),
-                                 max_shapes=3)
-    return {"folder": folder, "root": root, "data": write_data(folder, root), "cfg": write_cfg(folder)}
+    return shapes_training(tmp_path_factory.mktemp("shapes"), num_train=24, num_val=8, seed=7)
 
 
 pytestmark = pytest.mark.usefixtures("private_cache")
-
-
-def run(shapes, project: Path, name: str = "exp", hooks=None, **overrides) -> "Trainer":
-    hyp = dict(FAST)
-    hyp.update(overrides.pop("hyp", {}))
-    options = TrainOptions(cfg=str(shapes["cfg"]), data=str(shapes["data"]), hyp=hyp, device="cpu",
-                           project=str(project), name=name, progress=False, **overrides)
-    trainer = Trainer(options)
-    for event, fn in (hooks or {}).items():
-        trainer.hooks[event].append(fn)
-    trainer.result = trainer.fit()
-    return trainer
 
 
 # ------------------------------------------------------------------------------------------ learning

@@ -9,16 +9,13 @@ import pytest
 import torch
 
 from helpers import torchrun_train
-from test_train import FAST, read_results, run, train_state, write_cfg, write_data
-from yolo.data import ensure_shapes_dataset
+from training_helpers import FAST, read_results, run, shapes_training, train_state
 
 pytestmark = pytest.mark.usefixtures("private_cache")
 
 
 def test_two_process_ddp_matches_one_process(tmp_path):
-    root = ensure_shapes_dataset(tmp_path / "data", num_train=24, num_val=4, seed=11, size_range=(96, 128),
-                                 max_shapes=3)
-    shapes = {"cfg": write_cfg(tmp_path, bn=0), "data": write_data(tmp_path, root)}
+    shapes = shapes_training(tmp_path, num_train=24, num_val=4, seed=11, bn=0)
     hyp = {**FAST, "subdivisions": 1, "ema": False, "burn_in": 0, "learning_rate": 0.005}
     done = torchrun_train(tmp_path, shapes["cfg"], shapes["data"], hyp, "cpu", epochs=2)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

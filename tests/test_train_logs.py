@@ -7,11 +7,10 @@ import yaml
 
 import yolo.data.validation
 import yolo.progress
-from test_train import FAST, write_cfg, write_data
+from training_helpers import FAST, shapes_training
 from yolo.cli import anchors as anchors_cli
 from yolo.cli import eval as eval_cli
 from yolo.cli.invocation import invoked_command
-from yolo.data import ensure_shapes_dataset
 from yolo.engine import TrainOptions, Trainer
 from yolo.progress import ProgressLines
 
@@ -20,10 +19,9 @@ from yolo.progress import ProgressLines
 def shapes(tmp_path, monkeypatch):
     """Tiny shapes data with a label file that belongs to no image; its val split is its train split."""
     monkeypatch.setenv("YOLO_CACHE_DIR", str(tmp_path / "cache"))
-    root = ensure_shapes_dataset(tmp_path / "data", num_train=16, num_val=0, seed=3, size_range=(96, 128),
-                                 max_shapes=3)
-    (root / "labels" / "train" / "renamed_image.txt").write_text("0 0.5 0.5 0.2 0.2\n")
-    return {"root": root, "cfg": write_cfg(tmp_path), "data": write_data(tmp_path, root, val="images/train")}
+    shapes = shapes_training(tmp_path, num_train=16, num_val=0, seed=3, val="images/train")
+    (shapes["root"] / "labels" / "train" / "renamed_image.txt").write_text("0 0.5 0.5 0.2 0.2\n")
+    return shapes
 
 
 def train(shapes, tmp_path, **options):

@@ -15,9 +15,8 @@ import torch
 import torch.nn as nn
 import yaml
 
-from test_train import read_results, run, train_state, write_cfg, write_data
+from training_helpers import read_results, run, shapes_training, train_state
 from yolo.cli.train import parse_args
-from yolo.data import ensure_shapes_dataset
 from yolo.engine.step_precision import CompiledForward, apply_tf32, step_precision
 from yolo.engine.trainer import Trainer
 from yolo.models.cfg import parse_cfg
@@ -27,10 +26,7 @@ from yolo.models.model import Darknet
 @pytest.fixture(scope="module")
 def shapes(tmp_path_factory):
     """A tiny generated shapes dataset (16 train, 4 val images) and the two-head test cfg."""
-    folder = tmp_path_factory.mktemp("shapes")
-    root = ensure_shapes_dataset(folder / "data", num_train=16, num_val=4, seed=5, size_range=(96, 128),
-                                 max_shapes=3)
-    return {"folder": folder, "root": root, "data": write_data(folder, root), "cfg": write_cfg(folder)}
+    return shapes_training(tmp_path_factory.mktemp("shapes"), num_train=16, num_val=4, seed=5)
 
 
 @pytest.fixture(autouse=True)

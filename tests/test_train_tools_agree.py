@@ -5,10 +5,9 @@ import logging
 
 import pytest
 
-from test_train import FAST, write_cfg, write_data
+from training_helpers import FAST, shapes_training
 from yolo.cli import detect as detect_cli
 from yolo.cli import eval as eval_cli
-from yolo.data import ensure_shapes_dataset
 from yolo.engine import TrainOptions, Trainer
 from yolo.inference.detector import Detector
 from yolo.models.checkpoint import load_checkpoint_file, save_checkpoint
@@ -19,12 +18,9 @@ from yolo.errors import WeightsError
 
 @pytest.fixture(scope="module")
 def shapes(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("shapes")
-    root = ensure_shapes_dataset(folder / "data", num_train=24, num_val=8, seed=7, size_range=(96, 128),
-                                 max_shapes=3)
     # validation on the training images: the short run below then scores well above zero
-    return {"folder": folder, "root": root, "cfg": write_cfg(folder),
-            "data": write_data(folder, root, val="images/train", name="overfit.yaml")}
+    return shapes_training(tmp_path_factory.mktemp("shapes"), num_train=24, num_val=8, seed=7, val="images/train",
+                           data_name="overfit.yaml")
 
 
 pytestmark = pytest.mark.usefixtures("private_cache")

@@ -36,8 +36,15 @@ F32 = np.float32
 
 @dataclass(frozen=True)
 class DarknetDraw:
-    """The random part of one image's augmentation: the crop (pixels cut from each side; negative values
-    extend the crop beyond the image), the mirror, and the HSV changes (hue shift in turns, factors)."""
+    """The random part of one image's augmentation in the plain-C build: the crop (pixels cut from each side;
+    negative values extend the crop beyond the image), the mirror, and the HSV changes (hue shift in turns,
+    factors); made by :func:`draw_darknet` from :func:`draw_image_randoms`.
+
+    The OpenCV build's draw (:class:`yolo.data.darknet_opencv_augment.OpenCVDraw`) takes the same randoms and
+    more (blur, noise), and its crop passes the mosaic corner rule and Darknet's reset of an invalid crop, after
+    which its right and bottom margins no longer give the crop size: it keeps the size apart. Here the four
+    margins are the crop.
+    """
 
     pleft: int
     pright: int
@@ -108,22 +115,61 @@ def darknet_crop(orig_hw: Tuple[int, int], net_hw: Tuple[int, int], hyp: Mapping
     return pleft, pright, ptop, pbot
 
 
+@dataclass(frozen=True)
+class ImageRandoms:
+    """The random values ``load_data_detection`` takes for one image in both of Darknet's builds, in its order
+    (src/data.c, under ``if (!augmentation_calculated || !track)``): the zoom's uniforms ``resize_r``
+    (``resize_r1``, ``resize_r2``), the jitter's ``jitter_r`` (``r1`` .. ``r4``: left, right, top, bottom), the
+    mirror, and the colour changes (hue shift in turns; saturation and exposure factors from ``rand_scale``)."""
+
+    resize_r: Tuple[np.float32, np.float32]
+    jitter_r: Tuple[np.float32, np.float32, np.float32, np.float32]
+    flip: bool
+    dhue: float
+    dsat: float
+    dexp: float
+
+    def margins(self, orig_hw: Tuple[int, int], net_hw: Tuple[int, int], hyp: Mapping[str, float]
+                ) -> Tuple[int, int, int, int]:
+        """``(pleft, pright, ptop, pbot)``: :func:`darknet_crop` of these uniforms."""
+        return darknet_crop(orig_hw, net_hw, hyp, *self.resize_r, *self.jitter_r)
+
+
+def draw_image_randoms(rng, hyp: Mapping[str, float], r_scale: bool) -> ImageRandoms:
+    """Draw :class:`ImageRandoms` from ``rng`` in Darknet's order: ``rng.random()`` for each ``random_float()``,
+    ``rng.integers(2)`` for the mirror's ``random_gen() % 2`` (only when ``hyp["flip"]`` > 0), and
+    :func:`draw_rand_scale`'s two draws for each factor. ``hyp``: ``flip``, ``hue``, ``saturation``, ``exposure``.
+
+    ``r_scale``: also take ``r_scale = random_float()``, which both of Darknet's builds draw between the mirror
+    and the hue and never use. The OpenCV draw takes it: its whole stream is compared with Darknet's, call for
+    call. The plain-C draw does not and never did: what is compared with Darknet there is the values a draw
+    gives (fed to Darknet's image and truth functions), not the stream (its truths are shuffled with
+    ``rng.permutation``, not Darknet's ``randomize_boxes``), and taking the extra draw would change every seeded
+    augmentation of the ``darknet`` pipeline.
+    """
+    resize_r = (F32(rng.random()), F32(rng.random()))
+    jitter_r = tuple(F32(rng.random()) for _ in range(4))
+    flip = bool(rng.integers(2)) if hyp.get("flip", 0) > 0 else False
+    if r_scale:
+        rng.random()
+    hue = F32(hyp.get("hue", 0.0))
+    dhue = float(F32(F32(rng.random()) * (hue - -hue) + -hue))
+    dsat = draw_rand_scale(rng, float(hyp.get("saturation", 1.0)))
+    dexp = draw_rand_scale(rng, float(hyp.get("exposure", 1.0)))
+    return ImageRandoms(resize_r, jitter_r, flip, dhue, dsat, dexp)
+
+
 def draw_darknet(rng: np.random.Generator, orig_hw: Tuple[int, int], net_hw: Tuple[int, int],
                  hyp: Mapping[str, float]) -> DarknetDraw:
-    """Draw one image's augmentation as ``load_data_detection`` does.
+    """Draw one image's augmentation as the plain-C ``load_data_detection`` does (less its unused ``r_scale``,
+    see :func:`draw_image_randoms`).
 
     ``hyp`` holds ``jitter``, ``resize`` (of the last ``[yolo]``), ``letter_box`` (0/1), ``flip`` (> 0: mirror
     half of the images), ``hue``, ``saturation``, ``exposure`` (Darknet's ``[net]`` values).
     """
-    resize_r1, resize_r2 = F32(rng.random()), F32(rng.random())
-    r1, r2, r3, r4 = (F32(v) for v in rng.random(4))
-    flip = bool(rng.integers(2)) if hyp.get("flip", 0) > 0 else False
-    hue = float(hyp.get("hue", 0.0))
-    dhue = float(F32(F32(rng.random()) * (F32(hue) - F32(-hue)) + F32(-hue)))
-    dsat = draw_rand_scale(rng, float(hyp.get("saturation", 1.0)))
-    dexp = draw_rand_scale(rng, float(hyp.get("exposure", 1.0)))
-    pleft, pright, ptop, pbot = darknet_crop(orig_hw, net_hw, hyp, resize_r1, resize_r2, r1, r2, r3, r4)
-    return DarknetDraw(pleft, pright, ptop, pbot, flip, dhue, dsat, dexp)
+    randoms = draw_image_randoms(rng, hyp, r_scale=False)
+    pleft, pright, ptop, pbot = randoms.margins(orig_hw, net_hw, hyp)
+    return DarknetDraw(pleft, pright, ptop, pbot, randoms.flip, randoms.dhue, randoms.dsat, randoms.dexp)
 
 
 # ---------------------------------------------------------------------------------------------- image
@@ -567,6 +613,7 @@ def darknet_item(load: Callable[[int], tuple], index: int, num_items: int, rng: 
     return augment_image_uint8(image, draw, net_hw), boxes, labels, matrix
 
 
-__all__ = ["DarknetDraw", "augment_image", "augment_image_uint8", "augment_truths", "crop_image", "crop_resize", "darknet_crop", "darknet_item",
-           "darknet_sample", "distort_image", "draw_darknet", "hsv_to_rgb", "input_matrix", "mixup_images",
-           "mixup_truths", "resize_image", "rgb_to_hsv"]
+__all__ = ["DarknetDraw", "ImageRandoms", "augment_image", "augment_image_uint8", "augment_truths", "crop_image",
+           "crop_resize", "darknet_crop", "darknet_item", "darknet_sample", "distort_image", "draw_darknet",
+           "draw_image_randoms", "hsv_to_rgb", "input_matrix", "mixup_images", "mixup_truths", "resize_image",
+           "rgb_to_hsv"]

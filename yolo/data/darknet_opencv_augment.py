@@ -35,10 +35,8 @@ from typing import Callable, List, Mapping, Optional, Sequence, Tuple
 import cv2
 import numpy as np
 
-from yolo.data.darknet_augment import (F32, DarknetDraw, _to_uint8, _trunc, augment_truths,
-                                       darknet_crop, input_matrix, mixup_images, mixup_truths, truths_from_xyxy,
-                                       xyxy_from_truths)
-from yolo.data.darknet_random import draw_rand_scale
+from yolo.data.darknet_augment import (F32, DarknetDraw, _to_uint8, _trunc, augment_truths, draw_image_randoms,
+                                       input_matrix, mixup_images, mixup_truths, truths_from_xyxy, xyxy_from_truths)
 
 RAND_MAX = 2147483647  # glibc's: random_gen() returns rand()
 MOSAIC, MIXUP = 3, 1   # Darknet's use_mixup values of the two blends
@@ -69,7 +67,13 @@ class OpenCVDraw:
     augmented (after ``letter_box``, the mosaic corner rule and the reset of an invalid crop, which sets
     ``pleft = ptop = 0`` and the crop size to the image's but leaves ``pright`` / ``pbot``), the mirror, the HSV
     changes, ``blur`` (0, 1 or the cfg's value, before the small-object limit), ``gaussian_noise`` (0 or the
-    cfg's value) and the seed of the noise field."""
+    cfg's value) and the seed of the noise field.
+
+    The draws it shares with the plain-C build's :class:`~yolo.data.darknet_augment.DarknetDraw` are made by the
+    same :func:`~yolo.data.darknet_augment.draw_image_randoms`; what is this build's own: the unused
+    ``r_scale`` draw kept in the stream, the blur and noise draws, the mosaic corner rule and the reset, which is
+    why the crop size is kept apart from the margins (:meth:`crop` gives the plain view of it).
+    """
 
     pleft: int
     pright: int
@@ -108,14 +112,8 @@ def draw_opencv(rng, orig_hw: Tuple[int, int], net_hw: Tuple[int, int], hyp: Map
     (top-left, top-right, bottom-left, bottom-right).
     """
     oh, ow = orig_hw
-    resize_r1, resize_r2 = F32(rng.random()), F32(rng.random())
-    r1, r2, r3, r4 = (F32(rng.random()) for _ in range(4))
-    flip = bool(rng.integers(2)) if hyp.get("flip", 0) > 0 else False
-    rng.random()  # r_scale: drawn, unused by Darknet
-    hue = F32(hyp.get("hue", 0.0))
-    dhue = float(F32(F32(rng.random()) * (hue - -hue) + -hue))
-    dsat = draw_rand_scale(rng, float(hyp.get("saturation", 1.0)))
-    dexp = draw_rand_scale(rng, float(hyp.get("exposure", 1.0)))
+    randoms = draw_image_randoms(rng, hyp, r_scale=True)
+    flip = randoms.flip
     use_blur = int(hyp.get("blur", 0))
     blur = 0
     if use_blur:
@@ -123,7 +121,7 @@ def draw_opencv(rng, orig_hw: Tuple[int, int], net_hw: Tuple[int, int], hyp: Map
     use_noise = int(hyp.get("gaussian_noise", 0))
     noise = use_noise if use_noise and _rand_int(rng, 0, 1) == 1 else 0
     noise_seed = int(rng.integers(2 ** 62)) if noise else 0  # not a Darknet draw: cv::randn has its own RNG
-    pleft, pright, ptop, pbot = darknet_crop(orig_hw, net_hw, hyp, resize_r1, resize_r2, r1, r2, r3, r4)
+    pleft, pright, ptop, pbot = randoms.margins(orig_hw, net_hw, hyp)
     if use_mixup == MOSAIC and rng.integers(2) == 0:
         # "move each 2nd image to the corner": the margin on the picture's side goes to the outer side
         if (i_mixup in (0, 2)) != flip:  # pieces 0 and 2 show their right side (their left one when mirrored)
@@ -137,7 +135,8 @@ def draw_opencv(rng, orig_hw: Tuple[int, int], net_hw: Tuple[int, int], hyp: Map
     swidth, sheight = ow - pleft - pright, oh - ptop - pbot
     if swidth <= 0 or sheight <= 0 or ow - pleft <= 0 or oh - ptop <= 0:  # Darknet's "invalid resize" reset
         swidth, sheight, pleft, ptop = ow, oh, 0, 0
-    return OpenCVDraw(pleft, pright, ptop, pbot, swidth, sheight, flip, dhue, dsat, dexp, blur, noise, noise_seed)
+    return OpenCVDraw(pleft, pright, ptop, pbot, swidth, sheight, flip, randoms.dhue, randoms.dsat, randoms.dexp,
+                      blur, noise, noise_seed)
 
 
 def shuffle_order(rng, n: int) -> np.ndarray:
