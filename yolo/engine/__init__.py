@@ -24,5 +24,5 @@ from yolo.errors import NonFiniteLossError
 from yolo.engine.transfer import TransferReport, freeze_layers, load_pretrained, with_num_classes
 
 __all__ = ["ConfigError", "Hyperparameters", "LRSchedule", "ModelEMA", "NonFiniteLossError", "RunPlan", "TrainOptions",
-           "TrainResult", "Trainer", "TrainingParts", "TransferReport", "build_optimizer", "build_training", "fitness", "freeze_layers", "load_pretrained", "resolve_hyp",
-           "schedule_from_hyp", "train", "with_num_classes"]
+           "TrainResult", "Trainer", "TrainingParts", "TransferReport", "build_optimizer", "build_training", "fitness",
+           "freeze_layers", "load_pretrained", "resolve_hyp", "schedule_from_hyp", "train", "with_num_classes"]

@@ -27,9 +27,9 @@ How the step runs on its device (fp16 autocast and channels_last on CUDA, float3
 
 CPU-GPU syncs are deliberate: the losses stay on the device; one sync per update (before the optimizer step,
 :meth:`~yolo.engine.update_step.UpdateStep._fetch_update`) checks them (and with AMP the gradients' overflow
-flag, so that the GradScaler adds no sync of its own), brings the numbers the writers need and, under DDP, the processes' stop requests;
-one per epoch brings the epoch's means; a checkpoint copies the state to the CPU. (The loss's target
-assignment selects with data-dependent shapes, which syncs inside the loss.)
+flag, so that the GradScaler adds no sync of its own), brings the numbers the writers need and, under DDP, the
+processes' stop requests; one per epoch brings the epoch's means; a checkpoint copies the state to the CPU. (The
+loss's target assignment selects with data-dependent shapes, which syncs inside the loss.)
 """
 from __future__ import annotations
 

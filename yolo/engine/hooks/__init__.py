@@ -8,5 +8,6 @@ from yolo.engine.hooks.run_lock import RunFolderLock
 from yolo.engine.hooks.writers import (RESULTS_COLUMNS, ProgressWriter, ResultsChartWriter, ResultsCSVWriter,
                                       TensorBoardWriter)
 
-__all__ = ["CallbackHook", "CheckpointHook", "EVENTS", "EvalHook", "Guarded", "HookBase", "ProgressWriter", "RESULTS_COLUMNS", "ResultsCSVWriter",
-           "ResultsChartWriter", "RunFolderLock", "StepLog", "TensorBoardWriter", "evaluate_run", "fitness"]
+__all__ = ["CallbackHook", "CheckpointHook", "EVENTS", "EvalHook", "Guarded", "HookBase", "ProgressWriter",
+           "RESULTS_COLUMNS", "ResultsCSVWriter", "ResultsChartWriter", "RunFolderLock", "StepLog", "TensorBoardWriter",
+           "evaluate_run", "fitness"]
