@@ -1,7 +1,8 @@
 """The trainer is given its parts: a run made of hand-built parts (a model, made-up batches, torch's SGD) trains
 exactly as the run the builder makes from a cfg and a dataset YAML; a hook's state goes into ``last.pt`` and comes
 back on resume (and a ``last.pt`` written before hooks had states still gives the best fitness back)."""
-from pathlib import Path
+import os
+import signal
 
 import pytest
 import torch
@@ -14,6 +15,7 @@ from yolo.engine import RunPlan, TrainingParts, TrainOptions, Trainer, build_tra
 from yolo.engine.hooks import HookBase
 from yolo.engine.hooks.evaluation import fitness
 from yolo.engine.rng import seed_everything
+from yolo.errors import ConfigError
 from yolo.losses.yolo_loss import YoloLoss
 from yolo.models.cfg import parse_cfg
 from yolo.models.checkpoint import load_checkpoint_file
@@ -174,3 +176,24 @@ def test_a_callback_names_a_known_event(setup):
                           batches=lambda epoch, first: iter(()), plan=RunPlan(epochs=1, steps_per_epoch=1))
     with pytest.raises(ValueError, match="unknown training event 'step_start'"):
         Trainer(parts).add_callback("step_start", print)
+
+
+def test_ctrl_c_while_the_parts_are_built_stops_at_the_first_update(setup, tmp_path, monkeypatch):
+    import yolo.engine.trainer as trainer_module
+
+    def interrupted_build(options):
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C in the middle of the setup
+        return build_training(options)
+
+    monkeypatch.setattr(trainer_module, "build_training", interrupted_build)
+    monkeypatch.setattr(Trainer, "_evaluate", rising_evaluation)
+    before = signal.getsignal(signal.SIGINT)
+    options = TrainOptions(cfg=str(setup / "tiny.cfg"), data=str(setup / "data.yaml"), hyp=dict(HYP), epochs=1,
+                           device="cpu", project=str(tmp_path), name="run", progress=False)
+    result = Trainer.from_options(options).fit()
+    assert result.status == "interrupted" and result.global_step == 1 and result.last.is_file()
+    assert signal.getsignal(signal.SIGINT) is before  # the run's handlers are gone with it
+
+    with pytest.raises(ConfigError, match="--data is required"):  # a failed build gives the handlers back too
+        Trainer.from_options(TrainOptions(cfg=str(setup / "tiny.cfg"), device="cpu", progress=False))
+    assert signal.getsignal(signal.SIGINT) is before
