@@ -113,7 +113,7 @@ class Trainer(UpdateStep):
         self.hooks: List[HookBase] = list(p.hooks)
         self.run_dir, self.writer, self.resume_path = p.run_dir, p.writer, p.resume_path
         self.transfer_report, self.frozen = p.transfer_report, p.frozen
-        self.stop = StopRequest(announce=self.main)
+        self.stop_request = StopRequest(announce=self.main)
         # Progress, saved in checkpoints.
         self.start = p.start
         self.epoch = p.start.epoch  # the epoch in progress (0-based); after it ends, the number of epochs done
@@ -147,17 +147,17 @@ class Trainer(UpdateStep):
         except BaseException:
             stop.restore()
             raise
-        trainer.stop = stop
+        trainer.stop_request = stop
         return trainer
 
     # ---------------------------------------------------------------- public
     def request_stop(self) -> None:
         """Stop at the next optimizer-update boundary, saving ``last.pt`` there."""
-        self.stop.requested = True
+        self.stop_request.requested = True
 
     @property
     def _stop_requested(self) -> bool:
-        return self.stop.requested
+        return self.stop_request.requested
 
     def add_callback(self, event: str, fn: Callable[["Trainer"], None]) -> None:
         """Run ``fn(trainer)`` at ``event`` (``train_start``, ``step_end``, ``epoch_end``), after the hooks
@@ -166,13 +166,13 @@ class Trainer(UpdateStep):
 
     def fit(self) -> TrainResult:
         """Run the training; returns a :class:`TrainResult`. Raises :class:`NonFiniteLossError` on NaN/inf."""
-        self.stop.install()
+        self.stop_request.install()
         try:
             self._load_hook_states()
             self._call_hooks("before_train")
             return self._train()
         finally:
-            self.stop.restore()
+            self.stop_request.restore()
             for hook in self.hooks:
                 hook.close()
             self.writer = None
