@@ -176,6 +176,8 @@ def test_a_callback_names_a_known_event(setup):
                           batches=lambda epoch, first: iter(()), plan=RunPlan(epochs=1, steps_per_epoch=1))
     with pytest.raises(ValueError, match="unknown training event 'step_start'"):
         Trainer(parts).add_callback("step_start", print)
+    with pytest.raises(TypeError, match=r"Trainer.from_options\(options\) builds them"):
+        Trainer(TrainOptions(cfg=str(setup / "tiny.cfg")))
 
 
 def test_ctrl_c_while_the_parts_are_built_stops_at_the_first_update(setup, tmp_path, monkeypatch):

@@ -89,6 +89,8 @@ class Trainer(UpdateStep):
     """
 
     def __init__(self, parts: TrainingParts):
+        if isinstance(parts, TrainOptions):
+            raise TypeError("Trainer takes the built parts of a run; Trainer.from_options(options) builds them")
         p, plan = parts, parts.plan
         self.options, self.hyp, self.data = p.options, p.hyp, p.data
         self.device, self.dist = p.device, p.dist
