@@ -313,6 +313,6 @@ def test_training_steps_with_mosaic_blur_and_noise(assets, tmp_path, caplog):
                            project=str(tmp_path / "runs"), progress=False,
                            hyp={**FAST, "max_steps_per_epoch": 2, "eval_interval": 100})
     with caplog.at_level("INFO"):
-        result = Trainer(options).fit()
+        result = Trainer.from_options(options).fit()
     assert "Darknet's OpenCV pipeline" in caplog.text
     assert result.run_dir.is_dir()

@@ -17,7 +17,6 @@ import yaml
 from darknet_parity import COCO_PAIRS, coco_images_area_resized, targets_px
 from helpers import torchrun_train
 from training_helpers import FAST, read_results, shapes_training, train_state
-import yolo.engine.trainer as trainer_module
 from yolo.engine import TrainOptions, Trainer
 from yolo.engine.distributed import DistInfo
 from yolo.engine.step_precision import apply_tf32
@@ -108,9 +107,9 @@ def train_on(device, shapes, project: Path, name: str, hooks=None, **hyp) -> Tra
     """One epoch of 2 updates (2 mini-batches of 4 each) of the test cfg on ``device``."""
     options = TrainOptions(cfg=str(shapes["cfg"]), data=str(shapes["data"]), device=str(device), epochs=1,
                            project=str(project), name=name, progress=False, hyp={**FAST, "burn_in": 0, **hyp})
-    trainer = Trainer(options)
+    trainer = Trainer.from_options(options)
     for event, fn in (hooks or {}).items():
-        trainer.hooks[event].append(fn)
+        trainer.add_callback(event, fn)
     trainer.result = trainer.fit()
     return trainer
 
@@ -145,8 +144,8 @@ def test_tf32_setting_is_applied_and_recorded(shapes, tmp_path, cuda_device):
         default = train_on(cuda_device, shapes, tmp_path, "default", hooks=hooks)
         options = TrainOptions(cfg=str(shapes["cfg"]), data=str(shapes["data"]), device=str(cuda_device), epochs=1,
                                project=str(tmp_path), name="tf32", progress=False, hyp=dict(FAST), tf32=True)
-        with_tf32 = Trainer(options)
-        with_tf32.hooks["train_start"].append(hooks["train_start"])
+        with_tf32 = Trainer.from_options(options)
+        with_tf32.add_callback("train_start", hooks["train_start"])
         result = with_tf32.fit()
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
@@ -185,7 +184,7 @@ def test_ddp_run_on_cuda(shapes, tmp_path, cuda_device, monkeypatch):
             dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
             return _OneProcessGroup(0, 0, 1)
 
-        monkeypatch.setattr(trainer_module, "init_distributed", one_process_group)
+        monkeypatch.setattr("yolo.engine.build.init_distributed", one_process_group)
         seen = []
         hook = {"train_start": lambda t: seen.append((type(t.train_model).__name__, dist.get_backend()))}
         # an indexed device, as torchrun's processes get (DDP's device_ids needs the index)

@@ -100,7 +100,7 @@ def test_training_takes_a_data_file(darknet_project, tmp_path, monkeypatch):
     options = TrainOptions(cfg=str(write_cfg(tmp_path)), data="data/obj.data", device="cpu", project=str(tmp_path),
                            name="obj", progress=False, img_size=64, epochs=1, adapt_classes=True,
                            hyp={**FAST, "batch": 8, "subdivisions": 1, "max_steps_per_epoch": 1, "burn_in": 0})
-    result = Trainer(options).fit()
+    result = Trainer.from_options(options).fit()
     assert result.status == "finished" and result.global_step == 1
     copy = load_data_config(result.run_dir / "data.yaml")
     original = load_data_config(darknet_project / "data" / "obj.data")

@@ -152,7 +152,7 @@ def test_trainer_trains_a_yolov1_cfg(tmp_path, monkeypatch):
                                 "head_prior": True, "conf_thres": 0.01,
                                 "augment": {"jitter": 0.0, "hue": 0.0, "saturation": 1.0, "exposure": 1.0,
                                             "flip": 0.0}})
-    result = Trainer(options).fit()
+    result = Trainer.from_options(options).fit()
     import csv
 
     with open(result.run_dir / "results.csv", newline="") as f:

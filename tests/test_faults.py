@@ -181,7 +181,7 @@ def test_a_failing_report_hook_logs_one_warning_and_the_run_goes_on(train_setup,
                            hyp={**HYP, "tensorboard": True, "tb_images": 2}, epochs=3, device="cpu",
                            project=str(train_setup / "runs"), name="run", progress=False, workers=0)
     with caplog.at_level("DEBUG"):
-        result = Trainer(options).fit()
+        result = Trainer.from_options(options).fit()
     assert result.status == "finished" and result.epochs_done == 3
     assert load_checkpoint_file(result.last)["train"]["epoch"] == 3
     warnings = [r for r in caplog.records if r.levelname == "WARNING" and "TensorBoard writer failed" in r.message]
@@ -272,9 +272,9 @@ def test_training_on_a_disk_that_fills_up_stops_with_one_line_and_resumes(capsys
                 os.close(fd)
 
     class FillingTrainer(Trainer):
-        def __init__(self, options):
-            super().__init__(options)
-            self.hooks["epoch_end"].append(fill_disk)
+        def __init__(self, parts):
+            super().__init__(parts)
+            self.add_callback("epoch_end", fill_disk)
 
     monkeypatch.setattr(train_cli, "Trainer", FillingTrainer)
     monkeypatch.setattr(Trainer, "_evaluate", made_up_evaluation)
@@ -286,7 +286,7 @@ def test_training_on_a_disk_that_fills_up_stops_with_one_line_and_resumes(capsys
     assert "cannot write: the disk is full" in err and f"{last} is intact: continue with --resume {last}" in err
     filler.unlink()
     assert load_checkpoint_file(last)["train"]["epoch"] == 1
-    result = Trainer(TrainOptions(resume=str(last), progress=False, workers=0)).fit()
+    result = Trainer.from_options(TrainOptions(resume=str(last), progress=False, workers=0)).fit()
     assert result.status == "finished" and load_checkpoint_file(last)["train"]["epoch"] == 2
 
 
@@ -640,9 +640,9 @@ def test_two_resumes_of_one_run_at_once_the_second_refuses(capsys, train_setup, 
     from yolo.engine import TrainOptions, Trainer
 
     monkeypatch.setattr(Trainer, "_evaluate", made_up_evaluation)
-    first = Trainer(TrainOptions(cfg=str(train_setup / "tiny.cfg"), data=str(train_setup / "data.yaml"), hyp=HYP,
-                                 epochs=1, device="cpu", project=str(train_setup / "runs"), name="run",
-                                 progress=False, workers=0)).fit()
+    first = Trainer.from_options(TrainOptions(cfg=str(train_setup / "tiny.cfg"), data=str(train_setup / "data.yaml"),
+                                              hyp=HYP, epochs=1, device="cpu", project=str(train_setup / "runs"),
+                                              name="run", progress=False, workers=0)).fit()
     last = first.run_dir / "last.pt"
     holder = subprocess.Popen([sys.executable, "-c", HOLDING_DRIVER.format(repo=str(REPO), tests=str(REPO / "tests")),
                                "--resume", str(last), "--epochs", "2", "--device", "cpu", "--no-progress"],
@@ -656,7 +656,7 @@ def test_two_resumes_of_one_run_at_once_the_second_refuses(capsys, train_setup, 
         holder.kill()
         holder.communicate()
     # The lock goes with its process (even killed): the run resumes and finishes.
-    result = Trainer(TrainOptions(resume=str(last), epochs=2, progress=False, workers=0)).fit()
+    result = Trainer.from_options(TrainOptions(resume=str(last), epochs=2, progress=False, workers=0)).fit()
     assert result.status == "finished" and result.epochs_done == 2
 
 

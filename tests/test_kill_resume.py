@@ -84,7 +84,7 @@ def test_kill_during_final_save_then_resume_loses_nothing(setup, tmp_path, monke
         assert list(run_dir.glob(f".{target}.*.tmp")), sorted(p.name for p in run_dir.iterdir())
 
     monkeypatch.setattr(Trainer, "_evaluate", made_up_evaluation)
-    result = Trainer(TrainOptions(resume=str(run_dir), progress=False, workers=0)).fit()
+    result = Trainer.from_options(TrainOptions(resume=str(run_dir), progress=False, workers=0)).fit()
 
     assert result.status == "finished" and result.epochs_done == 2
     assert not list(run_dir.glob(".*tmp")), sorted(p.name for p in run_dir.iterdir())

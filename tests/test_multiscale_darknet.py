@@ -162,7 +162,7 @@ def test_training_loads_each_update_at_darknet_size(tmp_path, monkeypatch):
                            epochs=10, seed=1,
                            hyp={"workers": 0, "tensorboard": False, "plots": False, "eval_interval": 100,
                                 "ema": False})
-    trainer = Trainer(options)
+    trainer = Trainer.from_options(options)
     inputs = []
 
     def start(t):
@@ -173,8 +173,8 @@ def test_training_loads_each_update_at_darknet_size(tmp_path, monkeypatch):
         if t.global_step == 22:
             t.request_stop()
 
-    trainer.hooks["train_start"].append(start)
-    trainer.hooks["step_end"].append(stop)
+    trainer.add_callback("train_start", start)
+    trainer.add_callback("step_end", stop)
     result = trainer.fit()
     assert result.status == "interrupted" and result.global_step == 22
     rule = DarknetMultiScale((32, 64), random=1.0, resize_step=32, total_updates=120, seed=1)
@@ -186,12 +186,12 @@ def test_training_loads_each_update_at_darknet_size(tmp_path, monkeypatch):
 
     # A resumed run goes on with the sizes of the uninterrupted one (a function of the seed and update index).
     loaded.clear()
-    resumed = Trainer(TrainOptions(resume=str(result.run_dir / "last.pt"), progress=False))
+    resumed = Trainer.from_options(TrainOptions(resume=str(result.run_dir / "last.pt"), progress=False))
 
     def stop_again(t):
         if t.global_step == 26:
             t.request_stop()
 
-    resumed.hooks["step_end"].append(stop_again)
+    resumed.add_callback("step_end", stop_again)
     assert resumed.fit().global_step == 26
     assert [asked for asked, _, _ in loaded[:8]] == [rule(b // 2) for b in range(44, 52)]

@@ -152,7 +152,7 @@ def test_trainer_trains_a_region_cfg_and_tells_it_the_images_seen(tmp_path, monk
                            progress=False, img_size=96, epochs=1,
                            hyp={"workers": 0, "tensorboard": False, "plots": False, "eval_interval": 100,
                                 "batch": 8, "subdivisions": 1})
-    trainer = Trainer(options)
+    trainer = Trainer.from_options(options)
     trainer.fit()
     head = trainer.model.yolo_layers[0]
     assert isinstance(head.train_opts.coord_scale, float) and head.images_seen == 16

@@ -69,7 +69,7 @@ def train(tiny, project, epochs=2):
     options = TrainOptions(cfg=str(tiny["cfg"]), data=str(tiny["data"]), device="cpu", project=str(project),
                            name="exp", progress=False, img_size=64, epochs=epochs,
                            hyp={**FAST, "plots": True, "eval_interval": 1, "batch": 4, "subdivisions": 1})
-    return Trainer(options).fit()
+    return Trainer.from_options(options).fit()
 
 
 def test_training_draws_results_png_beside_results_csv(tiny, tmp_path):

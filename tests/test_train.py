@@ -59,7 +59,7 @@ def test_loss_falls_and_map_rises(shapes, tmp_path):
                                 "learning_rate": 0.02, "burn_in": 10, "steps": [0.8], "scales": [0.1],
                                 "bn_momentum": 0.1, "augment": {"jitter": 0.0, "hue": 0.0, "saturation": 1.0,
                                                                 "exposure": 1.0, "flip": 0.0}})
-    result = Trainer(options).fit()
+    result = Trainer.from_options(options).fit()
     rows = read_results(result.run_dir)
     assert [int(r["epoch"]) for r in rows] == list(range(1, 21))
     assert list(rows[0].keys()) == list(RESULTS_COLUMNS)
@@ -122,7 +122,7 @@ def test_resume_mid_epoch_matches_uninterrupted(shapes, reference_run, tmp_path)
     assert (saved["train"]["epoch"], saved["train"]["epoch_step"], saved["train"]["global_step"]) == (1, 1, 4)
     assert len(read_results(first.result.run_dir)) == 1
 
-    resumed = Trainer(TrainOptions(resume=str(first.result.run_dir / "last.pt"), progress=False)).fit()
+    resumed = Trainer.from_options(TrainOptions(resume=str(first.result.run_dir / "last.pt"), progress=False)).fit()
     assert resumed.status == "finished" and resumed.run_dir == first.result.run_dir
     assert_same_state(train_state(resumed.run_dir), train_state(reference_run))
     ref_rows, rows = read_results(reference_run), read_results(resumed.run_dir)
@@ -153,7 +153,7 @@ def test_ctrl_c_saves_and_resume_matches_uninterrupted(shapes, reference_run, tm
     saved = train_state(run_dir)
     assert saved["train"]["epoch"] >= 1 and saved["train"]["global_step"] < 9  # stopped before the end
 
-    resumed = Trainer(TrainOptions(resume=str(run_dir), progress=False)).fit()
+    resumed = Trainer.from_options(TrainOptions(resume=str(run_dir), progress=False)).fit()
     assert resumed.status == "finished" and resumed.global_step == 9
     assert_same_state(train_state(run_dir), train_state(reference_run), exact=False)
 
@@ -195,7 +195,7 @@ def test_run_folders_are_never_reused_and_transfer_is_reported(shapes, tmp_path,
                                 # first 10 updates at its largest size (128 px here): 4.8 s instead of 2.7 s
                                 "multi_scale": True})
     with caplog.at_level("INFO"):
-        result = Trainer(options).fit()
+        result = Trainer.from_options(options).fit()
     assert result.run_dir == tmp_path / "exp2" and (tmp_path / "exp" / "keep.txt").read_text() == "an earlier run"
     text = caplog.text
     assert "re-initialized layer 15" in text and "re-initialized layer 22" in text and "froze layers 0..12" in text
@@ -214,7 +214,7 @@ def test_trainer_survives_corrupt_images_and_broken_labels(shapes, tmp_path, cap
     options = TrainOptions(cfg=str(shapes["cfg"]), data=str(data), device="cpu", project=str(tmp_path),
                            progress=False, epochs=1, hyp=dict(FAST))
     with caplog.at_level("WARNING"):
-        trainer = Trainer(options)
+        trainer = Trainer.from_options(options)
         result = trainer.fit()
     assert result.status == "finished" and result.global_step == trainer.steps_per_epoch
     assert len(trainer.train_set) == 23  # the unreadable image is left out

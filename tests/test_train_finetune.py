@@ -48,7 +48,7 @@ def test_finetune_yolov3_tiny_on_coco128_keeps_map(assets, tmp_path):
                                 # our multi-scale, named: Darknet's rule for the cfg's random=1 would run the
                                 # first 10 updates at its largest size (480 px here, 2.25x the pixels of 320)
                                 "multi_scale": True})
-    trainer = Trainer(options)
+    trainer = Trainer.from_options(options)
     result = trainer.fit()
     assert result.global_step == 6 and trainer.multi_scale is not None
     after = result.metrics["mAP50"]

@@ -28,7 +28,7 @@ def train(shapes, tmp_path, **options):
     hyp = {**FAST, "batch": 8, "subdivisions": 1, "burn_in": 0, "eval_interval": 1}
     options = {"cfg": str(shapes["cfg"]), "data": str(shapes["data"]), "device": "cpu", "project": str(tmp_path),
                "name": "run", "progress": False, "img_size": 64, "hyp": hyp, **options}
-    return Trainer(TrainOptions(**options)).fit()
+    return Trainer.from_options(TrainOptions(**options)).fit()
 
 
 def test_a_data_problem_is_listed_once_per_run_and_once_in_eval_and_anchors(shapes, tmp_path, caplog):
@@ -57,7 +57,7 @@ def test_a_data_problem_is_listed_once_per_run_and_once_in_eval_and_anchors(shap
 def test_resume_with_more_epochs_updates_the_settings_files(shapes, tmp_path):
     first = train(shapes, tmp_path, epochs=1)
     assert yaml.safe_load((first.run_dir / "opt.yaml").read_text())["epochs"] == 1
-    resumed = Trainer(TrainOptions(resume=str(first.run_dir), epochs=2, progress=False)).fit()
+    resumed = Trainer.from_options(TrainOptions(resume=str(first.run_dir), epochs=2, progress=False)).fit()
     assert resumed.epochs_done == 2 and resumed.run_dir == first.run_dir
     opt = yaml.safe_load((first.run_dir / "opt.yaml").read_text())
     hyp = yaml.safe_load((first.run_dir / "hyp.yaml").read_text())

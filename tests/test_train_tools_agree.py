@@ -32,7 +32,7 @@ def train(shapes, tmp_path, name, epochs, augment, **hyp):
                            hyp={**FAST, "conf_thres": 0.001, "batch": 8, "subdivisions": 1, "learning_rate": 0.02,
                                 "burn_in": 10, "steps": [0.8], "scales": [0.1], "bn_momentum": 0.1,
                                 "augment": augment, **hyp})
-    trainer = Trainer(options)
+    trainer = Trainer.from_options(options)
     trainer.result = trainer.fit()
     return trainer
 

@@ -75,9 +75,9 @@ def run(shapes, project: Path, name: str = "exp", hooks=None, **overrides) -> "T
     hyp.update(overrides.pop("hyp", {}))
     options = TrainOptions(cfg=str(shapes["cfg"]), data=str(shapes["data"]), hyp=hyp, device="cpu",
                            project=str(project), name=name, progress=False, **overrides)
-    trainer = Trainer(options)
+    trainer = Trainer.from_options(options)
     for event, fn in (hooks or {}).items():
-        trainer.hooks[event].append(fn)
+        trainer.add_callback(event, fn)
     trainer.result = trainer.fit()
     return trainer
 

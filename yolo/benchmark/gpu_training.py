@@ -33,7 +33,6 @@ def train_throughput(cfg: Path, weights: Optional[Path], data: Path, device: str
     options = TrainOptions(cfg=str(cfg), data=str(data), weights=str(weights) if weights else None, hyp=hyp,
                            epochs=1, batch_size=batch, img_size=img_size, device=device, project=str(folder),
                            name=cfg.stem, workers=workers, progress=False)
-    trainer = Trainer(options)
     stamps: List[float] = []
 
     def stamp(t: Trainer) -> None:
@@ -43,11 +42,12 @@ def train_throughput(cfg: Path, weights: Optional[Path], data: Path, device: str
         if len(stamps) == warmup + updates + 1:
             t.request_stop()  # at this update's end: no further update, no evaluation
 
-    trainer.hooks["step_end"].append(stamp)
     quiet = logging.getLogger("yolo")
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # the run's start and stop lines are not the report's
     try:
+        trainer = Trainer.from_options(options)
+        trainer.add_callback("step_end", stamp)
         trainer.fit()
     finally:
         quiet.setLevel(level)

@@ -73,11 +73,12 @@ def main(args: argparse.Namespace) -> int:
                            workers=args.workers, seed=args.seed, sync_bn=args.sync_bn,
                            adapt_classes=args.adapt_classes, progress=not args.no_progress, tf32=args.tf32,
                            compile=args.compile, cache_images=args.cache_images)
-    trainer = Trainer(options)
+    trainer = None
     try:
+        trainer = Trainer.from_options(options)
         result = trainer.fit()
     except OutputError as exc:  # a full disk at a save: the previous last.pt is whole (atomic saves)
-        last = trainer.run_dir / "last.pt" if trainer.run_dir is not None else None
+        last = trainer.run_dir / "last.pt" if trainer is not None and trainer.run_dir is not None else None
         fail(f"{exc}" + (f"; {last} is intact: continue with --resume {last}" if last and last.is_file() else ""))
     except NonFiniteLossError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -108,7 +108,7 @@ TRAINER_KEYS = tuple(_FIELDS)[tuple(_FIELDS).index("epochs"):]
 
 @dataclass
 class TrainOptions:
-    """What ``tools/train.py`` takes (also the programmatic entry: ``Trainer(TrainOptions(...))``).
+    """What ``tools/train.py`` takes (also the programmatic entry: ``Trainer.from_options(TrainOptions(...))``).
 
     ``hyp`` is a YAML path or a dict of hyperparameters. ``img_size`` is one side or ``(height, width)``.
     ``resume`` is a ``last.pt`` or a run folder; the run then continues with its own saved settings

@@ -60,18 +60,13 @@ def update_settings(run_dir: Path, options: Dict[str, Any], hyp: Dict[str, Any])
                         ", ".join(f"{k} {saved[k]} -> {v}" for k, v in changed.items()))
 
 
-def recover_run_folder(run_dir: Path, resumed: bool, best_fitness: float) -> float:
-    """Undo what a kill during a save left behind: temp files, and a best score without its best.pt.
-    Returns the best fitness to continue with (-1 when ``best.pt`` is missing)."""
+def recover_run_folder(run_dir: Path) -> None:
+    """Undo what a kill during a save left behind: its temp files. (A best score without its ``best.pt`` is
+    the evaluation hook's to drop: :class:`yolo.engine.hooks.evaluation.EvalHook`.)"""
     stale = remove_stale_temp_files(run_dir)
     if stale:
         logger.warning("removed %d unfinished file(s) of an interrupted save: %s", len(stale),
                        ", ".join(p.name for p in stale))
-    if resumed and best_fitness >= 0 and not (run_dir / "best.pt").is_file():
-        logger.warning("%s is missing although last.pt records a best fitness of %.4f: the next evaluation "
-                       "writes a new best.pt", run_dir / "best.pt", best_fitness)
-        return -1.0
-    return best_fitness
 
 
 def write_yaml(path: Path, data: Dict[str, Any]) -> None:

@@ -1,5 +1,6 @@
 """The trainer's hooks: everything around the training step (see :mod:`yolo.engine.hooks.base`)."""
 from yolo.engine.hooks.base import HookBase, StepLog
+from yolo.engine.hooks.callbacks import EVENTS, CallbackHook
 from yolo.engine.hooks.checkpointing import CheckpointHook
 from yolo.engine.hooks.evaluation import EvalHook, evaluate_run, fitness
 from yolo.engine.hooks.guarded import Guarded
@@ -7,5 +8,6 @@ from yolo.engine.hooks.run_lock import RunFolderLock
 from yolo.engine.hooks.writers import (RESULTS_COLUMNS, ProgressWriter, ResultsChartWriter, ResultsCSVWriter,
                                       TensorBoardWriter)
 
-__all__ = ["CheckpointHook", "EvalHook", "Guarded", "HookBase", "ProgressWriter", "RESULTS_COLUMNS", "ResultsCSVWriter",
-           "ResultsChartWriter", "RunFolderLock", "StepLog", "TensorBoardWriter", "evaluate_run", "fitness"]
+__all__ = ["CallbackHook", "CheckpointHook", "EVENTS", "EvalHook", "Guarded", "HookBase", "ProgressWriter",
+           "RESULTS_COLUMNS", "ResultsCSVWriter", "ResultsChartWriter", "RunFolderLock", "StepLog", "TensorBoardWriter",
+           "evaluate_run", "fitness"]

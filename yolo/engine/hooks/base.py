@@ -1,14 +1,19 @@
 """The hook interface of :class:`yolo.engine.trainer.Trainer` (detectron2's ``HookBase``, with epochs).
 
 The trainer's loop only trains (:meth:`Trainer.run_step`: forward, loss, backward, Darknet's update);
-everything around it (progress lines, results.csv, TensorBoard, evaluation, checkpoints) is a hook. Each
-method receives the trainer and reads its state (``epoch``, ``epoch_step``, ``global_step``, ``lr``,
-``step_log``, ``loss_sums``, ``epoch_metrics``, ...). Hooks run in the order the trainer lists them.
+everything around it (progress lines, results.csv, TensorBoard, evaluation, checkpoints, a user's function
+through :class:`yolo.engine.hooks.callbacks.CallbackHook`) is a hook. Each method receives the trainer and reads
+its state (``epoch``, ``epoch_step``, ``global_step``, ``lr``, ``step_log``, ``loss_sums``, ``epoch_metrics``,
+...). Hooks run in the order of ``trainer.hooks``.
+
+A hook that holds state a resumed run needs (the best fitness so far, say) returns it from :meth:`state_dict`;
+the checkpoint keeps it under ``train["hooks"][hook.state_key]`` and a resumed trainer hands it back to
+:meth:`load_state_dict` before :meth:`before_train`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Any, Dict, Tuple
 
 
 @dataclass
@@ -33,6 +38,9 @@ class StepLog:
 class HookBase:
     """No-op methods; a hook overrides the ones it needs."""
 
+    def before_train(self, trainer) -> None:
+        """Once, before the first update (the parts are built, a resumed run's state is loaded)."""
+
     def before_epoch(self, trainer) -> None:
         """Before the first update of an epoch (``trainer.epoch_step`` is where it starts on resume)."""
 
@@ -50,6 +58,18 @@ class HookBase:
 
     def close(self) -> None:
         """The run ended (normally or not): release files."""
+
+    def state_dict(self) -> Dict[str, Any]:
+        """What a resumed run needs to go on as this hook would have (plain values; empty: nothing)."""
+        return {}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Take back what :meth:`state_dict` returned (on resume, before :meth:`before_train`)."""
+
+    @property
+    def state_key(self) -> str:
+        """The name its state is saved under in a checkpoint: the class name."""
+        return type(self).__name__
 
 
 __all__ = ["HookBase", "StepLog"]

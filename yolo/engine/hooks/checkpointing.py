@@ -2,7 +2,9 @@
 
 A training checkpoint holds what a resumed run needs to continue bit for bit: the training weights, the EMA
 weights (saved as the model), optimizer, GradScaler, update counters, the position in the epoch with the
-epoch's loss sums so far, and the torch / numpy / Python RNG states (:mod:`yolo.engine.rng`).
+epoch's loss sums so far, the torch / numpy / Python RNG states (:mod:`yolo.engine.rng`) and the hooks' states
+(``hooks``: :meth:`yolo.engine.hooks.base.HookBase.state_dict` by ``state_key``; ``best_fitness`` is also kept
+at the top, where checkpoints written before the hooks had states hold it).
 """
 from __future__ import annotations
 
@@ -57,6 +59,7 @@ def training_checkpoint(trainer) -> Dict[str, Any]:
         "global_step": t.global_step,
         "best_fitness": t.best_fitness,
         "metrics": t.last_metrics,
+        "hooks": t.hooks_state(),
         "rng": rng_state(),
         # float64 (box, obj, cls, mini-batches) of the epoch so far; .cpu() syncs, once per save
         "epoch_sums": t.loss_sums.to("cpu", copy=True) if t.epoch_step else None,

@@ -3,7 +3,8 @@ and which epoch is the best (:func:`fitness`)."""
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict
+from pathlib import Path
+from typing import Any, Dict, Optional
 
 from torch.utils.data import DataLoader
 
@@ -22,19 +23,34 @@ def fitness(metrics: Dict[str, Any]) -> float:
 
 class EvalHook(HookBase):
     """After an epoch that is due: evaluate (``trainer._evaluate``), set ``trainer.epoch_metrics`` (empty when
-    not due), ``trainer.is_best`` and ``trainer.best_fitness``."""
+    not due) and ``trainer.is_best``. Holds the best fitness so far (its state, restored on resume); a best
+    score whose ``best_path`` is missing (a kill between the two saves) is dropped, so that the next evaluation
+    writes a new ``best.pt``."""
 
-    def __init__(self, interval: int):
+    def __init__(self, interval: int, best_path: Optional[Path] = None):
         self.interval = interval
+        self.best_path = best_path
+        self.best_fitness = -1.0
 
     def after_epoch(self, trainer) -> None:
         done = trainer.epoch  # epochs completed, the one just trained included
         final = done == trainer.epochs
         metrics = trainer._evaluate(done - 1, final=final) if final or done % self.interval == 0 else {}
         trainer.epoch_metrics = metrics
-        trainer.is_best = bool(metrics) and fitness(metrics) > trainer.best_fitness
+        trainer.is_best = bool(metrics) and fitness(metrics) > self.best_fitness
         if trainer.is_best:
-            trainer.best_fitness = fitness(metrics)
+            self.best_fitness = fitness(metrics)
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {"best_fitness": self.best_fitness}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        best = float(state.get("best_fitness", -1.0))
+        if best >= 0 and self.best_path is not None and not self.best_path.is_file():
+            logger.warning("%s is missing although last.pt records a best fitness of %.4f: the next evaluation "
+                           "writes a new best.pt", self.best_path, best)
+            best = -1.0
+        self.best_fitness = best
 
 
 def evaluate_run(trainer, epoch: int, final: bool) -> Dict[str, Any]:

@@ -8,6 +8,7 @@ their failure must stop the run.
 from __future__ import annotations
 
 import logging
+from typing import Any, Dict
 
 from yolo.engine.hooks.base import HookBase
 
@@ -33,6 +34,9 @@ class Guarded(HookBase):
             logger.log(level, "the %s failed%s (%s: %s); the training goes on without it", self.what,
                        where, type(exc).__name__, message)
 
+    def before_train(self, trainer) -> None:
+        self._call("before_train", trainer)
+
     def before_epoch(self, trainer) -> None:
         self._call("before_epoch", trainer)
 
@@ -50,6 +54,18 @@ class Guarded(HookBase):
 
     def close(self) -> None:
         self._call("close")
+
+    # The state is the wrapped hook's, under its name; saving and restoring it are not guarded (a resume must
+    # not go on without it).
+    def state_dict(self) -> Dict[str, Any]:
+        return self.hook.state_dict()
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        self.hook.load_state_dict(state)
+
+    @property
+    def state_key(self) -> str:
+        return self.hook.state_key
 
 
 __all__ = ["Guarded"]

@@ -1,0 +1,102 @@
+"""Resuming a run from its ``last.pt``: the saved options (with what a resumed run may change), the saved
+hyperparameters, and the training state put back into the built parts and the trainer's counters.
+
+What a checkpoint holds is written by :func:`yolo.engine.hooks.checkpointing.training_checkpoint`.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple
+
+import torch
+
+from yolo.engine.config import Hyperparameters, TrainOptions
+from yolo.errors import ConfigError
+from yolo.models.checkpoint import load_checkpoint_file
+
+logger = logging.getLogger(__name__)
+
+# Settings given both as hyperparameters and as options (flags) that a resumed run may change: how the step runs
+# (yolo.engine.step_precision) and whether the train images are kept in memory; never what it computes.
+MACHINE_SETTINGS = ("tf32", "compile", "cache_images")
+
+
+@dataclass
+class ResumeState:
+    """Where a run goes on from: the counters, the last evaluation, the RNG states, the epoch's loss sums so far
+    and the hooks' states. The default is a fresh run."""
+
+    epoch: int = 0  # the epoch in progress (0-based)
+    epoch_step: int = 0  # updates done in it
+    global_step: int = 0  # updates done in the run
+    last_metrics: Dict[str, Any] = field(default_factory=dict)
+    rng: Optional[Dict[str, Any]] = None  # yolo.engine.rng.rng_state() (None: leave the RNGs as they are)
+    epoch_sums: Optional[torch.Tensor] = None  # Float64[4]: box, obj, cls, mini-batches of the epoch so far
+    hooks: Dict[str, Dict[str, Any]] = field(default_factory=dict)  # HookBase.state_key -> its state_dict()
+
+
+def read_resume_checkpoint(options: TrainOptions) -> Tuple[TrainOptions, Optional[Dict[str, Any]]]:
+    """With ``--resume``: the run's saved options (only the machine-dependent settings and the run length may
+    change; ``resume`` set to the checkpoint's path) and the checkpoint. Otherwise ``options`` with its paths
+    made absolute (so that the saved options resume from any working directory), and None."""
+    if not options.resume:
+        for key in ("cfg", "data", "weights"):
+            value = getattr(options, key)
+            if value and Path(value).exists():
+                setattr(options, key, str(Path(value).resolve()))
+        return options, None
+    resume_path = Path(options.resume)
+    if resume_path.is_dir():
+        resume_path = resume_path / "last.pt"
+    ckpt = load_checkpoint_file(resume_path)
+    if "train" not in ckpt:
+        raise ConfigError(f"{resume_path}: not a training checkpoint (no optimizer/epoch state); "
+                          "use --weights to start a new run from it")
+    saved = TrainOptions(**{k: v for k, v in ckpt["train"]["options"].items()
+                            if k in TrainOptions.__dataclass_fields__})
+    saved.device = options.device if options.device is not None else saved.device
+    saved.workers = options.workers if options.workers is not None else saved.workers
+    saved.progress = options.progress
+    for key in MACHINE_SETTINGS:  # how the step runs may change; the saved value otherwise
+        if getattr(options, key) is not None:
+            setattr(saved, key, getattr(options, key))
+    if options.epochs is not None:
+        saved.epochs = options.epochs
+    saved.resume = str(resume_path)
+    return saved, ckpt
+
+
+def saved_hyp(ckpt: Dict[str, Any], options: TrainOptions) -> Hyperparameters:
+    """The resumed run's hyperparameters: the saved ones, with the run length, the workers and the machine
+    settings the options give."""
+    hyp = Hyperparameters.from_dict(ckpt["train"]["hyp"])
+    if options.epochs is not None:
+        hyp.epochs = int(options.epochs)
+    if options.workers is not None:
+        hyp.workers = int(options.workers)
+    for key in MACHINE_SETTINGS:
+        if getattr(options, key) is not None:
+            setattr(hyp, key, bool(getattr(options, key)))
+    return hyp
+
+
+def load_training_state(ckpt: Dict[str, Any], model, optimizer, scaler, ema) -> ResumeState:
+    """Put the checkpoint's weights and optimizer, GradScaler (when enabled) and EMA (when given) states back;
+    returns the rest as a :class:`ResumeState`."""
+    state = ckpt["train"]
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    if scaler.is_enabled() and state.get("scaler"):
+        scaler.load_state_dict(state["scaler"])
+    if ema is not None:
+        ema.load_state_dict(state["ema"], ckpt["model"])
+    # A checkpoint written before the hooks had states keeps the best fitness at the top only.
+    hooks = state.get("hooks") or {"EvalHook": {"best_fitness": float(state["best_fitness"])}}
+    return ResumeState(epoch=int(state["epoch"]), epoch_step=int(state["epoch_step"]),
+                       global_step=int(state["global_step"]), last_metrics=dict(state.get("metrics") or {}),
+                       rng=state["rng"], epoch_sums=state.get("epoch_sums"), hooks=hooks)
+
+
+__all__ = ["MACHINE_SETTINGS", "ResumeState", "load_training_state", "read_resume_checkpoint", "saved_hyp"]
