@@ -54,11 +54,9 @@ class Detector:
         cfg: Darknet ``.cfg`` path (may be ``None`` with a ``.pt`` that carries its cfg).
         weights: Darknet ``.weights`` or a ``.pt`` checkpoint.
         options: the settings as one :class:`~yolo.settings.detect.DetectorOptions`; keywords override it.
-        **settings: the settings by name (``names``, ``img_size``, ``conf_thres``, ``iou_thres``, ``resize``,
-            ``device``, ``half``, ``classes``, ``agnostic``, ``nms_kind``, ``beta_nms``, ``max_det``,
-            ``multi_label``, ``fast``, ``compile``, ``max_batch``, ``device_preprocess``, ``cuda_graph``): the
-            fields of :class:`~yolo.settings.detect.DetectorOptions`, where each is declared and documented,
-            with its default. They are kept in ``self.options``.
+        **settings: the settings by name (``names=``, ``img_size=``, ``conf_thres=``, ...): the fields of
+            :class:`~yolo.settings.detect.DetectorOptions`, where each is declared with its default and
+            documented (``help(Detector)`` lists them). They are kept in ``self.options``.
 
     ``detector(images)`` takes a path, a BGR ``uint8`` image, or a list of them, and returns one dict
     per image: ``boxes`` ``Float[K, 4]`` xyxy original-image pixels, ``scores`` ``Float[K]``,
