@@ -11,6 +11,7 @@ setup(
     description="Config-driven YOLOv3 in PyTorch: Darknet cfgs and weights, exact to Darknet.",
     long_description=(here / "README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
+    license="MIT",  # no "License ::" classifier: setuptools deprecates them for this field
     python_requires=">=3.9",
     packages=find_packages(include=["yolo", "yolo.*"]),
     install_requires=[
