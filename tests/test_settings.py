@@ -62,8 +62,7 @@ def test_every_setting_has_one_flag_and_every_flag_a_setting(tool):
             continue
         assert len(mine) == 1, (field.name, [a.option_strings for a in mine])
         assert mine[0].option_strings == option_strings(flag.name, flag)
-        assert mine[0].help == flag.help
-        assert mine[0].default == (None if field.default is dataclasses.MISSING else field.default)
+        assert mine[0].help == flag.help and mine[0].default == field.default
     for action in shown:
         if action.dest not in names:
             assert set(action.option_strings) <= tool_only, f"{action.option_strings} is not a setting of {cls}"
@@ -141,8 +140,8 @@ def test_parsed_flags_round_trip_to_the_settings(tool):
     assert len(changed_fields) == len([f for f, flag in declared(cls) if flag.name]), "change every setting"
     assert settings_from(module.parse_args(argv_for(changed, required)), cls, **api) == changed
     defaults = settings_from(module.parse_args(required), cls)
-    assert defaults == cls(**{f.name: getattr(defaults, f.name) for f in dataclasses.fields(cls)
-                              if f.default is dataclasses.MISSING})
+    assert defaults == cls(**{f.name: getattr(defaults, f.name) for f, flag in declared(cls)
+                              if flag.options.get("required")})
 
 
 def test_flag_values_become_the_settings_types():

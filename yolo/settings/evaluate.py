@@ -11,14 +11,16 @@ from yolo.settings.detect import RESIZE_MODES
 from yolo.settings.values import fraction, image_side, non_negative_int, positive_int, size_from_flag
 
 
-@dataclass(kw_only=True)
+@dataclass
 class EvalOptions:
-    """A detector evaluated on a dataset's split (COCO metrics); ``weights`` and ``data`` are required."""
+    """A detector evaluated on a dataset's split (COCO metrics); ``weights`` and ``data`` are required (their
+    ``None`` defaults only keep the flags in ``--help``'s order: a dataclass field without a default cannot follow
+    ``cfg``'s)."""
 
     cfg: Optional[str] = setting(None, "--cfg",
                                  help="Darknet .cfg (optional for a .pt checkpoint that carries its cfg)")
-    weights: str = setting(flag="--weights", required=True, help="Darknet .weights or .pt checkpoint")
-    data: str = setting(flag="--data", required=True,
+    weights: str = setting(None, "--weights", required=True, help="Darknet .weights or .pt checkpoint")
+    data: str = setting(None, "--data", required=True,
                         help="dataset YAML or Darknet .data file (its val split, valid= in a .data, is evaluated)")
     split: str = setting("val", "--split", choices=("val", "train"), help="which split to evaluate (default: val)")
     img_size: Optional[SizeLike] = setting(
@@ -51,6 +53,10 @@ class EvalOptions:
                           help="do not draw PR curves and the confusion matrix")
     progress: bool = setting(True, "--no-progress", action="store_false",
                              help="no progress bar (always off when stderr is not a terminal)")
+
+    def __post_init__(self):
+        if self.weights is None or self.data is None:
+            raise TypeError("EvalOptions needs weights and data")
     save_dir: Optional[str] = setting(
         None, "--save-dir", help="exactly this output folder instead of a new one under --project (default: none)")
     project: str = setting("runs/eval", "--project", help="parent of the run folders (default: %(default)s)")
