@@ -16,6 +16,7 @@ _PUBLIC = {
     "CfgError": "yolo.errors",
     "Darknet": "yolo.models.model",
     "Detector": "yolo.inference.detector",
+    "DetectorOptions": "yolo.settings.detect",
     "WeightsError": "yolo.errors",
     "load_darknet_weights": "yolo.models.weights",
     "load_model": "yolo.models.model",

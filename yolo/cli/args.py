@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import sys
 from pathlib import Path
-from typing import Callable, NoReturn, Optional, TypeVar
+from typing import Callable, NoReturn, TypeVar
 
 from yolo.errors import MAX_MESSAGE, ConfigError, shown
 from yolo.files.write_errors import as_output_error
+# The checked numbers every tool's flags use (declared with the settings, which take them too).
+from yolo.settings.values import fraction, image_side, non_negative_int, number, positive_int
 
 T = TypeVar("T")
 EXIT_INTERRUPTED = 130
@@ -63,6 +64,8 @@ class DefaultsHelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.Argum
         text = action.help or ""
         if "(default" in text or action.default is None or action.default is argparse.SUPPRESS:
             return text
+        if action.nargs == 0 and action.const is False:  # a --no-X switch: its default is "not given", as --X's
+            return f"{text} (default: False)"
         return super()._get_help_string(action)
 
 
@@ -73,32 +76,5 @@ class ToolParser(argparse.ArgumentParser):
         fail(f"{message} (see {Path(self.prog).name} --help)")
 
 
-def number(kind: Callable = float, low: Optional[float] = None, high: Optional[float] = None,
-           what: str = "") -> Callable[[str], float]:
-    """An argparse ``type``: a finite ``kind`` (int or float) within ``[low, high]`` (either bound optional)."""
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"'{text}' is not {'an integer' if kind is int else 'a number'}") \
-                from None
-        if isinstance(value, float) and not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"'{text}' is not a finite number")
-        if (low is not None and value < low) or (high is not None and value > high):
-            if high is None:
-                bounds = f"at least {low:g}"
-            elif low is None:
-                bounds = f"at most {high:g}"
-            else:
-                bounds = f"between {low:g} and {high:g}"
-            raise argparse.ArgumentTypeError(f"{text} is out of range: {what or 'it'} must be {bounds}")
-        return value
-    parse.__name__ = kind.__name__
-    return parse
-
-
-# The numeric flags the tools share.
-fraction = number(float, 0.0, 1.0, "a threshold")            # --conf-thres, --iou-thres
-positive_int = number(int, 1, None, "the value")             # --batch-size, --epochs, --max-det, ...
-non_negative_int = number(int, 0, None, "the value")         # --workers, --freeze, --cutoff, --seed
-image_side = number(int, 1, 8192, "an image side")           # --img-size values
+__all__ = ["DefaultsHelpFormatter", "ToolParser", "fail", "fraction", "image_side", "non_negative_int", "number",
+           "positive_int", "run_tool", "setup_logging"]

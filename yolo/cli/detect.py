@@ -24,6 +24,7 @@ from typing import Optional
 from tqdm import tqdm
 
 from yolo.cli.args import fail, run_tool, setup_logging
+from yolo.cli.flags.common import settings_from
 from yolo.cli.flags.detect import parse_args
 from yolo.device import parse_device
 from yolo.errors import MAX_MESSAGE, CfgError, ConfigError, ImageReadError, WeightsError, shown
@@ -33,6 +34,7 @@ from yolo.inference.sources import camera_opens, collect_sources
 from yolo.inference.writer import Writer
 from yolo.progress import use_bars
 from yolo.runs import increment_path, run_name
+from yolo.settings.detect import DetectorOptions
 
 logger = logging.getLogger("yolo.detect")
 
@@ -56,15 +58,9 @@ def main(args) -> Optional[Path]:
         device = parse_device(args.device)
     except ConfigError as exc:
         fail(f"--device: {exc}")
-    if args.img_size is not None and len(args.img_size) > 2:
-        fail(f"--img-size takes one value or two (height width), got {len(args.img_size)}")
-    img_size = None if args.img_size is None else \
-        args.img_size[0] if len(args.img_size) == 1 else tuple(args.img_size[:2])
+    options = settings_from(args, DetectorOptions, device=device)
     try:
-        detector = Detector(args.cfg, args.weights, names=args.names, device=device, img_size=img_size,
-                            conf_thres=args.conf_thres, iou_thres=args.iou_thres, resize=args.resize,
-                            half=args.half, classes=args.classes, agnostic=args.agnostic_nms, max_det=args.max_det,
-                            nms_kind=args.nms_kind, beta_nms=args.beta_nms)
+        detector = Detector(args.cfg, args.weights, options=options)
     except (CfgError, WeightsError, FileNotFoundError) as exc:
         fail(str(exc).strip().splitlines()[0])
     except ValueError as exc:  # the Detector names the setting without its flag's dashes ("classes 80: ...")

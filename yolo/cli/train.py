@@ -30,11 +30,12 @@ from pathlib import Path
 from typing import List, Optional
 
 from yolo.cli.args import fail, run_tool, setup_logging
+from yolo.cli.flags.common import settings_from
 from yolo.cli.flags.train import parse_args
 from yolo.cli.invocation import invoked_command
-from yolo.engine.config import TrainOptions
 from yolo.engine.trainer import Trainer
 from yolo.errors import CfgError, ConfigError, DataError, NonFiniteLossError, OutputError, WeightsError
+from yolo.settings.train import TrainOptions
 
 logger = logging.getLogger("yolo.train")
 
@@ -62,17 +63,7 @@ def main(args: argparse.Namespace) -> int:
             fail(str(exc))
     if resume is None and (args.cfg is None or args.data is None):
         fail("--cfg and --data are required (or --resume a run)")
-    img_size = None
-    if args.img_size and len(args.img_size) > 2:
-        fail(f"--img-size takes one value or two (height width), got {len(args.img_size)}")
-    if args.img_size:
-        img_size = args.img_size[0] if len(args.img_size) == 1 else list(args.img_size[:2])
-    options = TrainOptions(cfg=args.cfg, data=args.data, weights=args.weights, cutoff=args.cutoff, hyp=args.hyp,
-                           epochs=args.epochs, batch_size=args.batch_size, img_size=img_size, device=args.device,
-                           project=args.project, name=args.name, resume=resume, freeze=args.freeze,
-                           workers=args.workers, seed=args.seed, sync_bn=args.sync_bn,
-                           adapt_classes=args.adapt_classes, progress=not args.no_progress, tf32=args.tf32,
-                           compile=args.compile, cache_images=args.cache_images)
+    options = settings_from(args, TrainOptions, resume=resume)
     trainer = None
     try:
         trainer = Trainer.from_options(options)

@@ -1,4 +1,5 @@
-"""Training settings: the command-line options and the hyperparameters resolved from cfg, YAML and flags.
+"""Training settings: the hyperparameters resolved from cfg, YAML and flags (the command-line options,
+:class:`TrainOptions`, are declared in :mod:`yolo.settings.train`).
 
 Hyperparameters come from three places, each overriding the one before:
 
@@ -34,7 +35,8 @@ from yolo.engine.schedule import SCHEDULE_DEFAULTS, LRSchedule, ScheduleSettings
 from yolo.errors import ConfigError, shown
 from yolo.files.yaml_files import load_yaml
 from yolo.models.cfg_options import check_training_options, last_head
-from yolo.ops.sizes import SizeLike, check_stride, image_size
+from yolo.ops.sizes import check_stride, image_size
+from yolo.settings.train import TrainOptions  # declared with its flags; here for `from yolo.engine import TrainOptions`
 
 logger = logging.getLogger(__name__)
 
@@ -104,44 +106,6 @@ class Hyperparameters(ScheduleSettings):
 _FIELDS = {f.name: f for f in fields(Hyperparameters)}
 # The keys Darknet's [net] does not have.
 TRAINER_KEYS = tuple(_FIELDS)[tuple(_FIELDS).index("epochs"):]
-
-
-@dataclass
-class TrainOptions:
-    """What ``tools/train.py`` takes (also the programmatic entry: ``Trainer.from_options(TrainOptions(...))``).
-
-    ``hyp`` is a YAML path or a dict of hyperparameters. ``img_size`` is one side or ``(height, width)``.
-    ``resume`` is a ``last.pt`` or a run folder; the run then continues with its own saved settings
-    (``epochs``, ``device`` and ``workers`` may still be given).
-    """
-
-    cfg: Optional[str] = None
-    data: Optional[str] = None
-    weights: Optional[str] = None
-    cutoff: Optional[int] = None
-    hyp: Union[str, Dict[str, Any], None] = None
-    epochs: Optional[int] = None
-    batch_size: Optional[int] = None
-    img_size: Optional[SizeLike] = None  # 416 or (height, width) (yolo.ops.sizes)
-    device: Optional[str] = None
-    project: str = "runs/train"
-    name: str = "exp"
-    resume: Optional[str] = None
-    freeze: int = 0
-    workers: Optional[int] = None
-    seed: int = 0
-    sync_bn: bool = False
-    adapt_classes: bool = False
-    progress: bool = True
-    tf32: Optional[bool] = None  # None: the hyperparameter's; the run's opt.yaml records the value used
-    compile: Optional[bool] = None  # None: the hyperparameter's; recorded as tf32
-    cache_images: Optional[bool] = None  # None: the hyperparameter's; recorded as tf32
-
-    def to_dict(self) -> Dict[str, Any]:
-        d = asdict(self)
-        if isinstance(d.get("img_size"), tuple):
-            d["img_size"] = list(d["img_size"])
-        return d
 
 
 def read_hyp(hyp: Union[str, Path, Mapping[str, Any], None]) -> Dict[str, Any]:

@@ -19,6 +19,7 @@ and, on CUDA, ``tests/test_cuda_inference.py``).
 from __future__ import annotations
 
 import time
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
@@ -34,11 +35,12 @@ from yolo.inference.batch import postprocess_batch
 from yolo.inference.postprocess import PostprocessConfig
 from yolo.inference.prepare import prepare_for_inference
 from yolo.inference.preprocess import LetterboxInfo, preprocess
-from yolo.models.checkpoint import load_checkpoint_file
 from yolo.models.heads import has_gaussian_heads
 from yolo.models.model import load_model
 from yolo.models.preprocessing import cfg_resize_mode, default_img_size, default_resize, model_input_size
-from yolo.ops.sizes import ImageSize, SizeLike
+from yolo.ops.sizes import ImageSize
+from yolo.settings.declare import with_settings_signature
+from yolo.settings.detect import DetectorOptions
 
 __all__ = ["Detector", "cfg_resize_mode"]
 
@@ -52,34 +54,10 @@ class Detector:
     Args:
         cfg: Darknet ``.cfg`` path (may be ``None`` with a ``.pt`` that carries its cfg).
         weights: Darknet ``.weights`` or a ``.pt`` checkpoint.
-        names: class names (a ``.names`` file or a sequence); default: the names a ``.pt`` checkpoint of ours
-            stores, else ``coco.names`` (or the one ``.names`` file with as many names as classes) beside the
-            cfg or in Darknet's ``data/`` folder next to it, else ``"0", "1", ...``.
-        device: ``"cpu"``, ``"cuda"``, ...; default CUDA when available.
-        img_size: network input, an int (square) or ``(h, w)``; multiples of the network stride. Default: the
-            training size a checkpoint of ours records, the cfg's [net] size for a network whose weights are
-            tied to it (YOLOv1's [connected]), else 416.
-        conf_thres, iou_thres: score threshold (objectness x class probability) and NMS IoU.
-        resize: ``"letterbox"`` (Darknet's ``letterbox_image``) or ``"stretch"`` (Darknet's ``resize_image``,
-            as OpenCV ``blobFromImage``); default: the one a checkpoint of ours records (how it was trained and
-            validated, :mod:`yolo.models.preprocessing`), else the cfg's, as Darknet (``letter_box=1`` in
-            ``[net]`` letterboxes, else stretch; :func:`cfg_resize_mode`).
-        half: fp16 on CUDA, model and input in channels-last memory, heads and detections in fp32 (ignored on
-            the CPU and with ``fast=False``).
-        classes: keep only these class indices. agnostic: class-agnostic NMS.
-        multi_label: every class above the threshold per box (for evaluation).
-        max_det: most detections per image.
-        fast: prepare the model for inference (fusion, channels-last, CPU kernels); ``False`` runs the
-            plain eval model. compile: ``torch.compile`` the prepared model.
-        max_batch: most images per forward pass (default: 1 on the CPU, where that is fastest because
-            activations stay in the caches; all at once on CUDA).
-        nms_kind, beta_nms: Darknet's NMS variant (:func:`yolo.inference.postprocess.nms`); default: the cfg's own, from
-            its last ``[yolo]`` section (``nms_kind``, ``beta_nms``), as Darknet does.
-        device_preprocess: resize and convert the images with torch ops on the model's device (uploading
-            ``uint8``) instead of OpenCV on the CPU; default: on CUDA (on the CPU OpenCV is faster).
-        cuda_graph: replay a captured CUDA graph per input shape for batches of at most
-            :data:`yolo.inference.graphed.GRAPH_MAX_BATCH` images (falls back to eager when a capture
-            fails); default: on with CUDA unless ``compile``; no effect on the CPU.
+        options: the settings as one :class:`~yolo.settings.detect.DetectorOptions`; keywords override it.
+        **settings: the settings by name (``names=``, ``img_size=``, ``conf_thres=``, ...): the fields of
+            :class:`~yolo.settings.detect.DetectorOptions`, where each is declared with its default and
+            documented (``help(Detector)`` lists them). They are kept in ``self.options``.
 
     ``detector(images)`` takes a path, a BGR ``uint8`` image, or a list of them, and returns one dict
     per image: ``boxes`` ``Float[K, 4]`` xyxy original-image pixels, ``scores`` ``Float[K]``,
@@ -89,33 +67,15 @@ class Detector:
     (:func:`yolo.models.layer_types.gaussian_yolo.postprocess_gaussian`).
     """
 
-    def __init__(
-        self,
-        cfg: Union[str, Path, None],
-        weights: Union[str, Path, None],
-        names: Union[str, Path, Sequence[str], None] = None,
-        device: Union[str, torch.device, None] = None,
-        img_size: Optional[SizeLike] = None,
-        conf_thres: float = 0.25,
-        iou_thres: float = 0.45,
-        resize: Optional[str] = None,
-        half: bool = False,
-        classes: Optional[Sequence[int]] = None,
-        agnostic: bool = False,
-        multi_label: bool = False,
-        max_det: int = 300,
-        fast: bool = True,
-        compile: bool = False,
-        max_batch: Optional[int] = None,
-        nms_kind: Optional[str] = None,
-        beta_nms: Optional[float] = None,
-        device_preprocess: Optional[bool] = None,
-        cuda_graph: Optional[bool] = None,
-    ):
-        if resize not in ("letterbox", "stretch", None):
-            raise ValueError(f"unknown resize mode {resize!r}: use 'letterbox' or 'stretch'")
-        self.device = parse_device(device)
-        self.half = bool(half) and self.device.type == "cuda" and fast
+    def __init__(self, cfg: Union[str, Path, None], weights: Union[str, Path, None], *,
+                 options: Optional[DetectorOptions] = None, **settings):
+        unknown = sorted(set(settings) - {f.name for f in fields(DetectorOptions)})
+        if unknown:
+            raise TypeError(f"Detector() got unexpected keyword arguments: {', '.join(unknown)}")
+        self.options = opts = replace(options or DetectorOptions(), **settings)
+        # A torch.device is used as it is (the detect tool has parsed --device already); a name is read here.
+        self.device = opts.device if isinstance(opts.device, torch.device) else parse_device(opts.device)
+        self.half = bool(opts.half) and self.device.type == "cuda" and opts.fast
         self.model = load_model(cfg, weights, device="cpu").eval()
         if getattr(self.model, "input_channels", 3) != 3 or not self.model.yolo_layers:
             raise ValueError(f"{cfg or weights}: not a detector on 3-channel images (channels="
@@ -123,41 +83,43 @@ class Detector:
         # None: the training size a checkpoint records; a network tied to its cfg's size (YOLOv1's [connected])
         # runs at that size; else 416
         default = default_img_size(self.model) or (None if self.model.size_fixed_by is not None else 416)
-        self.img_size: ImageSize = model_input_size(self.model, img_size, "img_size", default)
+        self.img_size: ImageSize = model_input_size(self.model, opts.img_size, "img_size", default)
         self.num_classes = int(self.model.num_classes)
         self.gaussian = has_gaussian_heads(self.model.yolo_layers)
-        self.names = self._resolve_names(names, weights, cfg)
+        self.names = self._resolve_names(opts.names, cfg)
+        classes = opts.classes
         unknown = sorted(set(classes or ()) - set(range(self.num_classes)))
         if unknown:  # a filter no class can pass: refused rather than "no detections"
             raise ValueError(f"classes {' '.join(str(c) for c in unknown)}: the model has {self.num_classes} "
                              f"classes (0..{self.num_classes - 1}), so nothing could be detected")
-        self.resize = resize if resize is not None else default_resize(self.model)
+        self.resize = opts.resize if opts.resize is not None else default_resize(self.model)
         self.settings = PostprocessConfig.for_model(
-            self.model, conf_thres=float(conf_thres), iou_thres=float(iou_thres),
-            classes=tuple(classes) if classes is not None else None, agnostic=bool(agnostic),
-            multi_label=bool(multi_label), max_det=int(max_det), nms_kind=nms_kind,
-            beta_nms=float(beta_nms) if beta_nms is not None else None)
-        if fast:
-            self.net = prepare_for_inference(self.model, self.device, half=self.half, compile=compile,
+            self.model, conf_thres=float(opts.conf_thres), iou_thres=float(opts.iou_thres),
+            classes=tuple(classes) if classes is not None else None, agnostic=bool(opts.agnostic),
+            multi_label=bool(opts.multi_label), max_det=int(opts.max_det), nms_kind=opts.nms_kind,
+            beta_nms=float(opts.beta_nms) if opts.beta_nms is not None else None)
+        if opts.fast:
+            self.net = prepare_for_inference(self.model, self.device, half=self.half, compile=opts.compile,
                                              example_hw=self.img_size)
         else:
             self.net = self.model.to(self.device)
         self.dtype = torch.float16 if self.half else torch.float32
         on_cuda = self.device.type == "cuda"
-        self.device_preprocess = on_cuda if device_preprocess is None else bool(device_preprocess)
-        self.cuda_graph = (on_cuda and not compile) if cuda_graph is None else bool(cuda_graph) and on_cuda
+        self.device_preprocess = on_cuda if opts.device_preprocess is None else bool(opts.device_preprocess)
+        self.cuda_graph = (on_cuda and not opts.compile) if opts.cuda_graph is None else \
+            bool(opts.cuda_graph) and on_cuda
         self._run_net = GraphedForward(self.net) if self.cuda_graph else self.net
         # On the CPU one image per forward pass is fastest: its activations stay in the caches.
-        self.max_batch = max_batch if max_batch is not None else (1 if self.device.type == "cpu" else 0)
+        self.max_batch = opts.max_batch if opts.max_batch is not None else (1 if self.device.type == "cpu" else 0)
         self.timings: Dict[str, float] = {}
 
-    def _resolve_names(self, names, weights, cfg=None) -> List[str]:
-        """The class names: given, else a checkpoint's, else a ``.names`` file beside the cfg
+    def _resolve_names(self, names, cfg=None) -> List[str]:
+        """The class names: given, else a checkpoint's (read with the model), else a ``.names`` file beside the cfg
         (:func:`yolo.files.names.names_beside_cfg`), else the class numbers. ``self.names_from`` says which:
         ``"given"``, ``"checkpoint"``, the file's path, or None for numbers."""
         self.names_from = "given" if names is not None else None
-        if names is None and weights is not None and Path(weights).suffix in (".pt", ".pth"):
-            names = load_checkpoint_file(weights).get("names")
+        if names is None:
+            names = self.model.class_names
             self.names_from = "checkpoint" if names is not None else None
         if names is None and cfg is not None:
             names = names_beside_cfg(cfg, self.num_classes)
@@ -242,3 +204,7 @@ class Detector:
     def __repr__(self) -> str:
         return (f"Detector(classes={self.num_classes}, img_size={self.img_size}, device={self.device}, "
                 f"resize={self.resize!r}, conf_thres={self.conf_thres}, iou_thres={self.iou_thres})")
+
+
+# help(Detector) and editors list every setting by name, from DetectorOptions.
+with_settings_signature(Detector.__init__, DetectorOptions)

@@ -126,6 +126,7 @@ class Darknet(nn.Module):
         self.size_fixed_by = self._size_fixing_section(sections[1:])
         self.darknet_header = (0, 2, 0, 0)  # major, minor, revision, seen: what a loaded file had
         self.preprocessing: Optional[Dict] = None  # a training checkpoint's record (yolo.models.preprocessing)
+        self.class_names: Optional[List[str]] = None  # the class names a checkpoint of ours carries
 
     def _check_head_classes(self, layers: Sequence[Section]) -> None:
         """Warn about heads whose ``classes`` differ from the first head's, as Darknet's parser does (it goes on).
@@ -297,6 +298,7 @@ def load_model(cfg: Union[str, Path, None] = None, weights: Union[str, Path, Non
             first = str(exc).strip().splitlines()
             raise WeightsError(f"{weights}: does not match cfg {model.cfg_path}: {' '.join(first[:3])}") from None
         check_finite_state(state, weights)
+        model.class_names = ckpt.get("names")
         header = ckpt.get("darknet_header")
         if header:
             model.darknet_header = tuple(int(v) for v in header)

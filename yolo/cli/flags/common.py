@@ -1,9 +1,43 @@
-"""What the tools' parsers share beyond :mod:`yolo.cli.args`: hidden aliases for renamed flags."""
+"""What the tools' parsers share beyond :mod:`yolo.cli.args`: the flags generated from a settings dataclass, the
+parsed flags turned back into it, and hidden aliases for renamed flags."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
+from typing import Any, Type, TypeVar
 
-from yolo.cli.args import ToolParser
+from yolo.cli.args import ToolParser, fail
+from yolo.errors import ConfigError
+from yolo.settings.declare import declared
+
+S = TypeVar("S")
+
+
+def add_setting_flags(parser: argparse.ArgumentParser, cls: type) -> None:
+    """One flag for each field of the settings dataclass ``cls`` declared with one
+    (:func:`yolo.settings.declare.setting`), in field order: its name, help, default and ``add_argument``
+    options as declared; the parsed value goes to the field's name (``--agnostic-nms`` -> ``agnostic``)."""
+    for field, flag in declared(cls):
+        if flag.name is None:  # the Python API only
+            continue
+        default = None if field.default is dataclasses.MISSING else field.default
+        parser.add_argument(flag.name, dest=field.name, default=default, help=flag.help, **flag.options)
+
+
+def settings_from(args: argparse.Namespace, cls: Type[S], **given: Any) -> S:
+    """The settings dataclass ``cls`` from parsed flags, in one call: each field with a flag from its value
+    (through the declaration's ``from_flag``), the fields in ``given`` as they are, the others their defaults.
+    A value the declaration refuses (``--img-size 1 2 3``) is the tool's one-line error."""
+    values = dict(given)
+    try:
+        for field, flag in declared(cls):
+            if field.name in values or flag.name is None:
+                continue
+            value = getattr(args, field.name)
+            values[field.name] = value if flag.from_flag is None else flag.from_flag(value, flag.name)
+        return cls(**values)
+    except ConfigError as exc:
+        fail(str(exc))
 
 
 def hidden_alias(parser: ToolParser, old: str, dest: str, **kwargs) -> None:

@@ -1,10 +1,12 @@
-"""The flags of ``tools/detect.py`` (:mod:`yolo.cli.detect`)."""
+"""The flags of ``tools/detect.py`` (:mod:`yolo.cli.detect`): the Detector's (those of
+:class:`yolo.settings.detect.DetectorOptions`) and the tool's own (what to read, where and what to save)."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from yolo.cli.args import DefaultsHelpFormatter, ToolParser, fraction, image_side, non_negative_int, positive_int
-from yolo.cli.flags.common import hidden_alias
+from yolo.cli.args import DefaultsHelpFormatter, ToolParser, positive_int
+from yolo.cli.flags.common import add_setting_flags, hidden_alias
+from yolo.settings.detect import DetectorOptions
 
 DESCRIPTION = "Run a Darknet detector on images, folders, globs, videos or a camera; save annotated results."
 EXAMPLES = """\
@@ -29,23 +31,7 @@ def build_parser() -> ToolParser:
     p.add_argument("--cfg", type=Path, default=None, help="Darknet .cfg (optional for a .pt carrying its cfg)")
     p.add_argument("--weights", type=Path, required=True, help="Darknet .weights or our .pt")
     p.add_argument("--source", required=True, help="image, video, folder, glob or camera index")
-    p.add_argument("--names", type=Path, default=None, help=".names file (one class name a line)")
-    p.add_argument("--img-size", type=image_side, nargs="+", default=None,
-                   help="network input: S or H W (default: the training size a checkpoint of ours records; else "
-                        "416, or the cfg's size when a [connected] layer fixes it)")
-    p.add_argument("--conf-thres", type=fraction, default=0.25, help="score threshold (objectness x class)")
-    p.add_argument("--iou-thres", type=fraction, default=0.45, help="NMS IoU threshold")
-    p.add_argument("--resize", default=None, choices=["letterbox", "stretch"],
-                   help="pre-processing (default: how a checkpoint of ours was trained and validated; else the "
-                        "cfg's, as Darknet: letter_box=1 in [net] letterboxes, else stretch)")
-    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 or a GPU index (default: CUDA if present)")
-    p.add_argument("--half", action="store_true", help="fp16 inference (CUDA only)")
-    p.add_argument("--classes", type=non_negative_int, nargs="+", default=None, help="keep only these class indices")
-    p.add_argument("--agnostic-nms", action="store_true", help="class-agnostic NMS")
-    p.add_argument("--nms-kind", default=None, choices=["default", "greedynms", "diounms"],
-                   help="Darknet's NMS variant (default: the cfg's nms_kind of its last [yolo])")
-    p.add_argument("--beta-nms", type=float, default=None, help="DIoU-NMS exponent (default: the cfg's beta_nms)")
-    p.add_argument("--max-det", type=positive_int, default=300, help="most detections per image")
+    add_setting_flags(p, DetectorOptions)
     p.add_argument("--batch-size", type=positive_int, default=1, help="images per forward pass")
     p.add_argument("--project", type=Path, default=Path("runs/detect"), help="parent of the run folders")
     hidden_alias(p, "--output", "project", type=Path)  # the former name of --project

@@ -1,0 +1,86 @@
+"""What a :class:`yolo.inference.detector.Detector` takes besides its cfg and weights: :class:`DetectorOptions`,
+each setting declared once with its ``tools/detect.py`` flag and help."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional, Sequence, Union
+
+from yolo.ops.sizes import SizeLike
+from yolo.settings.declare import setting
+from yolo.settings.values import fraction, image_side, non_negative_int, positive_int, size_from_flag
+
+if TYPE_CHECKING:  # the annotation's name only: this module loads no torch
+    import torch
+
+RESIZE_MODES = ("letterbox", "stretch")
+NMS_KINDS = ("default", "greedynms", "diounms")
+
+
+@dataclass
+class DetectorOptions:
+    """The Detector's settings, given as keywords (``Detector(cfg, weights, conf_thres=0.3)``) or as one object
+    (``Detector(cfg, weights, options=DetectorOptions(...))``). Each field's help is its ``--help`` line; what
+    the Python API adds:
+
+    - ``names``: a ``.names`` file or a sequence of names; default: the names a ``.pt`` checkpoint of ours
+      stores, else ``coco.names`` (or the one ``.names`` file with as many names as classes) beside the cfg or
+      in Darknet's ``data/`` folder next to it, else ``"0", "1", ...``.
+    - ``img_size``: an int (square) or ``(h, w)``, multiples of the network stride; default: the training size a
+      checkpoint of ours records, the cfg's [net] size for a network whose weights are tied to it (YOLOv1's
+      [connected]), else 416.
+    - ``resize``: ``"letterbox"`` (Darknet's ``letterbox_image``) or ``"stretch"`` (Darknet's ``resize_image``,
+      as OpenCV ``blobFromImage``); default: the one a checkpoint of ours records (how it was trained and
+      validated, :mod:`yolo.models.preprocessing`), else the cfg's (``letter_box=1`` in ``[net]`` letterboxes).
+    - ``device``: a name or a :class:`torch.device` (used as it is).
+    - ``half``: fp16 on CUDA, model and input in channels-last memory, heads and detections in fp32 (ignored on
+      the CPU and with ``fast=False``).
+    - ``nms_kind``, ``beta_nms``: Darknet's NMS variant (:func:`yolo.ops.nms.nms`); default: the cfg's own, from
+      its last ``[yolo]`` section, as Darknet does.
+    """
+
+    names: Union[str, Path, Sequence[str], None] = setting(None, "--names", type=Path,
+                                                           help=".names file (one class name a line)")
+    img_size: Optional[SizeLike] = setting(
+        None, "--img-size", type=image_side, nargs="+", from_flag=size_from_flag,
+        help="network input: S or H W (default: the training size a checkpoint of ours records; else 416, or the "
+             "cfg's size when a [connected] layer fixes it)")
+    conf_thres: float = setting(0.25, "--conf-thres", type=fraction, help="score threshold (objectness x class)")
+    iou_thres: float = setting(0.45, "--iou-thres", type=fraction, help="NMS IoU threshold")
+    resize: Optional[str] = setting(
+        None, "--resize", choices=list(RESIZE_MODES),
+        help="pre-processing (default: how a checkpoint of ours was trained and validated; else the cfg's, as "
+             "Darknet: letter_box=1 in [net] letterboxes, else stretch)")
+    device: Union[str, torch.device, None] = setting(
+        None, "--device", help="cpu, cuda, cuda:1 or a GPU index (default: CUDA if present)")
+    half: bool = setting(False, "--half", action="store_true", help="fp16 inference (CUDA only)")
+    classes: Optional[Sequence[int]] = setting(None, "--classes", type=non_negative_int, nargs="+",
+                                               help="keep only these class indices")
+    agnostic: bool = setting(False, "--agnostic-nms", action="store_true", help="class-agnostic NMS")
+    nms_kind: Optional[str] = setting(None, "--nms-kind", choices=list(NMS_KINDS),
+                                      help="Darknet's NMS variant (default: the cfg's nms_kind of its last [yolo])")
+    beta_nms: Optional[float] = setting(None, "--beta-nms", type=float,
+                                        help="DIoU-NMS exponent (default: the cfg's beta_nms)")
+    max_det: int = setting(300, "--max-det", type=positive_int, help="most detections per image")
+    # The Python API's own: evaluation and benchmarks set them; the detect tool keeps their defaults.
+    multi_label: bool = setting(False, help="every class above the threshold per box (for evaluation)")
+    fast: bool = setting(True, help="prepare the model for inference (BN folded, channels-last, the CPU kernels "
+                                    "of yolo.accel); False runs the plain eval model")
+    compile: bool = setting(False, help="torch.compile the prepared model")
+    max_batch: Optional[int] = setting(
+        None, help="most images per forward pass (default: 1 on the CPU, where that is fastest because "
+                   "activations stay in the caches; all at once on CUDA)")
+    device_preprocess: Optional[bool] = setting(
+        None, help="resize and convert the images with torch ops on the model's device (uploading uint8) instead "
+                   "of OpenCV on the CPU; default: on CUDA (on the CPU OpenCV is faster)")
+    cuda_graph: Optional[bool] = setting(
+        None, help="replay a captured CUDA graph per input shape for batches of at most "
+                   "yolo.inference.graphed.GRAPH_MAX_BATCH images (falls back to eager when a capture fails); "
+                   "default: on with CUDA unless compile; no effect on the CPU")
+
+    def __post_init__(self):
+        if self.resize not in (*RESIZE_MODES, None):
+            raise ValueError(f"unknown resize mode {self.resize!r}: use 'letterbox' or 'stretch'")
+
+
+__all__ = ["DetectorOptions", "NMS_KINDS", "RESIZE_MODES"]

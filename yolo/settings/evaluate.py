@@ -1,0 +1,67 @@
+"""What ``tools/eval.py`` takes: :class:`EvalOptions`, each setting declared once with its flag and help."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+from yolo.ops.sizes import SizeLike
+from yolo.settings.declare import setting
+from yolo.settings.detect import RESIZE_MODES
+from yolo.settings.values import fraction, image_side, non_negative_int, positive_int, size_from_flag
+
+
+@dataclass
+class EvalOptions:
+    """A detector evaluated on a dataset's split (COCO metrics); ``weights`` and ``data`` are required (their
+    ``None`` defaults only keep the flags in ``--help``'s order: a dataclass field without a default cannot follow
+    ``cfg``'s)."""
+
+    cfg: Optional[str] = setting(None, "--cfg",
+                                 help="Darknet .cfg (optional for a .pt checkpoint that carries its cfg)")
+    weights: str = setting(None, "--weights", required=True, help="Darknet .weights or .pt checkpoint")
+    data: str = setting(None, "--data", required=True,
+                        help="dataset YAML or Darknet .data file (its val split, valid= in a .data, is evaluated)")
+    split: str = setting("val", "--split", choices=("val", "train"), help="which split to evaluate (default: val)")
+    img_size: Optional[SizeLike] = setting(
+        None, "--img-size", type=image_side, nargs="+", from_flag=size_from_flag,
+        help="network input: one value (square) or height width; default: the training size a checkpoint of "
+             "ours records, else the cfg's [net] size")
+    conf_thres: float = setting(0.001, "--conf-thres", type=fraction,
+                                help="keep detections scoring above this (default: %(default)s)")
+    iou_thres: float = setting(0.6, "--iou-thres", type=fraction, help="NMS IoU threshold (default: %(default)s)")
+    max_det: int = setting(300, "--max-det", type=positive_int,
+                           help="detections kept per image (default: %(default)s)")
+    multi_label: bool = setting(
+        True, "--single-label", action="store_false",
+        help="one class per box (default: every class above --conf-thres, as Darknet evaluates)")
+    resize: Optional[str] = setting(
+        None, "--resize", choices=RESIZE_MODES,
+        help="letterbox keeps the aspect ratio (Darknet's letterbox_image), stretch resizes to the input size "
+             "(resize_image); default: how a checkpoint of ours was trained and validated, else the cfg's, as "
+             "Darknet's detector map (letter_box=1 in [net]: letterbox, else stretch)")
+    batch_size: int = setting(16, "--batch-size", type=positive_int, help="images per batch (default: %(default)s)")
+    workers: int = setting(min(4, os.cpu_count() or 1), "--workers", type=non_negative_int,
+                           help="data loading processes (default: %(default)s)")
+    device: Optional[str] = setting(None, "--device",
+                                    help="cpu, cuda, cuda:1 or a GPU index; default: cuda if available")
+    amp: bool = setting(False, "--amp", action="store_true", help="mixed precision inference (CUDA)")
+    fast: bool = setting(False, "--fast", action="store_true",
+                         help="FastCOCOeval instead of the stock COCOeval: the same mAP50, mAP50_95, no area "
+                              "breakdown")
+    plots: bool = setting(True, "--no-plots", action="store_false",
+                          help="do not draw PR curves and the confusion matrix")
+    progress: bool = setting(True, "--no-progress", action="store_false",
+                             help="no progress bar (always off when stderr is not a terminal)")
+
+    def __post_init__(self):
+        if self.weights is None or self.data is None:
+            raise TypeError("EvalOptions needs weights and data")
+    save_dir: Optional[str] = setting(
+        None, "--save-dir", help="exactly this output folder instead of a new one under --project (default: none)")
+    project: str = setting("runs/eval", "--project", help="parent of the run folders (default: %(default)s)")
+    name: str = setting("exp", "--name", help="run folder name under --project: exp, then exp2, ... "
+                                              "(default: %(default)s)")
+
+
+__all__ = ["EvalOptions"]

@@ -1,0 +1,85 @@
+"""What training takes: :class:`TrainOptions`, each setting declared once with its ``tools/train.py`` flag and help.
+
+The hyperparameters themselves (``[net]``, ``--hyp``) are :class:`yolo.engine.config.Hyperparameters`; the
+flags ``--epochs``, ``--batch-size``, ``--img-size``, ``--workers``, ``--tf32``, ``--compile`` and
+``--cache-images`` override theirs.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import asdict, dataclass
+from typing import Any, Dict, Optional, Union
+
+from yolo.ops.sizes import SizeLike
+from yolo.settings.declare import setting
+from yolo.settings.values import image_side, non_negative_int, positive_int, size_from_flag
+
+
+@dataclass
+class TrainOptions:
+    """What ``tools/train.py`` takes (also the programmatic entry: ``Trainer.from_options(TrainOptions(...))``).
+
+    ``hyp`` is a YAML path or a dict of hyperparameters. ``img_size`` is one side or ``(height, width)``.
+    ``resume`` is a ``last.pt`` or a run folder; the run then continues with its own saved settings
+    (``epochs``, ``device`` and ``workers`` may still be given).
+    """
+
+    cfg: Optional[str] = setting(None, "--cfg", help="Darknet .cfg (not needed with --resume)")
+    data: Optional[str] = setting(
+        None, "--data", help="dataset YAML (train and val splits, class names) or Darknet .data file (classes, "
+                             "train, valid, names)")
+    weights: Optional[str] = setting(
+        None, "--weights", help="start from Darknet .weights (full or partial) or a .pt; tensors that do not fit "
+                                "are re-initialized and reported")
+    cutoff: Optional[int] = setting(None, "--cutoff", type=non_negative_int,
+                                    help="read only layers 0..N-1 of a Darknet .weights file")
+    hyp: Union[str, Dict[str, Any], None] = setting(None, "--hyp",
+                                                    help="hyperparameter YAML (overrides the cfg's [net])")
+    epochs: Optional[int] = setting(None, "--epochs", type=positive_int,
+                                    help="default: enough epochs for the cfg's max_batches")
+    batch_size: Optional[int] = setting(
+        None, "--batch-size", type=positive_int,
+        help="images per optimizer update over all processes (Darknet's batch; default: the cfg's)")
+    img_size: Optional[SizeLike] = setting(
+        None, "--img-size", type=image_side, nargs="+", from_flag=size_from_flag,
+        help="training input: one side or height width (default: the cfg's [net] size)")
+    device: Optional[str] = setting(None, "--device",
+                                    help="cpu, cuda, cuda:N or a GPU index (default: cuda if available)")
+    project: str = setting("runs/train", "--project", help="parent of the run folders (default: runs/train)")
+    name: str = setting("exp", "--name", help="run folder name (default: exp; then exp2, exp3, ...: never overwritten)")
+    # The flag alone (--resume) stands for the newest run under --project: tools/train.py finds it.
+    resume: Optional[str] = setting(
+        None, "--resume", nargs="?", const="",
+        help="continue a run from its last.pt (or run folder); alone: the newest run under --project")
+    freeze: int = setting(0, "--freeze", type=non_negative_int,
+                          help="freeze the first N layers (their BatchNorm statistics too)")
+    workers: Optional[int] = setting(None, "--workers", type=non_negative_int,
+                                     help="data-loading processes (default: automatic)")
+    seed: int = setting(0, "--seed", type=non_negative_int,
+                        help="seed of initialization, data order and augmentation (default: 0)")
+    sync_bn: bool = setting(False, "--sync-bn", action="store_true", help="SyncBatchNorm across processes (CUDA DDP)")
+    adapt_classes: bool = setting(
+        False, "--adapt-classes", action="store_true",
+        help="set the cfg's heads to the dataset's class count (classes and the filters before each head)")
+    # None: the hyperparameter's; the run's opt.yaml records the value used (compile and cache_images too).
+    tf32: Optional[bool] = setting(
+        None, "--tf32", action=argparse.BooleanOptionalAction,
+        help="TF32 matmuls/convolutions on CUDA: faster, but not Darknet's float32 step (default: the "
+             "hyperparameter tf32, false)")
+    compile: Optional[bool] = setting(
+        None, "--compile", action=argparse.BooleanOptionalAction,
+        help="train through torch.compile (falls back with a warning; default: the hyperparameter compile, false)")
+    cache_images: Optional[bool] = setting(
+        None, "--cache-images", action=argparse.BooleanOptionalAction,
+        help="decode the train images once and keep them in memory (default: the hyperparameter cache_images, "
+             "false)")
+    progress: bool = setting(True, "--no-progress", action="store_false", help="no progress bars (logs only)")
+
+    def to_dict(self) -> Dict[str, Any]:
+        d = asdict(self)
+        if isinstance(d.get("img_size"), tuple):
+            d["img_size"] = list(d["img_size"])
+        return d
+
+
+__all__ = ["TrainOptions"]

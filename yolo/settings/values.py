@@ -1,0 +1,58 @@
+"""How a command-line value is read: checked numbers, and ``--img-size``'s one or two values.
+
+The number readers are argparse ``type`` functions: a bad value is refused while the flags are parsed, with
+the flag named (``error: argument --batch-size: 0 is out of range: the value must be at least 1``).
+Imports only the standard library and :mod:`yolo.ops.sizes`, so the tools' parsers stay free of torch.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Callable, Optional, Sequence
+
+from yolo.errors import ConfigError
+from yolo.ops.sizes import ImageSize, image_size
+
+
+def number(kind: Callable = float, low: Optional[float] = None, high: Optional[float] = None,
+           what: str = "") -> Callable[[str], float]:
+    """An argparse ``type``: a finite ``kind`` (int or float) within ``[low, high]`` (either bound optional)."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not {'an integer' if kind is int else 'a number'}") \
+                from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"'{text}' is not a finite number")
+        if (low is not None and value < low) or (high is not None and value > high):
+            if high is None:
+                bounds = f"at least {low:g}"
+            elif low is None:
+                bounds = f"at most {high:g}"
+            else:
+                bounds = f"between {low:g} and {high:g}"
+            raise argparse.ArgumentTypeError(f"{text} is out of range: {what or 'it'} must be {bounds}")
+        return value
+    parse.__name__ = kind.__name__
+    return parse
+
+
+# The numeric flags the tools share.
+fraction = number(float, 0.0, 1.0, "a threshold")            # --conf-thres, --iou-thres
+positive_int = number(int, 1, None, "the value")             # --batch-size, --epochs, --max-det, ...
+non_negative_int = number(int, 0, None, "the value")         # --workers, --freeze, --cutoff, --seed
+image_side = number(int, 1, 8192, "an image side")           # --img-size values
+
+
+def size_from_flag(values: Optional[Sequence[int]], flag: str) -> Optional[ImageSize]:
+    """``--img-size``'s values (``S``, or ``H W``) as ``(height, width)``; ``None`` (not given) stays ``None``,
+    the tool's default. More than two values is a :class:`ConfigError` naming ``flag``."""
+    if values is None:
+        return None
+    if len(values) > 2:
+        raise ConfigError(f"{flag} takes one value or two (height width), got {len(values)}")
+    return image_size(list(values), flag)
+
+
+__all__ = ["fraction", "image_side", "non_negative_int", "number", "positive_int", "size_from_flag"]
