@@ -73,7 +73,7 @@ def test_export_refuses_other_sizes_than_the_cfg(small_v1, tmp_path):
     from yolo.export import export_onnx, export_torchscript
 
     cfg, _, model = small_v1
-    with pytest.raises(ValueError, match=rf"v1.cfg:\d+: \[connected\] ties the weights to the cfg's 64x64 input"):
+    with pytest.raises(ValueError, match=r"v1.cfg:\d+: \[connected\] ties the weights to the cfg's 64x64 input"):
         export_torchscript(model, tmp_path / "x.torchscript", 128)
     with pytest.raises(ValueError, match="cannot be dynamic"):
         export_onnx(model, tmp_path / "x.onnx", 64, dynamic=True)

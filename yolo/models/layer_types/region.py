@@ -7,7 +7,7 @@ options (:class:`RegionTrainOptions`) are read here for the loss, :mod:`yolo.los
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 import torch
 
