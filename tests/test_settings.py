@@ -13,7 +13,6 @@ import pytest
 import torch
 
 from cfg_snippets import SMALL_BACKBONE, net_section
-from test_layout import import_graph, package_graph
 from yolo.cli.args import DefaultsHelpFormatter, ToolParser, positive_int
 from yolo.cli import detect
 from yolo.cli.flags.common import add_setting_flags, settings_from
@@ -166,15 +165,6 @@ def test_a_refused_flag_value_is_the_tools_one_line_error(capsys):
         settings_from(train.parse_args(["--img-size", "64", "64", "64"]), TrainOptions)
     assert stop.value.code == 2
     assert capsys.readouterr().err.strip() == "error: --img-size takes one value or two (height width), got 3"
-
-
-def test_the_settings_sit_on_the_ops_layer():
-    """The tools' parsers import the settings, so the settings import nothing that loads torch: only the error
-    types and the size helpers of yolo.ops (tests/test_tool_flags.py checks --help in a fresh process)."""
-    edges = package_graph(import_graph())
-    assert set(edges["yolo.settings"]) == {"yolo.errors", "yolo.ops"}
-    assert all(d == "yolo.ops.sizes" for m, deps in import_graph().items() if m.startswith("yolo.settings")
-               for d in deps if d.startswith("yolo.ops"))
 
 
 # ------------------------------------------------------------------------------------------ the Detector
