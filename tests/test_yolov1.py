@@ -1,5 +1,7 @@
 """YOLOv1 (``[detection]`` head) at inference: ONNX and TorchScript export verified against the PyTorch model,
 tools/export.py and tools/detect.py end to end, and the input size that its [connected] layer fixes."""
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -119,3 +121,30 @@ def test_detector_at_the_cfg_size(small_v1):
     assert set(det) == {"boxes", "scores", "labels", "names"} and det["boxes"].shape[1] == 4
     with pytest.raises(ValueError, match=r"v1.cfg:\d+: \[connected\] .* img_size 128x128 cannot be used"):
         Detector(cfg, weights, device="cpu", img_size=128)
+
+
+def test_eval_tool_refuses_another_size_in_one_line(small_v1, tmp_path, capsys):
+    """tools/eval.py at an --img-size the [connected] weights are not tied to: the tool's one-line error naming the
+    cfg line, not the layer's traceback in the forward pass."""
+    import cv2
+    import yaml
+
+    from yolo.cli.eval import cli
+
+    cfg, weights, _ = small_v1
+    (tmp_path / "images").mkdir()
+    (tmp_path / "labels").mkdir()
+    cv2.imwrite(str(tmp_path / "images" / "a.jpg"), np.full((64, 64, 3), 128, np.uint8))
+    (tmp_path / "labels" / "a.txt").write_text("0 0.5 0.5 0.2 0.2\n")
+    data = tmp_path / "data.yaml"
+    data.write_text(yaml.safe_dump({"path": str(tmp_path), "train": "images", "val": "images",
+                                    "names": ["a", "b", "c"][:CLASSES]}))
+    with pytest.raises(SystemExit) as stop:
+        cli(["--cfg", str(cfg), "--weights", str(weights), "--data", str(data), "--img-size", "128",
+             "--project", str(tmp_path / "runs"), "--no-plots", "--no-progress"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert re.fullmatch(rf"error: {re.escape(str(cfg))}:\d+: \[connected\] ties the weights to the cfg's 64x64 input; "
+                        r"--img-size 128x128 cannot be used", err)
+    assert not (tmp_path / "runs").exists()

@@ -22,8 +22,7 @@ from yolo.device import parse_device
 from yolo.errors import CfgError, ConfigError, DataError, WeightsError
 from yolo.evaluation import Evaluator, evaluate_model
 from yolo.models.model import load_model
-from yolo.models.preprocessing import default_img_size, default_resize
-from yolo.ops.sizes import checked_image_size
+from yolo.models.preprocessing import default_img_size, default_resize, model_input_size
 from yolo.progress import use_bars
 from yolo.runs import increment_path, remove_if_empty, run_name
 from yolo.settings.evaluate import EvalOptions
@@ -43,15 +42,15 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
                  "wrong --data or --cfg?")
         model.eval().fuse()
         # --img-size, else the training size a checkpoint records, else the cfg's
-        img_size = checked_image_size(opts.img_size, model.stride, "--img-size",
-                                      default=default_img_size(model) or tuple(model.input_size))
+        img_size = model_input_size(model, opts.img_size, "--img-size", default_img_size(model))
         dataset = build_dataset(data, opts.split, img_size=img_size, augment=False)
         dataset.resize = opts.resize or default_resize(model)
         split = data.split(opts.split)
         evaluator = Evaluator(data.names, dataset.ground_truth(), category_ids=getattr(dataset, "category_ids", None),
                               use_pycocotools=not opts.fast,
                               annotation_file=split if split.suffix.lower() == ".json" else None)
-    except (CfgError, ConfigError, WeightsError, DataError, FileNotFoundError) as exc:
+    # ValueError: e.g. an --img-size other than the one a YOLOv1 cfg's [connected] weights are tied to
+    except (CfgError, ConfigError, WeightsError, DataError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))
     loader = create_dataloader(dataset, batch_size=opts.batch_size, shuffle=False, num_workers=opts.workers,
                                pin_memory=device.type == "cuda")
