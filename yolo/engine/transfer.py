@@ -26,7 +26,7 @@ import torch
 import torch.nn as nn
 
 from yolo.models.cfg import Section
-from yolo.models.checkpoint import check_finite_state, load_checkpoint_file
+from yolo.models.checkpoint import check_finite_state, check_float_weights, load_checkpoint_file
 from yolo.models.model import Darknet
 from yolo.models.weights import float_count, layer_tensors, read_header
 from yolo.errors import WeightsError
@@ -211,6 +211,7 @@ def load_pretrained(model, path: PathLike, cutoff: Optional[int] = None) -> Tran
         ckpt = load_checkpoint_file(path)
         report = TransferReport(str(path), "checkpoint", source_classes=ckpt.get("num_classes"))
         check_finite_state(ckpt["model"], path)
+        check_float_weights(ckpt["model"], model.state_dict(), path)
         return transfer_state(model, ckpt["model"], report)
 
     floats = _darknet_floats(path)

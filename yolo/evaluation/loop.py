@@ -13,7 +13,7 @@ import torch
 from tqdm import tqdm
 
 from yolo.evaluation.evaluator import Evaluator
-from yolo.inference.batch import postprocess_batch
+from yolo.inference.batch import postprocess_batch, warn_if_not_finite
 from yolo.inference.postprocess import PostprocessConfig
 from yolo.models.heads import has_gaussian_heads
 from yolo.ops.letterbox import LetterboxInfo
@@ -115,6 +115,8 @@ def evaluate_model(
                     raise TypeError("the model returned raw head maps: is it an eval-mode Darknet detector?")
                 _sync(device)
                 t2 = time.perf_counter()
+                if batches == 0:  # once: the check waits for the device
+                    warn_if_not_finite(preds, desc)
                 placements, shapes = _placements(infos)
                 image_ids = [info["image_id"] for info in infos]
                 evaluator.process(image_ids, postprocess_batch(preds, settings, placements, shapes, gaussian))

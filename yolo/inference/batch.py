@@ -10,6 +10,7 @@ image's boxes are mapped back through its :class:`~yolo.ops.letterbox.LetterboxI
 """
 from __future__ import annotations
 
+import logging
 from typing import Dict, List, Sequence
 
 import torch
@@ -19,7 +20,20 @@ from yolo.models.layer_types.gaussian_yolo import postprocess_gaussian
 from yolo.ops.letterbox import LetterboxInfo
 from yolo.ops.sizes import ImageSize
 
-__all__ = ["detections_to_cpu", "postprocess_batch"]
+__all__ = ["detections_to_cpu", "postprocess_batch", "warn_if_not_finite"]
+
+logger = logging.getLogger(__name__)
+
+
+def warn_if_not_finite(predictions: torch.Tensor, where: str) -> bool:
+    """One warning naming ``where`` when the model's output ``Float[N, B, 5+C]`` holds NaN or infinite values,
+    which no threshold keeps, so "no detections" would otherwise be all the user sees. Returns whether it did.
+    It waits for the device: callers check their first batch only."""
+    bad = int((~torch.isfinite(predictions)).sum())
+    if bad:
+        logger.warning("%s: the network's output holds %s NaN or infinite value(s) (float16 overflow with --half, "
+                       "or weights too large for float32): its detections are not valid", where, f"{bad:,}")
+    return bool(bad)
 
 
 def _flat_to_cpu(flat: FlatDetections) -> List[Dict[str, torch.Tensor]]:

@@ -31,7 +31,7 @@ from yolo.files.images import as_bgr, load_image
 from yolo.files.names import names_beside_cfg, read_names
 from yolo.inference.device_preprocess import preprocess_on_device
 from yolo.inference.graphed import GraphedForward
-from yolo.inference.batch import postprocess_batch
+from yolo.inference.batch import postprocess_batch, warn_if_not_finite
 from yolo.inference.postprocess import PostprocessConfig
 from yolo.inference.prepare import prepare_for_inference
 from yolo.inference.preprocess import LetterboxInfo, preprocess
@@ -77,6 +77,8 @@ class Detector:
         self.device = opts.device if isinstance(opts.device, torch.device) else parse_device(opts.device)
         self.half = bool(opts.half) and self.device.type == "cuda" and opts.fast
         self.model = load_model(cfg, weights, device="cpu").eval()
+        self.source = str(weights if weights is not None else cfg)  # named in warnings about the model
+        self._output_checked = False
         if getattr(self.model, "input_channels", 3) != 3 or not self.model.yolo_layers:
             raise ValueError(f"{cfg or weights}: not a detector on 3-channel images (channels="
                              f"{getattr(self.model, 'input_channels', 3)}, heads={len(self.model.yolo_layers)})")
@@ -194,6 +196,9 @@ class Detector:
 
         Thresholds and NMS run on the predictions' device for the whole batch (image by image for
         ``[Gaussian_yolo]`` heads); the final detections come to the CPU in one copy."""
+        if not self._output_checked:  # once: the check waits for the device
+            self._output_checked = True
+            warn_if_not_finite(predictions, self.source)
         out = []
         for det in postprocess_batch(predictions, self.settings, infos, shapes, self.gaussian):
             names = [self.names[int(k)] for k in det["labels"]]

@@ -53,6 +53,15 @@ def check_finite_state(state: Dict[str, torch.Tensor], path: Union[str, Path]) -
                                "or was saved by a training that diverged")
 
 
+def check_float_weights(state: Dict[str, torch.Tensor], expected: Dict[str, torch.Tensor], path: Union[str, Path]) -> None:
+    """Refuse integer or boolean tensors from ``path`` where the model (``expected``, its state_dict) has float
+    weights: loading would cast them silently, and the model would detect nothing useful."""
+    for key, value in state.items():
+        if key in expected and expected[key].is_floating_point() and not value.is_floating_point():
+            raise WeightsError(f"{path}: {key} holds {value.dtype} values where the model has float weights: the "
+                               "checkpoint is damaged or was not written by this project")
+
+
 def load_checkpoint_file(path: Union[str, Path]) -> Dict[str, Any]:
     """Read one of our ``.pt`` files safely (``weights_only=True``); clear errors for anything else."""
     path = Path(path)
@@ -74,7 +83,41 @@ def load_checkpoint_file(path: Union[str, Path]) -> Dict[str, Any]:
         raise WeightsError(f"{path}: {_load_failure(exc)}") from None
     if not isinstance(ckpt, dict) or "model" not in ckpt:
         raise WeightsError(f"{path}: not a yolo checkpoint (expected a dict with a 'model' state_dict)")
+    problem = _field_problem(ckpt)
+    if problem:
+        raise WeightsError(f"{path}: damaged or foreign checkpoint: {problem}")
     return ckpt
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _field_problem(ckpt: Dict[str, Any]) -> Optional[str]:
+    """What is wrong with the fields every reader of a checkpoint uses (None: nothing), so that a hand-edited or
+    foreign file is one error here rather than a type error deep in the model, the Detector or the converter."""
+    state = ckpt["model"]
+    if not isinstance(state, dict) or not all(isinstance(k, str) and torch.is_tensor(v) for k, v in state.items()):
+        return "'model' is not a state_dict (a dict of tensor names to tensors)"
+    fmt = ckpt.get("format")
+    if fmt is not None and not (isinstance(fmt, str) and fmt.startswith(FORMAT.split("/")[0] + "/")):
+        return f"'format' is {fmt!r}, not {FORMAT!r}"
+    checks = {
+        "cfg": (lambda v: isinstance(v, str), "cfg text"),
+        "names": (lambda v: isinstance(v, (list, tuple)) and all(isinstance(n, str) for n in v),
+                  "a list of class names"),
+        "num_classes": (lambda v: _is_int(v) and v >= 0, "a class count"),
+        "input_size": (lambda v: isinstance(v, (list, tuple)) and len(v) == 2 and all(_is_int(x) and x > 0 for x in v),
+                       "[height, width]"),
+        "darknet_header": (lambda v: isinstance(v, (list, tuple)) and len(v) == 4
+                           and all(_is_int(x) and x >= 0 for x in v), "[major, minor, revision, seen]"),
+    }
+    for key, (valid, meaning) in checks.items():
+        value = ckpt.get(key)
+        if value is not None and not valid(value):
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+            return f"'{key}' is {shown}, not {meaning}"
+    return None
 
 
 def _load_failure(exc: Exception) -> str:

@@ -19,7 +19,7 @@ from yolo.errors import CfgError, WeightsError
 from yolo.models import layer_types  # noqa: F401  (importing the package registers every layer type's builder)
 from yolo.models.cfg import Section, parse_cfg, parse_cfg_text, sections_to_text
 from yolo.models.cfg_options import known_keys
-from yolo.models.checkpoint import check_finite_state, load_checkpoint_file
+from yolo.models.checkpoint import check_finite_state, check_float_weights, load_checkpoint_file
 from yolo.models.heads import is_head, uniform_eval_rows
 from yolo.models.layer_types.convolutional import ConvBNAct
 from yolo.models.layer_types.registry import BUILDERS, LayerInfo, Shape, positive
@@ -274,6 +274,15 @@ class Darknet(nn.Module):
         return model_summary(self, img_size)
 
 
+def _warn_if_partial(cutoff, num_layers: int, weights) -> None:
+    """A checkpoint converted from the first ``cutoff`` layers of a Darknet file (``convert --cutoff``) holds the
+    cfg's initialization in the others: a start for training, not a detector."""
+    if isinstance(cutoff, int) and 0 <= cutoff < num_layers:
+        logger.warning("%s: only layers 0..%d were read from Darknet weights (convert --cutoff %d); layers %d..%d "
+                       "hold untrained initial values, so its detections mean nothing until it is trained "
+                       "(train --weights %s)", weights, cutoff - 1, cutoff, cutoff, num_layers - 1, weights)
+
+
 def load_model(cfg: Union[str, Path, None] = None, weights: Union[str, Path, None] = None,
                device: Union[str, torch.device, None] = None, cutoff: Optional[int] = None) -> Darknet:
     """Build a model from a cfg and/or weights, moved to ``device``.
@@ -292,12 +301,14 @@ def load_model(cfg: Union[str, Path, None] = None, weights: Union[str, Path, Non
         else:
             raise WeightsError(f"{weights}: the checkpoint carries no cfg text; pass the cfg")
         state = ckpt["model"]
+        check_float_weights(state, model.state_dict(), weights)
         try:
             model.load_state_dict(state, strict=True)
         except RuntimeError as exc:
             first = str(exc).strip().splitlines()
             raise WeightsError(f"{weights}: does not match cfg {model.cfg_path}: {' '.join(first[:3])}") from None
         check_finite_state(state, weights)
+        _warn_if_partial(ckpt.get("cutoff"), len(model.module_list), weights)
         model.class_names = ckpt.get("names")
         header = ckpt.get("darknet_header")
         if header:

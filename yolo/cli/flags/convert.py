@@ -1,9 +1,10 @@
 """The flags of ``tools/convert.py`` (:mod:`yolo.cli.convert`)."""
 from __future__ import annotations
 
-from yolo.cli.args import DefaultsHelpFormatter, ToolParser, non_negative_int
+from yolo.cli.args import DefaultsHelpFormatter, ToolParser, positive_int
 
-DESCRIPTION = "Convert weights between Darknet .weights and our .pt checkpoints (the input's extension decides)."
+DESCRIPTION = ("Convert weights between Darknet .weights and our .pt checkpoints (the extensions of --weights and "
+               "--output decide: .pt or .pth is a checkpoint, anything else Darknet weights).")
 EXAMPLES = """\
 examples:
   # Darknet -> PyTorch (state_dict + cfg text + metadata; loads with torch.load(weights_only=True))
@@ -12,7 +13,8 @@ examples:
   # PyTorch -> Darknet (a .pt carries its cfg; --cfg overrides it)
   python tools/convert.py --weights runs/train/exp/best.pt --output best.weights
 
-  # only the first 15 layers (a backbone for transfer learning, like darknet53.conv.74)
+  # only the first 15 layers, as Darknet's partial command writes them (a backbone for transfer learning,
+  # like darknet53.conv.74)
   python tools/convert.py --cfg yolov3-tiny.cfg --weights yolov3-tiny.weights --output tiny.conv.15 --cutoff 15
 """
 
@@ -21,8 +23,8 @@ def build_parser() -> ToolParser:
     p = ToolParser(description=DESCRIPTION, epilog=EXAMPLES, formatter_class=DefaultsHelpFormatter)
     p.add_argument("--cfg", help="Darknet .cfg (needed for .weights input; optional for .pt)")
     p.add_argument("--weights", required=True, help="input: Darknet .weights or our .pt")
-    p.add_argument("--output", required=True, help="output file: .pt for Darknet input, else .weights")
-    p.add_argument("--cutoff", type=non_negative_int, default=None,
+    p.add_argument("--output", required=True, help="output: a .pt/.pth checkpoint, else Darknet .weights")
+    p.add_argument("--cutoff", type=positive_int, default=None,
                    help="use only layers 0..N-1 (read a partial file / write a partial file)")
     p.add_argument("--names", help="optional .names file stored in the .pt")
     return p
