@@ -64,6 +64,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 import cv2
 import numpy as np
 
+from yolo.errors import shown
 from yolo.ops.letterbox import LETTERBOX_FILL_UINT8, LetterboxInfo, letterbox, letterbox_params, stretch
 from yolo.data.darknet_augment import darknet_item
 from yolo.data.darknet_opencv_augment import darknet_opencv_item, effective_mixup
@@ -116,7 +117,7 @@ def augment_config(overrides: Optional[Mapping[str, Any]] = None, **kwargs) -> D
         if key not in DEFAULT_AUGMENT:
             raise ValueError(f"unknown augmentation key {key!r}; known: {', '.join(DEFAULT_AUGMENT)}")
         if value is not None:
-            hyp[key] = str(value) if key == "pipeline" else float(value)
+            hyp[key] = str(value) if key == "pipeline" else _augment_number(key, value)
     if hyp["pipeline"] not in PIPELINES:
         raise ValueError(f"augmentation pipeline={hyp['pipeline']!r}; known: {', '.join(PIPELINES)}")
     if hyp["resize"] <= 0 or hyp["max_boxes"] < 1:
@@ -147,7 +148,24 @@ def augment_config(overrides: Optional[Mapping[str, Any]] = None, **kwargs) -> D
             raise ValueError(f"augmentation {key}={hyp[key]} is a probability and must be in [0, 1]")
     if hyp["scale"] >= 1.0:
         raise ValueError(f"augmentation scale={hyp['scale']} must be < 1 (zoom is drawn from [1-s, 1+s])")
+    if hyp["min_visible"] > 1.0:
+        raise ValueError(f"augmentation min_visible={hyp['min_visible']} must be in [0, 1] (the fraction of a box's "
+                         "area that must stay in the image: above 1 drops every box)")
+    if hyp["translate"] >= 1.0:
+        raise ValueError(f"augmentation translate={hyp['translate']} must be < 1 (the shift is drawn from [-t, t] "
+                         "times the input side: 1 or more moves the image out of the input)")
     return hyp
+
+
+def _augment_number(key: str, value: Any) -> float:
+    """An augmentation setting as a finite float; the error names it as ``augment.KEY``."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"augment.{key}={shown(repr(value))} is not a number") from None
+    if not math.isfinite(number):
+        raise ValueError(f"augment.{key}={number} is not a finite number")
+    return number
 
 
 def augment_from_cfg(net, heads: Sequence = (), mosaic_prob: float = 0.5,

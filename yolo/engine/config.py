@@ -173,12 +173,8 @@ def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, 
             raise ConfigError(f"{_origin(key, user, flags, net, where)}: {key}={value!r} is out of range: it must "
                               f"be {text}")
     for key in ("steps", "scales"):
-        value = hyp[key]
-        if isinstance(value, (int, float)):
-            value = [value]
-        elif isinstance(value, str):
-            value = [float(v) for v in value.split(",") if v.strip()]
-        hyp[key] = [float(v) for v in value]
+        hyp[key] = _number_list(key, hyp[key], _origin(key, user, flags, net, where))
+    _check_rate_signs(hyp, lambda key: _origin(key, user, flags, net, where))
     try:  # the schedule's own checks (policy name, steps against scales, ...) on the merged values;
         # a run without max_batches gets its length later (from --epochs): 1 stands in for it here
         check = {k: hyp[k] for k in SCHEDULE_DEFAULTS}
@@ -201,25 +197,22 @@ def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, 
     if hyp["batch"] % hyp["subdivisions"]:  # Darknet: mini-batch = batch / subdivisions, rounded down
         whole = hyp["batch"] // hyp["subdivisions"] * hyp["subdivisions"]
         if whole < 1:
-            raise ConfigError(f"batch={hyp['batch']} is smaller than subdivisions={hyp['subdivisions']}")
+            raise ConfigError(_batch_below_subdivisions(hyp, user, flags, net, where))
         logger.warning("batch=%d is not a multiple of subdivisions=%d: an update takes %d images, as in Darknet",
                        hyp["batch"], hyp["subdivisions"], whole)
         hyp["batch"] = whole
-    if hyp["epochs"] is not None:
-        hyp["epochs"] = int(hyp["epochs"])
-        if hyp["epochs"] < 1:
-            raise ConfigError(f"epochs={hyp['epochs']} must be at least 1")
     if hyp["epochs"] is None and hyp["max_batches"] <= 0:
         raise ConfigError("the run length is unknown: give --epochs (or epochs in --hyp), or max_batches in [net]")
     if not isinstance(hyp["augment"], dict):
         raise ConfigError(f"{where}: 'augment' must be a mapping of augmentation settings")
     hyp["multi_scale"] = _multi_scale(hyp["multi_scale"], net, heads, where)
-    low, high = (float(v) for v in hyp["multi_scale_range"])
-    hyp["multi_scale_range"] = [low, high]
+    hyp["multi_scale_range"] = _multi_scale_range(hyp["multi_scale_range"],
+                                                  _origin("multi_scale_range", user, flags, net, where))
     try:
         hyp["augment"] = augment_from_cfg(net, heads, overrides=hyp["augment"])
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
+    _check_min_side(hyp["augment"], size, where)
     return Hyperparameters(**hyp)
 
 
@@ -241,6 +234,11 @@ HYP_RANGES = {
     "multi_scale_every": (1, math.inf, "at least 1"),
     "eval_interval": (1, math.inf, "at least 1"),
     "tb_images": (0, 1000, "between 0 and 1000"),
+    "ema_tau": (1e-30, math.inf, "above 0"),
+    "epochs": (1, math.inf, "at least 1"),
+    "max_batches": (0, math.inf, "0 or more"),
+    "max_steps_per_epoch": (1, math.inf, "at least 1 (leave it out, or null, for no cap)"),
+    "workers": (0, math.inf, "0 or more"),
 }
 _BELOW = ("momentum", "decay", "B1", "B2")
 
@@ -265,21 +263,106 @@ def _img_size_source(user: Mapping[str, Any], flags: Mapping[str, Any], net, whe
 
 def _typed(key: str, value: Any, where: str) -> Any:
     """``value`` as the type of field ``key``: ``int``, ``float`` and ``bool`` fields (and their Optional
-    forms) are converted; the other fields are checked later."""
+    forms) are converted; the other fields are checked later. A count is a whole number (4.0 is 4, 4.9 is
+    refused rather than cut to 4), a boolean is YAML's true/false (or 0/1), and neither is a YAML boolean
+    read as a number or a text such as 'false' read as true."""
     kind = _FIELDS[key].type
     optional = kind.startswith("Optional[")
     base = kind[len("Optional["):-1] if optional else kind
     convert = {"int": int, "float": float, "bool": bool}.get(base)
     if convert is None or (optional and value is None):
         return value
+    if base == "bool":
+        return _as_bool(key, value, where)
+    kind_text = "an integer" if base == "int" else "a number"
+    if isinstance(value, bool):  # YAML's true would otherwise count as 1
+        raise ConfigError(f"{where}: {key}={value!r} is not {kind_text}")
     try:
         converted = convert(value)
     except (TypeError, ValueError, OverflowError):
-        kind_text = "an integer" if base == "int" else "a number"
         raise ConfigError(f"{where}: {key}={shown(repr(value))} is not {kind_text}") from None
     if base == "float" and not math.isfinite(converted):
         raise ConfigError(f"{where}: {key}={value!r} is not a finite number")
+    if base == "int" and isinstance(value, float) and converted != value:
+        raise ConfigError(f"{where}: {key}={value!r} is not a whole number")
     return converted
+
+
+def _as_bool(key: str, value: Any, where: str) -> bool:
+    """A YAML boolean, or the numbers 0 and 1; anything else (the text 'false' among them) is an error."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    raise ConfigError(f"{where}: {key}={shown(repr(value))} is not a boolean (true or false)")
+
+
+def _number_list(key: str, value: Any, where: str) -> List[float]:
+    """``steps`` or ``scales`` as finite floats: one number, a list of numbers, or Darknet's comma-separated
+    text ('0.8,0.9')."""
+    items = value
+    if isinstance(value, str):
+        items = [item for item in value.split(",") if item.strip()]
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        items = [value]
+    if not isinstance(items, (list, tuple)):
+        raise ConfigError(f"{where}: {key}={shown(repr(value))} is not a list of numbers")
+    numbers = []
+    for item in items:
+        try:
+            number = float(item) if not isinstance(item, bool) else None
+        except (TypeError, ValueError):
+            number = None
+        if number is None:
+            raise ConfigError(f"{where}: {key}={shown(repr(value))} holds {shown(repr(item))}, which is not a number")
+        if not math.isfinite(number):
+            raise ConfigError(f"{where}: {key}={shown(repr(value))} holds {number}, which is not a finite number")
+        numbers.append(number)
+    return numbers
+
+
+def _check_rate_signs(hyp: Mapping[str, Any], origin) -> None:
+    """Refuse the schedule values that make the learning rate negative (``origin(key)``: where a key's value
+    came from). Darknet takes them and trains uphill; a scale or gamma of 0 (a rate of 0 from then on) stays."""
+    negative = [s for s in hyp["scales"] if s < 0]
+    if negative:
+        raise ConfigError(f"{origin('scales')}: scales={hyp['scales']} holds {negative[0]:g}: a negative scale "
+                          f"makes the learning rate negative")
+    checks = [("scale", hyp["policy"] == "step"), ("gamma", hyp["policy"] == "exp"),
+              ("learning_rate_min", hyp["policy"] == "sgdr")]
+    for key, used in checks:
+        if used and hyp[key] < 0:
+            raise ConfigError(f"{origin(key)}: {key}={hyp[key]:g} is out of range: it must be 0 or more "
+                              f"(with policy={hyp['policy']} a negative value makes the learning rate negative)")
+
+
+def _multi_scale_range(value: Any, where: str) -> List[float]:
+    """``multi_scale_range`` as ``[low, high]`` with ``0 < low <= 1 <= high`` (factors of the input side,
+    :class:`yolo.data.collate.MultiScale`)."""
+    pair = list(value) if isinstance(value, (list, tuple)) else None
+    numbers = pair is not None and len(pair) == 2 and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in pair)
+    if not numbers or not 0 < pair[0] <= 1 <= pair[1]:
+        raise ConfigError(f"{where}: multi_scale_range={shown(repr(value))} must be two numbers [low, high] "
+                          f"with 0 < low <= 1 <= high (factors of the input side)")
+    return [float(pair[0]), float(pair[1])]
+
+
+def _batch_below_subdivisions(hyp: Mapping[str, Any], user: Mapping[str, Any], flags: Mapping[str, Any], net,
+                              where: str) -> str:
+    """The message of a ``batch`` smaller than ``subdivisions``, naming where each came from."""
+    batch_from = _origin("batch", user, flags, net, where)
+    subdivisions_from = _origin("subdivisions", user, flags, net, where)
+    also = f" ({subdivisions_from})" if subdivisions_from != batch_from else ""
+    return f"{batch_from}: batch={hyp['batch']} is smaller than subdivisions={hyp['subdivisions']}{also}"
+
+
+def _check_min_side(augment: Mapping[str, Any], size: Sequence[int], where: str) -> None:
+    """The affine pipeline keeps a box only when both its sides are at least ``min_side`` pixels: one above
+    the input's shorter side would drop every box."""
+    if augment["pipeline"] == "affine" and augment["min_side"] > min(size):
+        raise ConfigError(f"{where}: augment.min_side={augment['min_side']:g} is larger than the input image "
+                          f"({size[0]}x{size[1]}): every box would be dropped")
 
 
 def _multi_scale(value: Any, net, heads: Sequence, where: str) -> Union[bool, Dict[str, Any]]:
@@ -303,7 +386,7 @@ def _multi_scale(value: Any, net, heads: Sequence, where: str) -> Union[bool, Di
             raise ConfigError(f"{where}: multi_scale as a mapping needs random (non-zero) and resize_step (>= 1), "
                               f"got {value}")
         return {"random": float(value["random"]), "resize_step": int(value["resize_step"])}
-    return bool(value)
+    return _as_bool("multi_scale", value, where)
 
 
 __all__ = ["ConfigError", "Hyperparameters", "TRAINER_KEYS", "TrainOptions", "read_hyp", "resolve_hyp"]

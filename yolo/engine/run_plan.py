@@ -12,7 +12,7 @@ from yolo.data.darknet_multiscale import DarknetMultiScale
 from yolo.engine.config import Hyperparameters
 from yolo.engine.distributed import DistInfo, barrier
 from yolo.engine.parts import RunPlan
-from yolo.engine.schedule import LRSchedule, burn_in_outlasts_run, schedule_from_hyp
+from yolo.engine.schedule import LRSchedule, burn_in_outlasts_run, rate_warnings, schedule_from_hyp
 from yolo.errors import ConfigError
 from yolo.models.preprocessing import training_preprocessing
 from yolo.ops.sizes import checked_image_size
@@ -74,6 +74,8 @@ def run_schedule(hyp: Hyperparameters, plan: RunPlan, seed: int, main: bool) -> 
     if hyp.max_batches and hyp.max_batches != total and hyp.policy in ("poly", "sgdr"):
         logger.warning("policy=%s follows max_batches=%d, but this run makes %d updates", hyp.policy,
                        hyp.max_batches, total)
+    for warning in rate_warnings(schedule):
+        logger.warning("%s", warning)
     late = [s for s in schedule.steps if s > total]
     if late:
         logger.warning("lr steps %s lie beyond this run's %d updates: they never apply", late, total)

@@ -264,6 +264,21 @@ def burn_in_outlasts_run(schedule: LRSchedule, total_updates: int) -> Optional[s
             f"(e.g. burn_in: {max(1, total_updates // 10)} in --hyp)")
 
 
+def rate_warnings(schedule: LRSchedule) -> List[str]:
+    """Warnings for schedules Darknet trains without a word: a rate of 0 throughout, and ``steps`` out of order
+    (defined, as Darknet's loop stops at the first step not yet reached, but rarely what was meant)."""
+    warnings = []
+    if schedule.learning_rate == 0 and not (schedule.policy == "sgdr" and schedule.learning_rate_min > 0):
+        warnings.append("learning_rate=0: the weights never change (Darknet trains so too); set learning_rate in "
+                        "the cfg's [net] or in --hyp")
+    steps = schedule.steps if schedule.policy == "steps" else []
+    if steps != sorted(steps):
+        warnings.append(f"lr steps {steps} are not in increasing order: as in Darknet, the scales apply in the "
+                        f"listed order and stop at the first step not yet reached, so a step after a larger one "
+                        f"waits for it")
+    return warnings
+
+
 def set_lr(optimizer, lr: float) -> None:
     """Give every parameter group of ``optimizer`` the rate ``lr`` times its ``lr_scale`` (Darknet's per-layer
     ``learning_rate``, 1 by default)."""
@@ -272,4 +287,4 @@ def set_lr(optimizer, lr: float) -> None:
 
 
 __all__ = ["LRSchedule", "POLICIES", "SCHEDULE_DEFAULTS", "ScheduleSettings", "burn_in_outlasts_run",
-           "read_net_schedule", "resolve_steps", "schedule_from_hyp", "set_lr"]
+           "rate_warnings", "read_net_schedule", "resolve_steps", "schedule_from_hyp", "set_lr"]
