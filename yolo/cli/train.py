@@ -71,8 +71,9 @@ def main(args: argparse.Namespace) -> int:
     except OutputError as exc:  # a full disk at a save: the previous last.pt is whole (atomic saves)
         last = trainer.run_dir / "last.pt" if trainer is not None and trainer.run_dir is not None else None
         fail(f"{exc}" + (f"; {last} is intact: continue with --resume {last}" if last and last.is_file() else ""))
-    except NonFiniteLossError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except NonFiniteLossError as exc:  # every process stops; the main one says why, once
+        if trainer is None or trainer.main:
+            print(f"error: {exc}", file=sys.stderr)
         return EXIT_NON_FINITE
     except KeyboardInterrupt:
         print("aborted (second interrupt): nothing saved beyond the last checkpoint", file=sys.stderr)

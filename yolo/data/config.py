@@ -195,9 +195,9 @@ _GENERATE_RANGES = {"num_train": (0, 100_000), "num_val": (0, 100_000), "seed": 
 _GENERATE_SIDES = (32, 4096)
 
 
-def _key_line(yaml_path: Path, key: str) -> Optional[int]:
+def _key_line(yaml_path: Path, key: Any) -> Optional[int]:
     """The first line of ``yaml_path`` that sets ``key`` (for messages), or None."""
-    pattern = re.compile(rf"^\s*{re.escape(key)}\s*:")
+    pattern = re.compile(rf"^\s*{re.escape(str(key))}\s*:")  # a YAML key may be a number
     for number, line in enumerate(yaml_path.read_text(encoding="utf-8").splitlines(), start=1):
         if pattern.match(line):
             return number
@@ -268,6 +268,9 @@ def load_data_config(path: PathLike, prepare: bool = True) -> DataConfig:
 
     generate = raw.get("generate")
     if generate is not None:
+        if not isinstance(generate, (str, dict)):
+            raise DataError(f"'generate' must be a generator name (shapes) or a mapping with 'name: shapes' and "
+                            f"its settings, got {shown(repr(generate))}", yaml_path, _key_line(yaml_path, "generate"))
         generate = {"name": generate} if isinstance(generate, str) else dict(generate)
         if generate.get("name") != "shapes":
             raise DataError(f"'generate': unknown generator {generate.get('name')!r} (known: shapes)", yaml_path)

@@ -245,11 +245,14 @@ def list_images(source: Path, search_dirs: Sequence[Path] = ()) -> Tuple[List[Pa
         return images, [], len(images)
     if not source.is_file():
         raise DataError("image folder or list file not found", source)
+    if source.suffix.lower() in DATASET_IMAGE_SUFFIXES:
+        raise DataError("an image, not a text list of image paths: give the folder of the split's images or a "
+                        ".txt list of them", source)
     images, problems, listed = [], [], 0
     bases = [source.parent, *search_dirs, Path.cwd()]
-    with open(source, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            entry = line.strip()
+    with open(source, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            entry = _list_line(raw, source, lineno).strip()
             if not entry or entry.startswith("#"):
                 continue
             listed += 1
@@ -265,6 +268,15 @@ def list_images(source: Path, search_dirs: Sequence[Path] = ()) -> Tuple[List[Pa
             else:
                 images.append(found.resolve())
     return images, problems, listed
+
+
+def _list_line(raw: bytes, source: Path, lineno: int) -> str:
+    """One line of an image list file as text; a line that is not UTF-8 is a :class:`DataError` at its line (the
+    file is not a list: an image, an archive, or text saved in another encoding such as UTF-16)."""
+    try:
+        return raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+    except UnicodeDecodeError:
+        raise DataError("not a text list of image paths (this line is not UTF-8 text)", source, lineno) from None
 
 
 def _cache_file(source: Path) -> Path:

@@ -41,10 +41,14 @@ from yolo.models.model import Darknet
 
 logger = logging.getLogger(__name__)
 
+# What --weights reads as one of our checkpoints rather than Darknet weights (yolo.engine.transfer.load_pretrained).
+CHECKPOINT_SUFFIXES = (".pt", ".pth")
+
 
 def build_training(options: TrainOptions) -> TrainingParts:
     """The parts of the run ``options`` describes (see the module docstring). On failure the process group
     and the run folder's lock are released."""
+    check_cutoff(options)
     options, ckpt = read_resume_checkpoint(options)
     resume_path = Path(options.resume) if ckpt is not None else None
     device = parse_device(options.device, int(os.environ.get("LOCAL_RANK", "0")))
@@ -56,6 +60,19 @@ def build_training(options: TrainOptions) -> TrainingParts:
         raise
 
 
+def check_cutoff(options: TrainOptions) -> None:
+    """Refuse a ``--cutoff`` that would be ignored: it selects the layers read from a Darknet ``.weights`` file,
+    and a ``.pt`` checkpoint's tensors load by name (:func:`yolo.engine.transfer.load_pretrained`)."""
+    if options.cutoff is None or options.resume:
+        return  # (with --resume, the saved settings are checked: yolo.engine.resume)
+    if not options.weights:
+        raise ConfigError(f"--cutoff {options.cutoff}: applies to Darknet .weights given with --weights, and "
+                          "there is no --weights")
+    if Path(options.weights).suffix in CHECKPOINT_SUFFIXES:
+        raise ConfigError(f"--cutoff {options.cutoff}: applies to Darknet .weights only, not to the checkpoint "
+                          f"{options.weights} (its tensors load by name): drop --cutoff")
+
+
 def _build(options: TrainOptions, ckpt: Optional[Dict[str, Any]], resume_path: Optional[Path],
            device: torch.device, dist: DistInfo) -> TrainingParts:
     main = dist.is_main
@@ -64,6 +81,7 @@ def _build(options: TrainOptions, ckpt: Optional[Dict[str, Any]], resume_path: O
     sections, adapted, data = read_cfg_and_data(options, ckpt, resume_path, main)
     seed_everything(options.seed)
     model = Darknet(sections)
+    check_image_channels(model)
     if ckpt is not None:
         model.cfg_text = ckpt["cfg"]
     elif not adapted:  # keep the file as written (comments included), not a re-rendering of it
@@ -141,6 +159,16 @@ def read_cfg_and_data(options: TrainOptions, ckpt: Optional[Dict[str, Any]], res
     return sections, adapted, data
 
 
+def check_image_channels(model: Darknet) -> None:
+    """Refuse a cfg whose input is not 3 channels, at its ``channels`` (or ``inputs``) line: the datasets give
+    RGB images. (Darknet would read the images as grayscale for ``channels=1``: ``load_data_detection`` in
+    src/data.c loads with OpenCV's colour flag ``c >= 3``; the dataset code has no such conversion.)"""
+    if model.input_channels != 3:
+        key = "channels" if model.net.has("channels") else "inputs"
+        raise model.net.error(f"{key}={model.net.options[key]}: training reads 3-channel (RGB) images; "
+                              "grayscale or other inputs are not supported: set channels=3", key)
+
+
 def run_hyp(model: Darknet, data, options: TrainOptions, ckpt: Optional[Dict[str, Any]]) -> Hyperparameters:
     """From [net], --hyp and the flags (:func:`yolo.engine.config.resolve_hyp`), or the saved run's
     (:func:`yolo.engine.resume.saved_hyp`); ``options`` then records the machine settings used. First checks the
@@ -185,7 +213,7 @@ def initialize_model(model: Darknet, options: TrainOptions, hyp: Hyperparameters
                     logger.info("%s", line)
         if hyp.head_prior:
             prior_head_biases(model, tuple(hyp.img_size), fresh)
-    frozen = freeze_layers(model, options.freeze) if options.freeze else []
+    frozen = frozen_layers(model, options.freeze) if options.freeze else []
     if frozen and main:
         logger.info("froze layers 0..%d (%d parameter tensors)", options.freeze - 1, len(frozen))
     model.to(device)
@@ -193,4 +221,13 @@ def initialize_model(model: Darknet, options: TrainOptions, hyp: Hyperparameters
     return report, frozen
 
 
-__all__ = ["build_training", "initialize_model", "read_cfg_and_data", "run_hyp"]
+def frozen_layers(model: Darknet, count: int) -> List[str]:
+    """:func:`yolo.engine.transfer.freeze_layers`, a count past the model's layers a :class:`ConfigError` (the
+    tool's one-line error) instead of its ``ValueError``."""
+    try:
+        return freeze_layers(model, count)
+    except ValueError as exc:  # its only ValueError: --freeze larger than the layer count
+        raise ConfigError(str(exc)) from None
+
+
+__all__ = ["CHECKPOINT_SUFFIXES", "build_training", "check_cutoff", "check_image_channels", "frozen_layers", "initialize_model", "read_cfg_and_data", "run_hyp"]

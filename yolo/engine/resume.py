@@ -6,7 +6,7 @@ What a checkpoint holds is written by :func:`yolo.engine.hooks.checkpointing.tra
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
@@ -15,12 +15,17 @@ import torch
 from yolo.engine.config import Hyperparameters, TrainOptions
 from yolo.errors import ConfigError
 from yolo.models.checkpoint import load_checkpoint_file
+from yolo.settings.declare import declaration
 
 logger = logging.getLogger(__name__)
 
 # Settings given both as hyperparameters and as options (flags) that a resumed run may change: how the step runs
 # (yolo.engine.step_precision) and whether the train images are kept in memory; never what it computes.
 MACHINE_SETTINGS = ("tf32", "compile", "cache_images")
+
+# The options a resumed run takes from the caller, not from its checkpoint: the run length, the machine settings,
+# the progress display, and --project (where a bare --resume looks for the newest run).
+RESUME_MAY_CHANGE = ("resume", "epochs", "device", "workers", "progress", "project", *MACHINE_SETTINGS)
 
 
 @dataclass
@@ -50,6 +55,11 @@ def read_resume_checkpoint(options: TrainOptions) -> Tuple[TrainOptions, Optiona
     resume_path = Path(options.resume)
     if resume_path.is_dir():
         resume_path = resume_path / "last.pt"
+    if resume_path.name != "last.pt":
+        raise ConfigError(f"--resume {resume_path}: a run resumes from its last.pt (the state it stopped in), "
+                          f"here {resume_path.parent / 'last.pt'}, or from its folder; to train from "
+                          f"{resume_path.name}'s weights start a new run with --weights {resume_path}")
+    refuse_settings_on_resume(options, resume_path)
     ckpt = load_checkpoint_file(resume_path)
     if "train" not in ckpt:
         raise ConfigError(f"{resume_path}: not a training checkpoint (no optimizer/epoch state); "
@@ -66,6 +76,18 @@ def read_resume_checkpoint(options: TrainOptions) -> Tuple[TrainOptions, Optiona
         saved.epochs = options.epochs
     saved.resume = str(resume_path)
     return saved, ckpt
+
+
+def refuse_settings_on_resume(options: TrainOptions, resume_path: Path) -> None:
+    """A :class:`ConfigError` naming the flags given with ``--resume`` that the resumed run would not use: it
+    continues with the settings it was started with, but for :data:`RESUME_MAY_CHANGE`."""
+    defaults = TrainOptions()
+    ignored = [declaration(f).name or f.name for f in fields(TrainOptions)
+               if f.name not in RESUME_MAY_CHANGE and getattr(options, f.name) != getattr(defaults, f.name)]
+    if ignored:
+        raise ConfigError(f"--resume {resume_path} continues the run with its saved settings: {', '.join(ignored)} "
+                          "cannot change (only --epochs, --device, --workers, --tf32, --compile and --cache-images "
+                          f"can); to train with other settings start a new run with --weights {resume_path}")
 
 
 def saved_hyp(ckpt: Dict[str, Any], options: TrainOptions) -> Hyperparameters:
@@ -99,4 +121,5 @@ def load_training_state(ckpt: Dict[str, Any], model, optimizer, scaler, ema) -> 
                        rng=state["rng"], epoch_sums=state.get("epoch_sums"), hooks=hooks)
 
 
-__all__ = ["MACHINE_SETTINGS", "ResumeState", "load_training_state", "read_resume_checkpoint", "saved_hyp"]
+__all__ = ["MACHINE_SETTINGS", "RESUME_MAY_CHANGE", "ResumeState", "load_training_state", "read_resume_checkpoint",
+           "refuse_settings_on_resume", "saved_hyp"]

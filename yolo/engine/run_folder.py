@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 import numpy as np
 import yaml
@@ -15,8 +15,16 @@ import yaml
 from yolo.data.darknet_data import is_darknet_data
 from yolo.engine.rng import software_environment
 from yolo.files.atomic import remove_stale_temp_files
+from yolo.files.yaml_files import load_yaml
 
 logger = logging.getLogger(__name__)
+
+
+def options_record(options: Dict[str, Any]) -> Dict[str, Any]:
+    """What ``opt.yaml`` holds: the options, ``hyp`` as given (a path, or ``inline`` for a dict)."""
+    given_hyp = options.get("hyp")
+    return ({k: v for k, v in options.items() if k != "hyp"}
+            | {"hyp": str(given_hyp) if not isinstance(given_hyp, dict) else "inline"})
 
 
 def write_settings(run_dir: Path, cfg_text: str, hyp: Dict[str, Any], options: Dict[str, Any], data) -> None:
@@ -24,9 +32,7 @@ def write_settings(run_dir: Path, cfg_text: str, hyp: Dict[str, Any], options: D
     written as ``inline``), the dataset YAML and the software environment."""
     (run_dir / "cfg.cfg").write_text(cfg_text, encoding="utf-8")
     write_yaml(run_dir / "hyp.yaml", hyp)
-    given_hyp = options.get("hyp")
-    write_yaml(run_dir / "opt.yaml", {k: v for k, v in options.items() if k != "hyp"}
-               | {"hyp": str(given_hyp) if not isinstance(given_hyp, dict) else "inline"})
+    write_yaml(run_dir / "opt.yaml", options_record(options))
     source = getattr(data, "source", None)
     if source is not None and is_darknet_data(source):  # the same dataset as a YAML, its paths absolute
         (run_dir / "data.yaml").write_text(f"# from Darknet's {source}\n" + yaml.safe_dump(_plain(
@@ -47,17 +53,34 @@ RESUME_KEYS = ("epochs", "device", "workers", "tf32", "compile", "cache_images")
 
 def update_settings(run_dir: Path, options: Dict[str, Any], hyp: Dict[str, Any]) -> None:
     """A resumed run's ``opt.yaml`` and ``hyp.yaml``: the values it changed (:data:`RESUME_KEYS`) written over the
-    ones it started with, the rest kept as they were."""
-    for name, values in (("opt.yaml", options), ("hyp.yaml", hyp)):
+    ones it started with, the rest kept as they were. The two files are a record (the run resumes from its
+    checkpoint): one that cannot be read is rewritten from the checkpoint's values, with a warning."""
+    for name, values in (("opt.yaml", options_record(options)), ("hyp.yaml", hyp)):
         path = run_dir / name
         if not path.is_file():
             continue
-        saved = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        saved = read_record(path)
+        if saved is None:
+            write_yaml(path, values)
+            logger.warning("%s: not a readable settings record: rewritten from the checkpoint", path)
+            continue
         changed = {k: values[k] for k in RESUME_KEYS if k in saved and k in values and saved[k] != values[k]}
         if changed:
             write_yaml(path, {**saved, **changed})
             logger.info("%s: %s (resumed with new values)", path.name,
                         ", ".join(f"{k} {saved[k]} -> {v}" for k, v in changed.items()))
+
+
+def read_record(path: Path) -> Optional[Dict[str, Any]]:
+    """The mapping a settings file of the run folder holds; None when it is not one (damaged, not UTF-8, not a
+    mapping). An empty file is an empty mapping."""
+    try:
+        saved = load_yaml(path)
+    except (yaml.YAMLError, UnicodeDecodeError, ValueError):
+        return None
+    if saved is None:
+        return {}
+    return saved if isinstance(saved, dict) else None
 
 
 def recover_run_folder(run_dir: Path) -> None:
@@ -86,4 +109,4 @@ def _plain(value: Any) -> Any:
     return value
 
 
-__all__ = ["RESUME_KEYS", "recover_run_folder", "update_settings", "write_settings", "write_yaml"]
+__all__ = ["RESUME_KEYS", "options_record", "read_record", "recover_run_folder", "update_settings", "write_settings", "write_yaml"]

@@ -9,7 +9,6 @@ namespace of those attributes.
 from __future__ import annotations
 
 import contextlib
-import logging
 from typing import Tuple
 
 import torch
@@ -21,8 +20,6 @@ from yolo.engine.optimizer import clip_weights, hold_gradients, holds_gradients
 from yolo.engine.schedule import set_lr
 from yolo.errors import NonFiniteLossError
 from yolo.losses.region_loss import set_images_seen
-
-logger = logging.getLogger(__name__)
 
 
 class UpdateStep:
@@ -130,9 +127,7 @@ class UpdateStep:
                    f"{self.epoch + 1}/{self.epochs}, iteration {b + 1} (update {self.epoch_step + 1}/"
                    f"{self.steps_per_epoch} of the epoch, {self.global_step + 1} overall, lr {self.lr:.3g}): "
                    f"training stopped; {kept}. Lower learning_rate or lengthen burn_in, and check the data.")
-        if self.main:
-            logger.error("%s", message)
-        raise NonFiniteLossError(message)
+        raise NonFiniteLossError(message)  # reported once, by whoever catches it (tools/train.py: its error line)
 
 
 __all__ = ["UpdateStep"]

@@ -59,10 +59,10 @@ def output_error(path: PathLike, exc: Optional[BaseException] = None) -> Optiona
     it only returned a failure), or None when the cause is not the file system (a bug to raise as it is)."""
     code = getattr(exc, "errno", None)
     reason = _REASONS.get(code) if code is not None else None
-    if reason is None:
-        reason = disk_problem(path)
-    if reason is None and isinstance(exc, OSError) and exc.strerror:
+    if reason is None and isinstance(exc, OSError) and exc.strerror:  # the OS said why: not for want of space
         reason = exc.strerror[0].lower() + exc.strerror[1:]
+    if reason is None:  # no reason given (torch.save's RuntimeError, cv2.imwrite's False): ask the file system
+        reason = disk_problem(path)
     if reason is None and exc is not None:
         return None
     error = OutputError(f"{path}: cannot write: {reason or 'the writer reported a failure'}")

@@ -12,7 +12,7 @@ from typing import Any, Dict, Optional, Union
 
 from yolo.ops.sizes import SizeLike
 from yolo.settings.declare import setting
-from yolo.settings.values import image_side, non_negative_int, positive_int, size_from_flag
+from yolo.settings.values import image_side, non_negative_int, positive_int, seed_value, size_from_flag
 
 
 @dataclass
@@ -55,7 +55,7 @@ class TrainOptions:
                           help="freeze the first N layers (their BatchNorm statistics too)")
     workers: Optional[int] = setting(None, "--workers", type=non_negative_int,
                                      help="data-loading processes (default: automatic)")
-    seed: int = setting(0, "--seed", type=non_negative_int,
+    seed: int = setting(0, "--seed", type=seed_value,
                         help="seed of initialization, data order and augmentation (default: 0)")
     sync_bn: bool = setting(False, "--sync-bn", action="store_true", help="SyncBatchNorm across processes (CUDA DDP)")
     adapt_classes: bool = setting(

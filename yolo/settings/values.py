@@ -27,22 +27,29 @@ def number(kind: Callable = float, low: Optional[float] = None, high: Optional[f
             raise argparse.ArgumentTypeError(f"'{text}' is not a finite number")
         if (low is not None and value < low) or (high is not None and value > high):
             if high is None:
-                bounds = f"at least {low:g}"
+                bounds = f"at least {_bound(low)}"
             elif low is None:
-                bounds = f"at most {high:g}"
+                bounds = f"at most {_bound(high)}"
             else:
-                bounds = f"between {low:g} and {high:g}"
+                bounds = f"between {_bound(low)} and {_bound(high)}"
             raise argparse.ArgumentTypeError(f"{text} is out of range: {what or 'it'} must be {bounds}")
         return value
     parse.__name__ = kind.__name__
     return parse
 
 
+def _bound(value: float) -> str:
+    """A range's end as a message writes it: an integer in full (4294967295, not 4.29497e+09)."""
+    return str(value) if isinstance(value, int) else f"{value:g}"
+
+
 # The numeric flags the tools share.
 fraction = number(float, 0.0, 1.0, "a threshold")            # --conf-thres, --iou-thres
 positive_int = number(int, 1, None, "the value")             # --batch-size, --epochs, --max-det, ...
-non_negative_int = number(int, 0, None, "the value")         # --workers, --freeze, --cutoff, --seed
+non_negative_int = number(int, 0, None, "the value")         # --workers, --freeze, --cutoff
 image_side = number(int, 1, 8192, "an image side")           # --img-size values
+# numpy's legacy seeding takes 32 bits, and the shuffle seeds torch with seed * 1_000_003 + epoch (a long long).
+seed_value = number(int, 0, 2**32 - 1, "a seed")             # --seed
 
 
 def size_from_flag(values: Optional[Sequence[int]], flag: str) -> Optional[ImageSize]:
@@ -55,4 +62,4 @@ def size_from_flag(values: Optional[Sequence[int]], flag: str) -> Optional[Image
     return image_size(list(values), flag)
 
 
-__all__ = ["fraction", "image_side", "non_negative_int", "number", "positive_int", "size_from_flag"]
+__all__ = ["fraction", "image_side", "non_negative_int", "number", "positive_int", "seed_value", "size_from_flag"]
