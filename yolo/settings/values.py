@@ -26,12 +26,15 @@ def number(kind: Callable = float, low: Optional[float] = None, high: Optional[f
         if isinstance(value, float) and not math.isfinite(value):
             raise argparse.ArgumentTypeError(f"'{text}' is not a finite number")
         if (low is not None and value < low) or (high is not None and value > high):
+            # An integer bound written out in full (a seed's 4294967295, not 4.29497e+09).
+            def bound(limit: float) -> str:
+                return str(int(limit)) if kind is int else f"{limit:g}"
             if high is None:
-                bounds = f"at least {low:g}"
+                bounds = f"at least {bound(low)}"
             elif low is None:
-                bounds = f"at most {high:g}"
+                bounds = f"at most {bound(high)}"
             else:
-                bounds = f"between {low:g} and {high:g}"
+                bounds = f"between {bound(low)} and {bound(high)}"
             raise argparse.ArgumentTypeError(f"{text} is out of range: {what or 'it'} must be {bounds}")
         return value
     parse.__name__ = kind.__name__

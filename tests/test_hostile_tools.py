@@ -1,0 +1,54 @@
+"""Hostile input to the detect, eval, export and anchors tools: each bad value is one `error:` line naming the
+flag or the file, before any work is done or anything is printed; never a traceback, never silent garbage."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import asset
+from helpers import one_line_error
+from training_helpers import write_one_head_training
+from yolo.cli import anchors as anchors_cli
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory):
+    """A tiny shapes training folder (data.yaml, tiny.cfg, hyp.yaml), made once for the module."""
+    return write_one_head_training(tmp_path_factory.mktemp("shapes"))
+
+
+# ------------------------------------------------------------------------------------------------ anchors
+@pytest.mark.parametrize("flags, expected", [
+    (["--seed", "-1"], "error: argument --seed: -1 is out of range: the seed must be between 0 and 4294967295"),
+    (["--seed", "4294967296"],
+     "error: argument --seed: 4294967296 is out of range: the seed must be between 0 and 4294967295"),
+    (["-n", "0"], "error: argument -n/--num-of-clusters: 0 is out of range: the anchor count must be between 1 "
+                  "and 10000"),
+    (["-n", "-3"], "error: argument -n/--num-of-clusters: -3 is out of range: the anchor count must be between 1 "
+                   "and 10000"),
+])
+def test_anchors_refuses_bad_seed_and_count(shapes, capsys, flags, expected):
+    argv = ["--data", str(shapes / "data.yaml"), *flags]
+    err = one_line_error(capsys, lambda: anchors_cli.main(anchors_cli.parse_args(argv)))
+    assert err.startswith(f"{expected} (see "), err
+
+
+def test_anchors_largest_seed_is_accepted(shapes, capsys):
+    result = anchors_cli.main(anchors_cli.parse_args(["--data", str(shapes / "data.yaml"), "-n", "2",
+                                                      "--img-size", "64", "--seed", "4294967295"]))
+    assert len(result.anchors) == 2
+    assert "anchors = " in capsys.readouterr().out
+
+
+def test_anchors_region_cfg_fails_before_printing(shapes, tmp_path, capsys):
+    out = tmp_path / "new.cfg"
+    argv = ["--data", str(shapes / "data.yaml"), "--cfg", str(asset("cfg/yolov2-tiny.cfg")), "-n", "5",
+            "--write", str(out)]
+    with pytest.raises(SystemExit) as exit_info:
+        anchors_cli.main(anchors_cli.parse_args(argv))
+    captured = capsys.readouterr()
+    assert exit_info.value.code == 2
+    assert captured.out == ""  # no anchors printed for a run that fails
+    assert captured.err.strip().splitlines()[-1] == (
+        f"error: {asset('cfg/yolov2-tiny.cfg')}: [region] anchors are in grid cells: paste them by hand (compute "
+        "them with --img-size set to the input size / 32, e.g. --img-size 13 for 416x416)")
+    assert not out.exists()
