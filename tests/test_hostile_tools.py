@@ -2,10 +2,13 @@
 flag or the file, before any work is done or anything is printed; never a traceback, never silent garbage."""
 from __future__ import annotations
 
+import re
+
 import pytest
+import torch
 
 from conftest import asset
-from helpers import one_line_error
+from helpers import one_line_error, run_export_cli
 from training_helpers import write_one_head_training
 from yolo.cli import anchors as anchors_cli
 
@@ -51,4 +54,16 @@ def test_anchors_region_cfg_fails_before_printing(shapes, tmp_path, capsys):
     assert captured.err.strip().splitlines()[-1] == (
         f"error: {asset('cfg/yolov2-tiny.cfg')}: [region] anchors are in grid cells: paste them by hand (compute "
         "them with --img-size set to the input size / 32, e.g. --img-size 13 for 416x416)")
+    assert not out.exists()
+
+
+# ------------------------------------------------------------------------------------------------- export
+def test_export_refuses_an_opset_torch_cannot_write_before_reading_the_model(tmp_path, capsys):
+    out = tmp_path / "tiny.onnx"
+    argv = ["--cfg", asset("cfg/yolov3-tiny.cfg"), "--weights", tmp_path / "never-read.weights", "--format", "onnx",
+            "--opset", "999", "--output", out, "--no-verify"]
+    (tmp_path / "never-read.weights").write_bytes(b"")  # an empty file: reading it would be a different error
+    err = one_line_error(capsys, lambda: run_export_cli(argv))
+    assert re.fullmatch(rf"error: --opset 999 is out of range: this torch \({re.escape(torch.__version__)}\) "
+                        r"exports ONNX opsets 17 to 2\d", err), err
     assert not out.exists()
