@@ -11,6 +11,7 @@ from conftest import asset
 from helpers import one_line_error, run_export_cli
 from training_helpers import write_one_head_training
 from yolo.cli import anchors as anchors_cli
+from yolo.cli import detect as detect_cli
 
 
 @pytest.fixture(scope="module")
@@ -67,3 +68,29 @@ def test_export_refuses_an_opset_torch_cannot_write_before_reading_the_model(tmp
     assert re.fullmatch(rf"error: --opset 999 is out of range: this torch \({re.escape(torch.__version__)}\) "
                         r"exports ONNX opsets 17 to 2\d", err), err
     assert not out.exists()
+
+
+# ------------------------------------------------------------------------------------------------- detect
+def detect_flags(*extra: str):
+    """``tools/detect.py``'s flags with a cfg, weights and source that are never read (parsing fails first)."""
+    return detect_cli.parse_args(["--cfg", "never.cfg", "--weights", "never.weights", "--source", "never.jpg",
+                                  *extra])
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("nan", "error: argument --beta-nms: 'nan' is not a finite number"),
+    ("inf", "error: argument --beta-nms: 'inf' is not a finite number"),
+    ("-5", "error: argument --beta-nms: -5 is out of range: the DIoU-NMS exponent must be above 0 and at most "
+           "3.40282e+38"),
+    ("0", "error: argument --beta-nms: 0 is out of range: the DIoU-NMS exponent must be above 0 and at most "
+          "3.40282e+38"),
+    ("1e308", "error: argument --beta-nms: 1e308 is out of range: the DIoU-NMS exponent must be at most "
+              "3.40282e+38"),
+])
+def test_detect_refuses_a_beta_nms_darknet_cannot_use(capsys, value, expected):
+    err = one_line_error(capsys, lambda: detect_flags("--beta-nms", value))
+    assert err.startswith(f"{expected} (see "), err
+
+
+def test_detect_takes_a_positive_beta_nms():
+    assert detect_flags("--beta-nms", "0.6").beta_nms == 0.6
