@@ -2,6 +2,8 @@
 flag or the file, before any work is done or anything is printed; never a traceback, never silent garbage."""
 from __future__ import annotations
 
+import logging
+import os
 import re
 
 import pytest
@@ -12,6 +14,7 @@ from helpers import one_line_error, run_export_cli
 from training_helpers import write_one_head_training
 from yolo.cli import anchors as anchors_cli
 from yolo.cli import detect as detect_cli
+from yolo.cli import eval as eval_cli
 
 
 @pytest.fixture(scope="module")
@@ -94,3 +97,21 @@ def test_detect_refuses_a_beta_nms_darknet_cannot_use(capsys, value, expected):
 
 def test_detect_takes_a_positive_beta_nms():
     assert detect_flags("--beta-nms", "0.6").beta_nms == 0.6
+
+
+# --------------------------------------------------------------------------------------------------- eval
+def test_eval_refuses_a_thousand_workers(capsys):
+    argv = ["--cfg", "never.cfg", "--weights", "never.weights", "--data", "never.yaml", "--workers", "1000"]
+    err = one_line_error(capsys, lambda: eval_cli.parse_args(argv))
+    assert err.startswith("error: argument --workers: 1000 is out of range: the number of loading processes must "
+                          "be between 0 and 64 (see "), err
+
+
+def test_eval_uses_at_most_the_cpus_it_may_run_on(monkeypatch, caplog):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    with caplog.at_level(logging.WARNING, logger="yolo.eval"):
+        assert eval_cli.usable_workers(2) == 2
+        assert not caplog.records
+        assert eval_cli.usable_workers(8) == 2
+    assert [r.getMessage() for r in caplog.records] == [
+        "warning: --workers 8 is more than the 2 CPUs this process may use: using 2"]

@@ -59,6 +59,9 @@ fraction = number(float, 0.0, 1.0, "a threshold")            # --conf-thres, --i
 positive_int = number(int, 1, None, "the value")             # --batch-size, --epochs, --max-det, ...
 non_negative_int = number(int, 0, None, "the value")         # --workers, --freeze, --cutoff, --seed
 image_side = number(int, 1, 8192, "an image side")           # --img-size values
+# --workers: each loading process holds a copy of the dataset; more than this is a typo, not a machine.
+MAX_WORKERS = 64
+worker_count = number(int, 0, MAX_WORKERS, "the number of loading processes")
 # --beta-nms: Darknet's DIoU-NMS subtracts (d^2/c^2)^beta_nms (src/box.c box_diounms): at 0 that is 1 and at a
 # negative exponent up to infinity, so nothing is ever suppressed; it runs in float32, whose largest value bounds it.
 nms_exponent = positive_float(3.4028234e38, "the DIoU-NMS exponent")
@@ -74,5 +77,5 @@ def size_from_flag(values: Optional[Sequence[int]], flag: str) -> Optional[Image
     return image_size(list(values), flag)
 
 
-__all__ = ["fraction", "image_side", "nms_exponent", "non_negative_int", "number", "positive_float", "positive_int",
-           "size_from_flag"]
+__all__ = ["MAX_WORKERS", "fraction", "image_side", "nms_exponent", "non_negative_int", "number", "positive_float",
+           "positive_int", "size_from_flag", "worker_count"]
