@@ -15,6 +15,9 @@ from training_helpers import write_one_head_training
 from yolo.cli import anchors as anchors_cli
 from yolo.cli import detect as detect_cli
 from yolo.cli import eval as eval_cli
+from yolo.errors import DataError
+from yolo.export.names import export_names
+from yolo.files.names import read_names
 
 
 @pytest.fixture(scope="module")
@@ -115,3 +118,46 @@ def test_eval_uses_at_most_the_cpus_it_may_run_on(monkeypatch, caplog):
         assert eval_cli.usable_workers(8) == 2
     assert [r.getMessage() for r in caplog.records] == [
         "warning: --workers 8 is more than the 2 CPUs this process may use: using 2"]
+
+
+# ---------------------------------------------------------------------------------------------- names files
+def tiny_detect(tmp_path, *extra: str):
+    """``tools/detect.py`` on yolov3-tiny at 96x96 on the CPU, writing into ``tmp_path/out``."""
+    return detect_cli.main(detect_cli.parse_args([
+        "--cfg", str(asset("cfg/yolov3-tiny.cfg")), "--weights", str(asset("weights/yolov3-tiny.weights")),
+        "--output", str(tmp_path / "out"), "--device", "cpu", "--img-size", "96", *extra]))
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32"])
+def test_a_names_file_that_is_not_utf8_is_named(tmp_path, encoding):
+    path = tmp_path / "classes.names"
+    path.write_text("cat\ndog\n", encoding=encoding)
+    with pytest.raises(DataError) as error:
+        read_names(path)
+    assert str(error.value) == (f"{path}: names file is not UTF-8 text (byte 0xff at offset 0): save it as UTF-8, "
+                                "one name a line")
+
+
+def test_detect_names_the_names_file_that_is_binary(tmp_path, capsys):
+    path = tmp_path / "binary.names"
+    path.write_bytes(b"cat\n\x80\x81dog\n")
+    err = one_line_error(capsys, lambda: tiny_detect(tmp_path, "--source", str(asset("images/dog.jpg")),
+                                                     "--names", str(path)))
+    assert err == (f"error: {path}: names file is not UTF-8 text (byte 0x80 at offset 4): save it as UTF-8, one "
+                   "name a line")
+
+
+def test_detect_names_the_names_file_whose_count_is_wrong(tmp_path, capsys):
+    path = tmp_path / "two_lines.txt"
+    path.write_text("cat\ndog\n")
+    err = one_line_error(capsys, lambda: tiny_detect(tmp_path, "--source", str(asset("images/dog.jpg")),
+                                                     "--names", str(path)))
+    assert err == f"error: {path}: 2 class names given but the model has 80 classes"
+
+
+def test_export_names_the_names_file_whose_count_is_wrong(tmp_path):
+    path = tmp_path / "two_lines.txt"
+    path.write_text("cat\ndog\n")
+    with pytest.raises(ValueError) as error:
+        export_names(path, tmp_path / "model.weights", None, 80)
+    assert str(error.value) == f"{path}: 2 class names given but the model has 80 classes"
