@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from conftest import asset
-from helpers import one_line_error, run_export_cli
+from helpers import one_line_error, run_export_cli, run_tool
 from training_helpers import write_one_head_training
 from yolo.cli import anchors as anchors_cli
 from yolo.cli import detect as detect_cli
@@ -161,3 +161,37 @@ def test_export_names_the_names_file_whose_count_is_wrong(tmp_path):
     with pytest.raises(ValueError) as error:
         export_names(path, tmp_path / "model.weights", None, 80)
     assert str(error.value) == f"{path}: 2 class names given but the model has 80 classes"
+
+
+# ------------------------------------------------------------------------------------------ detect sources
+def test_detect_refuses_an_empty_source(tmp_path, capsys, monkeypatch):
+    (tmp_path / "dog.jpg").write_bytes(asset("images/dog.jpg").read_bytes())
+    monkeypatch.chdir(tmp_path)  # an empty path is the current folder: it must not be scanned
+    err = one_line_error(capsys, lambda: tiny_detect(tmp_path, "--source", ""))
+    assert err == "error: --source is empty: give an image or video file, a folder, a glob or a camera index"
+
+
+def unreadable_sources(folder):
+    """A folder of four files OpenCV cannot read, each of which makes OpenCV or FFmpeg log a line of its own."""
+    folder.mkdir()
+    (folder / "a.jpg").write_bytes(b"junk")
+    (folder / "b.mp4").write_bytes(b"junk")                     # FFmpeg: moov atom not found
+    (folder / "c.tif").write_bytes(b"II*\x00junk")              # OpenCV: TIFF_Error ... Seek error
+    (folder / "d.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(12))  # OpenCV: buffer incomplete
+    return folder
+
+
+def test_detect_on_only_unreadable_sources_ends_with_an_error_and_no_opencv_noise(tmp_path):
+    source = unreadable_sources(tmp_path / "bad")
+    done = run_tool("detect", "--cfg", asset("cfg/yolov3-tiny.cfg"), "--weights", asset("weights/yolov3-tiny.weights"),
+                    "--source", source, "--device", "cpu", "--img-size", "96", "--nosave",
+                    env={k: v for k, v in os.environ.items() if not k.startswith("OPENCV_")})
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1
+    assert lines[-1] == "error: none of the 4 source(s) could be read", done.stderr
+    assert sorted(lines[-5:-1]) == [
+        f"warning: {source / 'a.jpg'}: not a readable image (corrupt or unsupported format); skipped",
+        f"warning: {source / 'b.mp4'}: cannot open video; skipped",
+        f"warning: {source / 'c.tif'}: not a readable image (corrupt or unsupported format); skipped",
+        f"warning: {source / 'd.png'}: not a readable image (corrupt or unsupported format); skipped"]
+    assert all(line.startswith(("warning: ", "error: ", "class names from ")) for line in lines), done.stderr
