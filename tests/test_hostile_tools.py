@@ -18,6 +18,7 @@ from yolo.cli import eval as eval_cli
 from yolo.errors import DataError
 from yolo.export.names import export_names
 from yolo.files.names import read_names
+from yolo.models.model import load_model
 
 
 @pytest.fixture(scope="module")
@@ -195,3 +196,23 @@ def test_detect_on_only_unreadable_sources_ends_with_an_error_and_no_opencv_nois
         f"warning: {source / 'c.tif'}: not a readable image (corrupt or unsupported format); skipped",
         f"warning: {source / 'd.png'}: not a readable image (corrupt or unsupported format); skipped"]
     assert all(line.startswith(("warning: ", "error: ", "class names from ")) for line in lines), done.stderr
+
+
+# ------------------------------------------------------------------------------------- dataset errors
+def test_eval_error_for_label_paths_that_are_folders_is_one_clean_line(tmp_path, capsys):
+    folder = write_one_head_training(tmp_path / "run")
+    load_model(folder / "tiny.cfg").save_darknet_weights(folder / "tiny.weights")
+    labels = sorted((folder / "data" / "labels" / "val").glob("*.txt"))
+    assert len(labels) == 2
+    for label in labels:  # each image's label path is a folder: no val image is usable
+        label.unlink()
+        label.mkdir()
+    argv = ["--cfg", str(folder / "tiny.cfg"), "--weights", str(folder / "tiny.weights"), "--data",
+            str(folder / "data.yaml"), "--device", "cpu", "--project", str(tmp_path / "runs")]
+    with pytest.raises(SystemExit) as exit_info:
+        eval_cli.main(eval_cli.parse_args(argv))
+    assert exit_info.value.code == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    problem = "is a folder where the image's label file belongs; its image is dropped (rename the folder)"
+    assert errors == [f"error: {folder / 'data' / 'images' / 'val'}: no usable images (2 listed); problems: "
+                      f"{labels[0]}: {problem}; {labels[1]}: {problem}"]
