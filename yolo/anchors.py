@@ -159,8 +159,8 @@ def set_cfg_anchors(cfg_text: str, anchors: np.ndarray, source: str = "<cfg>", w
     heads = [s for s in sections if s[0] in ANCHOR_HEADS]  # a network may mix them: each gets the anchors
     if not heads:
         if any(s[0] == "region" for s in sections):
-            raise AnchorCfgError(f"{source}: [region] anchors are in grid cells: paste them by hand "
-                                 "(compute them with --width/--height = input size / 32)")
+            raise AnchorCfgError(f"{source}: [region] anchors are in grid cells: paste them by hand (compute them "
+                                 "with --img-size set to the input size / 32, e.g. --img-size 13 for 416x416)")
         raise AnchorCfgError(f"{source}: no [yolo] or [Gaussian_yolo] section to write anchors into")
     used: List[int] = []
     out = list(lines)

@@ -12,8 +12,9 @@ label boxes. Darknet starts from randomly drawn boxes (seeded by the clock); her
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from yolo.anchors import kmeans_anchors, label_sizes, write_cfg_with_anchors
+from yolo.anchors import kmeans_anchors, label_sizes, set_cfg_anchors
 from yolo.cli.args import fail, run_tool
 from yolo.cli.flags.anchors import parse_args
 from yolo.counts import MAX_ANCHORS
@@ -47,7 +48,7 @@ def main(args: argparse.Namespace):
                 k = heads[0].get_count("num", len(heads[0].get_floats("anchors", [])) // 2, MAX_ANCHORS)
             except CfgError as exc:
                 fail(str(exc))
-    width, height, k = width or 416, height or 416, k or 9
+    width, height, k = width or 416, height or 416, 9 if k is None else k
     if width <= 0 or height <= 0 or k <= 0:
         fail(f"width={width}, height={height} and -n {k} must be positive")
     if k > MAX_ANCHORS:
@@ -61,17 +62,24 @@ def main(args: argparse.Namespace):
     if len(sizes) < k:
         fail(f"{args.data}: {len(sizes)} label boxes in the {args.split} split, fewer than the {k} anchors asked for")
     result = kmeans_anchors(sizes, k, seed=args.seed)
+    # The cfg copy is made before anything is printed: a cfg that cannot take the anchors is an error alone.
+    new_cfg = cfg_with_anchors(args.cfg, result.anchors, width) if args.write is not None else None
     print(f"num_of_clusters = {k}, width = {width}, height = {height}: {len(sizes)} boxes, "
           f"{result.rounds} iterations")
     print(f"anchors = {result.format(width)}")
     print(f"mean IoU = {result.mean_iou:.2f} %")
-    if args.write is not None:
-        try:
-            out = write_cfg_with_anchors(args.cfg, result.anchors, args.write, width)
-        except AnchorCfgError as exc:
-            fail(str(exc))
-        print(f"wrote {out}")
+    if new_cfg is not None:
+        args.write.write_text(new_cfg, encoding="utf-8")
+        print(f"wrote {args.write}")
     return result
+
+
+def cfg_with_anchors(cfg: str, anchors, width: int) -> str:
+    """The text of ``cfg`` with ``anchors`` set in its heads; a cfg that cannot take them is the tool's error."""
+    try:
+        return set_cfg_anchors(Path(cfg).read_text(encoding="utf-8"), anchors, cfg, width)
+    except AnchorCfgError as exc:
+        fail(str(exc))
 
 
 def cli(argv=None) -> None:

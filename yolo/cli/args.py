@@ -31,9 +31,20 @@ def setup_logging(verbose: bool = False, level: int = logging.INFO) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else level, handlers=[handler])
 
 
+def one_line(message: str) -> str:
+    """``message``'s lines joined into one (a :class:`yolo.errors.DataError` lists its problems a line each):
+    ``; `` between lines, a space after a line that ends in ``:`` (a heading such as ``problems:``)."""
+    lines = [line.strip() for line in str(message).splitlines() if line.strip()]
+    text = lines[0] if lines else ""
+    for line in lines[1:]:
+        text += (" " if text.endswith(":") else "; ") + line
+    return text
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print a one-line error to stderr and exit with a non-zero status."""
-    print(f"error: {shown(message, MAX_MESSAGE)}", file=sys.stderr)  # one line, whatever the message echoes
+    # one line, whatever the message echoes: its line breaks joined, not shown as "\n" escapes
+    print(f"error: {shown(one_line(message), MAX_MESSAGE)}", file=sys.stderr)
     raise SystemExit(code)
 
 

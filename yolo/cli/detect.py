@@ -99,8 +99,8 @@ def main(args) -> Optional[Path]:
           + (f"results in {out_dir}" if out_dir is not None else "nothing saved (--nosave)")
           + (f"; COCO results {json_path}" if json_path else "")
           + (f"; {len(skipped)} source(s) skipped" if skipped else ""))
-    if skipped and n_images == 0:
-        raise SystemExit(1)  # nothing could be read at all
+    if skipped and n_images == 0:  # nothing could be read at all: the warnings alone would not say it failed
+        fail(f"none of the {len(items)} source(s) could be read", code=1)
     return out_dir
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -28,6 +29,17 @@ from yolo.runs import increment_path, remove_if_empty, run_name
 from yolo.settings.evaluate import EvalOptions
 
 logger = logging.getLogger("yolo.eval")
+
+
+def usable_workers(requested: int) -> int:
+    """``--workers``, at most the CPUs this process may run on: more only slow loading down (torch warns of a
+    freeze over several lines), and the results do not depend on the count."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if requested > cpus:
+        logger.warning("warning: --workers %d is more than the %d CPUs this process may use: using %d", requested,
+                       cpus, cpus)
+        return cpus
+    return requested
 
 
 def main(args: argparse.Namespace) -> Dict[str, Any]:
@@ -52,8 +64,8 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
     # ValueError: e.g. an --img-size other than the one a YOLOv1 cfg's [connected] weights are tied to
     except (CfgError, ConfigError, WeightsError, DataError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))
-    loader = create_dataloader(dataset, batch_size=opts.batch_size, shuffle=False, num_workers=opts.workers,
-                               pin_memory=device.type == "cuda")
+    loader = create_dataloader(dataset, batch_size=opts.batch_size, shuffle=False,
+                               num_workers=usable_workers(opts.workers), pin_memory=device.type == "cuda")
     save_dir = Path(opts.save_dir) if opts.save_dir else Path(opts.project) / run_name(opts.name)
     if not opts.save_dir or (save_dir.exists() and any(save_dir.iterdir())):  # never overwrite a run
         save_dir = increment_path(save_dir)

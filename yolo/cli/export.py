@@ -14,6 +14,7 @@ from yolo.export import NMSOptions
 from yolo.export.heads import check_runtime
 from yolo.export.checked import INSTALL_EXPORT, RUNTIMES, SUFFIXES, export_checked, missing_package
 from yolo.export.names import export_names
+from yolo.export.onnx import check_opset
 from yolo.export.latency import compare_latency_with_darknet_pair, latency_report
 from yolo.export.samples import check_inputs
 from yolo.files.overwrite import refuse_overwriting_inputs, same_file
@@ -35,6 +36,8 @@ def _check_args(args) -> None:
         raise ValueError("--half, --dynamic and --nms apply to onnx/torchscript, not to darknet")
     if args.format != "onnx" and (args.nms or args.benchmark):
         raise ValueError("--nms and --benchmark apply to --format onnx")
+    if args.format == "onnx":
+        check_opset(args.opset, "--opset")  # before the model is read: the installed torch's range
 
 
 def run(args) -> Dict[str, object]:

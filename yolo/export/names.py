@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Optional
 
-from yolo.files.names import names_beside_cfg, read_names
+from yolo.files.names import check_names_count, names_beside_cfg, read_names
 from yolo.models.checkpoint import load_checkpoint_file
 
 
@@ -20,6 +20,6 @@ def export_names(names_file: Optional[Path], weights: Path, cfg: Optional[Path],
     else:
         found = names_beside_cfg(cfg, num_classes) if cfg is not None else None
         return read_names(found) if found is not None else None
-    if names is not None and len(names) != num_classes:
-        raise ValueError(f"{len(names)} class names but the model has {num_classes} classes")
+    if names is not None:
+        check_names_count(names, num_classes, names_file if names_file is not None else f"{weights} (its names)")
     return names

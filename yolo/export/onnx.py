@@ -30,8 +30,26 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_OPSET = 17
 MIN_OPSET = 17
+# The newest opset of the tracing exporter (dynamo=False) in torch 2.11 to 2.14, for a torch that no longer says.
+KNOWN_MAX_OPSET = 20
 INPUT_NAME = "images"
 OUTPUT_NAME = "predictions"
+
+
+def max_opset() -> int:
+    """The newest opset the installed torch's tracing exporter writes: torch names it in a private module,
+    else :data:`KNOWN_MAX_OPSET`. A newer one is written with a warning that it is not supported (or fails
+    with a graph dump), so it is refused instead."""
+    constants = getattr(torch.onnx, "_constants", None)
+    return int(getattr(constants, "ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET", KNOWN_MAX_OPSET))
+
+
+def check_opset(opset: int, what: str = "opset") -> None:
+    """A :class:`ValueError` naming ``what`` unless the installed torch exports ``opset``."""
+    newest = max_opset()
+    if not MIN_OPSET <= opset <= newest:
+        raise ValueError(f"{what} {opset} is out of range: this torch ({torch.__version__}) exports ONNX opsets "
+                         f"{MIN_OPSET} to {newest}")
 
 
 def export_onnx(model, path: Union[str, Path], img_size: Optional[SizeLike] = None,
@@ -56,8 +74,7 @@ def export_onnx(model, path: Union[str, Path], img_size: Optional[SizeLike] = No
     """
     import onnx  # optional dependency (the export extra): torch.onnx.export needs it too
 
-    if opset < MIN_OPSET:
-        raise ValueError(f"opset {opset} is too old: at least {MIN_OPSET} is needed")
+    check_opset(opset)
     path = Path(path)
     size = model_input_size(model, img_size, "img_size")
     if nms is not None:

@@ -6,20 +6,33 @@ from pathlib import Path
 from typing import List, Optional, Union
 
 from yolo.counts import MAX_CLASSES
+from yolo.errors import DataError
 
 
 def read_names(path: Union[str, "os.PathLike[str]"]) -> List[str]:
     """Class names, one per line; blank lines and surrounding spaces ignored. A missing file is a one-line
-    ``FileNotFoundError`` naming it; more than :data:`yolo.counts.MAX_CLASSES` names a ``ValueError``."""
+    ``FileNotFoundError`` naming it; a file that is not UTF-8 text (UTF-16, binary) a :class:`DataError` naming it;
+    more than :data:`yolo.counts.MAX_CLASSES` names a ``ValueError``."""
     path = Path(path)
     try:
         lines = path.read_text(encoding="utf-8-sig").splitlines()
     except FileNotFoundError:
         raise FileNotFoundError(f"{path}: names file not found") from None
+    except UnicodeDecodeError as exc:  # the codec's own message does not say which file
+        raise DataError(f"names file is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}): "
+                        "save it as UTF-8, one name a line", path) from None
     names = [line.strip() for line in lines if line.strip()]
     if len(names) > MAX_CLASSES:
         raise ValueError(f"{path}: {len(names):,} class names, more than the {MAX_CLASSES:,} allowed")
     return names
+
+
+def check_names_count(names: List[str], num_classes: int, source: Optional[Union[str, "os.PathLike[str]"]]) -> None:
+    """A ``ValueError`` when there are not ``num_classes`` names, naming the names file ``source`` (None: the names
+    were given as a list)."""
+    if len(names) != num_classes:
+        where = f"{source}: " if source is not None else ""
+        raise ValueError(f"{where}{len(names)} class names given but the model has {num_classes} classes")
 
 
 def names_beside_cfg(cfg: Union[str, "os.PathLike[str]"], num_classes: int) -> Optional[Path]:

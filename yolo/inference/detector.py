@@ -28,7 +28,7 @@ import torch
 
 from yolo.device import parse_device
 from yolo.files.images import as_bgr, load_image
-from yolo.files.names import names_beside_cfg, read_names
+from yolo.files.names import check_names_count, names_beside_cfg, read_names
 from yolo.inference.device_preprocess import preprocess_on_device
 from yolo.inference.graphed import GraphedForward
 from yolo.inference.batch import postprocess_batch, warn_if_not_finite
@@ -128,11 +128,9 @@ class Detector:
             self.names_from = str(names) if names is not None else None
         if names is None:
             return [str(i) for i in range(self.num_classes)]
-        if isinstance(names, (str, Path)):
-            names = read_names(names)
-        names = [str(n) for n in names]
-        if len(names) != self.num_classes:
-            raise ValueError(f"{len(names)} class names given but the model has {self.num_classes} classes")
+        source = names if isinstance(names, (str, Path)) else None
+        names = [str(n) for n in (read_names(source) if source is not None else names)]
+        check_names_count(names, self.num_classes, source)
         return names
 
     # The post-processing settings, read-only (they live in ``self.settings``).

@@ -47,6 +47,8 @@ def _kind_of(path: Path) -> Optional[str]:
 def collect_sources(source: str) -> List[SourceItem]:
     """Expand ``--source``: a camera index (``0``), a file, a folder (its images and videos, sorted)
     or a glob. Raises ``FileNotFoundError`` with a one-line message when nothing matches."""
+    if not source.strip():  # Path("") is the current folder: an empty --source must not scan it
+        raise FileNotFoundError("--source is empty: give an image or video file, a folder, a glob or a camera index")
     if source.isdigit() and not Path(source).exists():
         return [SourceItem("camera", camera=int(source))]
     path = Path(source)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Optional, Sequence, Union
 
 from yolo.ops.sizes import SizeLike
 from yolo.settings.declare import setting
-from yolo.settings.values import fraction, image_side, non_negative_int, positive_int, size_from_flag
+from yolo.settings.values import fraction, image_side, nms_exponent, non_negative_int, positive_int, size_from_flag
 
 if TYPE_CHECKING:  # the annotation's name only: this module loads no torch
     import torch
@@ -59,7 +59,7 @@ class DetectorOptions:
     agnostic: bool = setting(False, "--agnostic-nms", action="store_true", help="class-agnostic NMS")
     nms_kind: Optional[str] = setting(None, "--nms-kind", choices=list(NMS_KINDS),
                                       help="Darknet's NMS variant (default: the cfg's nms_kind of its last [yolo])")
-    beta_nms: Optional[float] = setting(None, "--beta-nms", type=float,
+    beta_nms: Optional[float] = setting(None, "--beta-nms", type=nms_exponent,
                                         help="DIoU-NMS exponent (default: the cfg's beta_nms)")
     max_det: int = setting(300, "--max-det", type=positive_int, help="most detections per image")
     # The Python API's own: evaluation and benchmarks set them; the detect tool keeps their defaults.

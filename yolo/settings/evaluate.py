@@ -8,7 +8,7 @@ from typing import Optional
 from yolo.ops.sizes import SizeLike
 from yolo.settings.declare import setting
 from yolo.settings.detect import RESIZE_MODES
-from yolo.settings.values import fraction, image_side, non_negative_int, positive_int, size_from_flag
+from yolo.settings.values import fraction, image_side, positive_int, size_from_flag, worker_count
 
 
 @dataclass
@@ -41,7 +41,7 @@ class EvalOptions:
              "(resize_image); default: how a checkpoint of ours was trained and validated, else the cfg's, as "
              "Darknet's detector map (letter_box=1 in [net]: letterbox, else stretch)")
     batch_size: int = setting(16, "--batch-size", type=positive_int, help="images per batch (default: %(default)s)")
-    workers: int = setting(min(4, os.cpu_count() or 1), "--workers", type=non_negative_int,
+    workers: int = setting(min(4, os.cpu_count() or 1), "--workers", type=worker_count,
                            help="data loading processes (default: %(default)s)")
     device: Optional[str] = setting(None, "--device",
                                     help="cpu, cuda, cuda:1 or a GPU index; default: cuda if available")

@@ -12,7 +12,7 @@ from typing import Any, Dict, Optional, Union
 
 from yolo.ops.sizes import SizeLike
 from yolo.settings.declare import setting
-from yolo.settings.values import image_side, non_negative_int, positive_int, seed_value, size_from_flag
+from yolo.settings.values import image_side, non_negative_int, positive_int, seed_value, size_from_flag, worker_count
 
 
 @dataclass
@@ -53,7 +53,7 @@ class TrainOptions:
         help="continue a run from its last.pt (or run folder); alone: the newest run under --project")
     freeze: int = setting(0, "--freeze", type=non_negative_int,
                           help="freeze the first N layers (their BatchNorm statistics too)")
-    workers: Optional[int] = setting(None, "--workers", type=non_negative_int,
+    workers: Optional[int] = setting(None, "--workers", type=worker_count,
                                      help="data-loading processes (default: automatic)")
     seed: int = setting(0, "--seed", type=seed_value,
                         help="seed of initialization, data order and augmentation (default: 0)")

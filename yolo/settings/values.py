@@ -43,6 +43,19 @@ def _bound(value: float) -> str:
     return str(value) if isinstance(value, int) else f"{value:g}"
 
 
+def positive_float(high: float, what: str) -> Callable[[str], float]:
+    """An argparse ``type``: a finite float above 0 (0 itself refused) and at most ``high``."""
+    finite = number(float, None, high, what)
+
+    def parse(text: str) -> float:
+        value = finite(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{text} is out of range: {what} must be above 0 and at most {high:g}")
+        return value
+    parse.__name__ = "float"
+    return parse
+
+
 # The numeric flags the tools share.
 fraction = number(float, 0.0, 1.0, "a threshold")            # --conf-thres, --iou-thres
 positive_int = number(int, 1, None, "the value")             # --batch-size, --epochs, --max-det, ...
@@ -50,6 +63,12 @@ non_negative_int = number(int, 0, None, "the value")         # --workers, --free
 image_side = number(int, 1, 8192, "an image side")           # --img-size values
 # numpy's legacy seeding takes 32 bits, and the shuffle seeds torch with seed * 1_000_003 + epoch (a long long).
 seed_value = number(int, 0, 2**32 - 1, "a seed")             # --seed
+# --workers: each loading process holds a copy of the dataset; more than this is a typo, not a machine.
+MAX_WORKERS = 64
+worker_count = number(int, 0, MAX_WORKERS, "the number of loading processes")
+# --beta-nms: Darknet's DIoU-NMS subtracts (d^2/c^2)^beta_nms (src/box.c box_diounms): at 0 that is 1 and at a
+# negative exponent up to infinity, so nothing is ever suppressed; it runs in float32, whose largest value bounds it.
+nms_exponent = positive_float(3.4028234e38, "the DIoU-NMS exponent")
 
 
 def size_from_flag(values: Optional[Sequence[int]], flag: str) -> Optional[ImageSize]:
@@ -62,4 +81,5 @@ def size_from_flag(values: Optional[Sequence[int]], flag: str) -> Optional[Image
     return image_size(list(values), flag)
 
 
-__all__ = ["fraction", "image_side", "non_negative_int", "number", "positive_int", "seed_value", "size_from_flag"]
+__all__ = ["MAX_WORKERS", "fraction", "image_side", "nms_exponent", "non_negative_int", "number", "positive_float",
+           "positive_int", "seed_value", "size_from_flag", "worker_count"]

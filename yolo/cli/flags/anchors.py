@@ -4,8 +4,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from yolo.cli.args import DefaultsHelpFormatter, ToolParser, image_side
+from yolo.cli.args import DefaultsHelpFormatter, ToolParser, image_side, number
 from yolo.cli.flags.common import hidden_alias
+from yolo.settings.values import seed_value
+from yolo.counts import MAX_ANCHORS
 
 DESCRIPTION = "Compute anchors for a dataset as Darknet's detector calc_anchors does (k-means, 1 - IoU distance)."
 EXAMPLES = """\
@@ -20,6 +22,9 @@ examples:
   python tools/anchors.py --data configs/coco128.yaml --cfg yolov3-tiny.cfg --write yolov3-tiny-new.cfg
 """
 
+# -n: 0 is refused, not read as "not given" (the cfg's count, else 9); the cfg's own count has the same bound.
+anchor_count = number(int, 1, MAX_ANCHORS, "the anchor count")
+
 
 def build_parser() -> ToolParser:
     p = ToolParser(description=DESCRIPTION, epilog=EXAMPLES, formatter_class=DefaultsHelpFormatter)
@@ -27,14 +32,14 @@ def build_parser() -> ToolParser:
                    help="dataset YAML or Darknet .data file (its train split's labels are used)")
     p.add_argument("--cfg", default=None,
                    help="Darknet cfg: default input size ([net] width, height) and anchor count ([yolo] num)")
-    p.add_argument("-n", "--num-of-clusters", type=int, default=None,
+    p.add_argument("-n", "--num-of-clusters", type=anchor_count, default=None,
                    help="number of anchors (default: the cfg's, else 9)")
     p.add_argument("--img-size", type=image_side, nargs="+", default=None,
                    help="network input: S or H W (default: the cfg's, else 416)")
     hidden_alias(p, "--width", "width", type=image_side)  # Darknet's -width / -height, before --img-size
     hidden_alias(p, "--height", "height", type=image_side)
     p.add_argument("--split", default="train", choices=["train", "val"], help="which split's labels")
-    p.add_argument("--seed", type=int, default=0, help="seed of the initial draw")
+    p.add_argument("--seed", type=seed_value, default=0, help="seed of the initial draw")
     p.add_argument("--write", type=Path, default=None, help="write a copy of --cfg with these anchors here")
     return p
 

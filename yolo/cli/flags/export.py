@@ -45,7 +45,8 @@ def build_parser() -> ToolParser:
     p.add_argument("--conf-thres", type=fraction, default=0.25, help="with --nms: score threshold")
     p.add_argument("--iou-thres", type=fraction, default=0.45, help="with --nms: NMS IoU threshold")
     p.add_argument("--max-det", type=positive_int, default=300, help="with --nms: most detections per image")
-    p.add_argument("--opset", type=number(int, 17, None, "the opset"), default=17, help="ONNX opset (17 or later)")
+    p.add_argument("--opset", type=number(int, 17, None, "the opset"), default=17,
+                   help="ONNX opset: 17 up to the newest the installed torch exports (20 in torch 2.14)")
     p.add_argument("--names", type=Path, default=None,
                    help="class names file, stored in the file's metadata (default: a checkpoint's names, else a "
                         ".names file beside the cfg)")

@@ -1,0 +1,218 @@
+"""Hostile input to the detect, eval, export and anchors tools: each bad value is one `error:` line naming the
+flag or the file, before any work is done or anything is printed; never a traceback, never silent garbage."""
+from __future__ import annotations
+
+import logging
+import os
+import re
+
+import pytest
+import torch
+
+from conftest import asset
+from helpers import one_line_error, run_export_cli, run_tool
+from training_helpers import write_one_head_training
+from yolo.cli import anchors as anchors_cli
+from yolo.cli import detect as detect_cli
+from yolo.cli import eval as eval_cli
+from yolo.errors import DataError
+from yolo.export.names import export_names
+from yolo.files.names import read_names
+from yolo.models.model import load_model
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory):
+    """A tiny shapes training folder (data.yaml, tiny.cfg, hyp.yaml), made once for the module."""
+    return write_one_head_training(tmp_path_factory.mktemp("shapes"))
+
+
+# ------------------------------------------------------------------------------------------------ anchors
+@pytest.mark.parametrize("flags, expected", [
+    (["--seed", "-1"], "error: argument --seed: -1 is out of range: a seed must be between 0 and 4294967295"),
+    (["--seed", "4294967296"],
+     "error: argument --seed: 4294967296 is out of range: a seed must be between 0 and 4294967295"),
+    (["-n", "0"], "error: argument -n/--num-of-clusters: 0 is out of range: the anchor count must be between 1 "
+                  "and 10000"),
+    (["-n", "-3"], "error: argument -n/--num-of-clusters: -3 is out of range: the anchor count must be between 1 "
+                   "and 10000"),
+])
+def test_anchors_refuses_bad_seed_and_count(shapes, capsys, flags, expected):
+    argv = ["--data", str(shapes / "data.yaml"), *flags]
+    err = one_line_error(capsys, lambda: anchors_cli.main(anchors_cli.parse_args(argv)))
+    assert err.startswith(f"{expected} (see "), err
+
+
+def test_anchors_largest_seed_is_accepted(shapes, capsys):
+    result = anchors_cli.main(anchors_cli.parse_args(["--data", str(shapes / "data.yaml"), "-n", "2",
+                                                      "--img-size", "64", "--seed", "4294967295"]))
+    assert len(result.anchors) == 2
+    assert "anchors = " in capsys.readouterr().out
+
+
+def test_anchors_region_cfg_fails_before_printing(shapes, tmp_path, capsys):
+    out = tmp_path / "new.cfg"
+    argv = ["--data", str(shapes / "data.yaml"), "--cfg", str(asset("cfg/yolov2-tiny.cfg")), "-n", "5",
+            "--write", str(out)]
+    with pytest.raises(SystemExit) as exit_info:
+        anchors_cli.main(anchors_cli.parse_args(argv))
+    captured = capsys.readouterr()
+    assert exit_info.value.code == 2
+    assert captured.out == ""  # no anchors printed for a run that fails
+    assert captured.err.strip().splitlines()[-1] == (
+        f"error: {asset('cfg/yolov2-tiny.cfg')}: [region] anchors are in grid cells: paste them by hand (compute "
+        "them with --img-size set to the input size / 32, e.g. --img-size 13 for 416x416)")
+    assert not out.exists()
+
+
+# ------------------------------------------------------------------------------------------------- export
+def test_export_refuses_an_opset_torch_cannot_write_before_reading_the_model(tmp_path, capsys):
+    out = tmp_path / "tiny.onnx"
+    argv = ["--cfg", asset("cfg/yolov3-tiny.cfg"), "--weights", tmp_path / "never-read.weights", "--format", "onnx",
+            "--opset", "999", "--output", out, "--no-verify"]
+    (tmp_path / "never-read.weights").write_bytes(b"")  # an empty file: reading it would be a different error
+    err = one_line_error(capsys, lambda: run_export_cli(argv))
+    assert re.fullmatch(rf"error: --opset 999 is out of range: this torch \({re.escape(torch.__version__)}\) "
+                        r"exports ONNX opsets 17 to 2\d", err), err
+    assert not out.exists()
+
+
+# ------------------------------------------------------------------------------------------------- detect
+def detect_flags(*extra: str):
+    """``tools/detect.py``'s flags with a cfg, weights and source that are never read (parsing fails first)."""
+    return detect_cli.parse_args(["--cfg", "never.cfg", "--weights", "never.weights", "--source", "never.jpg",
+                                  *extra])
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("nan", "error: argument --beta-nms: 'nan' is not a finite number"),
+    ("inf", "error: argument --beta-nms: 'inf' is not a finite number"),
+    ("-5", "error: argument --beta-nms: -5 is out of range: the DIoU-NMS exponent must be above 0 and at most "
+           "3.40282e+38"),
+    ("0", "error: argument --beta-nms: 0 is out of range: the DIoU-NMS exponent must be above 0 and at most "
+          "3.40282e+38"),
+    ("1e308", "error: argument --beta-nms: 1e308 is out of range: the DIoU-NMS exponent must be at most "
+              "3.40282e+38"),
+])
+def test_detect_refuses_a_beta_nms_darknet_cannot_use(capsys, value, expected):
+    err = one_line_error(capsys, lambda: detect_flags("--beta-nms", value))
+    assert err.startswith(f"{expected} (see "), err
+
+
+def test_detect_takes_a_positive_beta_nms():
+    assert detect_flags("--beta-nms", "0.6").beta_nms == 0.6
+
+
+# --------------------------------------------------------------------------------------------------- eval
+def test_eval_refuses_a_thousand_workers(capsys):
+    argv = ["--cfg", "never.cfg", "--weights", "never.weights", "--data", "never.yaml", "--workers", "1000"]
+    err = one_line_error(capsys, lambda: eval_cli.parse_args(argv))
+    assert err.startswith("error: argument --workers: 1000 is out of range: the number of loading processes must "
+                          "be between 0 and 64 (see "), err
+
+
+def test_eval_uses_at_most_the_cpus_it_may_run_on(monkeypatch, caplog):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    with caplog.at_level(logging.WARNING, logger="yolo.eval"):
+        assert eval_cli.usable_workers(2) == 2
+        assert not caplog.records
+        assert eval_cli.usable_workers(8) == 2
+    assert [r.getMessage() for r in caplog.records] == [
+        "warning: --workers 8 is more than the 2 CPUs this process may use: using 2"]
+
+
+# ---------------------------------------------------------------------------------------------- names files
+def tiny_detect(tmp_path, *extra: str):
+    """``tools/detect.py`` on yolov3-tiny at 96x96 on the CPU, writing into ``tmp_path/out``."""
+    return detect_cli.main(detect_cli.parse_args([
+        "--cfg", str(asset("cfg/yolov3-tiny.cfg")), "--weights", str(asset("weights/yolov3-tiny.weights")),
+        "--output", str(tmp_path / "out"), "--device", "cpu", "--img-size", "96", *extra]))
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32"])
+def test_a_names_file_that_is_not_utf8_is_named(tmp_path, encoding):
+    path = tmp_path / "classes.names"
+    path.write_text("cat\ndog\n", encoding=encoding)
+    with pytest.raises(DataError) as error:
+        read_names(path)
+    assert str(error.value) == (f"{path}: names file is not UTF-8 text (byte 0xff at offset 0): save it as UTF-8, "
+                                "one name a line")
+
+
+def test_detect_names_the_names_file_that_is_binary(tmp_path, capsys):
+    path = tmp_path / "binary.names"
+    path.write_bytes(b"cat\n\x80\x81dog\n")
+    err = one_line_error(capsys, lambda: tiny_detect(tmp_path, "--source", str(asset("images/dog.jpg")),
+                                                     "--names", str(path)))
+    assert err == (f"error: {path}: names file is not UTF-8 text (byte 0x80 at offset 4): save it as UTF-8, one "
+                   "name a line")
+
+
+def test_detect_names_the_names_file_whose_count_is_wrong(tmp_path, capsys):
+    path = tmp_path / "two_lines.txt"
+    path.write_text("cat\ndog\n")
+    err = one_line_error(capsys, lambda: tiny_detect(tmp_path, "--source", str(asset("images/dog.jpg")),
+                                                     "--names", str(path)))
+    assert err == f"error: {path}: 2 class names given but the model has 80 classes"
+
+
+def test_export_names_the_names_file_whose_count_is_wrong(tmp_path):
+    path = tmp_path / "two_lines.txt"
+    path.write_text("cat\ndog\n")
+    with pytest.raises(ValueError) as error:
+        export_names(path, tmp_path / "model.weights", None, 80)
+    assert str(error.value) == f"{path}: 2 class names given but the model has 80 classes"
+
+
+# ------------------------------------------------------------------------------------------ detect sources
+def test_detect_refuses_an_empty_source(tmp_path, capsys, monkeypatch):
+    (tmp_path / "dog.jpg").write_bytes(asset("images/dog.jpg").read_bytes())
+    monkeypatch.chdir(tmp_path)  # an empty path is the current folder: it must not be scanned
+    err = one_line_error(capsys, lambda: tiny_detect(tmp_path, "--source", ""))
+    assert err == "error: --source is empty: give an image or video file, a folder, a glob or a camera index"
+
+
+def unreadable_sources(folder):
+    """A folder of four files OpenCV cannot read, each of which makes OpenCV or FFmpeg log a line of its own."""
+    folder.mkdir()
+    (folder / "a.jpg").write_bytes(b"junk")
+    (folder / "b.mp4").write_bytes(b"junk")                     # FFmpeg: moov atom not found
+    (folder / "c.tif").write_bytes(b"II*\x00junk")              # OpenCV: TIFF_Error ... Seek error
+    (folder / "d.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(12))  # OpenCV: buffer incomplete
+    return folder
+
+
+def test_detect_on_only_unreadable_sources_ends_with_an_error_and_no_opencv_noise(tmp_path):
+    source = unreadable_sources(tmp_path / "bad")
+    done = run_tool("detect", "--cfg", asset("cfg/yolov3-tiny.cfg"), "--weights", asset("weights/yolov3-tiny.weights"),
+                    "--source", source, "--device", "cpu", "--img-size", "96", "--nosave",
+                    env={k: v for k, v in os.environ.items() if not k.startswith("OPENCV_")})
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1
+    assert lines[-1] == "error: none of the 4 source(s) could be read", done.stderr
+    assert sorted(lines[-5:-1]) == [
+        f"warning: {source / 'a.jpg'}: not a readable image (corrupt or unsupported format); skipped",
+        f"warning: {source / 'b.mp4'}: cannot open video; skipped",
+        f"warning: {source / 'c.tif'}: not a readable image (corrupt or unsupported format); skipped",
+        f"warning: {source / 'd.png'}: not a readable image (corrupt or unsupported format); skipped"]
+    assert all(line.startswith(("warning: ", "error: ", "class names from ")) for line in lines), done.stderr
+
+
+# ------------------------------------------------------------------------------------- dataset errors
+def test_eval_error_for_label_paths_that_are_folders_is_one_clean_line(tmp_path, capsys):
+    folder = write_one_head_training(tmp_path / "run")
+    load_model(folder / "tiny.cfg").save_darknet_weights(folder / "tiny.weights")
+    labels = sorted((folder / "data" / "labels" / "val").glob("*.txt"))
+    assert len(labels) == 2
+    for label in labels:  # each image's label path is a folder: no val image is usable
+        label.unlink()
+        label.mkdir()
+    argv = ["--cfg", str(folder / "tiny.cfg"), "--weights", str(folder / "tiny.weights"), "--data",
+            str(folder / "data.yaml"), "--device", "cpu", "--project", str(tmp_path / "runs")]
+    with pytest.raises(SystemExit) as exit_info:
+        eval_cli.main(eval_cli.parse_args(argv))
+    assert exit_info.value.code == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    problem = "is a folder where the image's label file belongs; its image is dropped (rename the folder)"
+    assert errors == [f"error: {folder / 'data' / 'images' / 'val'}: no usable images (2 listed); problems: "
+                      f"{labels[0]}: {problem}; {labels[1]}: {problem}"]
