@@ -198,6 +198,20 @@ def test_detect_on_only_unreadable_sources_ends_with_an_error_and_no_opencv_nois
     assert all(line.startswith(("warning: ", "error: ", "class names from ")) for line in lines), done.stderr
 
 
+def test_detect_that_reads_nothing_leaves_no_run_folder(tmp_path, capsys):
+    source = unreadable_sources(tmp_path / "bad")
+    runs = tmp_path / "runs"
+    for extra in ([], ["--save-txt"]):  # --save-txt makes a labels/ folder inside the run
+        args = detect_cli.parse_args(["--cfg", str(asset("cfg/yolov3-tiny.cfg")), "--weights",
+                                      str(asset("weights/yolov3-tiny.weights")), "--source", str(source),
+                                      "--device", "cpu", "--img-size", "96", "--project", str(runs), *extra])
+        with pytest.raises(SystemExit) as exit_info:
+            detect_cli.main(args)
+        assert exit_info.value.code == 1
+        assert capsys.readouterr().err.strip().splitlines()[-1] == "error: none of the 4 source(s) could be read"
+        assert not runs.exists() or not any(runs.iterdir()), sorted(runs.rglob("*"))
+
+
 # ------------------------------------------------------------------------------------- dataset errors
 def test_eval_error_for_label_paths_that_are_folders_is_one_clean_line(tmp_path, capsys):
     folder = write_one_head_training(tmp_path / "run")

@@ -93,15 +93,25 @@ def main(args) -> Optional[Path]:
             except KeyboardInterrupt:  # a camera runs until interrupted
                 progress.write(f"{item.name}: stopped")
             progress.update(1)
+    if skipped and n_images == 0:  # nothing could be read at all: the warnings alone would not say it failed
+        _remove_empty_run(out_dir)
+        fail(f"none of the {len(items)} source(s) could be read", code=1)
     json_path = writer.finish()
     elapsed = time.perf_counter() - t_start
     print(f"{n_images} image(s)/frame(s), {n_dets} detection(s) in {elapsed:.2f}s; "
           + (f"results in {out_dir}" if out_dir is not None else "nothing saved (--nosave)")
           + (f"; COCO results {json_path}" if json_path else "")
           + (f"; {len(skipped)} source(s) skipped" if skipped else ""))
-    if skipped and n_images == 0:  # nothing could be read at all: the warnings alone would not say it failed
-        fail(f"none of the {len(items)} source(s) could be read", code=1)
     return out_dir
+
+
+def _remove_empty_run(out_dir: Optional[Path]) -> None:
+    """Take back the run folder of a detection that read nothing, when it holds no file (only its empty
+    sub-folders), so that a failed run leaves no ``exp2`` behind."""
+    if out_dir is None or not out_dir.is_dir() or any(p.is_file() for p in out_dir.rglob("*")):
+        return
+    for folder in sorted(out_dir.rglob("*"), key=lambda p: len(p.parts), reverse=True) + [out_dir]:
+        folder.rmdir()
 
 
 def cli(argv=None) -> None:
