@@ -17,9 +17,9 @@ import torch
 
 from cfg_snippets import ONE_HEAD_CFG
 from helpers import one_line_error, run_tool
-from training_helpers import HYP, made_up_evaluation, write_one_head_training
+from training_helpers import HYP, made_up_evaluation, write_one_head_model, write_one_head_training
 from yolo.data import SHAPE_NAMES
-from yolo.models.checkpoint import model_checkpoint, save_checkpoint
+from yolo.models.checkpoint import save_checkpoint
 from yolo.models.model import Darknet
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,15 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture
 def tiny(tmp_path):
     """The tiny one-head cfg (5 classes), its .pt checkpoint and its Darknet .weights, random weights."""
-    torch.manual_seed(0)
-    cfg = tmp_path / "tiny.cfg"
-    cfg.write_text(ONE_HEAD_CFG)
-    model = Darknet(cfg)
-    pt = tmp_path / "tiny.pt"
-    save_checkpoint(model_checkpoint(model, names=list(SHAPE_NAMES)), pt)
-    weights = tmp_path / "tiny.weights"
-    model.save_darknet_weights(weights)
-    return cfg, pt, weights
+    return write_one_head_model(tmp_path)
 
 
 def mounted(path: Path, options: str):

@@ -8,30 +8,19 @@ import numpy as np
 import pytest
 import torch
 
-from cfg_snippets import ONE_HEAD_CFG
 from conftest import asset
 from helpers import one_line_error
+from training_helpers import write_one_head_model
 from yolo.cli import convert, detect
 from yolo.errors import WeightsError
 from yolo.inference.detector import Detector
-from yolo.models.checkpoint import load_checkpoint_file, model_checkpoint, save_checkpoint
+from yolo.models.checkpoint import load_checkpoint_file
 from yolo.models.model import Darknet, load_model
-
-NAMES = ["circle", "square", "triangle", "cross", "star"]
-
 
 @pytest.fixture
 def tiny(tmp_path):
     """The one-head 64 px cfg (5 classes), a checkpoint of it with random weights and its Darknet .weights."""
-    torch.manual_seed(0)
-    cfg = tmp_path / "tiny.cfg"
-    cfg.write_text(ONE_HEAD_CFG)
-    model = Darknet(cfg)
-    pt = tmp_path / "tiny.pt"
-    save_checkpoint(model_checkpoint(model, names=NAMES), pt)
-    weights = tmp_path / "tiny.weights"
-    model.save_darknet_weights(weights)
-    return cfg, pt, weights
+    return write_one_head_model(tmp_path)
 
 
 def edited(pt, tmp_path, name, **changes):

@@ -5,12 +5,14 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import torch
 import yaml
 
 from cfg_snippets import ONE_HEAD_CFG, TWO_HEAD_CFG
 from yolo.data import SHAPE_NAMES, ensure_shapes_dataset
 from yolo.engine import TrainOptions, Trainer
-from yolo.models.checkpoint import load_checkpoint_file
+from yolo.models.checkpoint import load_checkpoint_file, model_checkpoint, save_checkpoint
+from yolo.models.model import Darknet
 
 # Fast settings of the TWO_HEAD_CFG runs (no TensorBoard, no plots, no worker processes).
 # The trainer's own improvements (EMA, prior head bias; off by default) stay on here: these tests cover them,
@@ -47,6 +49,20 @@ def shapes_training(folder: Path, num_train: int, num_val: int, seed: int, val: 
                                  max_shapes=3)
     return {"folder": folder, "root": root, "data": write_data(folder, root, val=val, name=data_name),
             "cfg": write_cfg(folder, bn=bn)}
+
+
+def write_one_head_model(folder: Path):
+    """``(cfg, pt, weights)`` in ``folder``: ``tiny.cfg`` (ONE_HEAD_CFG, 5 classes), a checkpoint of it with random
+    weights (seed 0) and the shapes' class names, and the same weights as Darknet ``tiny.weights``."""
+    torch.manual_seed(0)
+    cfg = folder / "tiny.cfg"
+    cfg.write_text(ONE_HEAD_CFG)
+    model = Darknet(cfg)
+    pt = folder / "tiny.pt"
+    save_checkpoint(model_checkpoint(model, names=list(SHAPE_NAMES)), pt)
+    weights = folder / "tiny.weights"
+    model.save_darknet_weights(weights)
+    return cfg, pt, weights
 
 
 def write_one_head_training(folder: Path, hyp: dict = HYP) -> Path:
