@@ -2,11 +2,14 @@
 disagree in number, ground truth missing a key or shaped wrong, a loader that yields nothing and ground truth
 without boxes. Each is one ValueError naming the image (and its file name for ground truth) or an agreed value,
 never a perfect mAP from garbage nor an IndexError deep in the confusion matrix."""
+import logging
+
 import pytest
 import torch
 
 from helpers import make_gt
-from yolo.evaluation import Evaluator
+from yolo.evaluation import Evaluator, evaluate_model
+from yolo.evaluation.metrics import COCO_STAT_NAMES
 
 NAN, INF = float("nan"), float("inf")
 NAMES = ["a", "b"]
@@ -98,3 +101,28 @@ def test_valid_input_of_every_accepted_shape_still_scores():
                                     labels=torch.tensor([0])),
                                dict(boxes=torch.zeros(0), scores=torch.zeros(0), labels=torch.zeros(0).long())])
     assert evaluator.evaluate()["mAP50"] == pytest.approx(1.0)
+
+
+def test_a_loader_that_yields_nothing_is_refused():
+    """Else every ground-truth image would be scored as one where nothing was detected (mAP 0 of 1 image)."""
+    model = torch.nn.Conv2d(3, 7, 1)
+    with pytest.raises(ValueError) as info:
+        evaluate_model(model, [], Evaluator(NAMES, one_box_truth()), progress=False, desc="val 3/10")
+    assert str(info.value) == "val 3/10: the loader yielded no batches: nothing to evaluate"
+
+
+@pytest.mark.parametrize("truth", [[], [make_gt(1, [], [])]], ids=["no images", "no boxes"])
+@pytest.mark.parametrize("use_pycocotools", [True, False])
+def test_ground_truth_without_boxes_gives_undefined_metrics_as_the_warning_says(truth, use_pycocotools, caplog):
+    """COCO's -1 (undefined) for every AP and AR, as with detections; the reports still work."""
+    evaluator = Evaluator(NAMES, truth, use_pycocotools=use_pycocotools)
+    with caplog.at_level(logging.WARNING, logger="yolo.evaluation.evaluator"):
+        metrics = evaluator.evaluate()
+    assert "the ground truth holds no boxes: every AP and AR is undefined (-1)" in caplog.messages
+    assert "no detections: every AP and AR is 0" not in caplog.messages
+    assert metrics["mAP50"] == -1.0 and metrics["mAP50_95"] == -1.0 and metrics["AR100"] == -1.0
+    if use_pycocotools:
+        assert {metrics[name] for name in COCO_STAT_NAMES} == {-1.0}
+    assert metrics["num_instances"] == 0 and metrics["per_class"] == {}
+    assert evaluator.class_table().splitlines()[1].split()[-2:] == ["0.000", "0.000"]  # the table shows no AP
+    evaluator.summary_text()

@@ -194,11 +194,13 @@ class Evaluator:
         dts = [self._dt.get(i, empty_dt) for i in ids]
         num_det = int(sum(len(d[1]) for d in dts))
 
+        num_gt, num_images = _class_counts(gts, self.num_classes)
+        has_gt = num_gt > 0
         coco_eval, coco_summary = run_cocoeval(self._coco_ground_truth(), self.results_json(), ids,
                                                fast=not reference)
         if not reference:
             stats = area_all_stats(coco_eval)
-        elif num_det == 0:  # COCO's summary would mix 0 and -1: report nothing detected as 0 everywhere
+        elif num_det == 0 and has_gt.any():  # COCO's summary would mix 0 and -1: nothing detected is 0 everywhere
             logger.warning("no detections: every AP and AR is 0")
             stats = {name: 0.0 for name in COCO_STAT_NAMES}
             coco_summary = ""
@@ -207,13 +209,6 @@ class Evaluator:
         per_class_arrays = per_class_ap(coco_eval, self.category_ids)
         op = precision_recall_at_confidence(coco_eval, self.category_ids)
 
-        num_gt = np.zeros(self.num_classes, dtype=np.int64)  # boxes per class
-        num_images = np.zeros(self.num_classes, dtype=np.int64)  # images holding the class
-        for _, labels in gts:
-            count = np.bincount(labels, minlength=self.num_classes)
-            num_gt += count
-            num_images += count > 0
-        has_gt = num_gt > 0
         per_class = {}
         for c in np.flatnonzero(has_gt):
             per_class[self.names[c]] = {
@@ -233,7 +228,9 @@ class Evaluator:
             "per_class": per_class,
         })
         if not has_gt.any():
-            logger.warning("the ground truth holds no boxes: metrics are undefined (-1)")
+            # Without a box no AP or AR is defined (COCO's -1, with or without detections); training's fitness
+            # and the class table read -1 as 0.
+            logger.warning("the ground truth holds no boxes: every AP and AR is undefined (-1)")
         pr_curves = per_class_arrays["pr_curves"]
         self.results.update({
             "recall_thresholds": np.asarray(coco_eval.params.recThrs).copy(),
@@ -281,6 +278,17 @@ class Evaluator:
     def save_metrics(self, path: Union[str, Path], extra: Optional[Mapping[str, Any]] = None) -> Path:
         """Write the last metrics (plus ``extra`` entries) as JSON; returns the path."""
         return report.save_metrics(self._last("save_metrics"), path, extra)
+
+
+def _class_counts(gts: Sequence[GroundTruthArrays], num_classes: int) -> Tuple[np.ndarray, np.ndarray]:
+    """Per class, the ground-truth boxes and the images holding at least one: two ``int64[C]``."""
+    num_gt = np.zeros(num_classes, dtype=np.int64)
+    num_images = np.zeros(num_classes, dtype=np.int64)
+    for _, labels in gts:
+        count = np.bincount(labels, minlength=num_classes)
+        num_gt += count
+        num_images += count > 0
+    return num_gt, num_images
 
 
 # ---------------------------------------------------------------- input checks
