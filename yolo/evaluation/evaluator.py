@@ -78,7 +78,7 @@ class Evaluator:
         self.iou_thres_confusion = iou_thres_confusion
         self.annotation_file = Path(annotation_file) if annotation_file is not None else None
 
-        gt_list = list(ground_truth)
+        gt_list = [_checked_ground_truth(g, n, self.num_classes) for n, g in enumerate(ground_truth)]
         raw_ids = [g["image_id"] for g in gt_list]
         if len(set(raw_ids)) != len(raw_ids):
             raise ValueError("ground truth lists an image id twice")
@@ -88,12 +88,7 @@ class Evaluator:
         coco_gt_input = []
         for g in gt_list:
             cid = self._coco_id[g["image_id"]]
-            labels = as_numpy(g["labels"], np.int64).reshape(-1)
-            bad = labels[(labels < 0) | (labels >= self.num_classes)]
-            if bad.size:
-                raise ValueError(f"image {g['image_id']} ({g.get('file_name', '?')}): class {int(bad[0])} outside "
-                                 f"0..{self.num_classes - 1} ({self.num_classes} names)")
-            self._gt[cid] = (xyxy_to_coco_xywh(g["boxes"]), labels)
+            self._gt[cid] = (xyxy_to_coco_xywh(g["boxes"]), g["labels"])
             coco_gt_input.append({**g, "image_id": cid})
         self.coco_gt_dict = ground_truth_to_coco(coco_gt_input, self.names, self.category_ids)
         self._coco_gt: Optional[COCO] = None  # built on the first evaluate()
@@ -111,18 +106,32 @@ class Evaluator:
         ``scores`` ``Float[K]``, ``labels`` ``Int64[K]``) belongs to ``image_ids[i]``."""
         if len(image_ids) != len(detections):
             raise ValueError(f"{len(image_ids)} image ids for {len(detections)} detection dicts")
-        for image_id, det in zip(image_ids, detections):
-            if isinstance(image_id, torch.Tensor):
-                image_id = image_id.item()
-            cid = self._coco_id.get(image_id)
-            if cid is None:
-                raise KeyError(f"image id {image_id!r} is not in the ground truth")
-            labels = as_numpy(det["labels"], np.int64).reshape(-1)
-            if labels.size and (labels.min() < 0 or labels.max() >= self.num_classes):
-                raise ValueError(f"image {image_id!r}: detection label outside 0..{self.num_classes - 1}")
-            # Scores go through float32 -> Python float exactly as in the results JSON.
-            scores = as_numpy(det["scores"], np.float32).reshape(-1).astype(np.float64)
-            self._dt[cid] = (xyxy_to_coco_xywh(det["boxes"]), scores, labels)
+        batch = [self._detection_arrays(image_id, det) for image_id, det in zip(image_ids, detections)]
+        _check_finite_detections(batch)  # the whole batch in one test; nothing is recorded when it fails
+        for image_id, cid, boxes, scores, labels in batch:
+            self._dt[cid] = (xyxy_to_coco_xywh(boxes), scores, labels)
+
+    def _detection_arrays(self, image_id: ImageId, det: Detections
+                          ) -> Tuple[ImageId, int, np.ndarray, np.ndarray, np.ndarray]:
+        """One image's detections checked: ``(image id, COCO id, boxes float64[K, 4] xyxy, scores float64[K],
+        labels int64[K])``; a ValueError naming the image for a missing key, a wrong shape or a bad label."""
+        if isinstance(image_id, torch.Tensor):
+            image_id = image_id.item()
+        cid = self._coco_id.get(image_id)
+        if cid is None:
+            raise KeyError(f"image id {image_id!r} is not in the ground truth")
+        where = f"image {image_id!r}: detections"
+        _require_keys(det, ("boxes", "scores", "labels"), where)
+        boxes = _box_array(det["boxes"], where)
+        labels = _flat_array(det["labels"], np.int64, where, "labels")
+        # Scores go through float32 -> Python float exactly as in the results JSON.
+        scores = _flat_array(det["scores"], np.float32, where, "scores").astype(np.float64)
+        if not len(boxes) == len(scores) == len(labels):
+            raise ValueError(f"{where} hold {len(boxes)} boxes, {len(scores)} scores and {len(labels)} labels: "
+                             "each needs boxes Float[K, 4], scores [K] and labels [K]")
+        if labels.size and (labels.min() < 0 or labels.max() >= self.num_classes):
+            raise ValueError(f"image {image_id!r}: detection label outside 0..{self.num_classes - 1}")
+        return image_id, cid, boxes, scores, labels
 
     @property
     def num_processed(self) -> int:
@@ -185,11 +194,13 @@ class Evaluator:
         dts = [self._dt.get(i, empty_dt) for i in ids]
         num_det = int(sum(len(d[1]) for d in dts))
 
+        num_gt, num_images = _class_counts(gts, self.num_classes)
+        has_gt = num_gt > 0
         coco_eval, coco_summary = run_cocoeval(self._coco_ground_truth(), self.results_json(), ids,
                                                fast=not reference)
         if not reference:
             stats = area_all_stats(coco_eval)
-        elif num_det == 0:  # COCO's summary would mix 0 and -1: report nothing detected as 0 everywhere
+        elif num_det == 0 and has_gt.any():  # COCO's summary would mix 0 and -1: nothing detected is 0 everywhere
             logger.warning("no detections: every AP and AR is 0")
             stats = {name: 0.0 for name in COCO_STAT_NAMES}
             coco_summary = ""
@@ -198,13 +209,6 @@ class Evaluator:
         per_class_arrays = per_class_ap(coco_eval, self.category_ids)
         op = precision_recall_at_confidence(coco_eval, self.category_ids)
 
-        num_gt = np.zeros(self.num_classes, dtype=np.int64)  # boxes per class
-        num_images = np.zeros(self.num_classes, dtype=np.int64)  # images holding the class
-        for _, labels in gts:
-            count = np.bincount(labels, minlength=self.num_classes)
-            num_gt += count
-            num_images += count > 0
-        has_gt = num_gt > 0
         per_class = {}
         for c in np.flatnonzero(has_gt):
             per_class[self.names[c]] = {
@@ -224,7 +228,9 @@ class Evaluator:
             "per_class": per_class,
         })
         if not has_gt.any():
-            logger.warning("the ground truth holds no boxes: metrics are undefined (-1)")
+            # Without a box no AP or AR is defined (COCO's -1, with or without detections); training's fitness
+            # and the class table read -1 as 0.
+            logger.warning("the ground truth holds no boxes: every AP and AR is undefined (-1)")
         pr_curves = per_class_arrays["pr_curves"]
         self.results.update({
             "recall_thresholds": np.asarray(coco_eval.params.recThrs).copy(),
@@ -272,3 +278,100 @@ class Evaluator:
     def save_metrics(self, path: Union[str, Path], extra: Optional[Mapping[str, Any]] = None) -> Path:
         """Write the last metrics (plus ``extra`` entries) as JSON; returns the path."""
         return report.save_metrics(self._last("save_metrics"), path, extra)
+
+
+def _class_counts(gts: Sequence[GroundTruthArrays], num_classes: int) -> Tuple[np.ndarray, np.ndarray]:
+    """Per class, the ground-truth boxes and the images holding at least one: two ``int64[C]``."""
+    num_gt = np.zeros(num_classes, dtype=np.int64)
+    num_images = np.zeros(num_classes, dtype=np.int64)
+    for _, labels in gts:
+        count = np.bincount(labels, minlength=num_classes)
+        num_gt += count
+        num_images += count > 0
+    return num_gt, num_images
+
+
+# ---------------------------------------------------------------- input checks
+def _require_keys(entry: Any, keys: Sequence[str], where: str) -> None:
+    """A ValueError naming ``where`` unless ``entry`` is a mapping holding every one of ``keys``."""
+    if not isinstance(entry, Mapping):
+        raise ValueError(f"{where}: a {type(entry).__name__}, not a dict")
+    missing = [key for key in keys if key not in entry]
+    if missing:
+        raise ValueError(f"{where}: no {', '.join(repr(k) for k in missing)} (needs {', '.join(keys)})")
+
+
+def _as_array(value: Any, dtype, where: str, key: str) -> np.ndarray:
+    """``value`` (tensor or array-like) as a numpy array of ``dtype``; a ValueError naming ``where`` and ``key``
+    for what is not numbers."""
+    try:
+        return as_numpy(value, dtype)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{where} '{key}' is not an array of numbers: {exc}") from None
+
+
+def _box_array(value: Any, where: str) -> np.ndarray:
+    """Boxes as float64 ``[K, 4]``: a ValueError naming ``where`` for any other shape (empty ones are ``[0, 4]``)."""
+    boxes = _as_array(value, np.float64, where, "boxes")
+    if boxes.size == 0:
+        return boxes.reshape(0, 4)
+    if boxes.ndim != 2 or boxes.shape[1] != 4:
+        raise ValueError(f"{where} 'boxes' have shape {list(boxes.shape)}, not [K, 4] (xyxy)")
+    return boxes
+
+
+def _flat_array(value: Any, dtype, where: str, key: str) -> np.ndarray:
+    """Scores or labels as a flat array of ``dtype``; ``[K, 1]`` is taken as ``[K]``, as before these checks."""
+    return _as_array(value, dtype, where, key).reshape(-1)
+
+
+def _first_not_finite(values: np.ndarray) -> Optional[int]:
+    """The index of the first row (or entry) of ``values`` holding NaN or infinity, None when all are finite."""
+    if values.size == 0:
+        return None
+    bad = ~np.isfinite(values.reshape(len(values), -1)).all(1)
+    return int(np.argmax(bad)) if bad.any() else None
+
+
+def _not_finite_message(boxes: np.ndarray, scores: Optional[np.ndarray], where: str) -> Optional[str]:
+    """What is NaN or infinite among ``boxes`` (then ``scores``), for a message about ``where``; None when nothing."""
+    i = _first_not_finite(boxes)
+    if i is not None:
+        return f"{where} box {i} is not finite: {boxes[i].tolist()}"
+    i = _first_not_finite(scores) if scores is not None else None
+    if i is not None:
+        return f"{where} score {i} is not finite: {scores[i]}"
+    return None
+
+
+def _check_finite_detections(batch: Sequence[Tuple[ImageId, int, np.ndarray, np.ndarray, np.ndarray]]) -> None:
+    """A ValueError naming the first image whose detection boxes or scores hold NaN or infinity (COCOeval would
+    score such boxes as perfect matches). One ``isfinite`` over the whole batch; the search only when it fails."""
+    if not batch:
+        return
+    values = np.concatenate([np.concatenate((boxes, scores[:, None]), 1) for _, _, boxes, scores, _ in batch])
+    if np.isfinite(values).all():
+        return
+    for image_id, _, boxes, scores, _ in batch:
+        message = _not_finite_message(boxes, scores, f"image {image_id!r}: detection")
+        if message:
+            raise ValueError(message)
+
+
+def _checked_ground_truth(entry: Any, position: int, num_classes: int) -> Dict[str, Any]:
+    """One image's ground truth checked, its ``boxes`` as float64 ``[K, 4]`` and ``labels`` as int64 ``[K]``; a
+    ValueError naming the image (id and file name, or its position) and the key for anything else."""
+    _require_keys(entry, ("image_id",), f"ground-truth entry {position}")
+    where = f"image {entry['image_id']} ({entry.get('file_name', '?')})"
+    _require_keys(entry, ("image_id", "height", "width", "boxes", "labels"), where)
+    boxes = _box_array(entry["boxes"], f"{where}: ground-truth")
+    labels = _flat_array(entry["labels"], np.int64, f"{where}: ground-truth", "labels")
+    if len(boxes) != len(labels):
+        raise ValueError(f"{where}: ground truth holds {len(boxes)} boxes and {len(labels)} labels")
+    bad = labels[(labels < 0) | (labels >= num_classes)]
+    if bad.size:
+        raise ValueError(f"{where}: class {int(bad[0])} outside 0..{num_classes - 1} ({num_classes} names)")
+    message = _not_finite_message(boxes, None, f"{where}: ground-truth")
+    if message:
+        raise ValueError(message)
+    return {**entry, "boxes": boxes, "labels": labels}

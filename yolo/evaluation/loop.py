@@ -130,6 +130,8 @@ def evaluate_model(
     finally:
         bar.close()
         model.train(was_training)
+    if batches == 0:  # else every ground-truth image would be scored as one with nothing detected
+        raise ValueError(f"{desc}: the loader yielded no batches: nothing to evaluate")
     metrics = evaluator.evaluate()
     metrics["speed_ms"] = {k: 1000.0 * v / max(num_images, 1) for k, v in times.items()}
     return metrics
