@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence, Union
 
 from yolo.ops.sizes import SizeLike
+from yolo.settings.checks import check_int_sequence, check_number, check_optional_number, check_sequence
 from yolo.settings.declare import setting
 from yolo.settings.values import fraction, image_side, nms_exponent, non_negative_int, positive_int, size_from_flag
 
@@ -79,8 +80,19 @@ class DetectorOptions:
                    "default: on with CUDA unless compile; no effect on the CPU")
 
     def __post_init__(self):
+        """The checks of the detect tool's flags, for the same settings given from Python: a ``TypeError``
+        (wrong type) or ``ValueError`` (out of range) naming the setting."""
         if self.resize not in (*RESIZE_MODES, None):
             raise ValueError(f"unknown resize mode {self.resize!r}: use 'letterbox' or 'stretch'")
+        if self.names is not None and not isinstance(self.names, (str, Path)):
+            check_sequence("names", self.names, "class names (or a .names file)")
+        check_number("conf_thres", self.conf_thres, fraction)
+        check_number("iou_thres", self.iou_thres, fraction)
+        check_optional_number("beta_nms", self.beta_nms, nms_exponent)
+        check_number("max_det", self.max_det, positive_int)
+        check_optional_number("max_batch", self.max_batch, positive_int)
+        # An empty filter is one no class can pass: refused, as the Detector refuses classes the model lacks.
+        check_int_sequence("classes", self.classes)
 
 
 __all__ = ["DetectorOptions", "NMS_KINDS", "RESIZE_MODES"]
