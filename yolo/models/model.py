@@ -15,6 +15,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import torch
 import torch.nn as nn
 
+from yolo.device import parse_device
 from yolo.errors import CfgError, WeightsError
 from yolo.models import layer_types  # noqa: F401  (importing the package registers every layer type's builder)
 from yolo.models.cfg import Section, parse_cfg, parse_cfg_text, sections_to_text
@@ -284,7 +285,7 @@ def _warn_if_partial(cutoff, num_layers: int, weights) -> None:
 
 
 def load_model(cfg: Union[str, Path, None] = None, weights: Union[str, Path, None] = None,
-               device: Union[str, torch.device, None] = None, cutoff: Optional[int] = None) -> Darknet:
+               device: Union[str, int, torch.device, None] = None, cutoff: Optional[int] = None) -> Darknet:
     """Build a model from a cfg and/or weights, moved to ``device``.
 
     ``weights`` is a Darknet ``.weights`` file or a ``.pt`` checkpoint (``{"model", "cfg", ...}``, read with
@@ -323,6 +324,6 @@ def load_model(cfg: Union[str, Path, None] = None, weights: Union[str, Path, Non
         model = Darknet(cfg)
         if weights is not None:
             model.load_darknet_weights(weights, cutoff=cutoff)
-    if device is not None:
-        model.to(device)
+    if device is not None:  # a name is read as everywhere else ("gpu" and 1.5 refused); a torch.device as it is
+        model.to(device if isinstance(device, torch.device) else parse_device(device))
     return model

@@ -33,7 +33,7 @@ class DetectorOptions:
     - ``resize``: ``"letterbox"`` (Darknet's ``letterbox_image``) or ``"stretch"`` (Darknet's ``resize_image``,
       as OpenCV ``blobFromImage``); default: the one a checkpoint of ours records (how it was trained and
       validated, :mod:`yolo.models.preprocessing`), else the cfg's (``letter_box=1`` in ``[net]`` letterboxes).
-    - ``device``: a name or a :class:`torch.device` (used as it is).
+    - ``device``: a name, a GPU index (``0`` is ``cuda:0``) or a :class:`torch.device` (used as it is).
     - ``half``: fp16 on CUDA, model and input in channels-last memory, heads and detections in fp32 (ignored on
       the CPU and with ``fast=False``).
     - ``nms_kind``, ``beta_nms``: Darknet's NMS variant (:func:`yolo.ops.nms.nms`); default: the cfg's own, from
@@ -52,7 +52,7 @@ class DetectorOptions:
         None, "--resize", choices=list(RESIZE_MODES),
         help="pre-processing (default: how a checkpoint of ours was trained and validated; else the cfg's, as "
              "Darknet: letter_box=1 in [net] letterboxes, else stretch)")
-    device: Union[str, torch.device, None] = setting(
+    device: Union[str, int, torch.device, None] = setting(
         None, "--device", help="cpu, cuda, cuda:1 or a GPU index (default: CUDA if present)")
     half: bool = setting(False, "--half", action="store_true", help="fp16 inference (CUDA only)")
     classes: Optional[Sequence[int]] = setting(None, "--classes", type=non_negative_int, nargs="+",
