@@ -13,7 +13,8 @@ from cfg_snippets import ONE_HEAD_CFG
 from yolo.device import parse_device
 from yolo.errors import ConfigError
 from yolo.inference.detector import Detector
-from yolo.models.model import load_model
+from yolo.models.cfg import parse_cfg
+from yolo.models.model import Darknet, load_model
 from yolo.settings.detect import DetectorOptions
 
 
@@ -120,3 +121,47 @@ def test_load_model_reads_its_device_as_every_tool_does(one_cfg):
     with pytest.raises(ConfigError, match=r"^device 'gpu' is not one of cpu, cuda, cuda:N or N$"):
         load_model(str(one_cfg), device="gpu")
     assert next(load_model(str(one_cfg), device="cpu").parameters()).device == torch.device("cpu")
+
+
+# ------------------------------------------------------------------------------------ model
+CFG_TYPE = "cfg must be a .cfg path (str or pathlib.Path) or a sequence of sections from yolo.models.cfg.parse_cfg"
+
+
+@pytest.mark.parametrize("cfg, error, message", [
+    (5, TypeError, f"{CFG_TYPE}, got int 5"),
+    (None, TypeError, f"{CFG_TYPE}, got NoneType None"),
+    (b"one.cfg", TypeError, f"{CFG_TYPE}, got bytes b'one.cfg'"),
+    ([], ValueError, "cfg: no sections given (a network starts with its [net] section)"),
+    (["a"], TypeError, "cfg must be a sequence of sections from yolo.models.cfg.parse_cfg, got str 'a' in it"),
+])
+def test_a_darknet_cfg_of_the_wrong_kind_is_refused(cfg, error, message):
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        Darknet(cfg)
+
+
+@pytest.mark.parametrize("bn_eps, error, message", [
+    ("x", TypeError, "bn_eps must be a number, got str 'x'"),
+    (float("nan"), ValueError, "bn_eps: nan is out of range: BatchNorm's epsilon must be a finite number above 0"),
+    (0, ValueError, "bn_eps: 0 is out of range: BatchNorm's epsilon must be a finite number above 0"),
+    (-1e-5, ValueError, "bn_eps: -1e-05 is out of range: BatchNorm's epsilon must be a finite number above 0"),
+])
+def test_a_batchnorm_epsilon_that_cannot_work_is_refused_at_construction(one_cfg, bn_eps, error, message):
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        Darknet(str(one_cfg), bn_eps=bn_eps)
+
+
+def test_darknet_still_takes_a_path_or_parsed_sections(one_cfg):
+    from_sections = Darknet(parse_cfg(one_cfg), bn_eps=1e-6)
+    assert len(from_sections.module_list) == len(Darknet(one_cfg).module_list)
+    assert {m.eps for m in from_sections.modules() if isinstance(m, torch.nn.BatchNorm2d)} == {1e-6}
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (dict(cfg=b"one.cfg"), "cfg must be a path (str or pathlib.Path), got bytes b'one.cfg'"),
+    (dict(weights=5), "weights must be a path (str or pathlib.Path), got int 5"),
+    (dict(weights="w.weights", cutoff="3"), "cutoff must be an integer (the number of layers to read), got str '3'"),
+])
+def test_load_model_refuses_arguments_of_the_wrong_type(one_cfg, arguments, message):
+    arguments = {"cfg": str(one_cfg), **arguments}
+    with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
+        load_model(**arguments)
