@@ -10,8 +10,11 @@ import pytest
 import torch
 
 from cfg_snippets import ONE_HEAD_CFG
+from training_helpers import HYP
 from yolo.device import parse_device
-from yolo.errors import ConfigError
+from yolo.engine import TrainOptions, Trainer
+from yolo.engine import resume
+from yolo.errors import ConfigError, WeightsError
 from yolo.inference.detector import Detector
 from yolo.models.cfg import parse_cfg
 from yolo.models.model import Darknet, load_model
@@ -165,3 +168,45 @@ def test_load_model_refuses_arguments_of_the_wrong_type(one_cfg, arguments, mess
     arguments = {"cfg": str(one_cfg), **arguments}
     with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
         load_model(**arguments)
+
+
+# ------------------------------------------------------------------------------------ training options
+@pytest.mark.parametrize("settings, error, message", [
+    (dict(hyp=5), TypeError, "hyp must be a YAML path (str or pathlib.Path) or a dict of hyperparameters, got int 5"),
+    (dict(cfg=5), TypeError, "cfg must be a path (str or pathlib.Path), got int 5"),
+    (dict(data={"train": "x"}), TypeError, "data must be a path (str or pathlib.Path), got dict {'train': 'x'}"),
+    (dict(project=5), TypeError, "project must be a path (str or pathlib.Path), got int 5"),
+    (dict(weights=5), TypeError, "weights must be a path (str or pathlib.Path), got int 5"),
+    (dict(name=None), TypeError, "name must be a str (the run folder's name), got NoneType None"),
+    (dict(seed="a"), TypeError, "seed must be an integer, got str 'a'"),
+    (dict(seed=-1), ValueError, "seed: -1 is out of range: a seed must be between 0 and 4294967295"),
+    (dict(freeze="1"), TypeError, "freeze must be an integer, got str '1'"),
+    (dict(epochs=0), ValueError, "epochs: 0 is out of range: the value must be at least 1"),
+    (dict(workers=65), ValueError,
+     "workers: 65 is out of range: the number of loading processes must be between 0 and 64"),
+    (dict(device=1.5), TypeError,
+     "device must be a name (cpu, cuda, cuda:N), a GPU index or a torch.device, got float 1.5"),
+])
+def test_training_options_from_python_are_checked_as_the_flags_are(settings, error, message):
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        TrainOptions(**settings)
+
+
+def test_valid_training_options_are_kept_as_given(tmp_path):
+    for size in (64, (64, 96), [64, 96]):
+        assert TrainOptions(img_size=size).img_size == size
+    options = TrainOptions(cfg=tmp_path / "a.cfg", data="d.yaml", hyp=tmp_path / "h.yaml", project=tmp_path,
+                           device=torch.device("cpu"), seed=np.int64(3), freeze=2, resume="")
+    assert (options.cfg, options.seed, options.device) == (tmp_path / "a.cfg", 3, torch.device("cpu"))
+    assert TrainOptions(hyp=dict(HYP), device=0).hyp == HYP
+
+
+def test_a_checkpoint_with_damaged_training_options_is_one_line():
+    with pytest.raises(WeightsError, match=r"^last\.pt: its saved training options are not valid: seed must be an "
+                                           r"integer, got str 'a'$"):
+        resume.saved_options({"train": {"options": {"seed": "a"}}}, Path("last.pt"))
+
+
+def test_the_trainer_takes_training_options():
+    with pytest.raises(TypeError, match=r"^Trainer\.from_options takes a TrainOptions, got NoneType None$"):
+        Trainer.from_options(None)

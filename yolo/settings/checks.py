@@ -63,12 +63,15 @@ def check_int_sequence(name: str, value: Optional[Iterable]) -> None:
             raise TypeError(f"{name} must be a sequence of integers, got {type(item).__name__} {item!r} in it")
 
 
-def check_choice(name: str, value: Any, choices: Iterable[str]) -> None:
-    """``None`` or one of ``choices``."""
-    choices = tuple(choices)
-    if value is not None and (not isinstance(value, str) or value not in choices):
-        raise ValueError(f"{name}: unknown value {value!r}: use one of {', '.join(choices)}")
+def check_device(name: str, value: Any) -> None:
+    """``None``, a device name (``cpu``, ``cuda:1``), a GPU index or a ``torch.device``; the name itself is read
+    by :func:`yolo.device.parse_device` (this module loads no torch, so a device is known by its type's module)."""
+    is_torch_device = type(value).__module__ == "torch" and type(value).__name__ == "device"
+    is_index = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if not (value is None or isinstance(value, str) or is_index or is_torch_device):
+        raise TypeError(f"{name} must be a name (cpu, cuda, cuda:N), a GPU index or a torch.device, "
+                        f"got {type(value).__name__} {value!r}")
 
 
-__all__ = ["check_choice", "check_int_sequence", "check_number", "check_optional_number", "check_path",
+__all__ = ["check_device", "check_int_sequence", "check_number", "check_optional_number", "check_path",
            "check_sequence"]
