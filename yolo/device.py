@@ -1,6 +1,7 @@
 """The one reading of a ``--device`` / ``device=`` setting, for every tool and API."""
 from __future__ import annotations
 
+import numbers
 import os
 from typing import Union
 
@@ -18,28 +19,34 @@ def cpu_threads() -> int:
         return os.cpu_count() or 1
 
 
-def parse_device(name: Union[str, torch.device, None], local_rank: int = 0) -> torch.device:
-    """``cpu``, ``cuda``, ``cuda:N`` or ``N`` (a CUDA index) as a :class:`torch.device`.
+def parse_device(name: Union[str, int, torch.device, None], local_rank: int = 0) -> torch.device:
+    """``cpu``, ``cuda``, ``cuda:N`` or ``N`` (a CUDA index, as text or an int) as a :class:`torch.device`.
 
     ``None`` or ``""`` picks CUDA when available, else the CPU. A CUDA device on a machine without CUDA is a
-    one-line :class:`ConfigError`. Under ``torchrun`` (``WORLD_SIZE`` > 1) each process takes
-    ``cuda:LOCAL_RANK``.
+    one-line :class:`ConfigError`, as is a name torch does not know; a value of another type (a float, a list)
+    is a ``TypeError``. Under ``torchrun`` (``WORLD_SIZE`` > 1) each process takes ``cuda:LOCAL_RANK``.
     """
-    if isinstance(name, torch.device):
-        device = name
-    else:
-        name = (name or "").strip()
-        if not name:
-            name = "cuda" if torch.cuda.is_available() else "cpu"
-        if name.isdigit():
-            name = f"cuda:{name}"
-        try:
-            device = torch.device(name)
-        except RuntimeError:
-            raise ConfigError(f"device '{name}' is not one of cpu, cuda, cuda:N or N") from None
+    device = name if isinstance(name, torch.device) else named_device(name)
     if device.type == "cuda":
         if not torch.cuda.is_available():
             raise ConfigError(f"device '{device}': CUDA is not available on this machine")
         if int(os.environ.get("WORLD_SIZE", "1")) > 1:
             device = torch.device("cuda", local_rank)
     return device
+
+
+def named_device(name: Union[str, int, None]) -> torch.device:
+    """The device a name or a GPU index stands for (no check that it exists); ``None`` or ``""``: CUDA when
+    available, else the CPU."""
+    if isinstance(name, bool) or not (name is None or isinstance(name, (str, numbers.Integral))):
+        raise TypeError(f"device must be a name (cpu, cuda, cuda:N), a GPU index or a torch.device, "
+                        f"got {type(name).__name__} {name!r}")
+    name = "" if name is None else str(name).strip()  # an index is read as its text: 0 is cuda:0, not "none"
+    if not name:
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name.isdigit():
+        name = f"cuda:{name}"
+    try:
+        return torch.device(name)
+    except RuntimeError:
+        raise ConfigError(f"device '{name}' is not one of cpu, cuda, cuda:N or N") from None

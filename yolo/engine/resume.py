@@ -13,7 +13,7 @@ from typing import Any, Dict, Optional, Tuple
 import torch
 
 from yolo.engine.config import Hyperparameters, TrainOptions
-from yolo.errors import ConfigError
+from yolo.errors import ConfigError, WeightsError
 from yolo.models.checkpoint import load_checkpoint_file
 from yolo.settings.declare import declaration
 
@@ -64,8 +64,7 @@ def read_resume_checkpoint(options: TrainOptions) -> Tuple[TrainOptions, Optiona
     if "train" not in ckpt:
         raise ConfigError(f"{resume_path}: not a training checkpoint (no optimizer/epoch state); "
                           "use --weights to start a new run from it")
-    saved = TrainOptions(**{k: v for k, v in ckpt["train"]["options"].items()
-                            if k in TrainOptions.__dataclass_fields__})
+    saved = saved_options(ckpt, resume_path)
     saved.device = options.device if options.device is not None else saved.device
     saved.workers = options.workers if options.workers is not None else saved.workers
     saved.progress = options.progress
@@ -76,6 +75,18 @@ def read_resume_checkpoint(options: TrainOptions) -> Tuple[TrainOptions, Optiona
         saved.epochs = options.epochs
     saved.resume = str(resume_path)
     return saved, ckpt
+
+
+def saved_options(ckpt: Dict[str, Any], resume_path: Path) -> TrainOptions:
+    """The options a training checkpoint was started with; a value :class:`TrainOptions` refuses (a damaged or
+    hand-edited checkpoint) is a :class:`WeightsError` naming the file, not a traceback."""
+    saved = ckpt["train"].get("options") if isinstance(ckpt["train"], dict) else None
+    try:
+        if not isinstance(saved, dict):
+            raise TypeError(f"expected a dict, got {type(saved).__name__}")
+        return TrainOptions(**{k: v for k, v in saved.items() if k in TrainOptions.__dataclass_fields__})
+    except (TypeError, ValueError) as exc:
+        raise WeightsError(f"{resume_path}: its saved training options are not valid: {exc}") from None
 
 
 def refuse_settings_on_resume(options: TrainOptions, resume_path: Path) -> None:

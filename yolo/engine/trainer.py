@@ -142,6 +142,8 @@ class Trainer(UpdateStep):
     def from_options(cls, options: TrainOptions) -> "Trainer":
         """The trainer of the run ``options`` describes: :func:`yolo.engine.build.build_training`'s parts. A
         Ctrl-C while they are built asks for a stop at the first update, as one during the run does."""
+        if not isinstance(options, TrainOptions):
+            raise TypeError(f"Trainer.from_options takes a TrainOptions, got {type(options).__name__} {options!r}")
         stop = StopRequest()
         stop.install()
         try:

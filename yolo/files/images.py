@@ -52,14 +52,18 @@ def as_bgr(image: np.ndarray, where: str = "image") -> np.ndarray:
     """Check an in-memory image: ``H x W x 3`` BGR ``uint8`` (gray ``H x W`` and BGRA are converted)."""
     if not isinstance(image, np.ndarray):
         raise TypeError(f"{where}: expected a path or a numpy array, got {type(image).__name__}")
-    if image.ndim == 2:
-        image = cv2.cvtColor(image, cv2.COLOR_GRAY2BGR)
-    elif image.ndim == 3 and image.shape[2] == 4:
-        image = cv2.cvtColor(image, cv2.COLOR_BGRA2BGR)
-    if image.ndim != 3 or image.shape[2] != 3 or image.shape[0] == 0 or image.shape[1] == 0:
+    # Checked before converting: OpenCV's colour conversion fails with its own traceback on other dtypes and
+    # on empty arrays.
+    gray = image.ndim == 2
+    channels = None if gray else (image.shape[2] if image.ndim == 3 else None)
+    if not (gray or channels in (3, 4)) or image.shape[0] == 0 or image.shape[1] == 0:
         raise ValueError(f"{where}: expected an H x W x 3 BGR image, got shape {image.shape}")
     if image.dtype != np.uint8:
         raise ValueError(f"{where}: expected uint8 pixels, got {image.dtype}")
+    if gray:
+        return cv2.cvtColor(image, cv2.COLOR_GRAY2BGR)
+    if channels == 4:
+        return cv2.cvtColor(image, cv2.COLOR_BGRA2BGR)
     return image
 
 

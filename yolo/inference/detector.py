@@ -72,6 +72,8 @@ class Detector:
         unknown = sorted(set(settings) - {f.name for f in fields(DetectorOptions)})
         if unknown:
             raise TypeError(f"Detector() got unexpected keyword arguments: {', '.join(unknown)}")
+        if options is not None and not isinstance(options, DetectorOptions):
+            raise TypeError(f"options must be a DetectorOptions, got {type(options).__name__} {options!r}")
         self.options = opts = replace(options or DetectorOptions(), **settings)
         # A torch.device is used as it is (the detect tool has parsed --device already); a name is read here.
         self.device = opts.device if isinstance(opts.device, torch.device) else parse_device(opts.device)

@@ -9,12 +9,15 @@ line, never deep inside ``forward``.
 from __future__ import annotations
 
 import logging
+import math
+import numbers
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
 
+from yolo.device import parse_device
 from yolo.errors import CfgError, WeightsError
 from yolo.models import layer_types  # noqa: F401  (importing the package registers every layer type's builder)
 from yolo.models.cfg import Section, parse_cfg, parse_cfg_text, sections_to_text
@@ -55,6 +58,29 @@ UNSUPPORTED_OPTIONS = {
 # ----------------------------------------------------------------------------- the model
 
 
+def _given_sections(cfg) -> List[Section]:
+    """``cfg`` given as parsed sections, checked: a non-empty sequence of :class:`Section` (``[net]`` first)."""
+    if isinstance(cfg, (bytes, str)) or not isinstance(cfg, Iterable):
+        raise TypeError(f"cfg must be a .cfg path (str or pathlib.Path) or a sequence of sections from "
+                        f"yolo.models.cfg.parse_cfg, got {type(cfg).__name__} {cfg!r}")
+    sections = list(cfg)
+    if not sections:
+        raise ValueError("cfg: no sections given (a network starts with its [net] section)")
+    for section in sections:
+        if not isinstance(section, Section):
+            raise TypeError(f"cfg must be a sequence of sections from yolo.models.cfg.parse_cfg, got "
+                            f"{type(section).__name__} {section!r} in it")
+    return sections
+
+
+def _check_bn_eps(bn_eps) -> None:
+    """BatchNorm's epsilon: a finite number above 0 (0 divides by a zero variance; NaN spoils every output)."""
+    if isinstance(bn_eps, bool) or not isinstance(bn_eps, numbers.Real):
+        raise TypeError(f"bn_eps must be a number, got {type(bn_eps).__name__} {bn_eps!r}")
+    if not (math.isfinite(bn_eps) and bn_eps > 0):
+        raise ValueError(f"bn_eps: {bn_eps} is out of range: BatchNorm's epsilon must be a finite number above 0")
+
+
 class Darknet(nn.Module):
     """A Darknet network built from a cfg.
 
@@ -75,13 +101,14 @@ class Darknet(nn.Module):
 
     def __init__(self, cfg: Union[str, Path, Sequence[Section]], bn_eps: float = 1e-5):
         super().__init__()
+        _check_bn_eps(bn_eps)
         if isinstance(cfg, (str, Path)):
             self.cfg_path = str(cfg)
             self.cfg_text = Path(cfg).read_text(encoding="utf-8", errors="replace") if Path(cfg).is_file() else ""
             sections = parse_cfg(cfg)
         else:
-            sections = list(cfg)
-            self.cfg_path = sections[0].source if sections else "<cfg>"
+            sections = _given_sections(cfg)
+            self.cfg_path = sections[0].source
             self.cfg_text = sections_to_text(sections)
         self.sections = sections
         self.net = sections[0]
@@ -283,13 +310,25 @@ def _warn_if_partial(cutoff, num_layers: int, weights) -> None:
                        "(train --weights %s)", weights, cutoff - 1, cutoff, cutoff, num_layers - 1, weights)
 
 
+def _check_load_arguments(cfg, weights, cutoff) -> None:
+    """:func:`load_model`'s arguments of the wrong type, refused before any file is read (the sections a cfg
+    may also be are checked by :class:`Darknet`)."""
+    for name, path in (("cfg", cfg), ("weights", weights)):
+        if isinstance(path, bytes) or (name == "weights" and not isinstance(path, (str, Path, type(None)))):
+            raise TypeError(f"{name} must be a path (str or pathlib.Path), got {type(path).__name__} {path!r}")
+    if cutoff is not None and (isinstance(cutoff, bool) or not isinstance(cutoff, numbers.Integral)):
+        raise TypeError(f"cutoff must be an integer (the number of layers to read), got "
+                        f"{type(cutoff).__name__} {cutoff!r}")
+
+
 def load_model(cfg: Union[str, Path, None] = None, weights: Union[str, Path, None] = None,
-               device: Union[str, torch.device, None] = None, cutoff: Optional[int] = None) -> Darknet:
+               device: Union[str, int, torch.device, None] = None, cutoff: Optional[int] = None) -> Darknet:
     """Build a model from a cfg and/or weights, moved to ``device``.
 
     ``weights`` is a Darknet ``.weights`` file or a ``.pt`` checkpoint (``{"model", "cfg", ...}``, read with
     ``weights_only=True``). ``cfg`` may be omitted for a ``.pt`` that carries its cfg text.
     """
+    _check_load_arguments(cfg, weights, cutoff)
     model: Optional[Darknet] = None
     if weights is not None and Path(weights).suffix in (".pt", ".pth"):
         ckpt = load_checkpoint_file(weights)
@@ -323,6 +362,6 @@ def load_model(cfg: Union[str, Path, None] = None, weights: Union[str, Path, Non
         model = Darknet(cfg)
         if weights is not None:
             model.load_darknet_weights(weights, cutoff=cutoff)
-    if device is not None:
-        model.to(device)
+    if device is not None:  # a name is read as everywhere else ("gpu" and 1.5 refused); a torch.device as it is
+        model.to(device if isinstance(device, torch.device) else parse_device(device))
     return model

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence, Union
 
 from yolo.ops.sizes import SizeLike
+from yolo.settings.checks import check_int_sequence, check_number, check_optional_number, check_sequence
 from yolo.settings.declare import setting
 from yolo.settings.values import fraction, image_side, nms_exponent, non_negative_int, positive_int, size_from_flag
 
@@ -32,7 +33,7 @@ class DetectorOptions:
     - ``resize``: ``"letterbox"`` (Darknet's ``letterbox_image``) or ``"stretch"`` (Darknet's ``resize_image``,
       as OpenCV ``blobFromImage``); default: the one a checkpoint of ours records (how it was trained and
       validated, :mod:`yolo.models.preprocessing`), else the cfg's (``letter_box=1`` in ``[net]`` letterboxes).
-    - ``device``: a name or a :class:`torch.device` (used as it is).
+    - ``device``: a name, a GPU index (``0`` is ``cuda:0``) or a :class:`torch.device` (used as it is).
     - ``half``: fp16 on CUDA, model and input in channels-last memory, heads and detections in fp32 (ignored on
       the CPU and with ``fast=False``).
     - ``nms_kind``, ``beta_nms``: Darknet's NMS variant (:func:`yolo.ops.nms.nms`); default: the cfg's own, from
@@ -51,7 +52,7 @@ class DetectorOptions:
         None, "--resize", choices=list(RESIZE_MODES),
         help="pre-processing (default: how a checkpoint of ours was trained and validated; else the cfg's, as "
              "Darknet: letter_box=1 in [net] letterboxes, else stretch)")
-    device: Union[str, torch.device, None] = setting(
+    device: Union[str, int, torch.device, None] = setting(
         None, "--device", help="cpu, cuda, cuda:1 or a GPU index (default: CUDA if present)")
     half: bool = setting(False, "--half", action="store_true", help="fp16 inference (CUDA only)")
     classes: Optional[Sequence[int]] = setting(None, "--classes", type=non_negative_int, nargs="+",
@@ -79,8 +80,19 @@ class DetectorOptions:
                    "default: on with CUDA unless compile; no effect on the CPU")
 
     def __post_init__(self):
+        """The checks of the detect tool's flags, for the same settings given from Python: a ``TypeError``
+        (wrong type) or ``ValueError`` (out of range) naming the setting."""
         if self.resize not in (*RESIZE_MODES, None):
             raise ValueError(f"unknown resize mode {self.resize!r}: use 'letterbox' or 'stretch'")
+        if self.names is not None and not isinstance(self.names, (str, Path)):
+            check_sequence("names", self.names, "class names (or a .names file)")
+        check_number("conf_thres", self.conf_thres, fraction)
+        check_number("iou_thres", self.iou_thres, fraction)
+        check_optional_number("beta_nms", self.beta_nms, nms_exponent)
+        check_number("max_det", self.max_det, positive_int)
+        check_optional_number("max_batch", self.max_batch, positive_int)
+        # An empty filter is one no class can pass: refused, as the Detector refuses classes the model lacks.
+        check_int_sequence("classes", self.classes)
 
 
 __all__ = ["DetectorOptions", "NMS_KINDS", "RESIZE_MODES"]

@@ -7,10 +7,13 @@ flags ``--epochs``, ``--batch-size``, ``--img-size``, ``--workers``, ``--tf32``,
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Dict, Optional, Union
 
 from yolo.ops.sizes import SizeLike
+from yolo.settings.checks import check_device, check_number, check_optional_number, check_path
 from yolo.settings.declare import setting
 from yolo.settings.values import image_side, non_negative_int, positive_int, seed_value, size_from_flag, worker_count
 
@@ -74,6 +77,26 @@ class TrainOptions:
         help="decode the train images once and keep them in memory (default: the hyperparameter cache_images, "
              "false)")
     progress: bool = setting(True, "--no-progress", action="store_false", help="no progress bars (logs only)")
+
+    def __post_init__(self):
+        """The types the tool's flags give, and their ranges, for the same settings given from Python: a
+        ``TypeError`` (wrong type) or ``ValueError`` (out of range) naming the setting."""
+        for name in ("cfg", "data", "weights", "resume"):
+            check_path(name, getattr(self, name))
+        check_path("project", self.project, optional=False)
+        if not isinstance(self.name, str):
+            raise TypeError(f"name must be a str (the run folder's name), got {type(self.name).__name__} "
+                            f"{self.name!r}")
+        if not isinstance(self.hyp, (str, Path, Mapping, type(None))):
+            raise TypeError(f"hyp must be a YAML path (str or pathlib.Path) or a dict of hyperparameters, got "
+                            f"{type(self.hyp).__name__} {self.hyp!r}")
+        check_device("device", self.device)
+        check_optional_number("cutoff", self.cutoff, non_negative_int)
+        check_optional_number("epochs", self.epochs, positive_int)
+        check_optional_number("batch_size", self.batch_size, positive_int)
+        check_optional_number("workers", self.workers, worker_count)
+        check_number("freeze", self.freeze, non_negative_int)
+        check_number("seed", self.seed, seed_value)
 
     def to_dict(self) -> Dict[str, Any]:
         d = asdict(self)
