@@ -11,13 +11,14 @@ import cv2
 import pytest
 import torch
 
+from cfg_snippets import ONE_HEAD_CFG
 from conftest import asset
 from helpers import one_line_error, run_export_cli, run_tool
 from training_helpers import write_one_head_training
 from yolo.cli import anchors as anchors_cli
 from yolo.cli import detect as detect_cli
 from yolo.cli import eval as eval_cli
-from yolo.errors import DataError
+from yolo.errors import CfgError, DataError
 from yolo.export.names import export_names
 from yolo.files.names import read_names
 from yolo.models.model import load_model
@@ -259,3 +260,45 @@ def test_detect_keeps_one_label_file_per_image_and_frame_when_stems_clash(tmp_pa
         "a.jpg", "a.png", "clip.mp4", "clip_0.jpg"]
     results = json.loads((out / "results.json").read_text())
     assert len({r["image_id"] for r in results}) == 5  # each image and frame has detections under its own id
+
+
+# -------------------------------------------------------------------------------------- [yolo] cfg options
+def one_head_cfg_with(tmp_path, *head_lines: str):
+    """ONE_HEAD_CFG with ``head_lines`` added at the end of its [yolo] section (the last one on line 45 + k)."""
+    path = tmp_path / "head.cfg"
+    path.write_text(ONE_HEAD_CFG + "".join(line + "\n" for line in head_lines))
+    assert len(ONE_HEAD_CFG.splitlines()) == 44  # the lines below are numbered from here
+    return path
+
+
+@pytest.mark.parametrize("lines, expected", [
+    (["nms_kind=diounms", "beta_nms=-5"],
+     "46: [yolo] (layer 4): beta_nms=-5 must be above 0 with nms_kind=diounms (Darknet's DIoU-NMS subtracts "
+     "(d/c)^beta_nms: at 0 or below it suppresses nothing)"),
+    (["beta_nms=0", "nms_kind=diounms"],
+     "45: [yolo] (layer 4): beta_nms=0 must be above 0 with nms_kind=diounms (Darknet's DIoU-NMS subtracts "
+     "(d/c)^beta_nms: at 0 or below it suppresses nothing)"),
+    (["scale_x_y=-1"], "45: [yolo] (layer 4): scale_x_y=-1 must be positive"),
+    (["scale_x_y=0"], "45: [yolo] (layer 4): scale_x_y=0 must be positive"),
+])
+def test_yolo_head_refuses_options_that_break_its_nms_or_decode(tmp_path, lines, expected):
+    path = one_head_cfg_with(tmp_path, *lines)
+    with pytest.raises(CfgError) as error:
+        load_model(path)
+    assert str(error.value) == f"{path}:{expected}"
+
+
+def test_yolo_head_takes_positive_beta_and_scale_and_an_unused_beta(tmp_path, caplog):
+    for lines in (["nms_kind=diounms", "beta_nms=0.3", "scale_x_y=1.05"], ["nms_kind=greedynms", "beta_nms=0"]):
+        with caplog.at_level(logging.WARNING):
+            load_model(one_head_cfg_with(tmp_path, *lines))
+    assert not caplog.records
+
+
+def test_yolo_head_warns_of_an_unknown_nms_kind(tmp_path, caplog):
+    path = one_head_cfg_with(tmp_path, "nms_kind=unknown")
+    with caplog.at_level(logging.WARNING):
+        load_model(path)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path}:45: [yolo] nms_kind=unknown is not one of default, greedynms, diounms: using default NMS, as "
+        "Darknet does"]
