@@ -11,11 +11,12 @@ import cv2
 import pytest
 import torch
 
-from cfg_snippets import ONE_HEAD_CFG
+from cfg_snippets import ONE_HEAD_CFG, RATE_CFG
 from conftest import asset
 from helpers import one_line_error, run_export_cli, run_tool
 from training_helpers import write_one_head_training
 from yolo.cli import anchors as anchors_cli
+from yolo.cli import benchmark as benchmark_cli
 from yolo.cli import detect as detect_cli
 from yolo.cli import eval as eval_cli
 from yolo.errors import CfgError, DataError
@@ -302,3 +303,43 @@ def test_yolo_head_warns_of_an_unknown_nms_kind(tmp_path, caplog):
     assert [r.getMessage() for r in caplog.records] == [
         f"{path}:45: [yolo] nms_kind=unknown is not one of default, greedynms, diounms: using default NMS, as "
         "Darknet does"]
+
+
+# ---------------------------------------------------------------------------------------------- benchmark
+@pytest.fixture
+def keep_threads():
+    """The benchmark sets this process's torch and OpenCV threads; later tests get theirs back."""
+    torch_threads, cv2_threads = torch.get_num_threads(), cv2.getNumThreads()
+    yield
+    torch.set_num_threads(torch_threads)
+    cv2.setNumThreads(cv2_threads)
+
+
+def bad_filters_cfg(tmp_path):
+    """yolov3-tiny.cfg with its first head conv's ``filters=abc`` (line 127)."""
+    path = tmp_path / "bad.cfg"
+    lines = asset("cfg/yolov3-tiny.cfg").read_text().splitlines()
+    assert lines[126] == "filters=255"
+    lines[126] = "filters=abc"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_benchmark_names_each_bad_input_in_one_line(tmp_path, capsys, keep_threads):
+    cfg, classifier = asset("cfg/yolov3-tiny.cfg"), tmp_path / "no_head.cfg"
+    classifier.write_text(RATE_CFG)  # one convolution, no detection head (as a classifier cfg)
+    cases = [
+        (["--cfg", cfg, "--image", tmp_path / "nope.jpg"],
+         f"{tmp_path / 'nope.jpg'}: cannot read file (No such file or directory)"),
+        (["--cfg", cfg, "--image", cfg], f"{cfg}: not a readable image (corrupt or unsupported format)"),
+        (["--cfg", cfg, "--weights", cfg],
+         f"{cfg}: not a Darknet weights file (header version 1952804443.539167325.1953719636 is implausible)"),
+        (["--cfg", bad_filters_cfg(tmp_path)],
+         f"{tmp_path / 'bad.cfg'}:127: [convolutional] (layer 15): option 'filters=abc' is not an integer"),
+        (["--cfg", classifier], f"{classifier}: not a detector on 3-channel images (channels=3, heads=0)"),
+    ]
+    for flags, expected in cases:
+        argv = [*map(str, flags), "--img-size", "64", "--iters", "1", "--warmup", "0", "--no-opencv", "--no-gpu",
+                "--threads", "1"]
+        err = one_line_error(capsys, lambda: benchmark_cli.main(benchmark_cli.parse_args(argv)))
+        assert err == f"error: {expected}"
