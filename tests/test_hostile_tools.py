@@ -18,6 +18,7 @@ from helpers import one_line_error, run_export_cli, run_tool
 from training_helpers import write_one_head_training
 from yolo.cli import anchors as anchors_cli
 from yolo.cli import benchmark as benchmark_cli
+from yolo.cli import demo as demo_cli
 from yolo.cli import detect as detect_cli
 from yolo.cli import eval as eval_cli
 from yolo.errors import CfgError, DataError
@@ -367,3 +368,14 @@ def test_compare_darknet_refuses_bad_inputs_before_any_run(tmp_path, capsys):
         err = one_line_error(capsys, lambda: side_by_side.main(list(map(str, argv))))
         assert err == f"error: {expected}"
     assert not out.exists()
+
+
+# --------------------------------------------------------------------------------------------------- demo
+def test_demo_reads_relative_paths_from_the_callers_folder(tmp_path, capsys, monkeypatch):
+    folder = write_one_head_training(tmp_path / "run")
+    (folder / "bad.cfg").write_text(ONE_HEAD_CFG.replace("filters=30", "filters=abc"))
+    assert ONE_HEAD_CFG.splitlines()[34] == "filters=30"
+    monkeypatch.chdir(folder)  # restored after the test: the demo itself moves to the repository
+    argv = ["--cfg", "bad.cfg", "--data", "data.yaml", "--hyp", "hyp.yaml", "--epochs", "1", "--no-progress"]
+    err = one_line_error(capsys, lambda: demo_cli.main(demo_cli.parse_args(argv)))
+    assert err == f"error: {folder / 'bad.cfg'}:35: [convolutional] (layer 3): option 'filters=abc' is not an integer"
