@@ -21,6 +21,7 @@ from yolo.cli import benchmark as benchmark_cli
 from yolo.cli import demo as demo_cli
 from yolo.cli import detect as detect_cli
 from yolo.cli import eval as eval_cli
+from yolo.cli import gpu_report as gpu_report_cli
 from yolo.errors import CfgError, DataError
 from yolo.export.names import export_names
 from yolo.files.names import read_names
@@ -379,3 +380,28 @@ def test_demo_reads_relative_paths_from_the_callers_folder(tmp_path, capsys, mon
     argv = ["--cfg", "bad.cfg", "--data", "data.yaml", "--hyp", "hyp.yaml", "--epochs", "1", "--no-progress"]
     err = one_line_error(capsys, lambda: demo_cli.main(demo_cli.parse_args(argv)))
     assert err == f"error: {folder / 'bad.cfg'}:35: [convolutional] (layer 3): option 'filters=abc' is not an integer"
+
+
+# --------------------------------------------------------------------------------------------- gpu_report
+@pytest.mark.parametrize("flags, named", [
+    (["--img-size", "96", "--batch", "8"], "--img-size, --batch-size itself: give either --quick or --img-size and "
+                                           "--batch-size"),
+    (["--mod", "yolov3"], "--models itself: give either --quick or --models"),
+    (["--rounds", "20"], "--rounds itself: give either --quick or --rounds"),  # even the default value, given
+])
+def test_gpu_report_refuses_quick_with_a_flag_it_replaces(capsys, flags, named):
+    err = one_line_error(capsys, lambda: gpu_report_cli.parse_args(["--quick", *flags]))
+    assert err.startswith(f"error: --quick sets {named} (see "), err
+
+
+def test_gpu_report_quick_keeps_the_flags_it_does_not_set():
+    args = gpu_report_cli.parse_args(["--quick", "--workers", "1", "--no-darknet"])
+    assert (args.quick, args.workers) == (True, 1)
+
+
+def test_gpu_report_on_an_empty_assets_folder_is_an_error(tmp_path, capsys):
+    argv = ["--device", "cpu", "--quick", "--no-darknet", "--assets", str(tmp_path)]
+    err = one_line_error(capsys, lambda: gpu_report_cli.main(gpu_report_cli.parse_args(argv)))
+    assert err == (f"error: assets folder {tmp_path}: no assets found there (looked for cfg/yolov3-tiny.cfg, "
+                   "cfg/coco.names, coco128/images/train2017 (jpg images with labels in coco128/labels/train2017); "
+                   "--assets or YOLO_ASSETS)")
