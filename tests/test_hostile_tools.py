@@ -405,3 +405,23 @@ def test_gpu_report_on_an_empty_assets_folder_is_an_error(tmp_path, capsys):
     assert err == (f"error: assets folder {tmp_path}: no assets found there (looked for cfg/yolov3-tiny.cfg, "
                    "cfg/coco.names, coco128/images/train2017 (jpg images with labels in coco128/labels/train2017); "
                    "--assets or YOLO_ASSETS)")
+
+
+# ------------------------------------------------------------------------------------------ detect weights
+@pytest.mark.parametrize("name, cfg, expected", [
+    ("tiny.onnx", [], "{w}: an ONNX export, run by onnxruntime, not read back by detect: give the .pt checkpoint it "
+                      "was exported from, or the .weights with --cfg"),
+    ("tiny.torchscript", ["--cfg", "CFG"], "{w}: a TorchScript export, run by torch.jit, not read back by detect: "
+                                           "give the .pt checkpoint it was exported from, or the .weights with --cfg"),
+    ("tiny.weights", [], "{w}: Darknet weights need their --cfg to build the model (only .pt checkpoints carry their "
+                         "own)"),
+])
+def test_detect_names_weights_it_cannot_read(tmp_path, capsys, name, cfg, expected):
+    weights = tmp_path / name
+    weights.write_bytes(b"\x08\x01\x12\x07pytorch")  # never read: the suffix alone decides
+    flags = [str(asset("cfg/yolov3-tiny.cfg")) if flag == "CFG" else flag for flag in cfg]
+    argv = [*flags, "--weights", str(weights), "--source", str(asset("images/dog.jpg")), "--output",
+            str(tmp_path / "out"), "--device", "cpu"]
+    err = one_line_error(capsys, lambda: detect_cli.main(detect_cli.parse_args(argv)))
+    assert err == "error: " + expected.format(w=weights)
+    assert not (tmp_path / "out").exists()
