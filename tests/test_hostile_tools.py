@@ -1,5 +1,6 @@
-"""Hostile input to the detect, eval, export and anchors tools: each bad value is one `error:` line naming the
-flag or the file, before any work is done or anything is printed; never a traceback, never silent garbage."""
+"""Hostile input to the detect, eval, export, anchors, benchmark, compare_darknet, demo and gpu_report tools and to
+[yolo] cfg options: each bad value is one `error:` line naming the flag or the file, before any work is done or
+anything is printed; never a traceback, never silent garbage."""
 from __future__ import annotations
 
 import json
