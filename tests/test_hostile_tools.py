@@ -1,21 +1,29 @@
-"""Hostile input to the detect, eval, export and anchors tools: each bad value is one `error:` line naming the
-flag or the file, before any work is done or anything is printed; never a traceback, never silent garbage."""
+"""Hostile input to the detect, eval, export, anchors, benchmark, compare_darknet, demo and gpu_report tools and to
+[yolo] cfg options: each bad value is one `error:` line naming the flag or the file, before any work is done or
+anything is printed; never a traceback, never silent garbage."""
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
 
+import cv2
 import pytest
 import torch
 
+from cfg_snippets import ONE_HEAD_CFG, RATE_CFG
 from conftest import asset
+from darknet_ref import side_by_side
 from helpers import one_line_error, run_export_cli, run_tool
 from training_helpers import write_one_head_training
 from yolo.cli import anchors as anchors_cli
+from yolo.cli import benchmark as benchmark_cli
+from yolo.cli import demo as demo_cli
 from yolo.cli import detect as detect_cli
 from yolo.cli import eval as eval_cli
-from yolo.errors import DataError
+from yolo.cli import gpu_report as gpu_report_cli
+from yolo.errors import CfgError, DataError
 from yolo.export.names import export_names
 from yolo.files.names import read_names
 from yolo.models.model import load_model
@@ -230,3 +238,191 @@ def test_eval_error_for_label_paths_that_are_folders_is_one_clean_line(tmp_path,
     problem = "is a folder where the image's label file belongs; its image is dropped (rename the folder)"
     assert errors == [f"error: {folder / 'data' / 'images' / 'val'}: no usable images (2 listed); problems: "
                       f"{labels[0]}: {problem}; {labels[1]}: {problem}"]
+
+
+# ------------------------------------------------------------------------------------ detect output names
+def sources_sharing_stems(folder):
+    """``a.jpg``, ``a.png``, ``clip_0.jpg`` and a 2-frame ``clip.mp4``: two images with one stem, and an image
+    named as the video's first frame's label."""
+    folder.mkdir()
+    dog = cv2.resize(cv2.imread(str(asset("images/dog.jpg"))), (96, 72))
+    cv2.imwrite(str(folder / "a.jpg"), dog)
+    cv2.imwrite(str(folder / "a.png"), dog[:, ::-1].copy())
+    cv2.imwrite(str(folder / "clip_0.jpg"), dog[::-1].copy())
+    video = cv2.VideoWriter(str(folder / "clip.mp4"), cv2.VideoWriter_fourcc(*"mp4v"), 5, (96, 72))
+    for frame in (dog, dog[::-1].copy()):
+        video.write(frame)
+    video.release()
+    return folder
+
+
+def test_detect_keeps_one_label_file_per_image_and_frame_when_stems_clash(tmp_path):
+    source = sources_sharing_stems(tmp_path / "src")
+    out = tiny_detect(tmp_path, "--source", str(source), "--save-txt", "--save-json", "--conf-thres", "0.01")
+    labels = sorted(p.name for p in (out / "labels").iterdir())
+    assert labels == ["a.txt", "a_2.txt", "clip_0.txt", "clip_0_2.txt", "clip_1.txt"]
+    assert sorted(p.name for p in out.iterdir() if p.is_file() and p.suffix != ".json") == [
+        "a.jpg", "a.png", "clip.mp4", "clip_0.jpg"]
+    results = json.loads((out / "results.json").read_text())
+    assert len({r["image_id"] for r in results}) == 5  # each image and frame has detections under its own id
+
+
+# -------------------------------------------------------------------------------------- [yolo] cfg options
+def one_head_cfg_with(tmp_path, *head_lines: str):
+    """ONE_HEAD_CFG with ``head_lines`` added at the end of its [yolo] section (the last one on line 45 + k)."""
+    path = tmp_path / "head.cfg"
+    path.write_text(ONE_HEAD_CFG + "".join(line + "\n" for line in head_lines))
+    assert len(ONE_HEAD_CFG.splitlines()) == 44  # the lines below are numbered from here
+    return path
+
+
+@pytest.mark.parametrize("lines, expected", [
+    (["nms_kind=diounms", "beta_nms=-5"],
+     "46: [yolo] (layer 4): beta_nms=-5 must be above 0 with nms_kind=diounms (Darknet's DIoU-NMS subtracts "
+     "(d/c)^beta_nms: at 0 or below it suppresses nothing)"),
+    (["beta_nms=0", "nms_kind=diounms"],
+     "45: [yolo] (layer 4): beta_nms=0 must be above 0 with nms_kind=diounms (Darknet's DIoU-NMS subtracts "
+     "(d/c)^beta_nms: at 0 or below it suppresses nothing)"),
+    (["scale_x_y=-1"], "45: [yolo] (layer 4): scale_x_y=-1 must be positive"),
+    (["scale_x_y=0"], "45: [yolo] (layer 4): scale_x_y=0 must be positive"),
+])
+def test_yolo_head_refuses_options_that_break_its_nms_or_decode(tmp_path, lines, expected):
+    path = one_head_cfg_with(tmp_path, *lines)
+    with pytest.raises(CfgError) as error:
+        load_model(path)
+    assert str(error.value) == f"{path}:{expected}"
+
+
+def test_yolo_head_takes_positive_beta_and_scale_and_an_unused_beta(tmp_path, caplog):
+    for lines in (["nms_kind=diounms", "beta_nms=0.3", "scale_x_y=1.05"], ["nms_kind=greedynms", "beta_nms=0"]):
+        with caplog.at_level(logging.WARNING):
+            load_model(one_head_cfg_with(tmp_path, *lines))
+    assert not caplog.records
+
+
+def test_yolo_head_warns_of_an_unknown_nms_kind(tmp_path, caplog):
+    path = one_head_cfg_with(tmp_path, "nms_kind=unknown")
+    with caplog.at_level(logging.WARNING):
+        load_model(path)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path}:45: [yolo] nms_kind=unknown is not one of default, greedynms, diounms: using default NMS, as "
+        "Darknet does"]
+
+
+# ---------------------------------------------------------------------------------------------- benchmark
+@pytest.fixture
+def keep_threads():
+    """The benchmark sets this process's torch and OpenCV threads; later tests get theirs back."""
+    torch_threads, cv2_threads = torch.get_num_threads(), cv2.getNumThreads()
+    yield
+    torch.set_num_threads(torch_threads)
+    cv2.setNumThreads(cv2_threads)
+
+
+def bad_filters_cfg(tmp_path):
+    """yolov3-tiny.cfg with its first head conv's ``filters=abc`` (line 127)."""
+    path = tmp_path / "bad.cfg"
+    lines = asset("cfg/yolov3-tiny.cfg").read_text().splitlines()
+    assert lines[126] == "filters=255"
+    lines[126] = "filters=abc"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_benchmark_names_each_bad_input_in_one_line(tmp_path, capsys, keep_threads):
+    cfg, classifier = asset("cfg/yolov3-tiny.cfg"), tmp_path / "no_head.cfg"
+    classifier.write_text(RATE_CFG)  # one convolution, no detection head (as a classifier cfg)
+    cases = [
+        (["--cfg", cfg, "--image", tmp_path / "nope.jpg"],
+         f"{tmp_path / 'nope.jpg'}: cannot read file (No such file or directory)"),
+        (["--cfg", cfg, "--image", cfg], f"{cfg}: not a readable image (corrupt or unsupported format)"),
+        (["--cfg", cfg, "--weights", cfg],
+         f"{cfg}: not a Darknet weights file (header version 1952804443.539167325.1953719636 is implausible)"),
+        (["--cfg", bad_filters_cfg(tmp_path)],
+         f"{tmp_path / 'bad.cfg'}:127: [convolutional] (layer 15): option 'filters=abc' is not an integer"),
+        (["--cfg", classifier], f"{classifier}: not a detector on 3-channel images (channels=3, heads=0)"),
+    ]
+    for flags, expected in cases:
+        argv = [*map(str, flags), "--img-size", "64", "--iters", "1", "--warmup", "0", "--no-opencv", "--no-gpu",
+                "--threads", "1"]
+        err = one_line_error(capsys, lambda: benchmark_cli.main(benchmark_cli.parse_args(argv)))
+        assert err == f"error: {expected}"
+
+
+# ---------------------------------------------------------------------------------------- compare_darknet
+def test_compare_darknet_refuses_bad_inputs_before_any_run(tmp_path, capsys):
+    cfg, images = asset("cfg/yolov3-tiny.cfg"), asset("coco128/images/train2017")
+    names = tmp_path / "coco.names"
+    names.write_text("".join(f"class{i}\n" for i in range(80)))
+    (tmp_path / "empty").mkdir()
+    out = tmp_path / "out"
+    cases = [
+        (["--cfg", tmp_path / "nope.cfg"], f"{tmp_path / 'nope.cfg'}: cfg file not found"),
+        (["--names", tmp_path / "nope.names"], f"{tmp_path / 'nope.names'}: names file not found"),
+        (["--images", tmp_path / "empty"], f"--images {tmp_path / 'empty'}: no images in this folder (looked for "
+                                           ".bmp, .jpeg, .jpg, .png, .tif, .tiff, .webp)"),
+        (["--lr", "-1"], "argument --lr: -1 is out of range: the learning rate must be at least 0 (see "
+                         "compare_darknet.py --help)"),
+        (["--img-size", "33"], "--img-size: 33x33 must be a multiple of the network stride 32 (e.g. 32x32)"),
+    ]
+    for flags, expected in cases:
+        argv = ["--cfg", cfg, "--images", images, "--names", names, "--out", out, *flags]
+        err = one_line_error(capsys, lambda: side_by_side.main(list(map(str, argv))))
+        assert err == f"error: {expected}"
+    assert not out.exists()
+
+
+# --------------------------------------------------------------------------------------------------- demo
+def test_demo_reads_relative_paths_from_the_callers_folder(tmp_path, capsys, monkeypatch):
+    folder = write_one_head_training(tmp_path / "run")
+    (folder / "bad.cfg").write_text(ONE_HEAD_CFG.replace("filters=30", "filters=abc"))
+    assert ONE_HEAD_CFG.splitlines()[34] == "filters=30"
+    monkeypatch.chdir(folder)  # restored after the test: the demo itself moves to the repository
+    argv = ["--cfg", "bad.cfg", "--data", "data.yaml", "--hyp", "hyp.yaml", "--epochs", "1", "--no-progress"]
+    err = one_line_error(capsys, lambda: demo_cli.main(demo_cli.parse_args(argv)))
+    assert err == f"error: {folder / 'bad.cfg'}:35: [convolutional] (layer 3): option 'filters=abc' is not an integer"
+
+
+# --------------------------------------------------------------------------------------------- gpu_report
+@pytest.mark.parametrize("flags, named", [
+    (["--img-size", "96", "--batch", "8"], "--img-size, --batch-size itself: give either --quick or --img-size and "
+                                           "--batch-size"),
+    (["--mod", "yolov3"], "--models itself: give either --quick or --models"),
+    (["--rounds", "20"], "--rounds itself: give either --quick or --rounds"),  # even the default value, given
+])
+def test_gpu_report_refuses_quick_with_a_flag_it_replaces(capsys, flags, named):
+    err = one_line_error(capsys, lambda: gpu_report_cli.parse_args(["--quick", *flags]))
+    assert err.startswith(f"error: --quick sets {named} (see "), err
+
+
+def test_gpu_report_quick_keeps_the_flags_it_does_not_set():
+    args = gpu_report_cli.parse_args(["--quick", "--workers", "1", "--no-darknet"])
+    assert (args.quick, args.workers) == (True, 1)
+
+
+def test_gpu_report_on_an_empty_assets_folder_is_an_error(tmp_path, capsys):
+    argv = ["--device", "cpu", "--quick", "--no-darknet", "--assets", str(tmp_path)]
+    err = one_line_error(capsys, lambda: gpu_report_cli.main(gpu_report_cli.parse_args(argv)))
+    assert err == (f"error: assets folder {tmp_path}: no assets found there (looked for cfg/yolov3-tiny.cfg, "
+                   "cfg/coco.names, coco128/images/train2017 (jpg images with labels in coco128/labels/train2017); "
+                   "--assets or YOLO_ASSETS)")
+
+
+# ------------------------------------------------------------------------------------------ detect weights
+@pytest.mark.parametrize("name, cfg, expected", [
+    ("tiny.onnx", [], "{w}: an ONNX export, run by onnxruntime, not read back by detect: give the .pt checkpoint it "
+                      "was exported from, or the .weights with --cfg"),
+    ("tiny.torchscript", ["--cfg", "CFG"], "{w}: a TorchScript export, run by torch.jit, not read back by detect: "
+                                           "give the .pt checkpoint it was exported from, or the .weights with --cfg"),
+    ("tiny.weights", [], "{w}: Darknet weights need their --cfg to build the model (only .pt checkpoints carry their "
+                         "own)"),
+])
+def test_detect_names_weights_it_cannot_read(tmp_path, capsys, name, cfg, expected):
+    weights = tmp_path / name
+    weights.write_bytes(b"\x08\x01\x12\x07pytorch")  # never read: the suffix alone decides
+    flags = [str(asset("cfg/yolov3-tiny.cfg")) if flag == "CFG" else flag for flag in cfg]
+    argv = [*flags, "--weights", str(weights), "--source", str(asset("images/dog.jpg")), "--output",
+            str(tmp_path / "out"), "--device", "cpu"]
+    err = one_line_error(capsys, lambda: detect_cli.main(detect_cli.parse_args(argv)))
+    assert err == "error: " + expected.format(w=weights)
+    assert not (tmp_path / "out").exists()

@@ -32,35 +32,44 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 
 import yaml
 
 from darknet_ref import CUDA_TRAINING, build_reference  # the cached builds the reference tests use
+from yolo.cli.args import ToolParser, fail
 from yolo.data.dataset import find_label_file
+from yolo.errors import CfgError, ConfigError, DataError
 from yolo.files.images import DATASET_IMAGE_SUFFIXES as IMAGE_SUFFIXES
+from yolo.files.names import read_names as read_names_file
 from yolo.models.cfg import parse_cfg, sections_to_text
+from yolo.models.model import load_model
+from yolo.ops.sizes import check_stride
+from yolo.settings.values import image_side, non_negative_int, number, positive_int
+
+learning_rate = number(float, 0.0, None, "the learning rate")  # as the trainer's [net] learning_rate: 0 or more
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = ToolParser(prog="compare_darknet.py", description=__doc__,  # run as tools/compare_darknet.py
+                   formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cfg", required=True, help="Darknet .cfg to train")
     p.add_argument("--weights", default=None, help="starting .weights (omit to train from scratch)")
     p.add_argument("--images", required=True, help="folder of images with YOLO labels in the matching labels/ folder")
     p.add_argument("--names", required=True, help="class names: a .names file or a dataset YAML with 'names'")
-    p.add_argument("--train", type=int, default=96,
+    p.add_argument("--train", type=non_negative_int, default=96,
                    help="the first N images (sorted by name) train; the rest evaluate (0: all train)")
     p.add_argument("--val-images", default=None,
                    help="a separate folder of held-out images (with labels) to evaluate on instead of the rest")
-    p.add_argument("--epochs", type=int, default=16, help="passes over the training images, for every run")
-    p.add_argument("--batch", type=int, default=16, help="images per update")
-    p.add_argument("--subdivisions", type=int, default=2, help="sub-batches per update (memory only)")
-    p.add_argument("--img-size", type=int, default=416)
-    p.add_argument("--lr", type=float, default=0.001, help="constant learning rate (after --burn-in)")
-    p.add_argument("--burn-in", type=int, default=0,
+    p.add_argument("--epochs", type=positive_int, default=16, help="passes over the training images, for every run")
+    p.add_argument("--batch", type=positive_int, default=16, help="images per update")
+    p.add_argument("--subdivisions", type=positive_int, default=2, help="sub-batches per update (memory only)")
+    p.add_argument("--img-size", type=image_side, default=416)
+    p.add_argument("--lr", type=learning_rate, default=0.001, help="constant learning rate (after --burn-in)")
+    p.add_argument("--burn-in", type=non_negative_int, default=0,
                    help="updates of Darknet's burn-in (lr x (i/N)^power, the cfg's power) before it")
     p.add_argument("--improved-hyp", default=None,
                    help="hyperparameter YAML for the 'ours, improved' run (default: EMA and the prior head bias)")
@@ -68,20 +77,59 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--darknet-training", choices=["cuda", "cpu"], default="cuda",
                    help="build Darknet to train as its CUDA path does (default) or as its CPU code does")
     p.add_argument("--seed", type=int, default=0, help="our runs' seed (Darknet seeds itself from the clock)")
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=positive_int, default=2)
     p.add_argument("--skip", nargs="*", default=[], choices=["darknet", "exact", "improved"], help="runs to skip")
     p.add_argument("--out", default="runs/compare", help="output folder (reused: each run is redone)")
     return p.parse_args(argv)
 
 
 def read_names(path: str) -> List[str]:
-    if path.endswith((".yaml", ".yml")):
-        return list(yaml.safe_load(Path(path).read_text())["names"])
-    return [line.strip() for line in Path(path).read_text().splitlines() if line.strip()]
+    """Class names from a .names file (one a line) or a dataset YAML's ``names``; a missing or unusable file is
+    an error naming it (FileNotFoundError, DataError)."""
+    if not path.endswith((".yaml", ".yml")):
+        return read_names_file(path)
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: names file not found") from None
+    except yaml.YAMLError as exc:
+        raise DataError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    names = data.get("names") if isinstance(data, dict) else None
+    if isinstance(names, dict):  # {0: person, 1: bicycle, ...}
+        names = [names[k] for k in sorted(names)]
+    if not isinstance(names, list) or not names:
+        raise DataError(f"{path}: no 'names' list of class names")
+    return [str(name) for name in names]
 
 
-def list_images(folder: str) -> List[Path]:
-    return sorted(p for p in Path(folder).resolve().iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+def list_images(folder: str, flag: str) -> List[Path]:
+    """The images in ``folder`` (sorted by name); an error naming ``flag`` when it is not a folder or holds none."""
+    path = Path(folder).resolve()
+    if not path.is_dir():
+        fail(f"{flag} {folder}: no such folder")
+    images = sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+    if not images:
+        fail(f"{flag} {folder}: no images in this folder (looked for {', '.join(sorted(IMAGE_SUFFIXES))})")
+    return images
+
+
+def checked_inputs(args: argparse.Namespace) -> Tuple[List[Path], List[Path], List[str]]:
+    """The training images, the held-out images and the class names, after checking the cfg, the input size
+    against its stride and the names file: a bad one is one ``error:`` line before any run starts."""
+    try:
+        stride = load_model(args.cfg).stride
+        check_stride((args.img_size, args.img_size), stride, "--img-size")
+        names = read_names(args.names)
+    except (CfgError, ConfigError, DataError, FileNotFoundError, ValueError) as exc:
+        fail(str(exc))
+    if args.weights and not Path(args.weights).is_file():
+        fail(f"{args.weights}: weights not found")
+    images = list_images(args.images, "--images")
+    if args.val_images:
+        return images[:args.train or len(images)], list_images(args.val_images, "--val-images"), names
+    if not 0 < args.train < len(images):
+        fail(f"--train {args.train} must leave images to evaluate ({len(images)} found in {args.images})")
+    return images[:args.train], images[args.train:], names
 
 
 def darknet_image_list(images: List[Path], folder: Path) -> Path:
@@ -146,16 +194,9 @@ def evaluate(cfg: Path, weights: Path, data_yaml: Path, args: argparse.Namespace
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
+    train_images, val_images, names = checked_inputs(args)
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    images = list_images(args.images)
-    if args.val_images:
-        train_images, val_images = images[:args.train or len(images)], list_images(args.val_images)
-    elif 0 < args.train < len(images):
-        train_images, val_images = images[:args.train], images[args.train:]
-    else:
-        raise SystemExit(f"error: --train {args.train} must leave images to evaluate ({len(images)} found)")
-    names = read_names(args.names)
     (out / "train.txt").write_text("".join(f"{p}\n" for p in train_images))
     (out / "val.txt").write_text("".join(f"{p}\n" for p in val_images))
     (out / "classes.names").write_text("".join(f"{n}\n" for n in names))

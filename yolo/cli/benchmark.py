@@ -30,7 +30,7 @@ from yolo.cli.args import fail, run_tool
 from yolo.cli.flags.benchmark import parse_args
 from yolo.data import build_dataset, load_data_config
 from yolo.device import cpu_threads
-from yolo.errors import CfgError, DataError
+from yolo.errors import CfgError, DataError, ImageReadError
 from yolo.files.images import load_image
 from yolo.ops.sizes import image_size
 
@@ -57,6 +57,15 @@ def main(args) -> Dict[str, float]:
         return data_main(args)
     if args.weights is not None and not args.weights.is_file():
         fail(f"{args.weights}: weights not found")
+    try:
+        return model_main(args)
+    # ValueError: CfgError, WeightsError and the Detector's "not a detector" (a classifier cfg)
+    except (ValueError, ImageReadError, FileNotFoundError) as exc:
+        fail(str(exc).strip().splitlines()[0])
+
+
+def model_main(args) -> Dict[str, float]:
+    """The detection pipeline's figures, ours against OpenCV's (:func:`main` without its error handling)."""
     img_size = image_size(args.img_size, "--img-size")  # the stride: checked where the model is built
     threads = args.threads or cpu_threads()
     torch.set_num_threads(threads)

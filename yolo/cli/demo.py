@@ -58,6 +58,8 @@ def heldout_images(count: int) -> Path:
 
 def main(args: argparse.Namespace) -> int:
     run_name(args.name)  # before the training: one folder name for its three run folders
+    # The files given are the caller's: found from the caller's folder, not the repository's.
+    args.cfg, args.data, args.hyp = (os.path.abspath(path) for path in (args.cfg, args.data, args.hyp))
     os.chdir(REPO)  # runs/ and datasets/ land in the repository, as with the tools themselves
     times = {}
     start = time.perf_counter()

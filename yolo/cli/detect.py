@@ -6,10 +6,11 @@ Example::
         --names cfg/coco.names --source data/images --save-txt --save-json
 
 Results go to a new folder (``runs/detect/exp``, ``exp2``, ...; an earlier run is never overwritten):
-annotated images and videos, with ``--save-txt`` YOLO labels (``labels/<name>.txt``: ``class cx cy w h``
-normalized, plus the score with ``--save-conf``), with ``--save-json`` ``results.json`` in COCO results
-format (``image_id``, ``category_id``, ``bbox`` [x, y, w, h] pixels, ``score``; integer image ids as COCO's:
-a numeric file name's number, else positions listed in ``image_ids.json``).
+annotated images and videos, with ``--save-txt`` YOLO labels (``labels/<name>.txt``, ``<name>_2.txt`` when
+two sources share a name: ``class cx cy w h`` normalized, plus the score with ``--save-conf``), with
+``--save-json`` ``results.json`` in COCO results format (``image_id``, ``category_id``, ``bbox`` [x, y, w, h]
+pixels, ``score``; integer image ids as COCO's: a numeric file name's number, else positions listed in
+``image_ids.json``).
 An unreadable file is reported and skipped; a missing source or a cfg/weights problem is a one-line
 error with exit status 2.
 """
@@ -38,6 +39,9 @@ from yolo.settings.detect import DetectorOptions
 
 logger = logging.getLogger("yolo.detect")
 
+CHECKPOINT_SUFFIXES = (".pt", ".pth")  # read by yolo.models.load_model with the cfg they carry
+EXPORTS = {".onnx": "an ONNX export, run by onnxruntime", ".torchscript": "a TorchScript export, run by torch.jit"}
+
 
 def main(args) -> Optional[Path]:
     """Run detection as described by ``args``; returns the run folder (None with ``--nosave`` and nothing
@@ -54,6 +58,7 @@ def main(args) -> Optional[Path]:
         fail(f"{args.cfg}: cfg not found")
     if not args.weights.is_file():
         fail(f"{args.weights}: weights not found")
+    _check_weights_kind(args.weights, args.cfg)
     try:
         device = parse_device(args.device)
     except ConfigError as exc:
@@ -103,6 +108,18 @@ def main(args) -> Optional[Path]:
           + (f"; COCO results {json_path}" if json_path else "")
           + (f"; {len(skipped)} source(s) skipped" if skipped else ""))
     return out_dir
+
+
+def _check_weights_kind(weights: Path, cfg: Optional[Path]) -> None:
+    """Fail on weights detect cannot read: an export (its own runtime runs it), or Darknet weights without their
+    cfg (a .pt checkpoint carries its own)."""
+    export = EXPORTS.get(weights.suffix.lower())
+    if export is not None:
+        fail(f"{weights}: {export}, not read back by detect: give the .pt checkpoint it was exported from, or the "
+             ".weights with --cfg")
+    if cfg is None and weights.suffix not in CHECKPOINT_SUFFIXES:  # as load_model tells them apart
+        fail(f"{weights}: Darknet weights need their --cfg to build the model (only .pt checkpoints carry their "
+             "own)")
 
 
 def _remove_empty_run(out_dir: Optional[Path]) -> None:

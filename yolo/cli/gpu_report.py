@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from yolo.benchmark.gpu_environment import cuda_device
+from yolo.benchmark.gpu_environment import cuda_device, find_assets
 from yolo.benchmark.gpu_report import ReportSettings, run_report
 from yolo.cli.args import fail, run_tool
 from yolo.cli.flags.gpu_report import CLONE, parse_args
@@ -46,6 +46,10 @@ def main(args) -> str:
         return ""
     if not s.assets.is_dir():
         fail(f"assets folder {s.assets} not found (--assets or YOLO_ASSETS)")
+    missing = find_assets(s.assets, s.models).missing
+    if len(missing) == len(s.models) + 2:  # every cfg, the names and the images: not an assets folder
+        fail(f"assets folder {s.assets}: no assets found there (looked for {', '.join(missing)}; --assets or "
+             "YOLO_ASSETS)")
     text = run_report(s).markdown()
     print(text, end="")
     if args.output is not None:

@@ -81,7 +81,7 @@ def detect_images(items: Sequence[SourceItem], detector: Detector, writer: Write
             name = writer.unique_name(item.path.name)
             n_images += 1
             n_dets += len(det["labels"])
-            writer.labels(Path(name).stem, det, frame.shape[:2])
+            writer.labels(writer.label_stem(Path(name).stem), det, frame.shape[:2])
             writer.json(str(item.path), det, frame.shape[:2])
             writer.image(name, frame, det)
             progress.write(f"image {position[id(item)]}/{count} {shown(item.path, MAX_MESSAGE)}: "
@@ -103,7 +103,7 @@ def detect_video(item: SourceItem, detector: Detector, writer: Writer, progress:
                 timing = timing_text(detector.timings, 1)
                 frames += 1
                 detections += len(det["labels"])
-                stem = f"{Path(out_name).stem}_{index}"
+                stem = writer.label_stem(f"{Path(out_name).stem}_{index}")
                 writer.labels(stem, det, frame.shape[:2])
                 writer.json(stem, det, frame.shape[:2])
                 writer.video_frame(out_name, frame, det, video.fps)

@@ -43,7 +43,8 @@ class Writer:
         self.category_ids = coco_category_ids(self.names)
         self.json_images: List[dict] = []  # file_name, height, width of each image given to json()
         self.json_detections: List[tuple] = []  # its (boxes xywh, scores, labels)
-        self.used_names: set = set()
+        self.used_names: set = set()  # output file names in out_dir (images, videos)
+        self.used_label_stems: set = set()  # label stems in out_dir/labels: two sources may share a stem
         self.videos: Dict[str, cv2.VideoWriter] = {}
         if save_txt:  # out_dir may be None only when nothing is saved
             with writing(out_dir / "labels"):
@@ -51,16 +52,16 @@ class Writer:
 
     def unique_name(self, name: str) -> str:
         """``name`` or ``stem_2.ext``, ... when two sources share a file name."""
-        stem, suffix = Path(name).stem, Path(name).suffix
-        candidate, i = name, 1
-        while candidate in self.used_names:
-            i += 1
-            candidate = f"{stem}_{i}{suffix}"
-        self.used_names.add(candidate)
-        return candidate
+        return _first_unused(Path(name).stem, Path(name).suffix, self.used_names)
+
+    def label_stem(self, stem: str) -> str:
+        """``stem`` or ``stem_2``, ... when an earlier result already took ``labels/<stem>.txt`` (``a.jpg`` and
+        ``a.png``; the image ``clip_0.jpg`` and frame 0 of ``clip.mp4``), so that no label file is overwritten."""
+        return _first_unused(stem, "", self.used_label_stems)  # a stem may hold dots: it has no suffix
 
     def labels(self, stem: str, det: dict, shape_hw: Tuple[int, int]) -> None:
-        """``labels/<stem>.txt``: one ``class cx cy w h [score]`` line per detection (with ``save_txt``)."""
+        """``labels/<stem>.txt``: one ``class cx cy w h [score]`` line per detection (with ``save_txt``); ``stem``
+        comes from :meth:`label_stem`."""
         if not self.save_txt:
             return
         h, w = shape_hw
@@ -136,3 +137,14 @@ class Writer:
             with writing(ids_path):
                 ids_path.write_text(json.dumps(images, indent=1))
         return path
+
+
+def _first_unused(stem: str, suffix: str, used: set) -> str:
+    """``stem + suffix`` or ``stem_2 + suffix``, ``stem_3 + suffix``, ... : the first not in ``used``, which it
+    is added to."""
+    candidate, i = stem + suffix, 1
+    while candidate in used:
+        i += 1
+        candidate = f"{stem}_{i}{suffix}"
+    used.add(candidate)
+    return candidate

@@ -9,6 +9,7 @@ objectness and class probabilities (and for ``[Gaussian_yolo]`` the four uncerta
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Dict, Optional, Sequence, Tuple
 
@@ -16,6 +17,9 @@ import torch
 import torch.nn as nn
 
 from yolo.models.cfg import Section
+from yolo.ops.nms import NMS_KINDS
+
+logger = logging.getLogger(__name__)
 
 
 def is_head(module) -> bool:
@@ -126,6 +130,24 @@ def head_options(section: Section) -> HeadOptions:
     if opts.iou_loss not in ("mse", "iou", "giou", "diou", "ciou"):
         raise section.error(f"unknown iou_loss '{opts.iou_loss}'", "iou_loss")
     return opts
+
+
+def check_nms_options(section: Section, kinds: Sequence[str] = NMS_KINDS) -> None:
+    """Refuse a ``beta_nms`` that turns ``nms_kind=diounms`` off, and warn of an ``nms_kind`` that is none of
+    ``kinds`` (Darknet's parse_yolo falls back to ``default`` without a word).
+
+    Darknet's box_diounms is ``IoU - (d / c) ** beta_nms`` (d <= c): at ``beta_nms <= 0`` the penalty is at
+    least 1, so no box is ever suppressed."""
+    kind = section.get_str("nms_kind", "default").strip()
+    beta = section.get_float("beta_nms", 0.6)
+    if kind == "diounms" and not beta > 0:
+        raise section.error(f"beta_nms={section.options.get('beta_nms')} must be above 0 with nms_kind=diounms "
+                            "(Darknet's DIoU-NMS subtracts (d/c)^beta_nms: at 0 or below it suppresses nothing)",
+                            "beta_nms")
+    if kind not in kinds:
+        logger.warning("%s:%s: [%s] nms_kind=%s is not one of %s: using default NMS, as Darknet does",
+                       section.source, section.option_lines.get("nms_kind", section.line), section.type, kind,
+                       ", ".join(kinds))
 
 
 def check_head_filters(section: Section, prev: Tuple[int, int, int], expected: int, why: str) -> None:

@@ -47,10 +47,32 @@ def build_parser() -> ToolParser:
     p.add_argument("--no-darknet", action="store_true", help="skip Darknet's GPU build and its timings")
     p.add_argument("--build-dir", type=Path, default=None, help="build Darknet here and keep it (default: temporary)")
     p.add_argument("--quick", action="store_true",
-                   help="a small run: yolov3-tiny at 64x64, batch 4, 2 timed updates, 8 images, 3 rounds")
+                   help="a small run: yolov3-tiny at 64x64, batch 4, 2 timed updates, 8 images, 3 rounds (not with "
+                        "the flags it sets)")
     p.add_argument("--output", type=Path, default=None, help="also write the table and its notes to this file")
     return p
 
 
+# The flags --quick sets itself (dest: flag): given with it, they would be silently replaced.
+QUICK_SETS = {"models": "--models", "img_size": "--img-size", "batch_size": "--batch-size",
+              "subdivisions": "--subdivisions", "updates": "--updates", "warmup": "--warmup", "rounds": "--rounds"}
+_NOT_GIVEN = object()
+
+
 def parse_args(argv=None):
-    return build_parser().parse_args(argv)
+    """The flags; ``--quick`` together with a flag it sets is refused (one line naming them)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    replaced = given_flags(argv, QUICK_SETS) if args.quick else []
+    if replaced:
+        parser.error(f"--quick sets {', '.join(replaced)} itself: give either --quick or {' and '.join(replaced)}")
+    return args
+
+
+def given_flags(argv, flags: dict) -> list:
+    """Which of ``flags`` (dest: flag) ``argv`` gives, however spelled (an alias, an abbreviation): the
+    arguments parsed again with a marker as every default."""
+    parser = build_parser()
+    parser.set_defaults(**{dest: _NOT_GIVEN for dest in flags})
+    given = parser.parse_args(argv)
+    return [flag for dest, flag in flags.items() if getattr(given, dest) is not _NOT_GIVEN]

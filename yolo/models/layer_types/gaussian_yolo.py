@@ -27,7 +27,7 @@ from yolo.ops.boxes import cxcywh_to_xyxy
 from yolo.counts import MAX_ANCHORS, MAX_CLASSES
 from yolo.ops.detections import empty_detections
 from yolo.ops.nms import nms
-from yolo.models.heads import Head, HeadOptions
+from yolo.models.heads import Head, HeadOptions, check_nms_options
 from yolo.models.layer_types.head_anchors import head_anchors
 from yolo.models.layer_types.registry import LayerInfo, Shape, register
 
@@ -142,6 +142,7 @@ def build_gaussian_yolo(section: Section, shapes: List[Shape], prev: Shape) -> L
     opts.iou_loss = _choice(section, "iou_loss", "mse", IOU_KINDS)
     opts.iou_thresh_kind = _choice(section, "iou_thresh_kind", "iou", IOU_KINDS[1:])
     opts.nms_kind = _choice(section, "nms_kind", "default", ("default", "greedynms", "diounms", "cornersnms"))
+    check_nms_options(section, ("default", "greedynms", "diounms", "cornersnms"))
     opts.map = section.get_str("map", None)
     if section.has("counters_per_class"):
         counts = section.get_ints("counters_per_class")

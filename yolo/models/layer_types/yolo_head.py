@@ -15,7 +15,7 @@ import torch
 
 from yolo.counts import MAX_ANCHORS, MAX_CLASSES
 from yolo.models.cfg import Section
-from yolo.models.heads import Head, HeadOptions, check_head_filters, head_options
+from yolo.models.heads import Head, HeadOptions, check_head_filters, check_nms_options, head_options
 from yolo.models.layer_types.head_anchors import head_anchors
 from yolo.models.layer_types.registry import LayerInfo, Shape, register
 
@@ -113,6 +113,9 @@ def build_yolo(section: Section, shapes: List[Shape], prev: Shape) -> LayerInfo:
     mask = _mask(section, num)
     anchors = head_anchors(section, num, mask)
     opts = head_options(section)
+    if not opts.scale_x_y > 0:  # Darknet's x = s * sigmoid - (s - 1) / 2 would flip or freeze the offsets
+        raise section.error(f"scale_x_y={section.options.get('scale_x_y')} must be positive", "scale_x_y")
+    check_nms_options(section)
     if section.has("counters_per_class"):  # Darknet's parser stops on a count that is not one per class
         counts = section.get_ints("counters_per_class")
         if len(counts) != classes:
