@@ -6,6 +6,7 @@ with a clear reason; when it is set and a file is missing, the test fails.
 import os
 from pathlib import Path
 
+import cv2
 import pytest
 import torch
 
@@ -104,3 +105,12 @@ def darknet_opencv(tmp_path_factory):
     --exists opencv4`` fails); fails when both are present and the build fails.
     """
     return _darknet_build(tmp_path_factory, "darknet_opencv", opencv=True)
+
+
+@pytest.fixture
+def keep_threads():
+    """The benchmark sets this process's torch and OpenCV threads (one core); later tests get theirs back."""
+    torch_threads, cv2_threads = torch.get_num_threads(), cv2.getNumThreads()
+    yield
+    torch.set_num_threads(torch_threads)
+    cv2.setNumThreads(cv2_threads)

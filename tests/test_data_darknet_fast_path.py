@@ -168,17 +168,6 @@ def test_each_worker_runs_one_torch_thread():
 
 
 # ---------------------------------------------------------------------------------------------- the benchmark
-@pytest.fixture
-def keep_threads():
-    """The benchmark sets this process's torch and OpenCV threads (one core); later tests get theirs back."""
-    import cv2
-
-    torch_threads, cv2_threads = torch.get_num_threads(), cv2.getNumThreads()
-    yield
-    torch.set_num_threads(torch_threads)
-    cv2.setNumThreads(cv2_threads)
-
-
 def test_benchmark_data_mode_runs(tmp_path, capsys, assets, keep_threads):
     """tools/benchmark.py --data: every pipeline timed, the previous implementation too, the same images;
     figures are reported, never asserted on."""

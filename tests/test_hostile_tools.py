@@ -310,15 +310,6 @@ def test_yolo_head_warns_of_an_unknown_nms_kind(tmp_path, caplog):
 
 
 # ---------------------------------------------------------------------------------------------- benchmark
-@pytest.fixture
-def keep_threads():
-    """The benchmark sets this process's torch and OpenCV threads; later tests get theirs back."""
-    torch_threads, cv2_threads = torch.get_num_threads(), cv2.getNumThreads()
-    yield
-    torch.set_num_threads(torch_threads)
-    cv2.setNumThreads(cv2_threads)
-
-
 def bad_filters_cfg(tmp_path):
     """yolov3-tiny.cfg with its first head conv's ``filters=abc`` (line 127)."""
     path = tmp_path / "bad.cfg"
