@@ -215,3 +215,17 @@ def test_the_os_reason_wins_over_a_free_space_guess(tmp_path, monkeypatch):
     assert str(error) == f"{target}: cannot write: no such file or directory"
     error = output_error(target, OSError(errno.ENOSPC, "No space left on device", str(target)))
     assert str(error) == f"{target}: cannot write: the disk is full: free some space"
+
+
+def test_a_file_system_without_blocks_is_not_called_full(tmp_path, monkeypatch):
+    """/proc and /sys report no blocks at all, so no free ones either: a write there that fails without a
+    reason (cv2.imwrite's False) is not put down to a full disk."""
+    real_statvfs = os.statvfs
+
+    class Pseudo:
+        def __init__(self, stats):
+            self.f_flag, self.f_frsize, self.f_bavail, self.f_blocks = stats.f_flag, stats.f_frsize, 0, 0
+
+    monkeypatch.setattr(write_errors.os, "statvfs", lambda p: Pseudo(real_statvfs(p)))
+    target = tmp_path / "image.jpg"
+    assert str(output_error(target)) == f"{target}: cannot write: the writer reported a failure"

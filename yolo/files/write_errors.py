@@ -49,6 +49,8 @@ def disk_problem(path: PathLike) -> Optional[str]:
         return None
     if stats.f_flag & os.ST_RDONLY:
         return _REASONS[errno.EROFS]
+    if getattr(stats, "f_blocks", None) == 0:  # /proc, /sys: no blocks at all, so "full" says nothing
+        return None
     if stats.f_bavail * stats.f_frsize < NEARLY_FULL_BYTES:
         return f"the disk is full ({stats.f_bavail * stats.f_frsize:,} bytes free): free some space"
     return None
