@@ -14,7 +14,7 @@ import cv2
 import numpy as np
 import torch
 
-from yolo.benchmark.opencv_dnn import OpenCVPipeline
+from yolo.benchmark.opencv_dnn import OpenCVPipeline, opencv_lacks
 from yolo.benchmark.timing import median_ms, time_interleaved
 from yolo.inference.detector import Detector
 from yolo.inference.preprocess import preprocess
@@ -63,7 +63,10 @@ def cpu_figures(cfg: Path, weights: Path, img_size: ImageSize, image: np.ndarray
     (``ours_latency_ms``, ``ours_throughput``, ``ours_model_ms``, the same for ``opencv``, and the ratios)."""
     ours = Detector(cfg, weights, device="cpu", img_size=img_size, conf_thres=conf_thres, iou_thres=iou_thres,
                     resize=resize)
-    ref = OpenCVPipeline(cfg, weights, img_size, conf_thres, iou_thres) if opencv else None
+    missing = opencv_lacks(ours.model)
+    if opencv and missing is not None:
+        print(f"OpenCV DNN has no {missing} layer: timing ours only")
+    ref = OpenCVPipeline(cfg, weights, img_size, conf_thres, iou_thres) if opencv and missing is None else None
     images_b = [image] * batch
     x1, _ = preprocess([image], img_size, resize)
     tasks: Dict[str, Callable[[], object]] = {

@@ -3,14 +3,28 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import cv2
 import numpy as np
 
-__all__ = ["load_opencv_darknet", "OpenCVPipeline"]
+from yolo.models.heads import has_gaussian_heads
+from yolo.models.layer_types.detection import DetectionLayer
+
+__all__ = ["load_opencv_darknet", "OpenCVPipeline", "opencv_lacks"]
 
 PathLike = Union[str, Path]
+
+
+def opencv_lacks(model) -> Optional[str]:
+    """The head section of ``model`` that OpenCV's Darknet importer has no layer for (``[detection]`` of
+    YOLOv1, ``[Gaussian_yolo]``), or None when OpenCV DNN can run it."""
+    layers = getattr(model, "yolo_layers", [])
+    if any(isinstance(h, DetectionLayer) for h in layers):
+        return "[detection]"
+    if has_gaussian_heads(layers):
+        return "[Gaussian_yolo]"
+    return None
 
 
 def load_opencv_darknet(cfg: PathLike, weights: PathLike) -> Tuple[cv2.dnn.Net, List[str]]:

@@ -70,11 +70,16 @@ def export_checked(model, fmt: str, output: Path, inputs: Sequence[torch.Tensor]
         check = lambda: verify_torchscript(output, model, inputs)  # noqa: E731
     elif fmt == "darknet":
         cfg = output.with_suffix(".cfg")
+        size = tuple(int(v) for v in inputs[0].shape[-2:])
         if source_cfg is not None and same_file(cfg, source_cfg):
+            if size != tuple(model.input_size):
+                raise ExportError(f"{cfg}: the written cfg would be --cfg itself, which stays at its "
+                                  f"{model.input_size[0]}x{model.input_size[1]}; give another --output to write "
+                                  f"the cfg at {size[0]}x{size[1]}")
             export_darknet(model, output)  # the cfg is already there, unchanged
             cfg = source_cfg
         else:
-            export_darknet(model, output, cfg)
+            export_darknet(model, output, cfg, input_size=size)  # Darknet runs at its cfg's size
             files.append(cfg)
         inputs = inputs[:2]
         check = lambda: verify_darknet(output, cfg, model, inputs)  # noqa: E731

@@ -27,22 +27,43 @@ logger = logging.getLogger(__name__)
 OPENCV_BN_EPS = 1e-6  # OpenCV's Darknet importer normalizes BatchNorm with sqrt(var + 1e-6)
 
 
-def export_darknet(model, weights_path: Union[str, Path],
-                   cfg_path: Union[str, Path, None] = None) -> Tuple[Path, Optional[Path]]:
+def export_darknet(model, weights_path: Union[str, Path], cfg_path: Union[str, Path, None] = None,
+                   input_size: Optional[Tuple[int, int]] = None) -> Tuple[Path, Optional[Path]]:
     """Write ``model`` (e.g. trained, loaded from a ``.pt``) as Darknet ``.weights``, and with
     ``cfg_path`` its cfg text too, so the pair loads in Darknet and OpenCV. Returns both paths.
 
-    The model must not be fused (Darknet stores BatchNorm separately).
+    ``input_size`` ``(h, w)``: the cfg's ``[net]`` height and width are written as this size, the one the export
+    was made and checked at (Darknet runs at its cfg's size). The model must not be fused (Darknet stores
+    BatchNorm separately).
     """
     weights_path = Path(weights_path)
     save_darknet_weights(model, weights_path)
     if cfg_path is not None:
         if not model.cfg_text.strip():
             raise ExportError(f"{cfg_path}: the model carries no cfg text to write")
-        cfg_path = write_text_atomic(cfg_path, model.cfg_text if model.cfg_text.endswith("\n")
-                                     else model.cfg_text + "\n")
+        text = model.cfg_text if model.cfg_text.endswith("\n") else model.cfg_text + "\n"
+        if input_size is not None:
+            text = cfg_at_size(text, input_size)
+        cfg_path = write_text_atomic(cfg_path, text)
     logger.info("wrote %s (Darknet weights, %.1f MB)", weights_path, weights_path.stat().st_size / 1e6)
     return weights_path, cfg_path
+
+
+def cfg_at_size(cfg_text: str, size: Tuple[int, int]) -> str:
+    """``cfg_text`` with its ``[net]`` (or ``[network]``) ``height`` and ``width`` set to ``size`` = ``(h, w)``;
+    the other lines (comments included) as they are."""
+    lines = cfg_text.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if re.match(r"^\s*\[(net|network)\]", line)), None)
+    if start is None:
+        raise ExportError("the cfg has no [net] section to write the input size in")
+    end = next((i for i in range(start + 1, len(lines)) if re.match(r"^\s*\[", lines[i])), len(lines))
+    wanted = {"height": size[0], "width": size[1]}
+    for i in range(start + 1, end):
+        key = re.match(r"^\s*(height|width)\s*=", lines[i])
+        if key:
+            lines[i] = f"{key.group(1)}={wanted.pop(key.group(1))}\n"
+    inserted = [f"{key}={value}\n" for key, value in wanted.items()]  # a [net] that relied on the defaults
+    return "".join(lines[:start + 1] + inserted + lines[start + 1:])
 
 
 def opencv_darknet_net(cfg_path: Union[str, Path], weights_path: Union[str, Path]):

@@ -12,8 +12,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from yolo.benchmark.opencv_dnn import opencv_lacks
 from yolo.models import heads
-from yolo.models.layer_types.detection import DetectionLayer
 from yolo.models.layer_types.region import RegionLayer
 
 EVAL_COLUMNS = "cx, cy, w, h (input pixels), objectness, class probabilities"
@@ -32,13 +32,16 @@ def output_columns(model) -> str:
 
 
 def opencv_reads(model) -> bool:
-    """Whether OpenCV's Darknet importer knows ``model``'s heads (it has no ``[detection]`` layer)."""
-    return not any(isinstance(h, DetectionLayer) for h in getattr(model, "yolo_layers", []))
+    """Whether OpenCV's Darknet importer knows ``model``'s heads (it has no ``[detection]`` or ``[Gaussian_yolo]``
+    layer: :func:`yolo.benchmark.opencv_dnn.opencv_lacks`)."""
+    return opencv_lacks(model) is None
 
 
 def check_runtime(model) -> str:
-    """What checks a ``.weights`` export of ``model``: OpenCV DNN, or our own loader alone for YOLOv1."""
-    return "OpenCV DNN" if opencv_reads(model) else "our loader (bit-exact read-back; OpenCV has no [detection])"
+    """What checks a ``.weights`` export of ``model``: OpenCV DNN, or our own loader alone where OpenCV lacks
+    the head."""
+    missing = opencv_lacks(model)
+    return "OpenCV DNN" if missing is None else f"our loader (bit-exact read-back; OpenCV has no {missing})"
 
 
 def check_nms_supported(model) -> None:
