@@ -13,6 +13,7 @@ from typing import Any, Dict, Optional, Tuple
 import torch
 
 from yolo.engine.config import Hyperparameters, TrainOptions
+from yolo.engine.run_folder import RESUME_KEYS
 from yolo.errors import ConfigError, WeightsError
 from yolo.models.checkpoint import load_checkpoint_file
 from yolo.settings.declare import declaration
@@ -23,9 +24,10 @@ logger = logging.getLogger(__name__)
 # (yolo.engine.step_precision) and whether the train images are kept in memory; never what it computes.
 MACHINE_SETTINGS = ("tf32", "compile", "cache_images")
 
-# The options a resumed run takes from the caller, not from its checkpoint: the run length, the machine settings,
-# the progress display, and --project (where a bare --resume looks for the newest run).
-RESUME_MAY_CHANGE = ("resume", "epochs", "device", "workers", "progress", "project", *MACHINE_SETTINGS)
+# The options a resumed run takes from the caller, not from its checkpoint: those its opt.yaml records as changed
+# (the run length, the device, the workers, the machine settings), the progress display, and --project (where a
+# bare --resume looks for the newest run).
+RESUME_MAY_CHANGE = ("resume", "progress", "project", *RESUME_KEYS)
 
 
 @dataclass
@@ -93,12 +95,14 @@ def refuse_settings_on_resume(options: TrainOptions, resume_path: Path) -> None:
     """A :class:`ConfigError` naming the flags given with ``--resume`` that the resumed run would not use: it
     continues with the settings it was started with, but for :data:`RESUME_MAY_CHANGE`."""
     defaults = TrainOptions()
-    ignored = [declaration(f).name or f.name for f in fields(TrainOptions)
+    flag = {f.name: declaration(f).name or f.name for f in fields(TrainOptions)}
+    ignored = [flag[f.name] for f in fields(TrainOptions)
                if f.name not in RESUME_MAY_CHANGE and getattr(options, f.name) != getattr(defaults, f.name)]
     if ignored:
+        *most, last = [flag[key] for key in RESUME_KEYS]
         raise ConfigError(f"--resume {resume_path} continues the run with its saved settings: {', '.join(ignored)} "
-                          "cannot change (only --epochs, --device, --workers, --tf32, --compile and --cache-images "
-                          f"can); to train with other settings start a new run with --weights {resume_path}")
+                          f"cannot change (only {', '.join(most)} and {last} can); to train with other settings "
+                          f"start a new run with --weights {resume_path}")
 
 
 def saved_hyp(ckpt: Dict[str, Any], options: TrainOptions) -> Hyperparameters:

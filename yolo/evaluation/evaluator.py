@@ -23,9 +23,11 @@ from pycocotools.coco import COCO
 
 from yolo.evaluation import report
 from yolo.evaluation.confusion import confusion_matrix
+from yolo.evaluation.inputs import (box_array, check_finite_detections, checked_ground_truth, flat_array,
+                                    require_keys)
 from yolo.evaluation.metrics import (COCO_STAT_NAMES, area_all_stats, coco_ground_truth, per_class_ap,
                                      precision_recall_at_confidence, run_cocoeval)
-from yolo.ops.coco import (ImageId, as_numpy, coco_category_ids, detections_to_coco_results, ground_truth_to_coco,
+from yolo.ops.coco import (ImageId, coco_category_ids, detections_to_coco_results, ground_truth_to_coco,
                            xyxy_to_coco_xywh)
 
 logger = logging.getLogger(__name__)
@@ -78,7 +80,7 @@ class Evaluator:
         self.iou_thres_confusion = iou_thres_confusion
         self.annotation_file = Path(annotation_file) if annotation_file is not None else None
 
-        gt_list = [_checked_ground_truth(g, n, self.num_classes) for n, g in enumerate(ground_truth)]
+        gt_list = [checked_ground_truth(g, n, self.num_classes) for n, g in enumerate(ground_truth)]
         raw_ids = [g["image_id"] for g in gt_list]
         if len(set(raw_ids)) != len(raw_ids):
             raise ValueError("ground truth lists an image id twice")
@@ -107,7 +109,7 @@ class Evaluator:
         if len(image_ids) != len(detections):
             raise ValueError(f"{len(image_ids)} image ids for {len(detections)} detection dicts")
         batch = [self._detection_arrays(image_id, det) for image_id, det in zip(image_ids, detections)]
-        _check_finite_detections(batch)  # the whole batch in one test; nothing is recorded when it fails
+        check_finite_detections(batch)  # the whole batch in one test; nothing is recorded when it fails
         for image_id, cid, boxes, scores, labels in batch:
             self._dt[cid] = (xyxy_to_coco_xywh(boxes), scores, labels)
 
@@ -121,11 +123,11 @@ class Evaluator:
         if cid is None:
             raise KeyError(f"image id {image_id!r} is not in the ground truth")
         where = f"image {image_id!r}: detections"
-        _require_keys(det, ("boxes", "scores", "labels"), where)
-        boxes = _box_array(det["boxes"], where)
-        labels = _flat_array(det["labels"], np.int64, where, "labels")
+        require_keys(det, ("boxes", "scores", "labels"), where)
+        boxes = box_array(det["boxes"], where)
+        labels = flat_array(det["labels"], np.int64, where, "labels")
         # Scores go through float32 -> Python float exactly as in the results JSON.
-        scores = _flat_array(det["scores"], np.float32, where, "scores").astype(np.float64)
+        scores = flat_array(det["scores"], np.float32, where, "scores").astype(np.float64)
         if not len(boxes) == len(scores) == len(labels):
             raise ValueError(f"{where} hold {len(boxes)} boxes, {len(scores)} scores and {len(labels)} labels: "
                              "each needs boxes Float[K, 4], scores [K] and labels [K]")
@@ -289,89 +291,3 @@ def _class_counts(gts: Sequence[GroundTruthArrays], num_classes: int) -> Tuple[n
         num_gt += count
         num_images += count > 0
     return num_gt, num_images
-
-
-# ---------------------------------------------------------------- input checks
-def _require_keys(entry: Any, keys: Sequence[str], where: str) -> None:
-    """A ValueError naming ``where`` unless ``entry`` is a mapping holding every one of ``keys``."""
-    if not isinstance(entry, Mapping):
-        raise ValueError(f"{where}: a {type(entry).__name__}, not a dict")
-    missing = [key for key in keys if key not in entry]
-    if missing:
-        raise ValueError(f"{where}: no {', '.join(repr(k) for k in missing)} (needs {', '.join(keys)})")
-
-
-def _as_array(value: Any, dtype, where: str, key: str) -> np.ndarray:
-    """``value`` (tensor or array-like) as a numpy array of ``dtype``; a ValueError naming ``where`` and ``key``
-    for what is not numbers."""
-    try:
-        return as_numpy(value, dtype)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{where} '{key}' is not an array of numbers: {exc}") from None
-
-
-def _box_array(value: Any, where: str) -> np.ndarray:
-    """Boxes as float64 ``[K, 4]``: a ValueError naming ``where`` for any other shape (empty ones are ``[0, 4]``)."""
-    boxes = _as_array(value, np.float64, where, "boxes")
-    if boxes.size == 0:
-        return boxes.reshape(0, 4)
-    if boxes.ndim != 2 or boxes.shape[1] != 4:
-        raise ValueError(f"{where} 'boxes' have shape {list(boxes.shape)}, not [K, 4] (xyxy)")
-    return boxes
-
-
-def _flat_array(value: Any, dtype, where: str, key: str) -> np.ndarray:
-    """Scores or labels as a flat array of ``dtype``; ``[K, 1]`` is taken as ``[K]``, as before these checks."""
-    return _as_array(value, dtype, where, key).reshape(-1)
-
-
-def _first_not_finite(values: np.ndarray) -> Optional[int]:
-    """The index of the first row (or entry) of ``values`` holding NaN or infinity, None when all are finite."""
-    if values.size == 0:
-        return None
-    bad = ~np.isfinite(values.reshape(len(values), -1)).all(1)
-    return int(np.argmax(bad)) if bad.any() else None
-
-
-def _not_finite_message(boxes: np.ndarray, scores: Optional[np.ndarray], where: str) -> Optional[str]:
-    """What is NaN or infinite among ``boxes`` (then ``scores``), for a message about ``where``; None when nothing."""
-    i = _first_not_finite(boxes)
-    if i is not None:
-        return f"{where} box {i} is not finite: {boxes[i].tolist()}"
-    i = _first_not_finite(scores) if scores is not None else None
-    if i is not None:
-        return f"{where} score {i} is not finite: {scores[i]}"
-    return None
-
-
-def _check_finite_detections(batch: Sequence[Tuple[ImageId, int, np.ndarray, np.ndarray, np.ndarray]]) -> None:
-    """A ValueError naming the first image whose detection boxes or scores hold NaN or infinity (COCOeval would
-    score such boxes as perfect matches). One ``isfinite`` over the whole batch; the search only when it fails."""
-    if not batch:
-        return
-    values = np.concatenate([np.concatenate((boxes, scores[:, None]), 1) for _, _, boxes, scores, _ in batch])
-    if np.isfinite(values).all():
-        return
-    for image_id, _, boxes, scores, _ in batch:
-        message = _not_finite_message(boxes, scores, f"image {image_id!r}: detection")
-        if message:
-            raise ValueError(message)
-
-
-def _checked_ground_truth(entry: Any, position: int, num_classes: int) -> Dict[str, Any]:
-    """One image's ground truth checked, its ``boxes`` as float64 ``[K, 4]`` and ``labels`` as int64 ``[K]``; a
-    ValueError naming the image (id and file name, or its position) and the key for anything else."""
-    _require_keys(entry, ("image_id",), f"ground-truth entry {position}")
-    where = f"image {entry['image_id']} ({entry.get('file_name', '?')})"
-    _require_keys(entry, ("image_id", "height", "width", "boxes", "labels"), where)
-    boxes = _box_array(entry["boxes"], f"{where}: ground-truth")
-    labels = _flat_array(entry["labels"], np.int64, f"{where}: ground-truth", "labels")
-    if len(boxes) != len(labels):
-        raise ValueError(f"{where}: ground truth holds {len(boxes)} boxes and {len(labels)} labels")
-    bad = labels[(labels < 0) | (labels >= num_classes)]
-    if bad.size:
-        raise ValueError(f"{where}: class {int(bad[0])} outside 0..{num_classes - 1} ({num_classes} names)")
-    message = _not_finite_message(boxes, None, f"{where}: ground-truth")
-    if message:
-        raise ValueError(message)
-    return {**entry, "boxes": boxes, "labels": labels}

@@ -30,6 +30,7 @@ from yolo.models.layer_types.route import Route
 from yolo.models.preprocessing import checked_record
 from yolo.models.summary import model_summary
 from yolo.models.weights import load_darknet_weights, save_darknet_weights
+from yolo.settings.checks import check_path
 
 logger = logging.getLogger(__name__)
 
@@ -313,9 +314,9 @@ def _warn_if_partial(cutoff, num_layers: int, weights) -> None:
 def _check_load_arguments(cfg, weights, cutoff) -> None:
     """:func:`load_model`'s arguments of the wrong type, refused before any file is read (the sections a cfg
     may also be are checked by :class:`Darknet`)."""
-    for name, path in (("cfg", cfg), ("weights", weights)):
-        if isinstance(path, bytes) or (name == "weights" and not isinstance(path, (str, Path, type(None)))):
-            raise TypeError(f"{name} must be a path (str or pathlib.Path), got {type(path).__name__} {path!r}")
+    if isinstance(cfg, bytes):
+        check_path("cfg", cfg)  # refused there, with the same words as a wrong weights path
+    check_path("weights", weights)
     if cutoff is not None and (isinstance(cutoff, bool) or not isinstance(cutoff, numbers.Integral)):
         raise TypeError(f"cutoff must be an integer (the number of layers to read), got "
                         f"{type(cutoff).__name__} {cutoff!r}")
