@@ -40,6 +40,7 @@ from yolo.ops import sizes
 from yolo.ops.sizes import ImageSize, SizeLike
 from yolo.data.cache import LabelCache
 from yolo.data.config import DataConfig, is_coco_json
+from yolo.data.image_cache import ImageCache
 from yolo.errors import DataError, ImageReadError
 from yolo.files.images import DATASET_IMAGE_SUFFIXES, image_size, load_image
 from yolo.data.transforms import NO_AUGMENT, augment_config, item_rng, matrix_to_letterbox, resize_sample, train_transform
@@ -105,7 +106,7 @@ class DetectionDataset(Dataset):
         self.epoch = 0
         self.report = report
         self.source = source
-        self.images: Optional[List[np.ndarray]] = None  # decoded images kept in memory (cache_images)
+        self.images: Optional[ImageCache] = None  # decoded images kept in memory (cache_images)
 
     # ------------------------------------------------------------------ basics
     def __len__(self) -> int:
@@ -117,23 +118,33 @@ class DetectionDataset(Dataset):
         would keep the old epoch)."""
         self.epoch = int(epoch)
 
-    def cache_images(self) -> int:
-        """Decode every image once and keep it in memory (opt-in; returns the bytes held): items then skip the
-        JPEG decode and are otherwise the same. Call it before the loader starts its worker processes, which then
-        share the decoded images with this process (copy-on-write, never written: the arrays are read-only)."""
-        self.images = None
-        images = [self.load_sample(index)[0] for index in range(len(self))]
-        for image in images:
-            image.setflags(write=False)
-        self.images = images
-        return int(sum(image.nbytes for image in images))
+    def cache_shapes(self) -> np.ndarray:
+        """``Int64[N, 3]``: the ``(h, w, 3)`` each image is cached at (:meth:`cache_images`), its checked size
+        from the label scan; ``ImageCache.nbytes_of`` of it is the memory the cache takes."""
+        return np.array([(r.height, r.width, 3) for r in self.records], np.int64).reshape(-1, 3)
 
-    def load_sample(self, index: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(image RGB uint8 HxWx3, boxes Float32[N,4] xyxy original pixels, labels Int64[N])``; the image is
-        read-only when it comes from :meth:`cache_images`."""
+    def cache_images(self, progress: bool = False) -> int:
+        """Decode every image once and keep it in this process's memory (opt-in; returns the bytes held): items
+        then skip the JPEG decode and are otherwise the same. Call it before the loader starts its worker
+        processes, which then share the decoded images with this process (never written: the images are
+        read-only). Training checks the size first and shares one copy per machine
+        (:func:`yolo.engine.shared_images.cache_train_images`)."""
+        self.images = None
+        cache = ImageCache.in_memory(self.cache_shapes())
+        cache.fill(self.decode_image, progress)
+        self.images = cache
+        return cache.nbytes
+
+    def use_image_cache(self, cache: Optional[ImageCache]) -> None:
+        """Read images from ``cache`` (laid out as :meth:`cache_shapes`, filled by :meth:`decode_image`), or from
+        disk again (None)."""
+        if cache is not None and not np.array_equal(cache.shapes, self.cache_shapes()):
+            raise ValueError("the image cache was laid out for other images")
+        self.images = cache
+
+    def decode_image(self, index: int) -> np.ndarray:
+        """Image ``index`` read from disk: RGB ``uint8`` ``h x w x 3`` at its checked size."""
         record = self.records[index]
-        if self.images is not None:
-            return self.images[index], record.boxes.copy(), record.labels.copy()
         image = read_image(record.path)
         h, w = image.shape[:2]
         if (h, w) != (record.height, record.width):
@@ -142,6 +153,13 @@ class DetectionDataset(Dataset):
             logger.warning("%s: decoded size %dx%d differs from the checked %dx%d; resizing it",
                            record.path, w, h, record.width, record.height)
             image = cv2.resize(image, (record.width, record.height), interpolation=cv2.INTER_LINEAR)
+        return image
+
+    def load_sample(self, index: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(image RGB uint8 HxWx3, boxes Float32[N,4] xyxy original pixels, labels Int64[N])``; the image is
+        read-only when it comes from the image cache (:meth:`cache_images`)."""
+        record = self.records[index]
+        image = self.images[index] if self.images is not None else self.decode_image(index)
         return image, record.boxes.copy(), record.labels.copy()
 
     def __getitem__(self, item):
