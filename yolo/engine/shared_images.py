@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from yolo.data.dataset import DetectionDataset
-from yolo.data.image_cache import SHARED_MEMORY_FOLDER, ImageCache, fits, gigabytes, shared_folder, too_big_message
+from yolo.data.image_cache import SHARED_MEMORY_FOLDER, ImageCache, fits, size_text, shared_folder, too_big_message
 from yolo.data.memory import Available, available_memory
 from yolo.engine.distributed import DistInfo, barrier, gather_objects, is_distributed
 from yolo.errors import DataError
@@ -33,12 +33,12 @@ FILE_PREFIX = "yolo-image-cache-"
 
 
 def cache_train_images(dataset: DetectionDataset, dist: DistInfo = DistInfo(), progress: bool = False,
-                       available: Callable[[], Optional[Available]] = available_memory,
+                       available: Optional[Callable[[], Optional[Available]]] = None,
                        folders: Sequence[Path] = (SHARED_MEMORY_FOLDER,)) -> bool:
     """Keep the decoded images of ``dataset`` in memory when they fit, one copy per machine (every process of the
     run calls it, before its loader starts workers). Returns whether the dataset now reads from the cache.
 
-    ``available`` gives the memory left (tests pass a fake one); ``folders`` are where the processes of a machine
+    ``available`` gives the memory left (default :func:`yolo.data.memory.available_memory`); ``folders`` are where the processes of a machine
     may share the file, the temp folder being the last resort.
     """
     shapes = dataset.cache_shapes()
@@ -47,7 +47,7 @@ def cache_train_images(dataset: DetectionDataset, dist: DistInfo = DistInfo(), p
     leader = dist.local_rank == 0
     plan: Optional[str] = None  # the leader's: "" keeps the images in process memory, a path shares them
     if leader:
-        room = available()
+        room = (available or available_memory)()
         if fits(need, room):
             plan = str(shared_folder(need, folders) / f"{FILE_PREFIX}{uuid.uuid4().hex}.bin") if shared else ""
         else:
@@ -77,7 +77,7 @@ def cache_train_images(dataset: DetectionDataset, dist: DistInfo = DistInfo(), p
     if leader:
         where = f", one copy shared by this machine's processes ({Path(plan).parent})" if plan else ""
         logger.info("cache_images: %d train images decoded and kept in memory (%s)%s", len(shapes),
-                    gigabytes(need), where)
+                    size_text(need), where)
     return True
 
 
