@@ -14,8 +14,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from training_helpers import run, shapes_training, train_state
-from yolo.data.dataset import YoloDataset
+from yolo.data.dataset import DetectionDataset, YoloDataset
 from yolo.data.image_cache import CACHE_SHARE, ImageCache
+from yolo.data.transforms import augment_config
 from yolo.data.memory import Available, available_memory, cgroup_available, meminfo_available
 from yolo.engine.distributed import DistInfo
 from yolo.engine.shared_images import FILE_PREFIX, cache_train_images
@@ -78,6 +79,26 @@ def test_a_cache_that_does_not_fit_is_one_warning_and_no_decoding(tmp_path, capl
         image = dataset.load_sample(index)[0]
         assert not image.flags.writeable
         assert np.array_equal(image, cv2.imread(dataset.records[index].path)[:, :, ::-1])
+
+
+@pytest.mark.parametrize("mosaic", [1.0, 0.5])
+def test_images_kept_at_their_mosaic_tile_size_give_the_same_items(tmp_path, mosaic):
+    """The affine pipeline with every item a mosaic first reduces each image to its letterbox size within the input:
+    kept at that size, the items are the same, bit for bit; with single-image items too, the originals are kept."""
+    dataset = small_dataset(tmp_path)
+    hyp = augment_config(pipeline="affine", mosaic=mosaic, scale=0.3, translate=0.1, degrees=5, hue=0.1,
+                         saturation=1.5, exposure=1.5)
+    plain = DetectionDataset(dataset.records, dataset.names, 32, augment=True, hyp=hyp, seed=5)
+    cached = DetectionDataset(dataset.records, dataset.names, 32, augment=True, hyp=hyp, seed=5)
+    held = cached.cache_images(size_hw=(32, 32))
+    # Darknet's letterbox into 32x32: 30x40 -> 24x32, 48x64 -> 24x32, 61x35 -> 32x18; 23x17 would grow (kept).
+    assert held == ((24 * 32 + 24 * 32 + 23 * 17 + 32 * 18) * 3 if mosaic == 1 else SIZES_BYTES)
+    for size in ((32, 32), (64, 64)):  # the kept size, and another one (read from disk)
+        for epoch in range(3):
+            for index in range(len(plain)):
+                (a, ta, ia), (b, tb, ib) = plain[(index, size, epoch)], cached[(index, size, epoch)]
+                assert torch.equal(a, b) and torch.equal(ta, tb), (size, epoch, index)
+                assert ia["orig_shape"] == ib["orig_shape"]
 
 
 def test_an_unreadable_image_while_filling_is_the_usual_data_error(tmp_path):

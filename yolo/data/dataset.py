@@ -43,7 +43,8 @@ from yolo.data.config import DataConfig, is_coco_json
 from yolo.data.image_cache import ImageCache
 from yolo.errors import DataError, ImageReadError
 from yolo.files.images import DATASET_IMAGE_SUFFIXES, image_size, load_image
-from yolo.data.transforms import NO_AUGMENT, augment_config, item_rng, matrix_to_letterbox, resize_sample, train_transform
+from yolo.data.transforms import (NO_AUGMENT, augment_config, item_rng, matrix_to_letterbox, mosaic_tile, reduced_size,
+                                  resize_sample, resized_boxes, train_transform)
 from yolo.data.validation import Problem, ValidationReport, read_label_file
 
 logger = logging.getLogger(__name__)
@@ -107,6 +108,7 @@ class DetectionDataset(Dataset):
         self.report = report
         self.source = source
         self.images: Optional[ImageCache] = None  # decoded images kept in memory (cache_images)
+        self.images_for: Optional[ImageSize] = None  # the one item size they serve, when kept reduced
 
     # ------------------------------------------------------------------ basics
     def __len__(self) -> int:
@@ -118,29 +120,47 @@ class DetectionDataset(Dataset):
         would keep the old epoch)."""
         self.epoch = int(epoch)
 
-    def cache_shapes(self) -> np.ndarray:
-        """``Int64[N, 3]``: the ``(h, w, 3)`` each image is cached at (:meth:`cache_images`), its checked size
-        from the label scan; ``ImageCache.nbytes_of`` of it is the memory the cache takes."""
-        return np.array([(r.height, r.width, 3) for r in self.records], np.int64).reshape(-1, 3)
+    def cache_shapes(self, size_hw: Optional[SizeLike] = None) -> np.ndarray:
+        """``Int64[N, 3]``: the ``(h, w, 3)`` each image is kept at by :meth:`cache_images`; ``ImageCache.nbytes_of``
+        of it is the memory the cache takes. That is the size the label scan checked, or, when every training item
+        is made at the one size ``size_hw`` and the pipeline first reduces each image to a size of its own
+        (:func:`yolo.data.transforms.reduced_size`), that smaller size."""
+        return np.array([(*self._kept_hw(r, size_hw), 3) for r in self.records], np.int64).reshape(-1, 3)
 
-    def cache_images(self, progress: bool = False) -> int:
+    def _kept_hw(self, record: ImageRecord, size_hw: Optional[SizeLike]) -> Tuple[int, int]:
+        original = (record.height, record.width)
+        if not self.augment or size_hw is None:
+            return original
+        return reduced_size(self.hyp, original, sizes.image_size(size_hw, "size_hw"))
+
+    def cache_images(self, progress: bool = False, size_hw: Optional[SizeLike] = None) -> int:
         """Decode every image once and keep it in this process's memory (opt-in; returns the bytes held): items
-        then skip the JPEG decode and are otherwise the same. Call it before the loader starts its worker
-        processes, which then share the decoded images with this process (never written: the images are
-        read-only). Training checks the size first and shares one copy per machine
-        (:func:`yolo.engine.shared_images.cache_train_images`)."""
+        then skip the JPEG decode and are otherwise the same. ``size_hw``: the one size every training item is
+        made at, where the images may be kept smaller (:meth:`cache_shapes`); items at another size then read
+        the disk. Call it before the loader starts its worker processes, which then share the decoded images
+        with this process (never written: the images are read-only). Training checks the size first and shares
+        one copy per machine (:func:`yolo.engine.shared_images.cache_train_images`)."""
         self.images = None
-        cache = ImageCache.in_memory(self.cache_shapes())
-        cache.fill(self.decode_image, progress)
-        self.images = cache
+        cache = ImageCache.in_memory(self.cache_shapes(size_hw))
+        cache.fill(lambda index: self.image_to_cache(index, size_hw), progress)
+        self.use_image_cache(cache, size_hw)
         return cache.nbytes
 
-    def use_image_cache(self, cache: Optional[ImageCache]) -> None:
-        """Read images from ``cache`` (laid out as :meth:`cache_shapes`, filled by :meth:`decode_image`), or from
-        disk again (None)."""
-        if cache is not None and not np.array_equal(cache.shapes, self.cache_shapes()):
+    def image_to_cache(self, index: int, size_hw: Optional[SizeLike] = None) -> np.ndarray:
+        """Image ``index`` as :meth:`cache_images` keeps it: decoded, and reduced as its pipeline would first do."""
+        image = self.decode_image(index)
+        kept = self._kept_hw(self.records[index], size_hw)
+        return image if kept == image.shape[:2] else mosaic_tile(image, sizes.image_size(size_hw, "size_hw"))
+
+    def use_image_cache(self, cache: Optional[ImageCache], size_hw: Optional[SizeLike] = None) -> None:
+        """Read images from ``cache`` (laid out as ``cache_shapes(size_hw)``, filled by :meth:`image_to_cache`),
+        or from disk again (None)."""
+        shapes = self.cache_shapes(size_hw)
+        if cache is not None and not np.array_equal(cache.shapes, shapes):
             raise ValueError("the image cache was laid out for other images")
+        reduced = cache is not None and not np.array_equal(shapes, self.cache_shapes())
         self.images = cache
+        self.images_for = sizes.image_size(size_hw, "size_hw") if reduced else None
 
     def decode_image(self, index: int) -> np.ndarray:
         """Image ``index`` read from disk: RGB ``uint8`` ``h x w x 3`` at its checked size."""
@@ -156,11 +176,20 @@ class DetectionDataset(Dataset):
         return image
 
     def load_sample(self, index: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(image RGB uint8 HxWx3, boxes Float32[N,4] xyxy original pixels, labels Int64[N])``; the image is
-        read-only when it comes from the image cache (:meth:`cache_images`)."""
+        """``(image RGB uint8 HxWx3, boxes Float32[N,4] xyxy in its pixels, labels Int64[N])``: the original
+        image, or, read-only, the one kept by :meth:`cache_images` (smaller where it was kept reduced)."""
         record = self.records[index]
-        image = self.images[index] if self.images is not None else self.decode_image(index)
-        return image, record.boxes.copy(), record.labels.copy()
+        if self.images is None:
+            return self.load_from_disk(index)
+        image, boxes = self.images[index], record.boxes.copy()
+        if image.shape[:2] != (record.height, record.width):
+            boxes = resized_boxes(boxes, (record.height, record.width), image.shape[:2])
+        return image, boxes, record.labels.copy()
+
+    def load_from_disk(self, index: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`load_sample` without the image cache: the original image, boxes in original pixels."""
+        record = self.records[index]
+        return self.decode_image(index), record.boxes.copy(), record.labels.copy()
 
     def __getitem__(self, item):
         """Item ``index`` at ``img_size``, or ``(index, (h, w))`` at that size (multi-scale batches), or
@@ -170,8 +199,9 @@ class DetectionDataset(Dataset):
         record = self.records[index]
         if self.augment:
             rng = item_rng(self.seed, epoch, index)
-            image, boxes, labels, matrix = train_transform(self.load_sample, index, len(self), rng,
-                                                           size_hw, self.hyp)
+            # images kept reduced for one size (cache_images) serve that size only
+            load = self.load_from_disk if self.images_for not in (None, tuple(size_hw)) else self.load_sample
+            image, boxes, labels, matrix = train_transform(load, index, len(self), rng, size_hw, self.hyp)
             letterbox = matrix_to_letterbox(matrix) if matrix is not None else None
         else:
             image, boxes, labels = self.load_sample(index)

@@ -39,7 +39,8 @@ def build_datasets(data, hyp: Hyperparameters, stride: int, seed: int, main: boo
                 val_set.resize = training_preprocessing(hyp.augment, img_size)["resize"]
         barrier()
     if hyp.cache_images:  # before the loader's workers start: they share the decoded images
-        cache_train_images(train_set, dist, progress)
+        one_size = None if hyp.multi_scale else img_size  # every item at img_size: images may be kept reduced
+        cache_train_images(train_set, dist, progress, one_size)
     return train_set, val_set
 
 

@@ -18,7 +18,7 @@ import logging
 import os
 import uuid
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence, Tuple
 
 from yolo.data.dataset import DetectionDataset
 from yolo.data.image_cache import SHARED_MEMORY_FOLDER, ImageCache, fits, size_text, shared_folder, too_big_message
@@ -33,15 +33,18 @@ FILE_PREFIX = "yolo-image-cache-"
 
 
 def cache_train_images(dataset: DetectionDataset, dist: DistInfo = DistInfo(), progress: bool = False,
+                       size_hw: Optional[Tuple[int, int]] = None,
                        available: Optional[Callable[[], Optional[Available]]] = None,
                        folders: Sequence[Path] = (SHARED_MEMORY_FOLDER,)) -> bool:
     """Keep the decoded images of ``dataset`` in memory when they fit, one copy per machine (every process of the
     run calls it, before its loader starts workers). Returns whether the dataset now reads from the cache.
+    ``size_hw``: the one size every item is made at (None: several, as with multi-scale), where the pipeline may
+    allow smaller images (``DetectionDataset.cache_shapes``).
 
     ``available`` gives the memory left (default :func:`yolo.data.memory.available_memory`); ``folders`` are where the processes of a machine
     may share the file, the temp folder being the last resort.
     """
-    shapes = dataset.cache_shapes()
+    shapes = dataset.cache_shapes(size_hw)
     need = ImageCache.nbytes_of(shapes)
     shared = is_distributed()
     leader = dist.local_rank == 0
@@ -58,7 +61,7 @@ def cache_train_images(dataset: DetectionDataset, dist: DistInfo = DistInfo(), p
 
     cache, failure = None, None
     if leader:
-        cache, failure = _fill(dataset, shapes, plan, progress)
+        cache, failure = _fill(dataset, shapes, size_hw, plan, progress)
     outcome = gather_objects(failure)[dist.rank - dist.local_rank]  # also: the others wait here for the fill
     if outcome is not None:
         kind, message = outcome
@@ -73,7 +76,7 @@ def cache_train_images(dataset: DetectionDataset, dist: DistInfo = DistInfo(), p
         barrier()  # every process of the machine has mapped the file: its name can go
         if leader:
             os.unlink(plan)
-    dataset.use_image_cache(cache)
+    dataset.use_image_cache(cache, size_hw)
     if leader:
         where = f", one copy shared by this machine's processes ({Path(plan).parent})" if plan else ""
         logger.info("cache_images: %d train images decoded and kept in memory (%s)%s", len(shapes),
@@ -81,7 +84,7 @@ def cache_train_images(dataset: DetectionDataset, dist: DistInfo = DistInfo(), p
     return True
 
 
-def _fill(dataset: DetectionDataset, shapes, plan: str, progress: bool):
+def _fill(dataset: DetectionDataset, shapes, size_hw, plan: str, progress: bool):
     """``(cache, None)`` filled, or ``(None, (kind, message))``: ``"data"`` for an image that cannot be read (an
     error on every process), ``"room"`` when the shared file cannot be made (the run goes on without a cache)."""
     path = Path(plan) if plan else None
@@ -90,7 +93,7 @@ def _fill(dataset: DetectionDataset, shapes, plan: str, progress: bool):
     except OSError as e:
         return None, ("room", f"cannot make the shared cache file {path}: {e.strerror or e}")
     try:
-        cache.fill(dataset.decode_image, progress)
+        cache.fill(lambda index: dataset.image_to_cache(index, size_hw), progress)
     except DataError as e:
         if path:
             path.unlink(missing_ok=True)
