@@ -101,6 +101,42 @@ def test_images_kept_at_their_mosaic_tile_size_give_the_same_items(tmp_path, mos
                 assert ia["orig_shape"] == ib["orig_shape"]
 
 
+def test_the_shared_file_is_nameless_before_it_fills_and_no_room_for_it_is_one_warning(tmp_path, monkeypatch, caplog):
+    """The shared-file path in one process (as the first process of a machine): the file is made in the given
+    folder, its name gone before the first image is decoded; a file that cannot be made is a warning, no cache."""
+    dataset = small_dataset(tmp_path / "data")
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    monkeypatch.setattr("yolo.engine.shared_images.is_distributed", lambda: True)
+    names_while_filling = []
+    decode = dataset.decode_image
+    dataset.decode_image = lambda index: (names_while_filling.append(list(shm.iterdir())), decode(index))[1]
+    assert cache_train_images(dataset, available=lambda: None, folders=[shm]) is True
+    assert names_while_filling == [[]] * len(SIZES) and list(shm.iterdir()) == []
+    assert Path(dataset.images.buffer.filename).parent == shm
+    for index in range(len(dataset)):
+        assert np.array_equal(dataset.load_sample(index)[0], decode(index))
+
+    def no_room(path, shapes):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(ImageCache, "create", no_room)
+    dataset.use_image_cache(None)
+    with caplog.at_level(logging.WARNING):
+        assert cache_train_images(dataset, available=lambda: None, folders=[shm]) is False
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "No space left on device" in warnings[0] and "from disk" in warnings[0], warnings
+    assert dataset.images is None
+
+
+def test_a_bar_while_the_cache_fills(tmp_path, capsys):
+    dataset = small_dataset(tmp_path)
+    dataset.cache_images(progress=True)
+    assert "caching train images:   0%|          | 0/4" in capsys.readouterr().err
+    dataset.cache_images(progress=False)
+    assert "caching train images" not in capsys.readouterr().err
+
+
 def test_an_unreadable_image_while_filling_is_the_usual_data_error(tmp_path):
     dataset = small_dataset(tmp_path)
 
