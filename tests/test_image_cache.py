@@ -99,6 +99,9 @@ def test_images_kept_at_their_mosaic_tile_size_give_the_same_items(tmp_path, mos
                 (a, ta, ia), (b, tb, ib) = plain[(index, size, epoch)], cached[(index, size, epoch)]
                 assert torch.equal(a, b) and torch.equal(ta, tb), (size, epoch, index)
                 assert ia["orig_shape"] == ib["orig_shape"]
+    plain.augment = cached.augment = False  # evaluation items start from the original: they read the disk
+    for index in range(len(plain)):
+        assert torch.equal(plain[index][0], cached[index][0]) and torch.equal(plain[index][1], cached[index][1])
 
 
 def test_the_shared_file_is_nameless_before_it_fills_and_no_room_for_it_is_one_warning(tmp_path, monkeypatch, caplog):

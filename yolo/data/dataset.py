@@ -197,14 +197,15 @@ class DetectionDataset(Dataset):
         index, size_hw, epoch = (item, self.img_size, self.epoch) if isinstance(item, (int, np.integer)) \
             else (*item, self.epoch)[:3]
         record = self.records[index]
+        # images kept reduced (cache_images) serve the training items of their one size only
+        reduced_fits = self.images_for is None or (self.augment and tuple(size_hw) == tuple(self.images_for))
+        load = self.load_sample if reduced_fits else self.load_from_disk
         if self.augment:
             rng = item_rng(self.seed, epoch, index)
-            # images kept reduced for one size (cache_images) serve that size only
-            load = self.load_from_disk if self.images_for not in (None, tuple(size_hw)) else self.load_sample
             image, boxes, labels, matrix = train_transform(load, index, len(self), rng, size_hw, self.hyp)
             letterbox = matrix_to_letterbox(matrix) if matrix is not None else None
         else:
-            image, boxes, labels = self.load_sample(index)
+            image, boxes, labels = load(index)
             image, boxes, letterbox = resize_sample(image, boxes, size_hw, self.hyp["fill"], self.resize)
             matrix = np.array([[letterbox.scale_x, 0, letterbox.pad_x],
                                [0, letterbox.scale_y, letterbox.pad_y], [0, 0, 1]], np.float64)

@@ -30,7 +30,7 @@ logger = logging.getLogger(__name__)
 # The share of the available memory the cache may take; the rest is for the training itself (the model, one
 # Python process per loader worker, the batches in flight), which needs a few GB on its own.
 CACHE_SHARE = 0.75
-# Threads that decode while the cache fills (the JPEG decoder releases the GIL).
+# Threads that decode while the cache fills, at most one per usable core (the JPEG decoder releases the GIL).
 FILL_THREADS = 8
 # Where the processes of one machine meet to share a cache: memory, when it has room; the temp folder else.
 SHARED_MEMORY_FOLDER = Path("/dev/shm")
@@ -135,7 +135,7 @@ class ImageCache:
         lines = ProgressLines(what, len(self), not progress, logger)
         done = 0
         try:
-            with ThreadPoolExecutor(max(1, min(threads, os.cpu_count() or 1))) as pool:
+            with ThreadPoolExecutor(max(1, min(threads, usable_cores()))) as pool:
                 for _ in pool.map(lambda i: self.put(i, load(i)), range(len(self))):
                     done += 1
                     bar.update(1)
@@ -144,6 +144,13 @@ class ImageCache:
             bar.close()
         if isinstance(self.buffer, np.memmap):
             self.buffer.flush()
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, as under ``taskset`` or a container's cpuset)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def shared_folder(need: int, candidates: Sequence[Path] = (SHARED_MEMORY_FOLDER,)) -> Path:
