@@ -17,9 +17,11 @@ pytestmark = pytest.mark.usefixtures("private_cache")
 def test_two_process_ddp_matches_one_process(tmp_path):
     shapes = shapes_training(tmp_path, num_train=24, num_val=4, seed=11, bn=0)
     hyp = {**FAST, "subdivisions": 1, "ema": False, "burn_in": 0, "learning_rate": 0.005}
-    done = torchrun_train(tmp_path, shapes["cfg"], shapes["data"], hyp, "cpu", epochs=2)
+    # The two processes read the train images from one decoded copy (the same items as from disk).
+    done = torchrun_train(tmp_path, shapes["cfg"], shapes["data"], {**hyp, "cache_images": True}, "cpu", epochs=2)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "rank 1 of 2 (gloo)" in done.stderr or "rank 0 of 2 (gloo)" in done.stderr, done.stderr[-2000:]
+    assert "one copy shared by this machine's processes" in done.stderr, done.stderr[-2000:]
     ddp = train_state(tmp_path / "ddp")
     assert ddp["train"]["global_step"] == 6  # 24 images / 8 per update x 2 epochs
     assert len(read_results(tmp_path / "ddp")) == 2

@@ -40,9 +40,11 @@ from yolo.ops import sizes
 from yolo.ops.sizes import ImageSize, SizeLike
 from yolo.data.cache import LabelCache
 from yolo.data.config import DataConfig, is_coco_json
+from yolo.data.image_cache import ImageCache
 from yolo.errors import DataError, ImageReadError
 from yolo.files.images import DATASET_IMAGE_SUFFIXES, image_size, load_image
-from yolo.data.transforms import NO_AUGMENT, augment_config, item_rng, matrix_to_letterbox, resize_sample, train_transform
+from yolo.data.transforms import (NO_AUGMENT, augment_config, item_rng, matrix_to_letterbox, mosaic_tile, reduced_size,
+                                  resize_sample, resized_boxes, train_transform)
 from yolo.data.validation import Problem, ValidationReport, read_label_file
 
 logger = logging.getLogger(__name__)
@@ -105,7 +107,8 @@ class DetectionDataset(Dataset):
         self.epoch = 0
         self.report = report
         self.source = source
-        self.images: Optional[List[np.ndarray]] = None  # decoded images kept in memory (cache_images)
+        self.images: Optional[ImageCache] = None  # decoded images kept in memory (cache_images)
+        self.images_for: Optional[ImageSize] = None  # the one item size they serve, when kept reduced
 
     # ------------------------------------------------------------------ basics
     def __len__(self) -> int:
@@ -117,23 +120,51 @@ class DetectionDataset(Dataset):
         would keep the old epoch)."""
         self.epoch = int(epoch)
 
-    def cache_images(self) -> int:
-        """Decode every image once and keep it in memory (opt-in; returns the bytes held): items then skip the
-        JPEG decode and are otherwise the same. Call it before the loader starts its worker processes, which then
-        share the decoded images with this process (copy-on-write, never written: the arrays are read-only)."""
-        self.images = None
-        images = [self.load_sample(index)[0] for index in range(len(self))]
-        for image in images:
-            image.setflags(write=False)
-        self.images = images
-        return int(sum(image.nbytes for image in images))
+    def cache_shapes(self, size_hw: Optional[SizeLike] = None) -> np.ndarray:
+        """``Int64[N, 3]``: the ``(h, w, 3)`` each image is kept at by :meth:`cache_images`; ``ImageCache.nbytes_of``
+        of it is the memory the cache takes. That is the size the label scan checked, or, when every training item
+        is made at the one size ``size_hw`` and the pipeline first reduces each image to a size of its own
+        (:func:`yolo.data.transforms.reduced_size`), that smaller size."""
+        return np.array([(*self._kept_hw(r, size_hw), 3) for r in self.records], np.int64).reshape(-1, 3)
 
-    def load_sample(self, index: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(image RGB uint8 HxWx3, boxes Float32[N,4] xyxy original pixels, labels Int64[N])``; the image is
-        read-only when it comes from :meth:`cache_images`."""
+    def _kept_hw(self, record: ImageRecord, size_hw: Optional[SizeLike]) -> Tuple[int, int]:
+        original = (record.height, record.width)
+        if not self.augment or size_hw is None:
+            return original
+        return reduced_size(self.hyp, original, sizes.image_size(size_hw, "size_hw"))
+
+    def cache_images(self, progress: bool = False, size_hw: Optional[SizeLike] = None) -> int:
+        """Decode every image once and keep it in this process's memory (opt-in; returns the bytes held): items
+        then skip the JPEG decode and are otherwise the same. ``size_hw``: the one size every training item is
+        made at, where the images may be kept smaller (:meth:`cache_shapes`); items at another size then read
+        the disk. Call it before the loader starts its worker processes, which then share the decoded images
+        with this process (never written: the images are read-only). Training checks the size first and shares
+        one copy per machine (:func:`yolo.engine.shared_images.cache_train_images`)."""
+        self.images = None
+        cache = ImageCache.in_memory(self.cache_shapes(size_hw))
+        cache.fill(lambda index: self.image_to_cache(index, size_hw), progress)
+        self.use_image_cache(cache, size_hw)
+        return cache.nbytes
+
+    def image_to_cache(self, index: int, size_hw: Optional[SizeLike] = None) -> np.ndarray:
+        """Image ``index`` as :meth:`cache_images` keeps it: decoded, and reduced as its pipeline would first do."""
+        image = self.decode_image(index)
+        kept = self._kept_hw(self.records[index], size_hw)
+        return image if kept == image.shape[:2] else mosaic_tile(image, sizes.image_size(size_hw, "size_hw"))
+
+    def use_image_cache(self, cache: Optional[ImageCache], size_hw: Optional[SizeLike] = None) -> None:
+        """Read images from ``cache`` (laid out as ``cache_shapes(size_hw)``, filled by :meth:`image_to_cache`),
+        or from disk again (None)."""
+        shapes = self.cache_shapes(size_hw)
+        if cache is not None and not np.array_equal(cache.shapes, shapes):
+            raise ValueError("the image cache was laid out for other images")
+        reduced = cache is not None and not np.array_equal(shapes, self.cache_shapes())
+        self.images = cache
+        self.images_for = sizes.image_size(size_hw, "size_hw") if reduced else None
+
+    def decode_image(self, index: int) -> np.ndarray:
+        """Image ``index`` read from disk: RGB ``uint8`` ``h x w x 3`` at its checked size."""
         record = self.records[index]
-        if self.images is not None:
-            return self.images[index], record.boxes.copy(), record.labels.copy()
         image = read_image(record.path)
         h, w = image.shape[:2]
         if (h, w) != (record.height, record.width):
@@ -142,7 +173,23 @@ class DetectionDataset(Dataset):
             logger.warning("%s: decoded size %dx%d differs from the checked %dx%d; resizing it",
                            record.path, w, h, record.width, record.height)
             image = cv2.resize(image, (record.width, record.height), interpolation=cv2.INTER_LINEAR)
-        return image, record.boxes.copy(), record.labels.copy()
+        return image
+
+    def load_sample(self, index: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(image RGB uint8 HxWx3, boxes Float32[N,4] xyxy in its pixels, labels Int64[N])``: the original
+        image, or, read-only, the one kept by :meth:`cache_images` (smaller where it was kept reduced)."""
+        record = self.records[index]
+        if self.images is None:
+            return self.load_from_disk(index)
+        image, boxes = self.images[index], record.boxes.copy()
+        if image.shape[:2] != (record.height, record.width):
+            boxes = resized_boxes(boxes, (record.height, record.width), image.shape[:2])
+        return image, boxes, record.labels.copy()
+
+    def load_from_disk(self, index: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`load_sample` without the image cache: the original image, boxes in original pixels."""
+        record = self.records[index]
+        return self.decode_image(index), record.boxes.copy(), record.labels.copy()
 
     def __getitem__(self, item):
         """Item ``index`` at ``img_size``, or ``(index, (h, w))`` at that size (multi-scale batches), or
@@ -150,13 +197,15 @@ class DetectionDataset(Dataset):
         index, size_hw, epoch = (item, self.img_size, self.epoch) if isinstance(item, (int, np.integer)) \
             else (*item, self.epoch)[:3]
         record = self.records[index]
+        # images kept reduced (cache_images) serve the training items of their one size only
+        reduced_fits = self.images_for is None or (self.augment and tuple(size_hw) == tuple(self.images_for))
+        load = self.load_sample if reduced_fits else self.load_from_disk
         if self.augment:
             rng = item_rng(self.seed, epoch, index)
-            image, boxes, labels, matrix = train_transform(self.load_sample, index, len(self), rng,
-                                                           size_hw, self.hyp)
+            image, boxes, labels, matrix = train_transform(load, index, len(self), rng, size_hw, self.hyp)
             letterbox = matrix_to_letterbox(matrix) if matrix is not None else None
         else:
-            image, boxes, labels = self.load_sample(index)
+            image, boxes, labels = load(index)
             image, boxes, letterbox = resize_sample(image, boxes, size_hw, self.hyp["fill"], self.resize)
             matrix = np.array([[letterbox.scale_x, 0, letterbox.pad_x],
                                [0, letterbox.scale_y, letterbox.pad_y], [0, 0, 1]], np.float64)

@@ -426,6 +426,31 @@ def _single(sample: Sample, rng: np.random.Generator, out_hw: Tuple[int, int], h
     return out, boxes, labels, matrix
 
 
+def mosaic_tile(image: np.ndarray, out_hw: Tuple[int, int]) -> np.ndarray:
+    """``image`` as a mosaic tile: resized to its letterbox size within ``out_hw`` (``INTER_AREA`` to reduce)."""
+    (rh, rw), _ = letterbox_params(image.shape[:2], out_hw)
+    return cv2.resize(image, (rw, rh), interpolation=cv2.INTER_AREA if rw < image.shape[1] else cv2.INTER_LINEAR)
+
+
+def resized_boxes(boxes: np.ndarray, from_hw: Tuple[int, int], to_hw: Tuple[int, int]) -> np.ndarray:
+    """Float32[N, 4] xyxy boxes of a ``from_hw`` image in the pixels of that image resized to ``to_hw``."""
+    scale = np.array([to_hw[1] / from_hw[1], to_hw[0] / from_hw[0]] * 2, np.float32)
+    return boxes * scale
+
+
+def reduced_size(hyp: Mapping[str, Any], image_hw: Tuple[int, int], out_hw: Optional[Tuple[int, int]]
+                 ) -> Tuple[int, int]:
+    """The size an image can be kept at (``cache_images``) without changing the training items made from it at
+    ``out_hw`` (None: at several sizes): its mosaic tile's (:func:`mosaic_tile`) where every item of the affine
+    pipeline is a mosaic and the tile is smaller, since the tile of that tile is itself (an OpenCV resize to the
+    same size copies); its own size otherwise, as every other path (the Darknet pipelines' crops, the affine
+    single-image warp) starts from the original."""
+    if out_hw is None or hyp["pipeline"] != "affine" or hyp["mosaic"] < 1:
+        return tuple(image_hw)
+    (rh, rw), _ = letterbox_params(image_hw, out_hw)
+    return (rh, rw) if 0 < rh and 0 < rw < image_hw[1] else tuple(image_hw)
+
+
 def _mosaic(samples: Sequence[Sample], rng: np.random.Generator, out_hw: Tuple[int, int],
             hyp: Mapping[str, float]) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Four images around a random center of a ``2H x 2W`` canvas, then a random affine back to ``H x W``."""
@@ -435,8 +460,8 @@ def _mosaic(samples: Sequence[Sample], rng: np.random.Generator, out_hw: Tuple[i
     xc, yc = int(rng.uniform(0.5 * w, 1.5 * w)), int(rng.uniform(0.5 * h, 1.5 * h))
     all_boxes, all_labels, all_ref = [], [], []
     for k, (image, boxes, labels) in enumerate(samples):
-        (rh, rw), _ = letterbox_params(image.shape[:2], out_hw)
-        tile = cv2.resize(image, (rw, rh), interpolation=cv2.INTER_AREA if rw < image.shape[1] else cv2.INTER_LINEAR)
+        tile = mosaic_tile(image, out_hw)
+        rh, rw = tile.shape[:2]
         x0 = xc - rw if k in (0, 2) else xc  # tile's top-left corner on the canvas
         y0 = yc - rh if k in (0, 1) else yc
         cx1, cy1 = max(x0, 0), max(y0, 0)
@@ -446,8 +471,7 @@ def _mosaic(samples: Sequence[Sample], rng: np.random.Generator, out_hw: Tuple[i
         canvas[cy1:cy2, cx1:cx2] = tile[cy1 - y0:cy2 - y0, cx1 - x0:cx2 - x0]
         if len(boxes) == 0:
             continue
-        scale = np.array([rw / image.shape[1], rh / image.shape[0]] * 2, np.float32)
-        placed = boxes * scale + np.array([x0, y0, x0, y0], np.float32)
+        placed = resized_boxes(boxes, image.shape[:2], (rh, rw)) + np.array([x0, y0, x0, y0], np.float32)
         ref = box_areas(placed)
         # Clip to the visible part of the tile; the final filter compares with the full area.
         placed[:, 0::2] = placed[:, 0::2].clip(cx1, cx2)

@@ -38,6 +38,7 @@ from yolo.models.cfg import Section, parse_cfg, parse_cfg_text
 from yolo.models.cfg_options import TRAINED_HEADS
 from yolo.models.head_prior import prior_head_biases
 from yolo.models.model import Darknet
+from yolo.progress import use_bars
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +101,8 @@ def _build(options: TrainOptions, ckpt: Optional[Dict[str, Any]], resume_path: O
         else:
             logger.warning("--sync-bn needs CUDA (PyTorch has no CPU SyncBatchNorm): per-process BatchNorm")
     train_set, val_set = build_datasets(data, hyp, model.stride, options.seed, main,
-                                        size_source=f"{resume_path or 'hyp'}: img_size")
+                                        size_source=f"{resume_path or 'hyp'}: img_size", dist=dist,
+                                        progress=main and use_bars(options.progress))
     plan = plan_run(hyp, len(train_set), dist)
     schedule = run_schedule(hyp, plan, options.seed, main)
     multi_scale = multi_scale_rule(hyp, plan, model.stride, options.seed)

@@ -85,7 +85,7 @@ class Hyperparameters(ScheduleSettings):
     plots: bool = True  # results.png after every epoch; PR curves and confusion matrix after the last epoch
     tb_images: int = 4  # validation images with predicted boxes logged each evaluation
     workers: Optional[int] = None  # data-loading processes (None: automatic)
-    cache_images: bool = False  # decode the train images once and keep them in memory (same items, no JPEG decode)
+    cache_images: bool = False  # decode the train images once, keep them in memory where they fit (same items)
 
     def __getitem__(self, key: str) -> Any:
         return getattr(self, key)

@@ -94,6 +94,15 @@ def broadcast_object(obj: Any, src: int = 0) -> Any:
     return box[0]
 
 
+def gather_objects(obj: Any) -> List[Any]:
+    """``obj`` of every process, in rank order (``[obj]`` without a process group)."""
+    if not is_distributed():
+        return [obj]
+    out: List[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
 def epoch_permutation(num_items: int, seed: int, epoch: int) -> List[int]:
     """The shuffle of one epoch, the same one :class:`yolo.data.loader.EpochShuffleSampler` draws."""
     generator = torch.Generator()
@@ -146,5 +155,5 @@ class SkipSampler(Sampler[int]):
 
 
 __all__ = ["DistInfo", "DistributedEpochSampler", "SkipSampler", "any_true", "barrier", "broadcast_object",
-           "cleanup_distributed", "dist_info_from_env", "epoch_permutation", "init_distributed",
+           "cleanup_distributed", "dist_info_from_env", "epoch_permutation", "gather_objects", "init_distributed",
            "is_distributed"]

@@ -13,6 +13,7 @@ from yolo.engine.config import Hyperparameters
 from yolo.engine.distributed import DistInfo, barrier
 from yolo.engine.parts import RunPlan
 from yolo.engine.schedule import LRSchedule, burn_in_outlasts_run, rate_warnings, schedule_from_hyp
+from yolo.engine.shared_images import cache_train_images
 from yolo.errors import ConfigError
 from yolo.models.preprocessing import training_preprocessing
 from yolo.ops.sizes import checked_image_size
@@ -20,24 +21,26 @@ from yolo.ops.sizes import checked_image_size
 logger = logging.getLogger(__name__)
 
 
-def build_datasets(data, hyp: Hyperparameters, stride: int, seed: int, main: bool, size_source: str = "img_size"):
+def build_datasets(data, hyp: Hyperparameters, stride: int, seed: int, main: bool, size_source: str = "img_size",
+                   dist: DistInfo = DistInfo(), progress: bool = False):
     """``(train_set, val_set)`` at ``hyp.img_size`` (rank 0 scans first and writes the label caches; the others
     then read them; only rank 0, which evaluates, gets a val set). ``size_source`` names where the size came
-    from (the hyp or the resumed checkpoint) in the stride check's error."""
+    from (the hyp or the resumed checkpoint) in the stride check's error. With ``hyp.cache_images`` the train
+    images are decoded into memory when they fit, one copy per machine (:mod:`yolo.engine.shared_images`; a bar
+    while it fills when ``progress``)."""
     img_size = checked_image_size(hyp.img_size, stride, size_source)  # resolve_hyp's [h, w] or the checkpoint's
     train_set = val_set = None
     for turn in (True, False):
         if main == turn:
             train_set = build_dataset(data, "train", img_size=img_size, augment=True, hyp=hyp.augment, seed=seed)
-            if hyp.cache_images:  # before the loader's workers start: they share the decoded images
-                held = train_set.cache_images()
-                logger.info("cache_images: %d train images decoded and kept in memory (%.1f MB)",
-                            len(train_set), held / 1e6)
             if main:
                 val_set = build_dataset(data, "val", img_size=img_size, augment=False)
                 # validate as the model trains, as the checkpoint records it (yolo.models.preprocessing)
                 val_set.resize = training_preprocessing(hyp.augment, img_size)["resize"]
         barrier()
+    if hyp.cache_images:  # before the loader's workers start: they share the decoded images
+        one_size = None if hyp.multi_scale else img_size  # every item at img_size: images may be kept reduced
+        cache_train_images(train_set, dist, progress, one_size)
     return train_set, val_set
 
 

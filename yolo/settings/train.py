@@ -74,8 +74,8 @@ class TrainOptions:
         help="train through torch.compile (falls back with a warning; default: the hyperparameter compile, false)")
     cache_images: Optional[bool] = setting(
         None, "--cache-images", action=argparse.BooleanOptionalAction,
-        help="decode the train images once and keep them in memory (default: the hyperparameter cache_images, "
-             "false)")
+        help="decode the train images once and keep them in memory, one copy per machine, where they fit (else "
+             "one warning and the images are read from disk; default: the hyperparameter cache_images, false)")
     progress: bool = setting(True, "--no-progress", action="store_false", help="no progress bars (logs only)")
 
     def __post_init__(self):
