@@ -35,6 +35,7 @@ from yolo.inference.batch import postprocess_batch, warn_if_not_finite
 from yolo.inference.postprocess import PostprocessConfig
 from yolo.inference.prepare import prepare_for_inference
 from yolo.inference.preprocess import LetterboxInfo, preprocess
+from yolo.inference.staging import HostStaging
 from yolo.models.heads import has_gaussian_heads
 from yolo.models.model import load_model
 from yolo.models.preprocessing import cfg_resize_mode, default_img_size, default_resize, model_input_size
@@ -113,6 +114,9 @@ class Detector:
         self.cuda_graph = (on_cuda and not opts.compile) if opts.cuda_graph is None else \
             bool(opts.cuda_graph) and on_cuda
         self._run_net = GraphedForward(self.net) if self.cuda_graph else self.net
+        # The host buffer every batch is uploaded from (pinned on CUDA), kept across calls: allocating pinned
+        # memory per call would stall each one.
+        self.staging = HostStaging(pin=on_cuda)
         # On the CPU one image per forward pass is fastest: its activations stay in the caches.
         self.max_batch = opts.max_batch if opts.max_batch is not None else (1 if self.device.type == "cpu" else 0)
         self.timings: Dict[str, float] = {}
@@ -176,8 +180,9 @@ class Detector:
         """BGR ``uint8`` images -> ``(batch, infos)``: the network input ``Float[N, 3, h, w]`` (the model's
         dtype, channels-last, on its device) and each image's placement (OpenCV on the CPU, or torch ops on the
         device with ``device_preprocess``)."""
-        fit = preprocess_on_device if self.device_preprocess else preprocess
-        return fit(images, self.img_size, self.resize, self.device, self.dtype)
+        if self.device_preprocess:
+            return preprocess_on_device(images, self.img_size, self.resize, self.device, self.dtype, self.staging)
+        return preprocess(images, self.img_size, self.resize, self.device, self.dtype)
 
     @torch.inference_mode()
     def forward(self, batch: torch.Tensor) -> torch.Tensor:
@@ -201,7 +206,7 @@ class Detector:
             warn_if_not_finite(predictions, self.source)
         out = []
         for det in postprocess_batch(predictions, self.settings, infos, shapes, self.gaussian):
-            names = [self.names[int(k)] for k in det["labels"]]
+            names = [self.names[k] for k in det["labels"].tolist()]
             out.append({"boxes": det["boxes"], "scores": det["scores"], "labels": det["labels"], "names": names,
                         **({"box_sigmas": det["box_sigmas"]} if "box_sigmas" in det else {})})
         return out
