@@ -89,6 +89,15 @@ def _placement(shape_hw: ImageSize, img_size: ImageSize,
     return (rh, rw), (pad_x, pad_y), info
 
 
+def _positions(members: List[int], count: int, device: torch.device) -> Union[slice, torch.Tensor]:
+    """Where a group of images goes in the batch: a slice when its members follow each other (no index
+    tensor), else their indices on ``device``, copied without waiting for the work queued before (a plain
+    copy to CUDA would wait for the upload of the images)."""
+    if members == list(range(members[0], members[0] + len(members))):
+        return slice(members[0], members[0] + len(members)) if len(members) < count else slice(None)
+    return torch.as_tensor(members).to(device, non_blocking=True)
+
+
 def preprocess_on_device(
     images: Sequence[np.ndarray],
     img_size: ImageSize,
@@ -121,7 +130,7 @@ def preprocess_on_device(
         # BGR -> RGB on the uint8 bytes, then NCHW view (channels-last memory) for the resize.
         pixels = pixels.flip(-1).permute(0, 3, 1, 2)
         values = resize_bilinear_levels(pixels, (rh, rw)).div_(255.0).permute(0, 2, 3, 1)
-        where = slice(None) if len(members) == len(images) else torch.as_tensor(members, device=device)
+        where = _positions(members, len(images), device)
         if (rh, rw) != (net_h, net_w):
             batch[where] = LETTERBOX_FILL
         batch[where, py:py + rh, px:px + rw] = values.to(dtype)
