@@ -157,7 +157,7 @@ def test_write_behind_runs_every_call_and_raises_a_failed_one():
 
 # ------------------------------------------------------------------ the detect tool
 def test_run_defaults_follow_the_device():
-    assert run_defaults(DetectRunOptions(), torch.device("cpu")) == (1, 1)
+    assert run_defaults(DetectRunOptions(), torch.device("cpu")) == (1, 0)  # the path as it was
     batch, workers = run_defaults(DetectRunOptions(), torch.device("cuda"))
     assert batch == GRAPH_MAX_BATCH and 1 <= workers <= 4
     assert run_defaults(DetectRunOptions(batch_size=5, workers=0), torch.device("cuda")) == (5, 0)

@@ -72,11 +72,12 @@ def timing_text(timings: dict, images: int) -> str:
 def run_defaults(options: DetectRunOptions, device: torch.device) -> Tuple[int, int]:
     """``(batch_size, workers)`` of the detect tool on ``device``: the given ones, else on the CPU 1 image per
     batch (the Detector runs one image per forward pass there, so a larger batch would only delay the first
-    result) and one thread reading ahead (the model keeps the cores busy); on CUDA the largest batch replayed
-    from a captured CUDA graph (:data:`~yolo.inference.graphed.GRAPH_MAX_BATCH`) and up to 4 threads."""
+    result) and no thread (the model keeps every core busy, and decoding is a small part of its time); on CUDA
+    the largest batch replayed from a captured CUDA graph (:data:`~yolo.inference.graphed.GRAPH_MAX_BATCH`)
+    and up to 4 threads, which decode and save while the GPU runs."""
     cuda = device.type == "cuda"
     batch_size = options.batch_size if options.batch_size is not None else (GRAPH_MAX_BATCH if cuda else 1)
-    workers = options.workers if options.workers is not None else (min(4, cpu_threads()) if cuda else 1)
+    workers = options.workers if options.workers is not None else (min(4, cpu_threads()) if cuda else 0)
     return batch_size, workers
 
 

@@ -108,7 +108,8 @@ class DetectRunOptions:
     workers: Optional[int] = setting(
         None, "--workers", type=worker_count,
         help="threads reading and decoding images and video frames ahead of the model, and saving annotated "
-             "results behind it; 0: all in order in one thread (default: 1 on the CPU, up to 4 on CUDA)")
+             "results behind it; 0: all in order in one thread (default: 0 on the CPU, where the model keeps "
+             "every core busy; up to 4 on CUDA)")
 
     def __post_init__(self):
         check_optional_number("batch_size", self.batch_size, positive_int)
