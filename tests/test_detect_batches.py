@@ -216,6 +216,7 @@ def folder_and_video(tmp_path_factory):
     return src
 
 
+@pytest.mark.slow  # two runs of the tool over four images and a video
 def test_detect_tool_files_are_the_same_at_any_batch_size_and_workers(folder_and_video, tiny, tmp_path, capsys):
     one = main(tool_args(folder_and_video, tmp_path / "one", "--batch-size", "1", "--workers", "0"))
     many = main(tool_args(folder_and_video, tmp_path / "many", "--batch-size", "2", "--workers", "3"))
