@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from conftest import asset
-from helpers import assert_same_detections
-from yolo.cli.detect import main, parse_args
+from helpers import assert_same_detections, one_line_error
+from yolo.cli.detect import cli, main, parse_args
 from yolo.files.images import load_image
 from yolo.inference.batch import boxes_to_original, postprocess_batch
 from yolo.inference.detector import Detector
@@ -240,6 +240,21 @@ def test_detect_tool_files_are_the_same_at_any_batch_size_and_workers(folder_and
         lines = got[f"labels/{name[:-4]}.txt"].decode().splitlines()
         assert [int(line.split()[0]) for line in lines] == det["labels"].tolist()
         assert np.allclose([float(line.split()[5]) for line in lines], det["scores"].numpy(), atol=1e-5)
+
+
+def test_a_save_failing_behind_the_model_is_the_tools_one_line_error(folder_and_video, tmp_path, capsys, monkeypatch):
+    """OpenCV's writer returning False (as on a full disk) on a saving thread: the same one-line error naming the
+    file as when saving in order."""
+    import yolo.inference.writer as writer_module
+
+    monkeypatch.setattr(writer_module.cv2, "imwrite", lambda *args, **kwargs: False)
+    err = one_line_error(capsys, lambda: cli(["--cfg", str(asset("cfg/yolov3-tiny.cfg")),
+                                              "--weights", str(asset("weights/yolov3-tiny.weights")),
+                                              "--names", str(asset("cfg/coco.names")),
+                                              "--source", str(folder_and_video / "dog.jpg"), "--project",
+                                              str(tmp_path), "--device", "cpu", "--img-size", str(SIZE),
+                                              "--workers", "2", "--no-progress"]))
+    assert "dog.jpg: cannot write: the writer reported a failure" in err, err
 
 
 def test_detect_tool_refuses_a_zero_batch(tmp_path, capsys):

@@ -2,8 +2,9 @@
 
 Pipeline: BGR ``uint8`` image (:mod:`yolo.files.images`) -> resize (``letterbox`` or ``stretch``: by default
 the cfg's choice, as Darknet's ``letter_box``) on ``uint8`` and one conversion to RGB float 0..1
-(:func:`yolo.inference.preprocess.preprocess` with OpenCV on the CPU; on CUDA the ``uint8`` images are uploaded
-and resized there, :func:`yolo.inference.device_preprocess.preprocess_on_device`, within one 8-bit level)
+(:func:`yolo.inference.preprocess.preprocess` with OpenCV on the CPU; on CUDA the ``uint8`` images are uploaded,
+in one copy from a pinned buffer the Detector keeps (:mod:`yolo.inference.staging`), and resized there,
+:func:`yolo.inference.device_preprocess.preprocess_on_device`, within one 8-bit level)
 -> model (eval decode) -> thresholds and NMS for the whole batch on the model's device
 (:func:`yolo.inference.postprocess.postprocess_flat`) -> one copy of the final detections to the CPU -> boxes
 mapped back to the original image and clipped (the last three: :func:`yolo.inference.batch.postprocess_batch`,
