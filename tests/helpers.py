@@ -1,6 +1,6 @@
 """Helpers that several test modules share: running a command-line tool as a user does (or the export tool in this
 process), expecting its one-line error, Darknet's letterbox written out independently of the package, and ground
-truth for the Evaluator."""
+truth for the Evaluator, and detections compared across devices and precisions."""
 from __future__ import annotations
 
 import os
@@ -13,6 +13,7 @@ import cv2
 import numpy as np
 import pytest
 import torch
+import torchvision
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
@@ -79,3 +80,21 @@ def make_gt(image_id, boxes, labels, hw=(480, 640)):
     return {"image_id": image_id, "file_name": f"{image_id}.jpg", "height": hw[0], "width": hw[1],
             "boxes": torch.as_tensor(np.asarray(boxes, dtype=np.float32).reshape(-1, 4)),
             "labels": torch.as_tensor(np.asarray(labels, dtype=np.int64).reshape(-1))}
+
+
+def assert_same_detections(got, expected, iou_min: float, score_tol: float, margin: float, conf: float):
+    """Every detection of ``expected`` scored clear of the threshold (by ``margin``) has one in ``got`` of the
+    same class, IoU >= ``iou_min`` and score within ``score_tol``, and the other way round."""
+    assert len(got) == len(expected)
+    for a, b in ((got, expected), (expected, got)):
+        for da, db in zip(a, b):
+            clear = da["scores"] > conf + margin
+            if not clear.any():
+                continue
+            assert len(db["boxes"]), "detections missing"
+            iou = torchvision.ops.box_iou(da["boxes"][clear], db["boxes"])
+            same = da["labels"][clear, None] == db["labels"][None]
+            best = torch.where(same, iou, torch.zeros_like(iou)).max(1)
+            assert best.values.min().item() >= iou_min
+            scores = db["scores"][best.indices]
+            assert (scores - da["scores"][clear]).abs().max().item() <= score_tol

@@ -4,9 +4,9 @@ device, and exports written from a CUDA model. Every test needs CUDA and skips w
 import numpy as np
 import pytest
 import torch
-import torchvision
 
 from conftest import asset
+from helpers import assert_same_detections
 from yolo.export import export_onnx, export_torchscript
 from yolo.files.images import load_image
 from yolo.inference.detector import Detector
@@ -39,24 +39,6 @@ def tiny():
 @pytest.fixture(scope="module")
 def images():
     return [load_image(asset(f"images/{name}")) for name in IMAGES]
-
-
-def assert_same_detections(got, expected, iou_min: float, score_tol: float, margin: float, conf: float):
-    """Every detection of ``expected`` scored clear of the threshold (by ``margin``) has one in ``got`` of the
-    same class, IoU >= ``iou_min`` and score within ``score_tol``, and the other way round."""
-    assert len(got) == len(expected)
-    for a, b in ((got, expected), (expected, got)):
-        for da, db in zip(a, b):
-            clear = da["scores"] > conf + margin
-            if not clear.any():
-                continue
-            assert len(db["boxes"]), "detections missing"
-            iou = torchvision.ops.box_iou(da["boxes"][clear], db["boxes"])
-            same = da["labels"][clear, None] == db["labels"][None]
-            best = torch.where(same, iou, torch.zeros_like(iou)).max(1)
-            assert best.values.min().item() >= iou_min
-            scores = db["scores"][best.indices]
-            assert (scores - da["scores"][clear]).abs().max().item() <= score_tol
 
 
 @pytest.mark.parametrize("mode", ["letterbox", "stretch"])

@@ -21,7 +21,7 @@ from yolo.inference.detector import Detector
 from yolo.models.checkpoint import model_checkpoint, save_checkpoint
 from yolo.models.model import Darknet
 from yolo.settings.declare import declared, setting
-from yolo.settings.detect import DetectorOptions
+from yolo.settings.detect import DetectorOptions, DetectRunOptions
 from yolo.settings.evaluate import EvalOptions
 from yolo.settings.train import TrainOptions
 
@@ -29,10 +29,12 @@ from yolo.settings.train import TrainOptions
 TOOLS = {
     "train": (TrainOptions, [], {"--verbose"}),
     "detect": (DetectorOptions, ["--weights", "w.pt", "--source", "a.jpg"],
-               {"--cfg", "--weights", "--source", "--batch-size", "--project", "--name", "--save-txt", "--save-conf",
+               {"--cfg", "--weights", "--source", "--project", "--name", "--save-txt", "--save-conf",
                 "--save-json", "--nosave", "--no-progress", "--verbose"}),
     "eval": (EvalOptions, ["--weights", "w.pt", "--data", "d.yaml"], set()),
 }
+# The settings a tool declares besides its main dataclass's: detect's batches and threads.
+MORE_SETTINGS = {"detect": (DetectRunOptions,)}
 # The Detector's settings for the Python API only (no flag): the detect tool keeps their defaults.
 API_ONLY = {DetectorOptions: {"multi_label", "fast", "compile", "max_batch", "device_preprocess", "cuda_graph"}}
 
@@ -51,10 +53,11 @@ def option_strings(flag_name, flag):
 @pytest.mark.parametrize("tool", TOOLS)
 def test_every_setting_has_one_flag_and_every_flag_a_setting(tool):
     cls, _, tool_only = TOOLS[tool]
+    classes = (cls, *MORE_SETTINGS.get(tool, ()))
     actions = [a for a in parser(tool)._actions if a.option_strings and a.dest != "help"]
     shown = [a for a in actions if a.help != argparse.SUPPRESS]
-    names = {f.name for f in dataclasses.fields(cls)}
-    for field, flag in declared(cls):
+    names = {f.name for c in classes for f in dataclasses.fields(c)}
+    for field, flag in (pair for c in classes for pair in declared(c)):
         mine = [a for a in shown if a.dest == field.name]
         if flag.name is None:
             assert field.name in API_ONLY.get(cls, ()) and not mine, field.name

@@ -30,12 +30,12 @@ from yolo.cli.flags.detect import parse_args
 from yolo.device import parse_device
 from yolo.errors import MAX_MESSAGE, CfgError, ConfigError, ImageReadError, WeightsError, shown
 from yolo.inference.detector import Detector
-from yolo.inference.runner import detect_images, detect_video, names_hint
+from yolo.inference.runner import detect_images, detect_video, names_hint, run_defaults
 from yolo.inference.sources import camera_opens, collect_sources
 from yolo.inference.writer import Writer
 from yolo.progress import use_bars
 from yolo.runs import increment_path, run_name
-from yolo.settings.detect import DetectorOptions
+from yolo.settings.detect import DetectorOptions, DetectRunOptions
 
 logger = logging.getLogger("yolo.detect")
 
@@ -64,6 +64,7 @@ def main(args) -> Optional[Path]:
     except ConfigError as exc:
         fail(f"--device: {exc}")
     options = settings_from(args, DetectorOptions, device=device)
+    batch_size, workers = run_defaults(settings_from(args, DetectRunOptions), device)
     try:
         detector = Detector(args.cfg, args.weights, options=options)
     except (CfgError, WeightsError, FileNotFoundError) as exc:
@@ -85,11 +86,11 @@ def main(args) -> Optional[Path]:
     position = {id(it): i + 1 for i, it in enumerate(items)}
     with tqdm(total=len(items), desc="detect", unit="src", file=sys.stderr,
               disable=not use_bars(not args.no_progress)) as progress:
-        n_images, n_dets, skipped = detect_images(images, detector, writer, args.batch_size, progress, position,
-                                                  len(items))
+        n_images, n_dets, skipped = detect_images(images, detector, writer, batch_size, progress, position,
+                                                  len(items), workers)
         for item in streams:
             try:
-                frames_done, dets_done = detect_video(item, detector, writer, progress)
+                frames_done, dets_done = detect_video(item, detector, writer, progress, batch_size, workers)
                 n_images += frames_done
                 n_dets += dets_done
             except ImageReadError as exc:

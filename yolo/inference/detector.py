@@ -2,8 +2,9 @@
 
 Pipeline: BGR ``uint8`` image (:mod:`yolo.files.images`) -> resize (``letterbox`` or ``stretch``: by default
 the cfg's choice, as Darknet's ``letter_box``) on ``uint8`` and one conversion to RGB float 0..1
-(:func:`yolo.inference.preprocess.preprocess` with OpenCV on the CPU; on CUDA the ``uint8`` images are uploaded
-and resized there, :func:`yolo.inference.device_preprocess.preprocess_on_device`, within one 8-bit level)
+(:func:`yolo.inference.preprocess.preprocess` with OpenCV on the CPU; on CUDA the ``uint8`` images are uploaded,
+in one copy from a pinned buffer the Detector keeps (:mod:`yolo.inference.staging`), and resized there,
+:func:`yolo.inference.device_preprocess.preprocess_on_device`, within one 8-bit level)
 -> model (eval decode) -> thresholds and NMS for the whole batch on the model's device
 (:func:`yolo.inference.postprocess.postprocess_flat`) -> one copy of the final detections to the CPU -> boxes
 mapped back to the original image and clipped (the last three: :func:`yolo.inference.batch.postprocess_batch`,
@@ -35,6 +36,7 @@ from yolo.inference.batch import postprocess_batch, warn_if_not_finite
 from yolo.inference.postprocess import PostprocessConfig
 from yolo.inference.prepare import prepare_for_inference
 from yolo.inference.preprocess import LetterboxInfo, preprocess
+from yolo.inference.staging import HostStaging
 from yolo.models.heads import has_gaussian_heads
 from yolo.models.model import load_model
 from yolo.models.preprocessing import cfg_resize_mode, default_img_size, default_resize, model_input_size
@@ -113,6 +115,9 @@ class Detector:
         self.cuda_graph = (on_cuda and not opts.compile) if opts.cuda_graph is None else \
             bool(opts.cuda_graph) and on_cuda
         self._run_net = GraphedForward(self.net) if self.cuda_graph else self.net
+        # The host buffer every batch is uploaded from (pinned on CUDA), kept across calls: allocating pinned
+        # memory per call would stall each one.
+        self.staging = HostStaging(pin=on_cuda)
         # On the CPU one image per forward pass is fastest: its activations stay in the caches.
         self.max_batch = opts.max_batch if opts.max_batch is not None else (1 if self.device.type == "cpu" else 0)
         self.timings: Dict[str, float] = {}
@@ -155,20 +160,34 @@ class Detector:
 
     @torch.inference_mode()
     def __call__(self, images: Union[ImageInput, Sequence[ImageInput]]) -> List[Dict]:
-        """Detect objects; see the class docstring for the output format."""
+        """Detect objects; see the class docstring for the output format.
+
+        ``self.timings`` then holds the call's seconds: ``preprocess`` (reading, fitting, upload), ``inference``
+        (the model; on CUDA its time on the device, between two events) and ``postprocess`` (the rest)."""
         t0 = time.perf_counter()
         loaded = self._load(images)
         if not loaded:
             return []
         batch, infos = self.preprocess(loaded)
         t1 = time.perf_counter()
+        if self.device.type != "cuda":
+            predictions = self.forward(batch)
+            t2 = time.perf_counter()
+            results = self.postprocess(predictions, infos, [im.shape[:2] for im in loaded])
+            t3 = time.perf_counter()
+            self.timings = {"preprocess": t1 - t0, "inference": t2 - t1, "postprocess": t3 - t2}
+            return results
+        # On CUDA the host does not wait for the model: the post-processing queues behind it on the device, and
+        # its one copy of the detections to the host is the batch's only wait. Events time the model.
+        model_start, model_end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        model_start.record()
         predictions = self.forward(batch)
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        t2 = time.perf_counter()
+        model_end.record()
         results = self.postprocess(predictions, infos, [im.shape[:2] for im in loaded])
+        model_end.synchronize()  # done already, unless nothing was copied (no detections at all)
         t3 = time.perf_counter()
-        self.timings = {"preprocess": t1 - t0, "inference": t2 - t1, "postprocess": t3 - t2}
+        model = model_start.elapsed_time(model_end) / 1e3
+        self.timings = {"preprocess": t1 - t0, "inference": model, "postprocess": max(0.0, t3 - t1 - model)}
         return results
 
     @torch.inference_mode()
@@ -176,8 +195,9 @@ class Detector:
         """BGR ``uint8`` images -> ``(batch, infos)``: the network input ``Float[N, 3, h, w]`` (the model's
         dtype, channels-last, on its device) and each image's placement (OpenCV on the CPU, or torch ops on the
         device with ``device_preprocess``)."""
-        fit = preprocess_on_device if self.device_preprocess else preprocess
-        return fit(images, self.img_size, self.resize, self.device, self.dtype)
+        if self.device_preprocess:
+            return preprocess_on_device(images, self.img_size, self.resize, self.device, self.dtype, self.staging)
+        return preprocess(images, self.img_size, self.resize, self.device, self.dtype)
 
     @torch.inference_mode()
     def forward(self, batch: torch.Tensor) -> torch.Tensor:
@@ -201,7 +221,7 @@ class Detector:
             warn_if_not_finite(predictions, self.source)
         out = []
         for det in postprocess_batch(predictions, self.settings, infos, shapes, self.gaussian):
-            names = [self.names[int(k)] for k in det["labels"]]
+            names = [self.names[k] for k in det["labels"].tolist()]
             out.append({"boxes": det["boxes"], "scores": det["scores"], "labels": det["labels"], "names": names,
                         **({"box_sigmas": det["box_sigmas"]} if "box_sigmas" in det else {})})
         return out

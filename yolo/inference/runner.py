@@ -1,5 +1,7 @@
-"""Detection over many sources: image files in batches and video/camera frames one by one, each result
-handed to a :class:`yolo.inference.writer.Writer` and reported as one line
+"""Detection over many sources: image files and video frames in batches (camera frames one by one), read and
+decoded ahead of the model on background threads (:mod:`yolo.inference.read_ahead`), each result handed to a
+:class:`yolo.inference.writer.Writer` in order (the annotated images saved behind the model,
+:mod:`yolo.inference.write_behind`) and reported as one line
 (``dog.jpg: 768x576 -> 416x416 letterbox, 1 dog, 2 cars, 12.3ms``: the image, the network input it was resized
 to and how).
 
@@ -7,20 +9,31 @@ A file that cannot be read is reported and skipped, never fatal.
 """
 from __future__ import annotations
 
+import contextlib
+import itertools
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Iterable, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
+import numpy as np
+import torch
 from tqdm import tqdm
 
+from yolo.device import cpu_threads
 from yolo.errors import MAX_MESSAGE, ImageReadError, shown
 from yolo.files.images import load_image
 from yolo.inference.detector import Detector
+from yolo.inference.graphed import GRAPH_MAX_BATCH
+from yolo.inference.read_ahead import map_ahead, read_ahead
 from yolo.inference.sources import SourceItem, VideoReader
+from yolo.inference.write_behind import WriteBehind
 from yolo.inference.writer import Writer
+from yolo.settings.detect import DetectRunOptions
 
-__all__ = ["describe", "input_text", "names_hint", "timing_text", "detect_images", "detect_video"]
+__all__ = ["describe", "input_text", "names_hint", "timing_text", "run_defaults", "detect_images", "detect_video"]
+
+T = TypeVar("T")
 
 
 def describe(det: dict, names: Sequence[str]) -> str:
@@ -56,61 +69,104 @@ def timing_text(timings: dict, images: int) -> str:
     return f"{pre + model + post:.1f}ms (pre {pre:.1f}, model {model:.1f}, post {post:.1f})"
 
 
+def run_defaults(options: DetectRunOptions, device: torch.device) -> Tuple[int, int]:
+    """``(batch_size, workers)`` of the detect tool on ``device``: the given ones, else on the CPU 1 image per
+    batch (the Detector runs one image per forward pass there, so a larger batch would only delay the first
+    result) and no thread (the model keeps every core busy, and decoding is a small part of its time); on CUDA
+    the largest batch replayed from a captured CUDA graph (:data:`~yolo.inference.graphed.GRAPH_MAX_BATCH`)
+    and up to 4 threads, which decode and save while the GPU runs."""
+    cuda = device.type == "cuda"
+    batch_size = options.batch_size if options.batch_size is not None else (GRAPH_MAX_BATCH if cuda else 1)
+    workers = options.workers if options.workers is not None else (min(4, cpu_threads()) if cuda else 0)
+    return batch_size, workers
+
+
+def _in_batches(items: Iterable[T], size: int) -> Iterator[List[T]]:
+    """``items`` as lists of ``size`` (the last one shorter)."""
+    items = iter(items)
+    while True:
+        batch = list(itertools.islice(items, size))
+        if not batch:
+            return
+        yield batch
+
+
+def _read_image(item: SourceItem) -> Tuple[SourceItem, Optional[np.ndarray], Optional[str]]:
+    """``(item, BGR uint8 image, None)``, or ``(item, None, message)`` when the file cannot be read."""
+    try:
+        return item, load_image(item.path), None
+    except ImageReadError as exc:
+        return item, None, shown(exc, MAX_MESSAGE)
+
+
 def detect_images(items: Sequence[SourceItem], detector: Detector, writer: Writer, batch_size: int,
-                  progress: tqdm, position: dict, count: int) -> Tuple[int, int, List[str]]:
-    """Detect on image ``items``, ``batch_size`` files per call; ``position[id(item)]`` numbers the lines
-    ``image i/count``. Returns ``(images, detections, skipped messages)``."""
+                  progress: tqdm, position: dict, count: int, workers: int = 0) -> Tuple[int, int, List[str]]:
+    """Detect on image ``items``, ``batch_size`` readable images per call; ``position[id(item)]`` numbers the
+    lines ``image i/count``. ``workers`` threads read and decode the next images while the model runs
+    (:func:`~yolo.inference.read_ahead.map_ahead`) and save the annotated ones behind it
+    (:class:`~yolo.inference.write_behind.WriteBehind`); 0: everything in order in this thread. The results
+    do not depend on either. Returns ``(images, detections, skipped messages)``."""
     skipped: List[str] = []
     n_images = n_dets = 0
     step = max(1, batch_size)
-    for start in range(0, len(items), step):
-        chunk, frames = [], []
-        for item in items[start:start + step]:
-            try:
-                frames.append(load_image(item.path))
-                chunk.append(item)
-            except ImageReadError as exc:
-                skipped.append(shown(exc, MAX_MESSAGE))
-                progress.write(f"warning: {skipped[-1]}; skipped", file=sys.stderr)
-                progress.update(1)
-        if not chunk:
-            continue
-        dets = detector(frames)
-        timing = timing_text(detector.timings, len(chunk))
-        for item, frame, det in zip(chunk, frames, dets):
-            name = writer.unique_name(item.path.name)
-            n_images += 1
-            n_dets += len(det["labels"])
-            writer.labels(writer.label_stem(Path(name).stem), det, frame.shape[:2])
-            writer.json(str(item.path), det, frame.shape[:2])
-            writer.image(name, frame, det)
-            progress.write(f"image {position[id(item)]}/{count} {shown(item.path, MAX_MESSAGE)}: "
-                           f"{frame.shape[1]}x{frame.shape[0]} -> {input_text(detector)}, "
-                           f"{describe(det, detector.names)}, {timing}")
+    reads = map_ahead(_read_image, items, workers, depth=2 * max(step, workers))
+
+    def readable() -> Iterator[Tuple[SourceItem, np.ndarray]]:  # the images read; the others reported here
+        for item, image, error in reads:
+            if error is None:
+                yield item, image
+                continue
+            skipped.append(error)
+            progress.write(f"warning: {error}; skipped", file=sys.stderr)
             progress.update(1)
+
+    with WriteBehind(workers) as saves, contextlib.closing(reads):
+        for batch in _in_batches(readable(), step):
+            dets = detector([image for _, image in batch])
+            timing = timing_text(detector.timings, len(batch))
+            for (item, image), det in zip(batch, dets):
+                name = writer.unique_name(item.path.name)
+                n_images += 1
+                n_dets += len(det["labels"])
+                writer.labels(writer.label_stem(Path(name).stem), det, image.shape[:2])
+                writer.json(str(item.path), det, image.shape[:2])
+                saves.submit(writer.image, name, image, det)
+                progress.write(f"image {position[id(item)]}/{count} {shown(item.path, MAX_MESSAGE)}: "
+                               f"{image.shape[1]}x{image.shape[0]} -> {input_text(detector)}, "
+                               f"{describe(det, detector.names)}, {timing}")
+                progress.update(1)
     return n_images, n_dets, skipped
 
 
-def detect_video(item: SourceItem, detector: Detector, writer: Writer, progress: tqdm) -> Tuple[int, int]:
-    """Detect on every frame of a video/camera; returns ``(frames, detections)``. Raises
+def detect_video(item: SourceItem, detector: Detector, writer: Writer, progress: tqdm, batch_size: int = 1,
+                 workers: int = 0) -> Tuple[int, int]:
+    """Detect on every frame of a video/camera, ``batch_size`` frames per call for a video file (a camera: one,
+    as it comes); returns ``(frames, detections)``. With ``workers`` a thread reads the next frames of a video
+    file while the model runs, and another saves the annotated frames in order behind it. Raises
     :class:`yolo.errors.ImageReadError` when it cannot be opened or gives no frame."""
     frames = detections = 0
+    live = item.kind == "camera"
+    step = 1 if live else max(1, batch_size)
     with VideoReader(item) as video:
         out_name = writer.unique_name(Path(item.name).stem + ".mp4")
+        source = read_ahead(video, depth=2 * step) if workers and not live else iter(video)
         try:
-            for index, frame in enumerate(video):
-                det = detector(frame)[0]
-                timing = timing_text(detector.timings, 1)
-                frames += 1
-                detections += len(det["labels"])
-                stem = writer.label_stem(f"{Path(out_name).stem}_{index}")
-                writer.labels(stem, det, frame.shape[:2])
-                writer.json(stem, det, frame.shape[:2])
-                writer.video_frame(out_name, frame, det, video.fps)
-                where = f"{shown(item.name, MAX_MESSAGE)} frame {index + 1}/{video.total or '?'}"
-                progress.set_postfix_str(where)
-                progress.write(f"{where}: {frame.shape[1]}x{frame.shape[0]} -> {input_text(detector)}, "
-                               f"{describe(det, detector.names)}, {timing}")
+            with WriteBehind(min(workers, 1)) as saves, contextlib.closing(source):
+                for batch in _in_batches(source, step):
+                    dets = detector(batch)
+                    timing = timing_text(detector.timings, len(batch))
+                    for frame, det in zip(batch, dets):
+                        index = frames
+                        frames += 1
+                        detections += len(det["labels"])
+                        stem = writer.label_stem(f"{Path(out_name).stem}_{index}")
+                        writer.labels(stem, det, frame.shape[:2])
+                        writer.json(stem, det, frame.shape[:2])
+                        saves.submit(writer.video_frame, out_name, frame, det, video.fps)
+                        where = f"{shown(item.name, MAX_MESSAGE)} frame {index + 1}/{video.total or '?'}"
+                        progress.set_postfix_str(where)
+                        progress.write(f"{where}: {frame.shape[1]}x{frame.shape[0]} -> {input_text(detector)}, "
+                                       f"{describe(det, detector.names)}, {timing}")
         finally:
             writer.close_video(out_name)
     if frames == 0:

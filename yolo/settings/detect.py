@@ -1,5 +1,6 @@
 """What a :class:`yolo.inference.detector.Detector` takes besides its cfg and weights: :class:`DetectorOptions`,
-each setting declared once with its ``tools/detect.py`` flag and help."""
+each setting declared once with its ``tools/detect.py`` flag and help; and how the detect tool feeds it,
+:class:`DetectRunOptions`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,7 +10,8 @@ from typing import TYPE_CHECKING, Optional, Sequence, Union
 from yolo.ops.sizes import SizeLike
 from yolo.settings.checks import check_int_sequence, check_number, check_optional_number, check_sequence
 from yolo.settings.declare import setting
-from yolo.settings.values import fraction, image_side, nms_exponent, non_negative_int, positive_int, size_from_flag
+from yolo.settings.values import (fraction, image_side, nms_exponent, non_negative_int, positive_int, size_from_flag,
+                                 worker_count)
 
 if TYPE_CHECKING:  # the annotation's name only: this module loads no torch
     import torch
@@ -95,4 +97,23 @@ class DetectorOptions:
         check_int_sequence("classes", self.classes)
 
 
-__all__ = ["DetectorOptions", "NMS_KINDS", "RESIZE_MODES"]
+@dataclass
+class DetectRunOptions:
+    """How the detect tool feeds the Detector (files and videos; a camera is always one frame at a time)."""
+
+    batch_size: Optional[int] = setting(
+        None, "--batch-size", type=positive_int,
+        help="images or video frames per batch (default: 1 on the CPU, where the model runs one image at a time "
+             "anyway; 16 on CUDA)")
+    workers: Optional[int] = setting(
+        None, "--workers", type=worker_count,
+        help="threads reading and decoding images and video frames ahead of the model, and saving annotated "
+             "results behind it; 0: all in order in one thread (default: 0 on the CPU, where the model keeps "
+             "every core busy; up to 4 on CUDA)")
+
+    def __post_init__(self):
+        check_optional_number("batch_size", self.batch_size, positive_int)
+        check_optional_number("workers", self.workers, worker_count)
+
+
+__all__ = ["DetectRunOptions", "DetectorOptions", "NMS_KINDS", "RESIZE_MODES"]

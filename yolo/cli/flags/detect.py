@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from yolo.cli.args import DefaultsHelpFormatter, ToolParser, positive_int
+from yolo.cli.args import DefaultsHelpFormatter, ToolParser
 from yolo.cli.flags.common import add_setting_flags, hidden_alias
-from yolo.settings.detect import DetectorOptions
+from yolo.settings.detect import DetectorOptions, DetectRunOptions
 
 DESCRIPTION = "Run a Darknet detector on images, folders, globs, videos or a camera; save annotated results."
 EXAMPLES = """\
@@ -32,7 +32,7 @@ def build_parser() -> ToolParser:
     p.add_argument("--weights", type=Path, required=True, help="Darknet .weights or our .pt")
     p.add_argument("--source", required=True, help="image, video, folder, glob or camera index")
     add_setting_flags(p, DetectorOptions)
-    p.add_argument("--batch-size", type=positive_int, default=1, help="images per forward pass")
+    add_setting_flags(p, DetectRunOptions)
     p.add_argument("--project", type=Path, default=Path("runs/detect"), help="parent of the run folders")
     hidden_alias(p, "--output", "project", type=Path)  # the former name of --project
     p.add_argument("--name", default="exp", help="run folder name (exp, exp2, ... never overwritten)")
