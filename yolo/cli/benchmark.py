@@ -32,17 +32,28 @@ from yolo.data import build_dataset, load_data_config
 from yolo.device import cpu_threads
 from yolo.errors import CfgError, DataError, ImageReadError
 from yolo.files.images import load_image
-from yolo.ops.sizes import image_size
+from yolo.models.cfg import parse_cfg
+from yolo.models.preprocessing import chosen_input_size
+from yolo.ops.sizes import ImageSize
+
+
+def input_size(args) -> ImageSize:
+    """``--img-size``, else the cfg's [net] width/height, else 416 (the rule of every tool; the weights here are
+    Darknet's, which record no training size); says which on stdout. The stride is checked where the model is
+    built."""
+    size, size_from = chosen_input_size(args.img_size, "--img-size", None, parse_cfg(args.cfg)[0])
+    print(f"input size {size[0]}x{size[1]} ({size_from})")
+    return size
 
 
 def data_main(args) -> Dict[str, float]:
     """``--data``: the training data path per pipeline (:func:`yolo.benchmark.data.data_figures`)."""
 
-    img_size = image_size(args.img_size, "--img-size")
     threads = args.threads or 1
     torch.set_num_threads(threads)
     cv2.setNumThreads(threads)
     try:
+        img_size = input_size(args)
         dataset = build_dataset(load_data_config(args.data), "train", img_size, augment=False)
         return data_figures(dataset, args.cfg, img_size, args.images, args.iters or 5, min(args.warmup, 1))
     except (CfgError, DataError, FileNotFoundError) as exc:
@@ -66,7 +77,7 @@ def main(args) -> Dict[str, float]:
 
 def model_main(args) -> Dict[str, float]:
     """The detection pipeline's figures, ours against OpenCV's (:func:`main` without its error handling)."""
-    img_size = image_size(args.img_size, "--img-size")  # the stride: checked where the model is built
+    img_size = input_size(args)
     threads = args.threads or cpu_threads()
     torch.set_num_threads(threads)
     cv2.setNumThreads(threads)

@@ -30,7 +30,7 @@ from yolo.cli.flags.detect import parse_args
 from yolo.device import parse_device
 from yolo.errors import MAX_MESSAGE, CfgError, ConfigError, ImageReadError, WeightsError, shown
 from yolo.inference.detector import Detector
-from yolo.inference.runner import detect_images, detect_video, names_hint
+from yolo.inference.runner import detect_images, detect_video, input_text, names_hint
 from yolo.inference.sources import camera_opens, collect_sources
 from yolo.inference.writer import Writer
 from yolo.progress import use_bars
@@ -73,6 +73,8 @@ def main(args) -> Optional[Path]:
         fail(f"--{message}" if message.startswith("classes ") else message)
     if args.half and detector.device.type != "cuda":
         logger.warning("--half needs CUDA: running in fp32 on %s", detector.device)
+    if args.img_size is None:  # the size no flag gave: where it comes from (the cfg, a checkpoint)
+        print(f"network input {input_text(detector)} ({detector.img_size_from})", file=sys.stderr)
     if names_hint(detector.names_from):
         print(names_hint(detector.names_from), file=sys.stderr)
 

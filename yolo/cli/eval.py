@@ -23,7 +23,7 @@ from yolo.device import parse_device
 from yolo.errors import CfgError, ConfigError, DataError, WeightsError
 from yolo.evaluation import Evaluator, evaluate_model
 from yolo.models.model import load_model
-from yolo.models.preprocessing import default_img_size, default_resize, model_input_size
+from yolo.models.preprocessing import default_resize, model_input_choice
 from yolo.progress import use_bars
 from yolo.runs import increment_path, remove_if_empty, run_name
 from yolo.settings.evaluate import EvalOptions
@@ -53,8 +53,7 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
             fail(f"the model predicts {model.num_classes} classes but {opts.data} names {data.num_classes}: "
                  "wrong --data or --cfg?")
         model.eval().fuse()
-        # --img-size, else the training size a checkpoint records, else the cfg's
-        img_size = model_input_size(model, opts.img_size, "--img-size", default_img_size(model))
+        img_size, img_size_from = model_input_choice(model, opts.img_size, "--img-size")
         dataset = build_dataset(data, opts.split, img_size=img_size, augment=False)
         dataset.resize = opts.resize or default_resize(model)
         split = data.split(opts.split)
@@ -71,8 +70,9 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
         save_dir = increment_path(save_dir)
     save_dir.mkdir(parents=True, exist_ok=True)
 
-    logger.info("evaluating %s on %s (%d images) at %dx%d, %s, conf %g, NMS IoU %g", opts.weights, opts.data,
-                len(dataset), img_size[0], img_size[1], dataset.resize, opts.conf_thres, opts.iou_thres)
+    logger.info("evaluating %s on %s (%d images) at %dx%d (%s), %s, conf %g, NMS IoU %g", opts.weights, opts.data,
+                len(dataset), img_size[0], img_size[1], img_size_from, dataset.resize, opts.conf_thres,
+                opts.iou_thres)
     try:
         metrics = evaluate_model(model, loader, evaluator, conf_thres=opts.conf_thres, iou_thres=opts.iou_thres,
                                  device=device, max_det=opts.max_det, multi_label=opts.multi_label,

@@ -5,7 +5,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
-from yolo.ops.sizes import SizeLike
+from yolo.ops.sizes import SIZE_RULE, SizeLike
 from yolo.settings.declare import setting
 from yolo.settings.detect import RESIZE_MODES
 from yolo.settings.values import fraction, image_side, positive_int, size_from_flag, worker_count
@@ -25,8 +25,7 @@ class EvalOptions:
     split: str = setting("val", "--split", choices=("val", "train"), help="which split to evaluate (default: val)")
     img_size: Optional[SizeLike] = setting(
         None, "--img-size", type=image_side, nargs="+", from_flag=size_from_flag,
-        help="network input: one value (square) or height width; default: the training size a checkpoint of "
-             "ours records, else the cfg's [net] size")
+        help=f"network input: S or H W (default: {SIZE_RULE})")
     conf_thres: float = setting(0.001, "--conf-thres", type=fraction,
                                 help="keep detections scoring above this (default: %(default)s)")
     iou_thres: float = setting(0.6, "--iou-thres", type=fraction, help="NMS IoU threshold (default: %(default)s)")

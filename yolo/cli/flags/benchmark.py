@@ -26,7 +26,8 @@ def build_parser() -> ToolParser:
     p = ToolParser(description=DESCRIPTION, epilog=EXAMPLES, formatter_class=DefaultsHelpFormatter)
     p.add_argument("--cfg", required=True, type=Path, help="Darknet .cfg")
     p.add_argument("--weights", type=Path, default=None, help="Darknet .weights (default: random weights)")
-    p.add_argument("--img-size", type=image_side, nargs="+", default=[416], help="input size: S or H W")
+    p.add_argument("--img-size", type=image_side, nargs="+", default=None,
+                   help="network input: S or H W (default: the cfg's [net] width/height, else 416)")
     p.add_argument("--image", type=Path, default=None, help="image to run on (default: a synthetic 768x576)")
     p.add_argument("--threads", type=positive_int, default=None,
                    help="CPU threads for both (default: the cores this process may use; 1 with --data)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from yolo.cli.args import DefaultsHelpFormatter, ToolParser, fraction, image_side, non_negative_int, number, positive_int
+from yolo.ops.sizes import SIZE_RULE
 
 DESCRIPTION = "Export a Darknet model to ONNX, TorchScript or Darknet .weights, then check the written file."
 FORMATS = ("darknet", "onnx", "torchscript")  # the keys of yolo.export.checked.SUFFIXES
@@ -36,8 +37,7 @@ def build_parser() -> ToolParser:
     p.add_argument("--name", default="exp", help="run folder name under --project: exp, then exp2, ... "
                    "(never overwritten)")
     p.add_argument("--img-size", type=image_side, nargs="+", default=None,
-                   help="input size S or H W, multiples of the stride (default: a checkpoint's training size, "
-                        "else the cfg's [net] size)")
+                   help=f"network input: S or H W, multiples of the stride (default: {SIZE_RULE})")
     p.add_argument("--dynamic", action="store_true", help="ONNX: dynamic height and width too (batch always is)")
     p.add_argument("--half", action="store_true", help="float16 weights and input (heads decode in float32)")
     p.add_argument("--nms", action="store_true",
