@@ -47,7 +47,7 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
     opts = settings_from(args, EvalOptions)
     try:
         device = parse_device(opts.device)
-        data = load_data_config(opts.data)
+        data = load_data_config(opts.data, training=opts.split == "train")  # valid= alone does for val
         model = load_model(opts.cfg, opts.weights, device=device)
         if model.num_classes != data.num_classes:
             fail(f"the model predicts {model.num_classes} classes but {opts.data} names {data.num_classes}: "
