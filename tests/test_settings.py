@@ -31,7 +31,7 @@ TOOLS = {
     "detect": (DetectorOptions, ["--weights", "w.pt", "--source", "a.jpg"],
                {"--cfg", "--weights", "--source", "--batch-size", "--project", "--name", "--save-txt", "--save-conf",
                 "--save-json", "--nosave", "--no-progress", "--verbose"}),
-    "eval": (EvalOptions, ["--weights", "w.pt", "--data", "d.yaml"], set()),
+    "eval": (EvalOptions, ["--weights", "w.pt", "--data", "d.yaml"], {"--verbose"}),
 }
 # The Detector's settings for the Python API only (no flag): the detect tool keeps their defaults.
 API_ONLY = {DetectorOptions: {"multi_label", "fast", "compile", "max_batch", "device_preprocess", "cuda_graph"}}

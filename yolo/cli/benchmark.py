@@ -5,17 +5,18 @@ machine noise hits both alike. Reported per pipeline: per-image latency at batch
 model + post-process), throughput at --batch-size (8; images/s), and model-only latency; then the ratios
 ours / OpenCV (latency: below 1.0 means we are faster). With a GPU it also reports fp32/fp16 figures.
 
-    python tools/benchmark.py --cfg cfg/yolov3-tiny.cfg --weights yolov3-tiny.weights --img-size 416
-    python tools/benchmark.py --cfg cfg/yolov3.cfg --img-size 416      # random weights
+    python tools/benchmark.py --cfg weights/yolov3-tiny.cfg --weights weights/yolov3-tiny.weights --img-size 416
+    python tools/benchmark.py --cfg weights/yolov3.cfg --img-size 416      # random weights
 
 With ``--data``, it times the training data path instead: milliseconds of one CPU core per training image
 (decode + augmentation + item tensor) for each augmentation pipeline with the cfg's settings, and Darknet's
 pipeline against its previous implementation in the same run (the ratio, and whether both made the same images):
 
-    python tools/benchmark.py --data configs/coco128.yaml --cfg cfg/yolov3-tiny.cfg --img-size 416
+    python tools/benchmark.py --data configs/coco128.yaml --cfg weights/yolov3-tiny.cfg --img-size 416
 """
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -26,7 +27,7 @@ import torch
 
 from yolo.benchmark.compare import cpu_figures, cuda_figures, random_weights_file, synthetic_image
 from yolo.benchmark.data import data_figures
-from yolo.cli.args import fail, run_tool
+from yolo.cli.args import fail, run_tool, setup_logging
 from yolo.cli.flags.benchmark import parse_args
 from yolo.data import build_dataset, load_data_config
 from yolo.device import cpu_threads
@@ -62,6 +63,7 @@ def data_main(args) -> Dict[str, float]:
 
 def main(args) -> Dict[str, float]:
     """Print the tables; returns the figures (see :func:`yolo.benchmark.compare.cpu_figures`)."""
+    setup_logging(args.verbose, logging.WARNING)
     if not args.cfg.is_file():
         fail(f"{args.cfg}: cfg not found")
     if args.data is not None:

@@ -2,7 +2,7 @@
 
 Example::
 
-    python tools/detect.py --cfg cfg/yolov3-tiny.cfg --weights yolov3-tiny.weights \\
+    python tools/detect.py --cfg weights/yolov3-tiny.cfg --weights weights/yolov3-tiny.weights \\
         --names cfg/coco.names --source data/images --save-txt --save-json
 
 Results go to a new folder (``runs/detect/exp``, ``exp2``, ...; an earlier run is never overwritten):
@@ -86,7 +86,7 @@ def main(args) -> Optional[Path]:
     streams = [it for it in items if it.kind != "image"]
     position = {id(it): i + 1 for i, it in enumerate(items)}
     with tqdm(total=len(items), desc="detect", unit="src", file=sys.stderr,
-              disable=not use_bars(not args.no_progress)) as progress:
+              disable=not use_bars(args.progress)) as progress:
         n_images, n_dets, skipped = detect_images(images, detector, writer, args.batch_size, progress, position,
                                                   len(items))
         for item in streams:

@@ -1,6 +1,6 @@
 """Evaluate a detector on a dataset's val split with COCO metrics (pycocotools).
 
-    python tools/eval.py --cfg cfg/yolov3-tiny.cfg --weights yolov3-tiny.weights --data configs/coco128.yaml
+    python tools/eval.py --cfg weights/yolov3-tiny.cfg --weights weights/yolov3-tiny.weights --data configs/coco128.yaml
 
 Prints COCO's AP/AR summary, a per-class table and the time per image; writes into the save folder
 (``runs/eval/exp``, ``exp2``, ... never overwritten): ``metrics.json``, ``predictions.json`` (COCO
@@ -100,5 +100,6 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
 
 def cli(argv: Optional[List[str]] = None) -> None:
     """Console entry point: ``yolo-eval``."""
-    setup_logging()
-    run_tool(main, parse_args(argv))
+    args = parse_args(argv)
+    setup_logging(args.verbose)
+    run_tool(main, args)

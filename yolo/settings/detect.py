@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Optional, Sequence, Union
 
 from yolo.ops.sizes import SIZE_RULE, SizeLike
 from yolo.settings.checks import check_int_sequence, check_number, check_optional_number, check_sequence
+from yolo.settings.common import device_setting
 from yolo.settings.declare import setting
 from yolo.settings.values import fraction, image_side, nms_exponent, non_negative_int, positive_int, size_from_flag
 
@@ -50,8 +51,7 @@ class DetectorOptions:
         None, "--resize", choices=list(RESIZE_MODES),
         help="pre-processing (default: how a checkpoint of ours was trained and validated; else the cfg's, as "
              "Darknet: letter_box=1 in [net] letterboxes, else stretch)")
-    device: Union[str, int, torch.device, None] = setting(
-        None, "--device", help="cpu, cuda, cuda:1 or a GPU index (default: CUDA if present)")
+    device: Union[str, int, torch.device, None] = device_setting()
     half: bool = setting(False, "--half", action="store_true", help="fp16 inference (CUDA only)")
     classes: Optional[Sequence[int]] = setting(None, "--classes", type=non_negative_int, nargs="+",
                                                help="keep only these class indices")
