@@ -141,3 +141,46 @@ def test_download_script_names_are_the_ones_its_readme_and_error_list():
     assert sorted(known) == sorted(DOWNLOADABLE)
     readme = (REPO / "weights" / "README.md").read_text()
     assert sorted(readme.split("# any of: ", 1)[1].split("\n", 1)[0].split()) == sorted(DOWNLOADABLE)
+
+
+# ------------------------------------------------------------------------------------- the README's steps
+# The user's own files in the README's examples: nothing the project can provide.
+USERS_OWN = {"image.jpg", "images/", "my.yaml", "video.mp4"}
+INPUT_FLAGS = ("--cfg", "--weights", "--data", "--hyp", "--source", "--resume")
+
+
+def readme_commands() -> list:
+    """Each ``python tools/...`` command of the README's bash blocks, continuation lines joined, as argv lists."""
+    import shlex
+
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
+    joined = [line for block in blocks for line in block.replace("\\\n", " ").splitlines()]
+    return [shlex.split(line, comments=True) for line in joined if line.strip().startswith("python tools/")]
+
+
+def made_by(argv) -> set:
+    """The files a README command leaves for a later one: a training run's checkpoints, convert's output."""
+    tool = Path(argv[1]).stem
+    if tool == "train" and "--resume" not in argv:
+        return {"runs/train/exp/last.pt", "runs/train/exp/best.pt"}
+    if tool == "convert":
+        return {argv[argv.index("--output") + 1]}
+    return set()
+
+
+def test_readme_commands_name_files_that_are_there_or_that_a_step_makes(tmp_path):
+    """Every file a README command reads is in the repository, fetched by ``bash weights/download.sh
+    yolov3-tiny`` (the README's download step), made by another README command, or the user's own; a dataset YAML
+    it names works in a fresh clone (none reads $YOLO_ASSETS)."""
+    commands = readme_commands()
+    assert len(commands) >= 8
+    downloaded = {f"weights/{p.name}" for p in _download(tmp_path, "yolov3-tiny").iterdir()}
+    made = set().union(*(made_by(argv) for argv in commands))
+    for argv in commands:
+        for flag, value in zip(argv, argv[1:]):
+            if flag not in INPUT_FLAGS or value in USERS_OWN:
+                continue
+            assert (REPO / value).exists() or value in downloaded | made, f"{' '.join(argv)}: {value} comes from nowhere"
+            if value.endswith(".yaml") and (REPO / value).exists():
+                assert "YOLO_ASSETS" not in (REPO / value).read_text(), f"{' '.join(argv)}: {value} needs YOLO_ASSETS"
