@@ -91,13 +91,17 @@ def _label_size(text: str, font_scale: float, thickness: int) -> Tuple[int, int]
     return tw + 3, th + baseline + 3
 
 
+LABEL_MOVES = 6  # the most places inside its box a label tries before it stays where it belongs
+
+
 def label_places(boxes: Sequence[Sequence[float]], sizes: Sequence[Tuple[int, int]],
                  image_hw: Tuple[int, int]) -> list:
     """The top-left corner ``(left, top)`` of each box's label, in the order given (the first keeps its place).
 
     A label (``sizes``: ``(width, height)`` in pixels) sits above its xyxy box, its bottom row on the box's top
-    edge (just inside the box where there is no room above), its left edge at the box's, kept inside the image. When it would cover a label placed before (boxes sharing a corner), it moves down a
-    label's height at a time, inside the box first, until it covers none; where no place is free, the usual one.
+    edge (just inside the box where there is no room above), its left edge at the box's, kept inside the image.
+    When it would cover a label placed before (boxes sharing a corner), it moves into the box a label's height at
+    a time, up to :data:`LABEL_MOVES` times, until it covers none; where no place is free, the usual one.
     """
     h, w = image_hw
     placed: list = []
@@ -105,7 +109,8 @@ def label_places(boxes: Sequence[Sequence[float]], sizes: Sequence[Tuple[int, in
         x1, y1, y2 = int(round(x1)), int(round(y1)), int(round(y2))
         left = min(max(x1, 0), max(w - label_w + 1, 0))
         usual = y1 - label_h + 1 if y1 - label_h + 1 >= 0 else y1
-        tops = [usual] + [t for t in range(max(y1, 0), max(y2, y1) - label_h + 1, label_h) if t != usual]
+        inside = [t for t in range(max(y1, 0), max(y2, y1) - label_h + 1, label_h) if t != usual]
+        tops = [usual] + inside[:LABEL_MOVES]  # bounded: a crowded frame is still drawn at once
         top = next((t for t in tops if 0 <= t <= h - label_h
                     and not any(_overlap((left, t, label_w, label_h), other) for other in placed)), usual)
         placed.append((left, top, label_w, label_h))
