@@ -37,6 +37,20 @@ def asset(relpath: str) -> Path:
     return path
 
 
+def darknet_file(relpath: str) -> Path:
+    """One file of Darknet's source tree (``cfg/yolov3-tiny.cfg``): skips the calling test when the tree is absent
+    (a user's clone: no ../shared/darknet and no ``YOLO_DARKNET_SRC``), fails when it is there without the file."""
+    from darknet_ref import darknet_source
+
+    src = darknet_source()
+    if not (src / "build.sh").is_file():
+        pytest.skip(f"Darknet source not found at {src} (set YOLO_DARKNET_SRC): this test reads its {relpath}")
+    path = src / relpath
+    if not path.exists():
+        pytest.fail(f"{relpath} is missing from the Darknet source at {src}")
+    return path
+
+
 def require_cuda() -> torch.device:
     """The CUDA device; skip the calling test when this machine has none."""
     if not torch.cuda.is_available():

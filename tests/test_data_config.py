@@ -98,3 +98,25 @@ def test_shapes_yaml_without_generating(tmp_path, monkeypatch):
     monkeypatch.delenv("YOLO_DATASETS")
     cfg = load_data_config(REPO / "configs" / "shapes.yaml", prepare=False)
     assert cfg.root == REPO / "datasets" / "shapes"  # git-ignored folder of the repository
+
+
+def test_roboflow_parent_paths_fall_back_to_the_folders_beside_the_yaml(tmp_path):
+    """Roboflow's export: data.yaml in the dataset folder beside train/ valid/, its paths written from one folder
+    down (``../train/images``); read as ultralytics does, from the YAML's own folder when ``../`` leads nowhere."""
+    root = tmp_path / "export"
+    for split in ("train", "valid"):
+        (root / split / "images").mkdir(parents=True)
+        (root / split / "labels").mkdir(parents=True)
+    cfg = load_data_config(_write(root / "data.yaml", "train: ../train/images\nval: ../valid/images\n"
+                                                      "nc: 2\nnames: [a, b]\n"))
+    assert cfg.train == (root / "train" / "images").resolve() and cfg.val == (root / "valid" / "images").resolve()
+    # where ../ does lead somewhere, it is read as written
+    (tmp_path / "valid" / "images").mkdir(parents=True)
+    assert load_data_config(root / "data.yaml").val == (tmp_path / "valid" / "images").resolve()
+
+
+def test_a_parent_path_that_leads_nowhere_either_way_names_the_written_one(tmp_path):
+    path = _write(tmp_path / "ds" / "data.yaml", "train: ../nowhere/images\nval: ../nowhere/images\nnames: [a]\n")
+    with pytest.raises(DataError, match="'train'") as info:
+        load_data_config(path)
+    assert str(tmp_path / "nowhere" / "images") in str(info.value)

@@ -105,3 +105,58 @@ def test_training_takes_a_data_file(darknet_project, tmp_path, monkeypatch):
     copy = load_data_config(result.run_dir / "data.yaml")
     original = load_data_config(darknet_project / "data" / "obj.data")
     assert (copy.train, copy.val, copy.names) == (original.train, original.val, original.names)
+
+
+def small_darknet_layout(project):
+    """``project/data/{obj.data,train.txt,valid.txt,obj.names}`` over two images (no labels needed to read it)."""
+    (project / "data").mkdir(parents=True)
+    for name in ("a.jpg", "b.jpg"):
+        (project / "images").mkdir(exist_ok=True)
+        (project / "images" / name).write_bytes(b"")
+    (project / "data" / "train.txt").write_text("images/a.jpg\n")
+    (project / "data" / "valid.txt").write_text("images/b.jpg\n")
+    (project / "data" / "obj.names").write_text("thing\n")
+    data = project / "data" / "obj.data"
+    data.write_text("classes=1\ntrain=data/train.txt\nvalid=data/valid.txt\nnames=data/obj.names\nbackup=backup/\n")
+    return data
+
+
+def test_data_paths_are_also_found_from_the_folder_above_the_data_file(tmp_path, monkeypatch):
+    """Darknet runs from the folder holding data/; from anywhere else, data/train.txt is found there too."""
+    data = small_darknet_layout(tmp_path / "project")
+    monkeypatch.chdir(tmp_path)  # not the project: Darknet itself would not find data/train.txt from here
+    config = load_data_config(data)
+    assert config.train == tmp_path / "project" / "data" / "train.txt"
+    assert config.val == tmp_path / "project" / "data" / "valid.txt"
+    assert config.names == ["thing"]
+
+
+def test_evaluation_needs_no_train_and_says_nothing_of_backup(tmp_path, monkeypatch, caplog):
+    data = small_darknet_layout(tmp_path / "project")
+    data.write_text("classes=1\nvalid=data/valid.txt\nnames=data/obj.names\nbackup=backup/\n")
+    monkeypatch.chdir(tmp_path / "project")
+    with caplog.at_level(logging.INFO, logger="yolo.data.darknet_data"):
+        config = load_data_config(data, training=False)
+    assert config.val == tmp_path / "project" / "data" / "valid.txt" and "backup" not in caplog.text
+    with pytest.raises(DataError, match="missing 'train='"):
+        load_data_config(data)
+    data.write_text("classes=1\nnames=data/obj.names\n")
+    with pytest.raises(DataError, match="missing 'valid='"):
+        load_data_config(data, training=False)
+
+
+def test_eval_tool_reads_a_data_file_without_train(tmp_path, monkeypatch):
+    """tools/eval.py on a .data with valid= only (a shapes dataset and a one-head model, no assets needed)."""
+    from training_helpers import write_one_head_model, write_one_head_training
+
+    folder = write_one_head_training(tmp_path)
+    cfg, _, weights = write_one_head_model(tmp_path)
+    images = sorted((folder / "data" / "images" / "val").glob("*"))
+    (tmp_path / "valid.txt").write_text("".join(f"{p}\n" for p in images))
+    (tmp_path / "shapes.names").write_text("\n".join(yaml.safe_load((folder / "data.yaml").read_text())["names"]))
+    data = tmp_path / "shapes.data"
+    data.write_text(f"classes=5\nvalid={tmp_path / 'valid.txt'}\nnames={tmp_path / 'shapes.names'}\nbackup=b/\n")
+    metrics = eval_cli.main(eval_cli.parse_args(["--cfg", str(cfg), "--weights", str(weights), "--data", str(data),
+                                                 "--device", "cpu", "--workers", "0", "--no-plots", "--fast",
+                                                 "--save-dir", str(tmp_path / "run")]))
+    assert metrics["num_images"] == len(images) == 2

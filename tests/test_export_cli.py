@@ -11,7 +11,12 @@ from helpers import run_export_cli
 onnx = pytest.importorskip("onnx")
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:FutureWarning")
 
-TINY = ["--cfg", asset("cfg/yolov3-tiny.cfg"), "--weights", asset("weights/yolov3-tiny.weights")]
+
+
+@pytest.fixture
+def tiny():
+    """``--cfg``/``--weights`` of yolov3-tiny from the assets (the test skips without them)."""
+    return ["--cfg", asset("cfg/yolov3-tiny.cfg"), "--weights", asset("weights/yolov3-tiny.weights")]
 
 
 def error_of(argv, capsys):
@@ -23,32 +28,32 @@ def error_of(argv, capsys):
     return err
 
 
-def test_without_onnxruntime_no_verify_writes_the_file_and_the_check_says_how_to_install(tmp_path, monkeypatch,
-                                                                                          capsys):
+def test_without_onnxruntime_no_verify_writes_the_file_and_the_check_says_how_to_install(tiny, tmp_path,
+                                                                                          monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # `import onnxruntime` now fails as when not installed
     out = tmp_path / "tiny.onnx"
-    err = error_of([*TINY, "--format", "onnx", "--img-size", "128", "--output", out], capsys)
+    err = error_of([*tiny, "--format", "onnx", "--img-size", "128", "--output", out], capsys)
     assert 'onnxruntime is not installed' in err and '--no-verify' in err and 'pip install "yolo-darknet[export]"' in err
     assert not out.exists()
-    result = run_export_cli([*TINY, "--format", "onnx", "--img-size", "128", "--output", out, "--no-verify"])
+    result = run_export_cli([*tiny, "--format", "onnx", "--img-size", "128", "--output", out, "--no-verify"])
     assert out.is_file() and "max_difference" not in result
     assert "verified" not in capsys.readouterr().out
 
 
-def test_without_onnx_the_error_says_how_to_install_and_no_run_folder_is_left(tmp_path, monkeypatch, capsys):
+def test_without_onnx_the_error_says_how_to_install_and_no_run_folder_is_left(tiny, tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "onnx", None)
     monkeypatch.chdir(tmp_path)
-    err = error_of([*TINY, "--format", "onnx", "--no-verify"], capsys)
+    err = error_of([*tiny, "--format", "onnx", "--no-verify"], capsys)
     assert err.endswith('onnx is not installed: ONNX export needs it: pip install "yolo-darknet[export]" '
                         '(in a clone: pip install -e ".[export]")')
     assert "--no-verify" not in err
     assert not (tmp_path / "runs").exists()
 
 
-def test_files_go_to_a_new_run_folder_never_beside_the_weights(tmp_path, monkeypatch):
+def test_files_go_to_a_new_run_folder_never_beside_the_weights(tiny, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     before = sorted(p.name for p in asset("weights/yolov3-tiny.weights").parent.iterdir())
-    argv = [*TINY, "--format", "torchscript", "--img-size", "128", "--no-verify"]
+    argv = [*tiny, "--format", "torchscript", "--img-size", "128", "--no-verify"]
     first, second = run_export_cli(argv)["output"], run_export_cli(argv)["output"]
     assert first.resolve() == (tmp_path / "runs/export/exp/yolov3-tiny.torchscript").resolve()
     assert second.resolve() == (tmp_path / "runs/export/exp2/yolov3-tiny.torchscript").resolve()
@@ -58,9 +63,9 @@ def test_files_go_to_a_new_run_folder_never_beside_the_weights(tmp_path, monkeyp
     assert sorted(p.name for p in asset("weights/yolov3-tiny.weights").parent.iterdir()) == before
 
 
-def test_onnx_records_its_input_preprocessing_and_names_its_axes(tmp_path):
+def test_onnx_records_its_input_preprocessing_and_names_its_axes(tiny, tmp_path):
     out = tmp_path / "tiny.onnx"
-    run_export_cli([*TINY, "--format", "onnx", "--img-size", "128", "192", "--output", out])
+    run_export_cli([*tiny, "--format", "onnx", "--img-size", "128", "192", "--output", out])
     proto = onnx.load(str(out))
     meta = {p.key: p.value for p in proto.metadata_props}
     # yolov3-tiny.cfg has no letter_box: Darknet stretches its images, 0..1 RGB planes
@@ -80,9 +85,9 @@ def test_onnx_records_its_input_preprocessing_and_names_its_axes(tmp_path):
     assert [(v.name, dims(v)) for v in proto.graph.output] == [("predictions", ["batch", boxes, 85])]
 
 
-def test_dynamic_onnx_names_the_axes_that_vary(tmp_path):
+def test_dynamic_onnx_names_the_axes_that_vary(tiny, tmp_path):
     out = tmp_path / "tiny.onnx"
-    run_export_cli([*TINY, "--format", "onnx", "--img-size", "128", "--output", out, "--dynamic", "--no-verify"])
+    run_export_cli([*tiny, "--format", "onnx", "--img-size", "128", "--output", out, "--dynamic", "--no-verify"])
     graph = onnx.load(str(out)).graph
     shape = [[d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim] for v in (*graph.input, *graph.output)]
     assert shape == [["batch", 3, "height", "width"], ["batch", "boxes", 85]]

@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import darknet_file
 from darknet_parity import COCO_PAIRS, coco_images_area_resized, targets_px
 from reference import randomize_model
 from yolo.losses.targets import usable_targets
@@ -34,7 +35,6 @@ from yolo.losses.yolo_loss import YoloLoss
 from yolo.models.model import Darknet
 
 TOLERANCE = 1e-5
-DARKNET_CFGS = Path(__file__).resolve().parents[2] / "shared" / "darknet" / "cfg"
 
 
 # ------------------------------------------------------------------------------------------------ inputs
@@ -103,9 +103,7 @@ OFFICIAL = [  # cfg, input (h, w): small, because Darknet's training pass over t
 
 @pytest.mark.parametrize("name,hw", OFFICIAL, ids=[c for c, _ in OFFICIAL])
 def test_official_cfg_random_weights(darknet, assets, tmp_path, name, hw):
-    cfg = DARKNET_CFGS / name
-    if not cfg.is_file():
-        pytest.skip(f"{cfg} is absent (the Darknet source tree ships it)")
+    cfg = darknet_file(f"cfg/{name}")
     model = Darknet(cfg)
     weights = random_weights(model, tmp_path / "random.weights", seed=0, calibrate_hw=hw)
     x, truths = coco_images_area_resized(assets, COCO_PAIRS[0], hw)

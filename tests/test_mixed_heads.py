@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import darknet_file
 from darknet_parity import COCO_PAIRS, coco_images_area_resized, darknet_heads, targets_px
-from darknet_ref import darknet_source
 from reference import randomize_model
 from yolo.losses.yolo_loss import YoloLoss
 from yolo.models.heads import SIGMA_COLUMNS, has_gaussian_heads, is_gaussian_head, uniform_eval_rows
@@ -39,7 +39,7 @@ SIZE = 128
 def mixed_cfg(name: str, gaussian: set, classes: int = CLASSES) -> str:
     """Darknet's ``name`` cfg with ``classes`` classes and the heads numbered in ``gaussian`` (0 = first)
     turned into [Gaussian_yolo] (the conv before each head resized to match)."""
-    text = (darknet_source() / "cfg" / name).read_text()
+    text = darknet_file(f"cfg/{name}").read_text()
     text = re.sub(r"(?m)^classes\s*=\s*80", f"classes={classes}", text)
     parts = re.split(r"(?m)^\[yolo\]", text)
     out = parts[0]

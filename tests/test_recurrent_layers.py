@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import darknet_file
 from random_cfg import randomize_weights, relative_error, yolo_output
 from yolo.models.cfg import parse_cfg_text
 from yolo.errors import CfgError
@@ -144,11 +145,7 @@ REAL_SEQUENCE_CFGS = ["rnn.cfg", "rnn.train.cfg", "gru.cfg", "lstm.train.cfg", "
 
 
 def darknet_cfg(name: str) -> Path:
-    from darknet_ref import darknet_source
-    path = darknet_source() / "cfg" / name
-    if not path.is_file():
-        pytest.fail(f"{path} is missing from the Darknet source")
-    return path
+    return darknet_file(f"cfg/{name}")
 
 
 @pytest.mark.parametrize("name", REAL_SEQUENCE_CFGS)

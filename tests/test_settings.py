@@ -31,7 +31,7 @@ TOOLS = {
     "detect": (DetectorOptions, ["--weights", "w.pt", "--source", "a.jpg"],
                {"--cfg", "--weights", "--source", "--project", "--name", "--save-txt", "--save-conf",
                 "--save-json", "--nosave", "--no-progress", "--verbose"}),
-    "eval": (EvalOptions, ["--weights", "w.pt", "--data", "d.yaml"], set()),
+    "eval": (EvalOptions, ["--weights", "w.pt", "--data", "d.yaml"], {"--verbose"}),
 }
 # The settings a tool declares besides its main dataclass's: detect's batches and threads.
 MORE_SETTINGS = {"detect": (DetectRunOptions,)}

@@ -3,6 +3,7 @@ flag, examples in every --help, and --help answered without loading torch or Ope
 import argparse
 import os
 import importlib
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -133,3 +134,32 @@ def test_cpu_threads_follow_the_affinity_mask():
                          env={**os.environ, "PYTHONPATH": str(REPO)})
     assert out.stdout.strip() == "1", out.stderr
     assert cpu_threads() == len(os.sched_getaffinity(0))
+
+
+# tools that run a model (--device), show progress bars (--no-progress); every tool logs (--verbose)
+SHARED_FLAGS = {"--device": ("train", "detect", "eval"), "--no-progress": ("train", "detect", "eval"),
+                "--verbose": ("anchors", "benchmark", "convert", "detect", "eval", "export", "train")}
+
+
+@pytest.mark.parametrize("flag, tools", SHARED_FLAGS.items(), ids=list(SHARED_FLAGS))
+def test_shared_flags_have_one_name_and_one_help_across_the_tools(flag, tools):
+    from yolo.settings.common import ToolOptions
+    from yolo.settings.declare import declared
+
+    (declared_help,) = [f.help for _, f in declared(ToolOptions) if f.name == flag]
+    for tool in tools:
+        helps = [a.help for a in parser(tool)._actions if flag in a.option_strings]
+        assert helps == [declared_help], (tool, flag, helps)
+
+
+def test_help_examples_and_readme_name_the_files_where_download_sh_puts_them():
+    """``weights/download.sh`` writes Darknet's cfgs and weights into weights/: every example names them there."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    lines = [line for tool in TOOLS if tool != "gpu_report" for line in (parser(tool).epilog or "").splitlines()]
+    lines += readme.splitlines()
+    commands = [line for line in lines if "python tools/" in line]
+    official = {f"{model}.{ext}" for model in ("yolov3-tiny", "yolov3", "yolov3-spp", "yolov4", "yolov4-tiny")
+                for ext in ("cfg", "weights")}
+    named = {path for line in commands for path in re.findall(r"--(?:cfg|weights) (\S+)", line)
+             if path.rsplit("/", 1)[-1] in official}
+    assert named and all(path.startswith("weights/") for path in named), sorted(named)

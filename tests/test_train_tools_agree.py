@@ -98,7 +98,7 @@ def test_darknet_pipeline_validates_as_the_cfg_says(shapes, tmp_path, caplog):
     save_checkpoint(plain, tmp_path / "plain.pt")
     assert load_model(weights=tmp_path / "plain.pt").preprocessing is None
     detector = Detector(None, tmp_path / "plain.pt", device="cpu")
-    assert (detector.img_size, detector.resize) == ((416, 416), "stretch")
+    assert (detector.img_size, detector.resize) == ((96, 96), "stretch")  # TWO_HEAD_CFG's [net] width/height
     save_checkpoint({**plain, "preprocessing": {"resize": "squash"}}, tmp_path / "broken.pt")
     with pytest.raises(WeightsError, match="broken.pt: malformed 'preprocessing'"):
         load_model(weights=tmp_path / "broken.pt")

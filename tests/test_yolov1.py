@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from cfg_snippets import net_section
+from conftest import darknet_file
 from darknet_parity import write_model
 
 SIDE, NUM, CLASSES = 2, 2, 3
@@ -31,12 +32,9 @@ def small_v1(tmp_path):
 def tiny_yolo_v1(tmp_path):
     """Darknet's cfg/yolov1/tiny-yolo.cfg (7x7 cells, 2 boxes, 20 classes) at 64x64 instead of 448x448: the
     same layers, the [connected] layer reading a 1x1 map."""
-    from darknet_ref import darknet_source, set_net_options
+    from darknet_ref import set_net_options
 
-    source = darknet_source() / "cfg" / "yolov1" / "tiny-yolo.cfg"
-    if not source.is_file():
-        pytest.skip(f"{source} not found")
-    text = set_net_options(source.read_text(), width=64, height=64, batch=1, subdivisions=1)
+    text = set_net_options(darknet_file("cfg/yolov1/tiny-yolo.cfg").read_text(), width=64, height=64, batch=1, subdivisions=1)
     return write_model(tmp_path, text, 64)
 
 

@@ -9,7 +9,7 @@ import torch
 
 from yolo.ops.boxes import clip_boxes
 
-__all__ = ["class_color", "text_color_for", "draw_detections", "draw_box_uncertainty"]
+__all__ = ["class_color", "text_color_for", "draw_detections", "draw_box_uncertainty", "label_places"]
 
 Color = Tuple[int, int, int]
 
@@ -63,24 +63,63 @@ def draw_detections(
     scores = scores.detach().float().cpu().numpy()
     labels = labels.detach().cpu().numpy()
     drawable = np.isfinite(boxes).all(axis=1) & np.isfinite(scores)
-    # Draw the weakest first so the strongest labels end up on top.
-    for i in np.argsort(scores, kind="stable"):
-        if not drawable[i]:
-            continue
+    texts = {}
+    for i in np.flatnonzero(drawable):
         label = int(labels[i])
-        color = class_color(label)
+        name = names[label] if names is not None and 0 <= label < len(names) else str(label)
+        texts[i] = f"{name} {scores[i]:.2f}"
+    sizes = {i: _label_size(text, font_scale, font_thickness) for i, text in texts.items()}
+    # Places chosen strongest first (the strongest label sits where it belongs); drawn weakest first, so the
+    # strongest boxes end up on top.
+    order = [i for i in np.argsort(-scores, kind="stable") if drawable[i]]
+    places = label_places([boxes[i] for i in order], [sizes[i] for i in order], (h, w))
+    for i, (left, top) in reversed(list(zip(order, places))):
+        color = class_color(int(labels[i]))
         x1, y1, x2, y2 = (int(round(v)) for v in boxes[i])
         cv2.rectangle(out, (x1, y1), (x2, y2), color, lw, cv2.LINE_AA)
-        name = names[label] if names is not None and 0 <= label < len(names) else str(label)
-        text = f"{name} {scores[i]:.2f}"
-        (tw, th), baseline = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, font_scale, font_thickness)
-        # Label above the box when there is room, else just inside it.
-        top = y1 - th - baseline - 2 if y1 - th - baseline - 2 >= 0 else y1
-        left = min(max(x1, 0), max(w - tw - 2, 0))
-        cv2.rectangle(out, (left, top), (left + tw + 2, top + th + baseline + 2), color, -1)
-        cv2.putText(out, text, (left + 1, top + th + 1), cv2.FONT_HERSHEY_SIMPLEX, font_scale,
+        (_, th), _ = cv2.getTextSize(texts[i], cv2.FONT_HERSHEY_SIMPLEX, font_scale, font_thickness)
+        label_w, label_h = sizes[i]
+        cv2.rectangle(out, (left, top), (left + label_w - 1, top + label_h - 1), color, -1)
+        cv2.putText(out, texts[i], (left + 1, top + th + 1), cv2.FONT_HERSHEY_SIMPLEX, font_scale,
                     text_color_for(color), font_thickness, cv2.LINE_AA)
     return out
+
+
+def _label_size(text: str, font_scale: float, thickness: int) -> Tuple[int, int]:
+    """``(width, height)`` in pixels of a label's filled background: the text with a pixel or two of margin."""
+    (tw, th), baseline = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, font_scale, thickness)
+    return tw + 3, th + baseline + 3
+
+
+LABEL_MOVES = 6  # the most places inside its box a label tries before it stays where it belongs
+
+
+def label_places(boxes: Sequence[Sequence[float]], sizes: Sequence[Tuple[int, int]],
+                 image_hw: Tuple[int, int]) -> list:
+    """The top-left corner ``(left, top)`` of each box's label, in the order given (the first keeps its place).
+
+    A label (``sizes``: ``(width, height)`` in pixels) sits above its xyxy box, its bottom row on the box's top
+    edge (just inside the box where there is no room above), its left edge at the box's, kept inside the image.
+    When it would cover a label placed before (boxes sharing a corner), it moves into the box a label's height at
+    a time, up to :data:`LABEL_MOVES` times, until it covers none; where no place is free, the usual one.
+    """
+    h, w = image_hw
+    placed: list = []
+    for (x1, y1, _, y2), (label_w, label_h) in zip(boxes, sizes):
+        x1, y1, y2 = int(round(x1)), int(round(y1)), int(round(y2))
+        left = min(max(x1, 0), max(w - label_w + 1, 0))
+        usual = y1 - label_h + 1 if y1 - label_h + 1 >= 0 else y1
+        inside = [t for t in range(max(y1, 0), max(y2, y1) - label_h + 1, label_h) if t != usual]
+        tops = [usual] + inside[:LABEL_MOVES]  # bounded: a crowded frame is still drawn at once
+        top = next((t for t in tops if 0 <= t <= h - label_h
+                    and not any(_overlap((left, t, label_w, label_h), other) for other in placed)), usual)
+        placed.append((left, top, label_w, label_h))
+    return [(left, top) for left, top, _, _ in placed]
+
+
+def _overlap(a: Tuple[int, int, int, int], b: Tuple[int, int, int, int]) -> bool:
+    """Whether two ``(left, top, width, height)`` rectangles share any pixel."""
+    return a[0] < b[0] + b[2] and b[0] < a[0] + a[2] and a[1] < b[1] + b[3] and b[1] < a[1] + a[3]
 
 
 def draw_box_uncertainty(image: np.ndarray, boxes: torch.Tensor, labels: torch.Tensor,

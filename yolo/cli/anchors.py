@@ -1,10 +1,10 @@
 """Compute anchors for a dataset as Darknet's ``detector calc_anchors`` does (k-means, 1 - IoU distance).
 
-    # 9 anchors for a 416x416 network from the training split of a dataset YAML
-    python tools/anchors.py --data configs/coco128.yaml -n 9 --img-size 416
+    # 6 anchors for a 192x192 network from the training split of a dataset YAML (the built-in shapes data)
+    python tools/anchors.py --data configs/shapes.yaml -n 6 --img-size 192
 
     # take the size and the anchor count from a cfg and write a copy of it with the new anchors
-    python tools/anchors.py --data configs/coco128.yaml --cfg yolov3-tiny.cfg --write yolov3-tiny-new.cfg
+    python tools/anchors.py --data configs/coco128.yaml --cfg weights/yolov3-tiny.cfg --write yolov3-tiny-new.cfg
 
 Prints the anchors in Darknet's format (paste them into every [yolo] section) and their mean IoU with the
 label boxes. Darknet starts from randomly drawn boxes (seeded by the clock); here ``--seed`` fixes the draw.
@@ -12,10 +12,11 @@ label boxes. Darknet starts from randomly drawn boxes (seeded by the clock); her
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 
 from yolo.anchors import kmeans_anchors, label_sizes, set_cfg_anchors
-from yolo.cli.args import fail, run_tool
+from yolo.cli.args import fail, run_tool, setup_logging
 from yolo.cli.flags.anchors import parse_args
 from yolo.counts import MAX_ANCHORS
 from yolo.files.overwrite import refuse_overwriting_inputs
@@ -26,6 +27,7 @@ from yolo.models.cfg import parse_cfg
 
 
 def main(args: argparse.Namespace):
+    setup_logging(args.verbose, logging.WARNING)
     if args.write is not None and args.cfg is None:
         fail("--write needs --cfg (the cfg to copy)")
     if args.write is not None:

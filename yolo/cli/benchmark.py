@@ -5,17 +5,18 @@ machine noise hits both alike. Reported per pipeline: per-image latency at batch
 model + post-process), throughput at --batch-size (8; images/s), and model-only latency; then the ratios
 ours / OpenCV (latency: below 1.0 means we are faster). With a GPU it also reports fp32/fp16 figures.
 
-    python tools/benchmark.py --cfg cfg/yolov3-tiny.cfg --weights yolov3-tiny.weights --img-size 416
-    python tools/benchmark.py --cfg cfg/yolov3.cfg --img-size 416      # random weights
+    python tools/benchmark.py --cfg weights/yolov3-tiny.cfg --weights weights/yolov3-tiny.weights --img-size 416
+    python tools/benchmark.py --cfg weights/yolov3.cfg --img-size 416      # random weights
 
 With ``--data``, it times the training data path instead: milliseconds of one CPU core per training image
 (decode + augmentation + item tensor) for each augmentation pipeline with the cfg's settings, and Darknet's
 pipeline against its previous implementation in the same run (the ratio, and whether both made the same images):
 
-    python tools/benchmark.py --data configs/coco128.yaml --cfg cfg/yolov3-tiny.cfg --img-size 416
+    python tools/benchmark.py --data configs/coco128.yaml --cfg weights/yolov3-tiny.cfg --img-size 416
 """
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -26,23 +27,34 @@ import torch
 
 from yolo.benchmark.compare import cpu_figures, cuda_figures, random_weights_file, synthetic_image
 from yolo.benchmark.data import data_figures
-from yolo.cli.args import fail, run_tool
+from yolo.cli.args import fail, run_tool, setup_logging
 from yolo.cli.flags.benchmark import parse_args
 from yolo.data import build_dataset, load_data_config
 from yolo.device import cpu_threads
 from yolo.errors import CfgError, DataError, ImageReadError
 from yolo.files.images import load_image
-from yolo.ops.sizes import image_size
+from yolo.models.cfg import parse_cfg
+from yolo.models.preprocessing import chosen_input_size
+from yolo.ops.sizes import ImageSize
+
+
+def input_size(args) -> ImageSize:
+    """``--img-size``, else the cfg's [net] width/height, else 416 (the rule of every tool; the weights here are
+    Darknet's, which record no training size); says which on stdout. The stride is checked where the model is
+    built."""
+    size, size_from = chosen_input_size(args.img_size, "--img-size", None, parse_cfg(args.cfg)[0])
+    print(f"input size {size[0]}x{size[1]} ({size_from})")
+    return size
 
 
 def data_main(args) -> Dict[str, float]:
     """``--data``: the training data path per pipeline (:func:`yolo.benchmark.data.data_figures`)."""
 
-    img_size = image_size(args.img_size, "--img-size")
     threads = args.threads or 1
     torch.set_num_threads(threads)
     cv2.setNumThreads(threads)
     try:
+        img_size = input_size(args)
         dataset = build_dataset(load_data_config(args.data), "train", img_size, augment=False)
         return data_figures(dataset, args.cfg, img_size, args.images, args.iters or 5, min(args.warmup, 1))
     except (CfgError, DataError, FileNotFoundError) as exc:
@@ -51,6 +63,7 @@ def data_main(args) -> Dict[str, float]:
 
 def main(args) -> Dict[str, float]:
     """Print the tables; returns the figures (see :func:`yolo.benchmark.compare.cpu_figures`)."""
+    setup_logging(args.verbose, logging.WARNING)
     if not args.cfg.is_file():
         fail(f"{args.cfg}: cfg not found")
     if args.data is not None:
@@ -66,7 +79,7 @@ def main(args) -> Dict[str, float]:
 
 def model_main(args) -> Dict[str, float]:
     """The detection pipeline's figures, ours against OpenCV's (:func:`main` without its error handling)."""
-    img_size = image_size(args.img_size, "--img-size")  # the stride: checked where the model is built
+    img_size = input_size(args)
     threads = args.threads or cpu_threads()
     torch.set_num_threads(threads)
     cv2.setNumThreads(threads)

@@ -3,21 +3,23 @@
 The extensions decide the direction: ``.pt`` or ``.pth`` is a checkpoint, anything else Darknet weights.
 
     # Darknet -> PyTorch (state_dict + cfg text + metadata; loads with torch.load(weights_only=True))
-    python tools/convert.py --cfg yolov3-tiny.cfg --weights yolov3-tiny.weights --output yolov3-tiny.pt
+    python tools/convert.py --cfg weights/yolov3-tiny.cfg --weights weights/yolov3-tiny.weights --output yolov3-tiny.pt
 
     # PyTorch -> Darknet (a .pt carries its cfg; --cfg overrides it)
     python tools/convert.py --weights runs/train/exp/best.pt --output best.weights
 
     # Darknet -> Darknet, only the first 15 layers: Darknet's ``partial`` command (seen reset to 0), a backbone
     # for transfer learning like darknet53.conv.74
-    python tools/convert.py --cfg yolov3-tiny.cfg --weights yolov3-tiny.weights --output tiny.conv.15 --cutoff 15
+    python tools/convert.py --cfg weights/yolov3-tiny.cfg --weights weights/yolov3-tiny.weights \\
+        --output tiny.conv.15 --cutoff 15
 """
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 
-from yolo.cli.args import fail, run_tool
+from yolo.cli.args import fail, run_tool, setup_logging
 from yolo.cli.flags.convert import parse_args
 from yolo.files.names import read_names
 from yolo.files.overwrite import refuse_overwriting_inputs
@@ -34,6 +36,7 @@ PARTIAL_HEADER = (0, 2, 5, 0)
 
 
 def main(args: argparse.Namespace) -> Path:
+    setup_logging(args.verbose, logging.WARNING)
     weights, output = Path(args.weights), Path(args.output)
     if not weights.exists():
         fail(f"{weights}: file not found")

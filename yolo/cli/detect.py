@@ -2,7 +2,7 @@
 
 Example::
 
-    python tools/detect.py --cfg cfg/yolov3-tiny.cfg --weights yolov3-tiny.weights \\
+    python tools/detect.py --cfg weights/yolov3-tiny.cfg --weights weights/yolov3-tiny.weights \\
         --names cfg/coco.names --source data/images --save-txt --save-json
 
 Results go to a new folder (``runs/detect/exp``, ``exp2``, ...; an earlier run is never overwritten):
@@ -30,7 +30,7 @@ from yolo.cli.flags.detect import parse_args
 from yolo.device import parse_device
 from yolo.errors import MAX_MESSAGE, CfgError, ConfigError, ImageReadError, WeightsError, shown
 from yolo.inference.detector import Detector
-from yolo.inference.runner import detect_images, detect_video, names_hint, run_defaults
+from yolo.inference.runner import detect_images, detect_video, input_text, names_hint, run_defaults
 from yolo.inference.sources import camera_opens, collect_sources
 from yolo.inference.writer import Writer
 from yolo.progress import use_bars
@@ -74,6 +74,8 @@ def main(args) -> Optional[Path]:
         fail(f"--{message}" if message.startswith("classes ") else message)
     if args.half and detector.device.type != "cuda":
         logger.warning("--half needs CUDA: running in fp32 on %s", detector.device)
+    if args.img_size is None:  # the size no flag gave: where it comes from (the cfg, a checkpoint)
+        print(f"network input {input_text(detector)} ({detector.img_size_from})", file=sys.stderr)
     if names_hint(detector.names_from):
         print(names_hint(detector.names_from), file=sys.stderr)
 
@@ -85,7 +87,7 @@ def main(args) -> Optional[Path]:
     streams = [it for it in items if it.kind != "image"]
     position = {id(it): i + 1 for i, it in enumerate(items)}
     with tqdm(total=len(items), desc="detect", unit="src", file=sys.stderr,
-              disable=not use_bars(not args.no_progress)) as progress:
+              disable=not use_bars(args.progress)) as progress:
         n_images, n_dets, skipped = detect_images(images, detector, writer, batch_size, progress, position,
                                                   len(items), workers)
         for item in streams:

@@ -1,6 +1,6 @@
 """Evaluate a detector on a dataset's val split with COCO metrics (pycocotools).
 
-    python tools/eval.py --cfg cfg/yolov3-tiny.cfg --weights yolov3-tiny.weights --data configs/coco128.yaml
+    python tools/eval.py --cfg weights/yolov3-tiny.cfg --weights weights/yolov3-tiny.weights --data configs/coco128.yaml
 
 Prints COCO's AP/AR summary, a per-class table and the time per image; writes into the save folder
 (``runs/eval/exp``, ``exp2``, ... never overwritten): ``metrics.json``, ``predictions.json`` (COCO
@@ -23,7 +23,7 @@ from yolo.device import parse_device
 from yolo.errors import CfgError, ConfigError, DataError, WeightsError
 from yolo.evaluation import Evaluator, evaluate_model
 from yolo.models.model import load_model
-from yolo.models.preprocessing import default_img_size, default_resize, model_input_size
+from yolo.models.preprocessing import default_resize, model_input_choice
 from yolo.progress import use_bars
 from yolo.runs import increment_path, remove_if_empty, run_name
 from yolo.settings.evaluate import EvalOptions
@@ -47,14 +47,13 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
     opts = settings_from(args, EvalOptions)
     try:
         device = parse_device(opts.device)
-        data = load_data_config(opts.data)
+        data = load_data_config(opts.data, training=opts.split == "train")  # valid= alone does for val
         model = load_model(opts.cfg, opts.weights, device=device)
         if model.num_classes != data.num_classes:
             fail(f"the model predicts {model.num_classes} classes but {opts.data} names {data.num_classes}: "
                  "wrong --data or --cfg?")
         model.eval().fuse()
-        # --img-size, else the training size a checkpoint records, else the cfg's
-        img_size = model_input_size(model, opts.img_size, "--img-size", default_img_size(model))
+        img_size, img_size_from = model_input_choice(model, opts.img_size, "--img-size")
         dataset = build_dataset(data, opts.split, img_size=img_size, augment=False)
         dataset.resize = opts.resize or default_resize(model)
         split = data.split(opts.split)
@@ -71,8 +70,9 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
         save_dir = increment_path(save_dir)
     save_dir.mkdir(parents=True, exist_ok=True)
 
-    logger.info("evaluating %s on %s (%d images) at %dx%d, %s, conf %g, NMS IoU %g", opts.weights, opts.data,
-                len(dataset), img_size[0], img_size[1], dataset.resize, opts.conf_thres, opts.iou_thres)
+    logger.info("evaluating %s on %s (%d images) at %dx%d (%s), %s, conf %g, NMS IoU %g", opts.weights, opts.data,
+                len(dataset), img_size[0], img_size[1], img_size_from, dataset.resize, opts.conf_thres,
+                opts.iou_thres)
     try:
         metrics = evaluate_model(model, loader, evaluator, conf_thres=opts.conf_thres, iou_thres=opts.iou_thres,
                                  device=device, max_det=opts.max_det, multi_label=opts.multi_label,
@@ -100,5 +100,6 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
 
 def cli(argv: Optional[List[str]] = None) -> None:
     """Console entry point: ``yolo-eval``."""
-    setup_logging()
-    run_tool(main, parse_args(argv))
+    args = parse_args(argv)
+    setup_logging(args.verbose)
+    run_tool(main, args)

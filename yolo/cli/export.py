@@ -19,7 +19,7 @@ from yolo.export.latency import compare_latency_with_darknet_pair, latency_repor
 from yolo.export.samples import check_inputs
 from yolo.files.overwrite import refuse_overwriting_inputs, same_file
 from yolo.models.model import load_model
-from yolo.models.preprocessing import default_img_size, model_input_size
+from yolo.models.preprocessing import model_input_choice
 from yolo.runs import increment_path, remove_if_empty, run_name
 
 
@@ -47,7 +47,8 @@ def run(args) -> Dict[str, object]:
     if missing:
         raise ValueError(missing)
     model = load_model(args.cfg, args.weights, device="cpu").eval()
-    size = model_input_size(model, args.img_size, "--img-size", default_img_size(model))
+    size, size_from = model_input_choice(model, args.img_size, "--img-size")
+    print(f"input size {size[0]}x{size[1]} ({size_from})")
     run_dir = None
     if args.output is None:  # a new run folder, never beside the inputs (an assets folder, say)
         run_dir = increment_path(args.project / run_name(args.name))

@@ -7,8 +7,8 @@ Examples::
         --hyp configs/hyp.shapes.yaml --device cpu
 
     # fine-tune COCO weights on a dataset with another class count (the heads are re-initialized)
-    python tools/train.py --cfg cfg/yolov3-tiny.cfg --adapt-classes --data my.yaml \\
-        --weights yolov3-tiny.weights --epochs 30 --batch-size 16 --freeze 13
+    python tools/train.py --cfg weights/yolov3-tiny.cfg --adapt-classes --data my.yaml \\
+        --weights weights/yolov3-tiny.weights --epochs 30 --batch-size 16 --freeze 13
 
     # continue an interrupted run exactly where it stopped
     python tools/train.py --resume runs/train/exp/last.pt

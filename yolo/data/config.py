@@ -188,6 +188,20 @@ def _resolve(raw: Any, key: str, base: Path, yaml_path: Path) -> Path:
     return (path if path.is_absolute() else base / path).resolve()
 
 
+def _resolve_split(raw: Any, key: str, root: Path, yaml_path: Path) -> Path:
+    """A split's path (``train``, ``val``, ``*_images``) under ``root``; one starting ``../`` that is not there is
+    looked for without it, as ultralytics does: Roboflow writes ``train: ../train/images`` in a ``data.yaml`` that
+    sits in the dataset folder itself, beside ``train/``."""
+    path = _resolve(raw, key, root, yaml_path)
+    text = str(raw).replace("\\", "/")
+    if not path.exists() and text.startswith("../"):
+        beside = _resolve(text[3:], key, root, yaml_path)
+        if beside.exists():
+            logger.info("%s: '%s: %s' read as %s (the folder beside the YAML)", yaml_path, key, raw, beside)
+            return beside
+    return path
+
+
 # The shapes generator's settings and their allowed ranges: checked before anything is generated, so a
 # typo (num_train: 4000000) is an error with its line rather than hours of image drawing.
 _GENERATE_RANGES = {"num_train": (0, 100_000), "num_val": (0, 100_000), "seed": (0, 2 ** 32 - 1),
@@ -228,13 +242,15 @@ def _check_generate(generate: Dict[str, Any], yaml_path: Path) -> None:
             raise DataError(f"'generate': unknown setting '{key}' (known: {known})", yaml_path, line)
 
 
-def load_data_config(path: PathLike, prepare: bool = True) -> DataConfig:
+def load_data_config(path: PathLike, prepare: bool = True, training: bool = True) -> DataConfig:
     """Read a dataset YAML, or a Darknet ``.data`` file (:mod:`yolo.data.darknet_data`).
 
     Args:
         path: the YAML file (or ``.data`` file).
         prepare: when the YAML has ``generate:``, create the dataset if it is missing
             (``False``: leave the disk alone; the paths are then not checked either).
+        training: ``False`` for evaluation: a Darknet ``.data`` file then needs no ``train=``
+            (:func:`yolo.data.darknet_data.read_darknet_data`).
 
     Raises:
         DataError: naming the YAML file, for any missing key, bad value or missing path.
@@ -243,7 +259,7 @@ def load_data_config(path: PathLike, prepare: bool = True) -> DataConfig:
     if not yaml_path.is_file():
         raise DataError("dataset config not found", yaml_path)
     if is_darknet_data(yaml_path):  # Darknet's obj.data: classes, train, valid, names
-        return DataConfig(**read_darknet_data(yaml_path), source=yaml_path)
+        return DataConfig(**read_darknet_data(yaml_path, training=training), source=yaml_path)
     try:
         raw = load_yaml(yaml_path)
     except yaml.YAMLError as e:
@@ -262,9 +278,9 @@ def load_data_config(path: PathLike, prepare: bool = True) -> DataConfig:
             raise DataError(f"missing required key '{key}'", yaml_path)
 
     root = _resolve(raw.get("path", "."), "path", yaml_path.parent, yaml_path)
-    train = _resolve(raw["train"], "train", root, yaml_path)
-    val = _resolve(raw["val"], "val", root, yaml_path)
-    images = {k: _resolve(raw[k], k, root, yaml_path) for k in ("train_images", "val_images") if raw.get(k)}
+    train = _resolve_split(raw["train"], "train", root, yaml_path)
+    val = _resolve_split(raw["val"], "val", root, yaml_path)
+    images = {k: _resolve_split(raw[k], k, root, yaml_path) for k in ("train_images", "val_images") if raw.get(k)}
 
     generate = raw.get("generate")
     if generate is not None:

@@ -10,7 +10,9 @@ comments)::
     backup  = backup/               # ignored: checkpoints go to the run folder (a note says so)
 
 Relative paths are read as Darknet reads them, from the working directory (Darknet opens them with ``fopen``
-from where it runs); when one is not there, the ``.data`` file's own folder is tried. The image lists are read
+from where it runs); when one is not there, the ``.data`` file's own folder is tried, then the folder above it
+(``data/obj.data`` naming ``data/train.txt``: Darknet's layout, run from the folder that holds ``data/``). Only
+evaluation needs no ``train=`` (``read_darknet_data(path, training=False)``). The image lists are read
 by :func:`yolo.data.dataset.list_images` (relative lines: the list's folder, the working directory) and every
 image's label file is found by Darknet's rule (:func:`yolo.data.dataset.label_path_for`: ``images`` or
 ``JPEGImages`` becomes ``labels``, the extension ``.txt``; else beside the image).
@@ -32,6 +34,7 @@ IGNORED_KEYS = {"backup": "checkpoints are written to the run folder (runs/train
                 "eval": "evaluation is COCO mAP", "results": "results go to the run folder",
                 "map": "class ids map to themselves", "difficult": "no difficult-image list is used",
                 "labels": "names= is read instead", "top": "classifier option", "test": "no test split is used"}
+TRAINING_KEYS = {"backup"}  # read by training only: evaluation does not mention them
 
 
 def is_darknet_data(path) -> bool:
@@ -60,37 +63,47 @@ def read_data_options(path: Path) -> Dict[str, Tuple[str, int]]:
 
 
 def _resolve(value: str, key: str, line: int, data_path: Path) -> Path:
-    """``value`` of ``key`` as an existing path: from the working directory as Darknet, else the file's folder."""
+    """``value`` of ``key`` as an existing path: from the working directory as Darknet, else the file's folder, else
+    the folder above it."""
     path = Path(os.path.expanduser(os.path.expandvars(value)))
-    candidates = [path] if path.is_absolute() else [Path.cwd() / path, data_path.parent / path]
+    bases = [Path.cwd(), data_path.parent, data_path.parent.parent]
+    candidates = [path] if path.is_absolute() else list(dict.fromkeys(base / path for base in bases))
     for candidate in candidates:
         if candidate.exists():
             return candidate.resolve()
     where = " or ".join(str(c.parent) for c in candidates)
     raise DataError(f"{key}={value}: not found (relative paths are read from the working directory, as Darknet "
-                    f"does, then from the .data file's folder; looked in {where})", data_path, line)
+                    f"does, then from the .data file's folder and the one above it; looked in {where})",
+                    data_path, line)
 
 
-def read_darknet_data(path) -> Dict[str, Any]:
+def read_darknet_data(path, training: bool = True) -> Dict[str, Any]:
     """The fields of a :class:`yolo.data.config.DataConfig` from the ``.data`` file ``path``: ``root`` (the
     working directory, the base Darknet reads relative paths from), ``train``, ``val``, ``names`` and
-    ``num_classes``. Every problem is a :class:`DataError` naming the file and line."""
+    ``num_classes``. Every problem is a :class:`DataError` naming the file and line.
+
+    ``training=False`` (evaluation): ``train=`` may be absent when ``valid=`` is there (``train`` is then the
+    ``valid`` list, never read), and keys only training reads (``backup=``) pass without a note."""
     data_path = Path(path).resolve()
     options = read_data_options(data_path)
     if "names" not in options and "labels" in options:  # Darknet's get_metadata reads labels= without names=
         options["names"] = options.pop("labels")
-    for key in ("train", "names"):
-        if key not in options:
-            raise DataError(f"missing '{key}=' (a Darknet .data file needs train= and names=)", data_path)
+    if "names" not in options:
+        raise DataError("missing 'names=' (a Darknet .data file needs train= and names=)", data_path)
+    if "train" not in options and (training or "valid" not in options):
+        needs = "train= and names=" if training else "valid= (or train=) and names= to evaluate"
+        raise DataError(f"missing '{'train' if training else 'valid'}=' (a Darknet .data file needs {needs})",
+                        data_path)
     for key, why in IGNORED_KEYS.items():
-        if key in options:
+        if key in options and (training or key not in TRAINING_KEYS):
             logger.info("%s:%d: %s=%s ignored: %s", data_path, options[key][1], key, options[key][0], why)
     unknown = sorted(set(options) - set(IGNORED_KEYS) - {"classes", "train", "valid", "names"})
     if unknown:
         logger.warning("%s: ignoring keys Darknet's detector does not read: %s", data_path, unknown)
-    train = _resolve(options["train"][0], "train", options["train"][1], data_path)
-    valid_value, valid_line = options.get("valid", options["train"])  # Darknet: valid defaults to train
+    train = _resolve(options["train"][0], "train", options["train"][1], data_path) if "train" in options else None
+    valid_value, valid_line = options.get("valid") or options["train"]  # Darknet: valid defaults to train
     val = _resolve(valid_value, "valid", valid_line, data_path)
+    train = train or val  # evaluation without train=: never read
     names_value, names_line = options["names"]
     names_file = _resolve(names_value, "names", names_line, data_path)
     if not names_file.is_file():

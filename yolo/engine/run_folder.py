@@ -21,10 +21,10 @@ logger = logging.getLogger(__name__)
 
 
 def options_record(options: Dict[str, Any]) -> Dict[str, Any]:
-    """What ``opt.yaml`` holds: the options, ``hyp`` as given (a path, or ``inline`` for a dict)."""
+    """What ``opt.yaml`` holds: the options, ``hyp`` as given (a path, ``inline`` for a dict, null for none)."""
     given_hyp = options.get("hyp")
-    return ({k: v for k, v in options.items() if k != "hyp"}
-            | {"hyp": str(given_hyp) if not isinstance(given_hyp, dict) else "inline"})
+    recorded = "inline" if isinstance(given_hyp, dict) else None if given_hyp is None else str(given_hyp)
+    return {k: v for k, v in options.items() if k != "hyp"} | {"hyp": recorded}
 
 
 def write_settings(run_dir: Path, cfg_text: str, hyp: Dict[str, Any], options: Dict[str, Any], data) -> None:

@@ -45,7 +45,7 @@ def export_darknet(model, weights_path: Union[str, Path], cfg_path: Union[str, P
         if input_size is not None:
             text = cfg_at_size(text, input_size)
         cfg_path = write_text_atomic(cfg_path, text)
-    logger.info("wrote %s (Darknet weights, %.1f MB)", weights_path, weights_path.stat().st_size / 1e6)
+    logger.debug("wrote %s (Darknet weights, %.1f MB)", weights_path, weights_path.stat().st_size / 1e6)
     return weights_path, cfg_path
 
 

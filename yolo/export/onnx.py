@@ -115,7 +115,7 @@ def export_onnx(model, path: Union[str, Path], img_size: Optional[SizeLike] = No
             entry.key, entry.value = key, value
         onnx.checker.check_model(proto)
         onnx.save(proto, str(tmp))
-    logger.info("wrote %s (ONNX opset %d, %.1f MB)", path, opset, path.stat().st_size / 1e6)
+    logger.debug("wrote %s (ONNX opset %d, %.1f MB)", path, opset, path.stat().st_size / 1e6)
     return path
 
 

@@ -36,7 +36,7 @@ def export_torchscript(model, path: Union[str, Path], img_size: Optional[SizeLik
         traced = torch.jit.trace(net, (x,), check_trace=False)
         extra = {"meta.json": json.dumps(metadata(model, size, half, names))}
         torch.jit.save(traced, str(tmp), _extra_files=extra)
-    logger.info("wrote %s (TorchScript, %.1f MB)", path, path.stat().st_size / 1e6)
+    logger.debug("wrote %s (TorchScript, %.1f MB)", path, path.stat().st_size / 1e6)
     return path
 
 

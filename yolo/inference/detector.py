@@ -39,7 +39,7 @@ from yolo.inference.preprocess import LetterboxInfo, preprocess
 from yolo.inference.staging import HostStaging
 from yolo.models.heads import has_gaussian_heads
 from yolo.models.model import load_model
-from yolo.models.preprocessing import cfg_resize_mode, default_img_size, default_resize, model_input_size
+from yolo.models.preprocessing import cfg_resize_mode, default_resize, model_input_choice
 from yolo.ops.sizes import ImageSize
 from yolo.settings.declare import with_settings_signature
 from yolo.settings.detect import DetectorOptions
@@ -86,10 +86,9 @@ class Detector:
         if getattr(self.model, "input_channels", 3) != 3 or not self.model.yolo_layers:
             raise ValueError(f"{cfg or weights}: not a detector on 3-channel images (channels="
                              f"{getattr(self.model, 'input_channels', 3)}, heads={len(self.model.yolo_layers)})")
-        # None: the training size a checkpoint records; a network tied to its cfg's size (YOLOv1's [connected])
-        # runs at that size; else 416
-        default = default_img_size(self.model) or (None if self.model.size_fixed_by is not None else 416)
-        self.img_size: ImageSize = model_input_size(self.model, opts.img_size, "img_size", default)
+        # None: the training size a checkpoint records, else the cfg's [net] size, else 416 (as every tool)
+        self.img_size: ImageSize
+        self.img_size, self.img_size_from = model_input_choice(self.model, opts.img_size, "img_size")
         self.num_classes = int(self.model.num_classes)
         self.gaussian = has_gaussian_heads(self.model.yolo_layers)
         self.names = self._resolve_names(opts.names, cfg)

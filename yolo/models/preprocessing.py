@@ -15,9 +15,9 @@ model is always measured on one preprocessing. A model without a record (Darknet
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Tuple
 
-from yolo.ops.sizes import ImageSize, SizeLike, checked_image_size, image_size
+from yolo.ops.sizes import ImageSize, SizeLike, check_stride, image_size
 
 RESIZE_MODES = ("letterbox", "stretch")
 
@@ -71,18 +71,53 @@ def default_img_size(model) -> Optional[ImageSize]:
     return image_size(record["img_size"], "preprocessing: img_size") if record is not None else None
 
 
-def model_input_size(model, value: Optional[SizeLike], where: str, default: Optional[SizeLike] = None) -> ImageSize:
-    """The input ``(h, w)`` to run ``model`` at: ``value`` (``416``, ``[416]``, ``(h, w)``) or, when None,
-    ``default`` (a tool passes :func:`default_img_size`, the checkpoint's training size), else the cfg's
-    ``[net]`` size.
+FALLBACK_SIZE = 416  # the input side when neither a flag, a checkpoint nor the cfg's [net] gives one
+
+
+def net_input_size(net) -> Optional[ImageSize]:
+    """The cfg's ``[net]`` ``(height, width)`` (a side it omits: 416, as Darknet's parser), or None when it sets
+    neither; ``net`` is the cfg's first section (:class:`yolo.models.cfg.Section`)."""
+    if not (net.has("height") or net.has("width")):
+        return None
+    return net.get_int("height", FALLBACK_SIZE), net.get_int("width", FALLBACK_SIZE)
+
+
+def chosen_input_size(value: Optional[SizeLike], where: str, recorded: Optional[SizeLike],
+                      net) -> Tuple[ImageSize, str]:
+    """The one rule every tool (detect, the Detector, eval, export, benchmark) picks its input size by:
+    ``value`` (the tool's ``--img-size``), else the training size a checkpoint of ours ``recorded``, else the
+    cfg's ``[net]`` width/height (``net``, its first section; None: no cfg), else 416.
+
+    Returns ``((height, width), why)`` with ``why`` the words a tool logs: ``"--img-size"``, ``"the checkpoint's
+    training size"``, ``"the cfg's [net] width/height"`` or ``"416, the default (the cfg's [net] gives no size)"``.
+    """
+    if value is not None:
+        return image_size(value, where), where
+    if recorded is not None:
+        return image_size(recorded, "preprocessing: img_size"), "the checkpoint's training size"
+    from_cfg = net_input_size(net) if net is not None else None
+    if from_cfg is not None:
+        return image_size(from_cfg, "the cfg's [net] width/height"), "the cfg's [net] width/height"
+    return (FALLBACK_SIZE, FALLBACK_SIZE), f"{FALLBACK_SIZE}, the default (the cfg's [net] gives no size)"
+
+
+def model_input_choice(model, value: Optional[SizeLike], where: str) -> Tuple[ImageSize, str]:
+    """:func:`chosen_input_size` for ``model`` (its checkpoint record and cfg), checked: ``((h, w), why)``.
 
     A size whose sides are not multiples of the network stride is a :class:`~yolo.errors.ConfigError` naming
     ``where`` (:func:`yolo.ops.sizes.check_stride`); one that differs from a size the weights are tied to
     (YOLOv1's ``[connected]``) a ``ValueError`` naming the cfg line (``model.check_input_size``)."""
-    size = checked_image_size(value, model.stride, where, default if default is not None else model.input_size)
-    model.check_input_size(size, where)
-    return size
+    size, why = chosen_input_size(value, where, default_img_size(model), getattr(model, "net", None))
+    check_stride(size, model.stride, where if value is not None else why)
+    model.check_input_size(size, where if value is not None else why)
+    return size, why
 
 
-__all__ = ["RESIZE_MODES", "cfg_resize_mode", "checked_record", "default_img_size", "default_resize",
-           "model_input_size", "recorded_preprocessing", "training_preprocessing"]
+def model_input_size(model, value: Optional[SizeLike], where: str) -> ImageSize:
+    """The input ``(h, w)`` to run ``model`` at (:func:`model_input_choice` without the reason)."""
+    return model_input_choice(model, value, where)[0]
+
+
+__all__ = ["FALLBACK_SIZE", "RESIZE_MODES", "cfg_resize_mode", "checked_record", "chosen_input_size",
+           "default_img_size", "default_resize", "model_input_choice", "model_input_size", "net_input_size",
+           "recorded_preprocessing", "training_preprocessing"]

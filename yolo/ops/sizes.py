@@ -20,10 +20,14 @@ from typing import Optional, Sequence, Tuple, Union
 
 from yolo.errors import ConfigError
 
-__all__ = ["ImageSize", "SizeLike", "image_size", "check_stride", "checked_image_size"]
+__all__ = ["ImageSize", "SizeLike", "SIZE_RULE", "image_size", "check_stride", "checked_image_size"]
 
 ImageSize = Tuple[int, int]  # (height, width) in pixels
 SizeLike = Union[int, Sequence[int]]  # 416, [416], [h, w], (h, w)
+
+# How every tool picks its input size when none is given (yolo.models.preprocessing.chosen_input_size), in the
+# words of the --img-size help.
+SIZE_RULE = "the training size a checkpoint of ours records, else the cfg's [net] width/height, else 416"
 
 
 def _is_int(value) -> bool:

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence, Union
 
-from yolo.ops.sizes import SizeLike
+from yolo.ops.sizes import SIZE_RULE, SizeLike
 from yolo.settings.checks import check_int_sequence, check_number, check_optional_number, check_sequence
+from yolo.settings.common import device_setting
 from yolo.settings.declare import setting
 from yolo.settings.values import (fraction, image_side, nms_exponent, non_negative_int, positive_int, size_from_flag,
                                  worker_count)
@@ -30,8 +31,7 @@ class DetectorOptions:
       stores, else ``coco.names`` (or the one ``.names`` file with as many names as classes) beside the cfg or
       in Darknet's ``data/`` folder next to it, else ``"0", "1", ...``.
     - ``img_size``: an int (square) or ``(h, w)``, multiples of the network stride; default: the training size a
-      checkpoint of ours records, the cfg's [net] size for a network whose weights are tied to it (YOLOv1's
-      [connected]), else 416.
+      checkpoint of ours records, else the cfg's [net] width/height, else 416 (as every tool).
     - ``resize``: ``"letterbox"`` (Darknet's ``letterbox_image``) or ``"stretch"`` (Darknet's ``resize_image``,
       as OpenCV ``blobFromImage``); default: the one a checkpoint of ours records (how it was trained and
       validated, :mod:`yolo.models.preprocessing`), else the cfg's (``letter_box=1`` in ``[net]`` letterboxes).
@@ -46,16 +46,14 @@ class DetectorOptions:
                                                            help=".names file (one class name a line)")
     img_size: Optional[SizeLike] = setting(
         None, "--img-size", type=image_side, nargs="+", from_flag=size_from_flag,
-        help="network input: S or H W (default: the training size a checkpoint of ours records; else 416, or the "
-             "cfg's size when a [connected] layer fixes it)")
+        help=f"network input: S or H W (default: {SIZE_RULE})")
     conf_thres: float = setting(0.25, "--conf-thres", type=fraction, help="score threshold (objectness x class)")
     iou_thres: float = setting(0.45, "--iou-thres", type=fraction, help="NMS IoU threshold")
     resize: Optional[str] = setting(
         None, "--resize", choices=list(RESIZE_MODES),
         help="pre-processing (default: how a checkpoint of ours was trained and validated; else the cfg's, as "
              "Darknet: letter_box=1 in [net] letterboxes, else stretch)")
-    device: Union[str, int, torch.device, None] = setting(
-        None, "--device", help="cpu, cuda, cuda:1 or a GPU index (default: CUDA if present)")
+    device: Union[str, int, torch.device, None] = device_setting()
     half: bool = setting(False, "--half", action="store_true", help="fp16 inference (CUDA only)")
     classes: Optional[Sequence[int]] = setting(None, "--classes", type=non_negative_int, nargs="+",
                                                help="keep only these class indices")

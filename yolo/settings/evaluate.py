@@ -5,7 +5,8 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
-from yolo.ops.sizes import SizeLike
+from yolo.ops.sizes import SIZE_RULE, SizeLike
+from yolo.settings.common import device_setting, progress_setting
 from yolo.settings.declare import setting
 from yolo.settings.detect import RESIZE_MODES
 from yolo.settings.values import fraction, image_side, positive_int, size_from_flag, worker_count
@@ -25,8 +26,7 @@ class EvalOptions:
     split: str = setting("val", "--split", choices=("val", "train"), help="which split to evaluate (default: val)")
     img_size: Optional[SizeLike] = setting(
         None, "--img-size", type=image_side, nargs="+", from_flag=size_from_flag,
-        help="network input: one value (square) or height width; default: the training size a checkpoint of "
-             "ours records, else the cfg's [net] size")
+        help=f"network input: S or H W (default: {SIZE_RULE})")
     conf_thres: float = setting(0.001, "--conf-thres", type=fraction,
                                 help="keep detections scoring above this (default: %(default)s)")
     iou_thres: float = setting(0.6, "--iou-thres", type=fraction, help="NMS IoU threshold (default: %(default)s)")
@@ -43,16 +43,14 @@ class EvalOptions:
     batch_size: int = setting(16, "--batch-size", type=positive_int, help="images per batch (default: %(default)s)")
     workers: int = setting(min(4, os.cpu_count() or 1), "--workers", type=worker_count,
                            help="data loading processes (default: %(default)s)")
-    device: Optional[str] = setting(None, "--device",
-                                    help="cpu, cuda, cuda:1 or a GPU index; default: cuda if available")
+    device: Optional[str] = device_setting()
     amp: bool = setting(False, "--amp", action="store_true", help="mixed precision inference (CUDA)")
     fast: bool = setting(False, "--fast", action="store_true",
                          help="FastCOCOeval instead of the stock COCOeval: the same mAP50, mAP50_95, no area "
                               "breakdown")
     plots: bool = setting(True, "--no-plots", action="store_false",
                           help="do not draw PR curves and the confusion matrix")
-    progress: bool = setting(True, "--no-progress", action="store_false",
-                             help="no progress bar (always off when stderr is not a terminal)")
+    progress: bool = progress_setting()
 
     def __post_init__(self):
         if self.weights is None or self.data is None:

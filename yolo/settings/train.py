@@ -14,6 +14,7 @@ from typing import Any, Dict, Optional, Union
 
 from yolo.ops.sizes import SizeLike
 from yolo.settings.checks import check_device, check_number, check_optional_number, check_path
+from yolo.settings.common import device_setting, progress_setting
 from yolo.settings.declare import setting
 from yolo.settings.values import image_side, non_negative_int, positive_int, seed_value, size_from_flag, worker_count
 
@@ -46,8 +47,7 @@ class TrainOptions:
     img_size: Optional[SizeLike] = setting(
         None, "--img-size", type=image_side, nargs="+", from_flag=size_from_flag,
         help="training input: one side or height width (default: the cfg's [net] size)")
-    device: Optional[str] = setting(None, "--device",
-                                    help="cpu, cuda, cuda:N or a GPU index (default: cuda if available)")
+    device: Optional[str] = device_setting()
     project: str = setting("runs/train", "--project", help="parent of the run folders (default: runs/train)")
     name: str = setting("exp", "--name", help="run folder name (default: exp; then exp2, exp3, ...: never overwritten)")
     # The flag alone (--resume) stands for the newest run under --project: tools/train.py finds it.
@@ -76,7 +76,7 @@ class TrainOptions:
         None, "--cache-images", action=argparse.BooleanOptionalAction,
         help="decode the train images once and keep them in memory, one copy per machine, where they fit (else "
              "one warning and the images are read from disk; default: the hyperparameter cache_images, false)")
-    progress: bool = setting(True, "--no-progress", action="store_false", help="no progress bars (logs only)")
+    progress: bool = progress_setting()
 
     def __post_init__(self):
         """The types the tool's flags give, and their ranges, for the same settings given from Python: a

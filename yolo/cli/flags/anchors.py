@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 
 from yolo.cli.args import DefaultsHelpFormatter, ToolParser, image_side, number
-from yolo.cli.flags.common import hidden_alias
+from yolo.cli.flags.common import add_common_flags, hidden_alias
 from yolo.settings.values import seed_value
 from yolo.counts import MAX_ANCHORS
 
@@ -15,11 +15,12 @@ Prints the anchors in Darknet's format (paste them into every [yolo] section) an
 label boxes. Darknet starts from randomly drawn boxes (seeded by the clock); here --seed fixes the draw.
 
 examples:
-  # 9 anchors for a 416x416 network from the training split of a dataset YAML
-  python tools/anchors.py --data configs/coco128.yaml -n 9 --img-size 416
+  # 6 anchors for a 192x192 network from the training split of a dataset YAML (the built-in shapes data)
+  python tools/anchors.py --data configs/shapes.yaml -n 6 --img-size 192
 
   # take the size and the anchor count from a cfg and write a copy of it with the new anchors
-  python tools/anchors.py --data configs/coco128.yaml --cfg yolov3-tiny.cfg --write yolov3-tiny-new.cfg
+  # (configs/coco128.yaml reads $YOLO_ASSETS/coco128: set YOLO_ASSETS to the assets folder first)
+  python tools/anchors.py --data configs/coco128.yaml --cfg weights/yolov3-tiny.cfg --write yolov3-tiny-new.cfg
 """
 
 # -n: 0 is refused, not read as "not given" (the cfg's count, else 9); the cfg's own count has the same bound.
@@ -41,6 +42,7 @@ def build_parser() -> ToolParser:
     p.add_argument("--split", default="train", choices=["train", "val"], help="which split's labels")
     p.add_argument("--seed", type=seed_value, default=0, help="seed of the initial draw")
     p.add_argument("--write", type=Path, default=None, help="write a copy of --cfg with these anchors here")
+    add_common_flags(p, "verbose")
     return p
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from yolo.cli.args import DefaultsHelpFormatter, ToolParser, fraction, image_side, non_negative_int, positive_int
-from yolo.cli.flags.common import hidden_alias
+from yolo.cli.flags.common import add_common_flags, hidden_alias
 
 DESCRIPTION = "Time our detection pipeline against OpenCV DNN on the same cfg, weights, input size and threads."
 EXAMPLES = """\
@@ -16,9 +16,9 @@ path instead: milliseconds of one CPU core per training image (decode + augmenta
 augmentation pipeline with the cfg's settings.
 
 examples:
-  python tools/benchmark.py --cfg cfg/yolov3-tiny.cfg --weights yolov3-tiny.weights --img-size 416
-  python tools/benchmark.py --cfg cfg/yolov3.cfg --img-size 416 --batch-size 4     # random weights
-  python tools/benchmark.py --data configs/coco128.yaml --cfg cfg/yolov3-tiny.cfg --img-size 416
+  python tools/benchmark.py --cfg weights/yolov3-tiny.cfg --weights weights/yolov3-tiny.weights --img-size 416
+  python tools/benchmark.py --cfg weights/yolov3.cfg --img-size 416 --batch-size 4     # random weights
+  python tools/benchmark.py --data configs/coco128.yaml --cfg weights/yolov3-tiny.cfg --img-size 416
 """
 
 
@@ -26,7 +26,8 @@ def build_parser() -> ToolParser:
     p = ToolParser(description=DESCRIPTION, epilog=EXAMPLES, formatter_class=DefaultsHelpFormatter)
     p.add_argument("--cfg", required=True, type=Path, help="Darknet .cfg")
     p.add_argument("--weights", type=Path, default=None, help="Darknet .weights (default: random weights)")
-    p.add_argument("--img-size", type=image_side, nargs="+", default=[416], help="input size: S or H W")
+    p.add_argument("--img-size", type=image_side, nargs="+", default=None,
+                   help="network input: S or H W (default: the cfg's [net] width/height, else 416)")
     p.add_argument("--image", type=Path, default=None, help="image to run on (default: a synthetic 768x576)")
     p.add_argument("--threads", type=positive_int, default=None,
                    help="CPU threads for both (default: the cores this process may use; 1 with --data)")
@@ -45,6 +46,7 @@ def build_parser() -> ToolParser:
     p.add_argument("--data", type=Path, default=None,
                    help="time the training data path on this dataset YAML's train split instead of detection")
     p.add_argument("--images", type=positive_int, default=64, help="with --data: training images per round")
+    add_common_flags(p, "verbose")
     return p
 
 

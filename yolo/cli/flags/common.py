@@ -4,24 +4,35 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from typing import Any, Type, TypeVar
+from typing import Any, Iterable, Optional, Type, TypeVar
 
 from yolo.cli.args import ToolParser, fail
 from yolo.errors import ConfigError
+from yolo.settings.common import ToolOptions
 from yolo.settings.declare import declared
 
 S = TypeVar("S")
 
 
-def add_setting_flags(parser: argparse.ArgumentParser, cls: type) -> None:
+def add_setting_flags(parser: argparse.ArgumentParser, cls: type, only: Optional[Iterable[str]] = None) -> None:
     """One flag for each field of the settings dataclass ``cls`` declared with one
     (:func:`yolo.settings.declare.setting`), in field order: its name, help, default and ``add_argument``
-    options as declared; the parsed value goes to the field's name (``--agnostic-nms`` -> ``agnostic``)."""
+    options as declared; the parsed value goes to the field's name (``--agnostic-nms`` -> ``agnostic``).
+    ``only``: the names of the fields to add (default: all)."""
     for field, flag in declared(cls):
-        if flag.name is None:  # the Python API only
+        if flag.name is None or (only is not None and field.name not in only):  # None: the Python API only
             continue
         default = None if field.default is dataclasses.MISSING else field.default
         parser.add_argument(flag.name, dest=field.name, default=default, help=flag.help, **flag.options)
+
+
+def add_common_flags(parser: argparse.ArgumentParser, *names: str) -> None:
+    """The shared flags ``names`` (``"device"``, ``"verbose"``, ``"progress"``) as every tool declares them
+    (:class:`yolo.settings.common.ToolOptions`)."""
+    unknown = set(names) - {f.name for f in dataclasses.fields(ToolOptions)}
+    if unknown:
+        raise ValueError(f"no shared flag {sorted(unknown)}")
+    add_setting_flags(parser, ToolOptions, only=names)
 
 
 def settings_from(args: argparse.Namespace, cls: Type[S], **given: Any) -> S:

@@ -2,20 +2,22 @@
 from __future__ import annotations
 
 from yolo.cli.args import DefaultsHelpFormatter, ToolParser, positive_int
+from yolo.cli.flags.common import add_common_flags
 
 DESCRIPTION = ("Convert weights between Darknet .weights and our .pt checkpoints (the extensions of --weights and "
                "--output decide: .pt or .pth is a checkpoint, anything else Darknet weights).")
 EXAMPLES = """\
 examples:
   # Darknet -> PyTorch (state_dict + cfg text + metadata; loads with torch.load(weights_only=True))
-  python tools/convert.py --cfg yolov3-tiny.cfg --weights yolov3-tiny.weights --output yolov3-tiny.pt
+  python tools/convert.py --cfg weights/yolov3-tiny.cfg --weights weights/yolov3-tiny.weights --output yolov3-tiny.pt
 
   # PyTorch -> Darknet (a .pt carries its cfg; --cfg overrides it)
   python tools/convert.py --weights runs/train/exp/best.pt --output best.weights
 
   # only the first 15 layers, as Darknet's partial command writes them (a backbone for transfer learning,
   # like darknet53.conv.74)
-  python tools/convert.py --cfg yolov3-tiny.cfg --weights yolov3-tiny.weights --output tiny.conv.15 --cutoff 15
+  python tools/convert.py --cfg weights/yolov3-tiny.cfg --weights weights/yolov3-tiny.weights \\
+      --output tiny.conv.15 --cutoff 15
 """
 
 
@@ -27,6 +29,7 @@ def build_parser() -> ToolParser:
     p.add_argument("--cutoff", type=positive_int, default=None,
                    help="use only layers 0..N-1 (read a partial file / write a partial file)")
     p.add_argument("--names", help="optional .names file stored in the .pt")
+    add_common_flags(p, "verbose")
     return p
 
 

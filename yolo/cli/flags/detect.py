@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from yolo.cli.args import DefaultsHelpFormatter, ToolParser
-from yolo.cli.flags.common import add_setting_flags, hidden_alias
+from yolo.cli.flags.common import add_common_flags, add_setting_flags, hidden_alias
 from yolo.settings.detect import DetectorOptions, DetectRunOptions
 
 DESCRIPTION = "Run a Darknet detector on images, folders, globs, videos or a camera; save annotated results."
@@ -18,8 +18,8 @@ image_ids.json). An unreadable file is reported and skipped; a missing source or
 one-line error with exit status 2.
 
 examples:
-  python tools/detect.py --cfg cfg/yolov3-tiny.cfg --weights yolov3-tiny.weights --source data/dog.jpg
-  python tools/detect.py --cfg cfg/yolov3-tiny.cfg --weights yolov3-tiny.weights \\
+  python tools/detect.py --cfg weights/yolov3-tiny.cfg --weights weights/yolov3-tiny.weights --source image.jpg
+  python tools/detect.py --cfg weights/yolov3-tiny.cfg --weights weights/yolov3-tiny.weights \\
       --names cfg/coco.names --source data/images --save-txt --save-json
   python tools/detect.py --weights runs/train/exp/best.pt --source video.mp4 --project runs/videos --name v1
   python tools/detect.py --weights runs/train/exp/best.pt --source 0      # the first camera
@@ -40,9 +40,7 @@ def build_parser() -> ToolParser:
     p.add_argument("--save-conf", action="store_true", help="add the score to each txt label line")
     p.add_argument("--save-json", action="store_true", help="save COCO-format results.json")
     p.add_argument("--nosave", action="store_true", help="do not save annotated images/videos")
-    p.add_argument("--no-progress", action="store_true",
-                   help="no progress bar (always off when stderr is not a terminal)")
-    p.add_argument("--verbose", action="store_true", help="debug logging")
+    add_common_flags(p, "progress", "verbose")
     return p
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from yolo.cli.args import DefaultsHelpFormatter, ToolParser
-from yolo.cli.flags.common import add_setting_flags
+from yolo.cli.flags.common import add_common_flags, add_setting_flags
 from yolo.settings.evaluate import EvalOptions
 
 DESCRIPTION = "Evaluate a detector on a dataset's val split with COCO metrics (pycocotools)."
@@ -14,15 +14,16 @@ category_id, bbox [x, y, w, h] original pixels, score), pr_curves.png, pr_curves
 confusion_matrix.png.
 
 examples:
-  python tools/eval.py --cfg cfg/yolov3-tiny.cfg --weights yolov3-tiny.weights --data configs/coco128.yaml
+  python tools/eval.py --cfg weights/yolov3-tiny.cfg --weights weights/yolov3-tiny.weights --data configs/coco128.yaml
   python tools/eval.py --weights runs/train/exp/best.pt --data configs/shapes.yaml --project runs/eval --name best
-  python tools/eval.py --cfg cfg/yolov3.cfg --weights yolov3.weights --data obj.data --img-size 608 --fast
+  python tools/eval.py --cfg weights/yolov3.cfg --weights weights/yolov3.weights --data obj.data --img-size 608 --fast
 """
 
 
 def build_parser() -> ToolParser:
     p = ToolParser(description=DESCRIPTION, epilog=EXAMPLES, formatter_class=DefaultsHelpFormatter)
     add_setting_flags(p, EvalOptions)
+    add_common_flags(p, "verbose")
     return p
 
 

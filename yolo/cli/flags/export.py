@@ -4,6 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from yolo.cli.args import DefaultsHelpFormatter, ToolParser, fraction, image_side, non_negative_int, number, positive_int
+from yolo.cli.flags.common import add_common_flags, hidden_alias
+from yolo.ops.sizes import SIZE_RULE
 
 DESCRIPTION = "Export a Darknet model to ONNX, TorchScript or Darknet .weights, then check the written file."
 FORMATS = ("darknet", "onnx", "torchscript")  # the keys of yolo.export.checked.SUFFIXES
@@ -15,11 +17,11 @@ unless --output names the file. ONNX needs the onnx package, its check onnxrunti
 pip install "yolo-darknet[export]" (in a clone: pip install -e ".[export]").
 
 examples:
-  python tools/export.py --cfg cfg/yolov3-tiny.cfg --weights yolov3-tiny.weights --format onnx --dynamic
-  python tools/export.py --cfg cfg/yolov3-tiny.cfg --weights yolov3-tiny.weights --format onnx --nms
+  python tools/export.py --cfg weights/yolov3-tiny.cfg --weights weights/yolov3-tiny.weights --format onnx --dynamic
+  python tools/export.py --cfg weights/yolov3-tiny.cfg --weights weights/yolov3-tiny.weights --format onnx --nms
   python tools/export.py --weights runs/train/exp/best.pt --format torchscript
   python tools/export.py --weights runs/train/exp/best.pt --format darknet     # best.weights + best.cfg
-  python tools/export.py --cfg cfg/yolov3-tiny.cfg --weights yolov3-tiny.weights --format onnx \\
+  python tools/export.py --cfg weights/yolov3-tiny.cfg --weights weights/yolov3-tiny.weights --format onnx \\
       --benchmark 50 --threads 2      # model-only latency: onnxruntime, PyTorch, OpenCV DNN
 """
 
@@ -36,8 +38,7 @@ def build_parser() -> ToolParser:
     p.add_argument("--name", default="exp", help="run folder name under --project: exp, then exp2, ... "
                    "(never overwritten)")
     p.add_argument("--img-size", type=image_side, nargs="+", default=None,
-                   help="input size S or H W, multiples of the stride (default: a checkpoint's training size, "
-                        "else the cfg's [net] size)")
+                   help=f"network input: S or H W, multiples of the stride (default: {SIZE_RULE})")
     p.add_argument("--dynamic", action="store_true", help="ONNX: dynamic height and width too (batch always is)")
     p.add_argument("--half", action="store_true", help="float16 weights and input (heads decode in float32)")
     p.add_argument("--nms", action="store_true",
@@ -57,7 +58,8 @@ def build_parser() -> ToolParser:
     p.add_argument("--benchmark", type=non_negative_int, default=0, metavar="RUNS",
                    help="ONNX: also time onnxruntime, PyTorch and OpenCV DNN (model only, batch 1) over RUNS rounds")
     p.add_argument("--threads", type=positive_int, default=2, help="CPU threads for every runtime in --benchmark")
-    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    add_common_flags(p, "verbose")
+    hidden_alias(p, "-v", "verbose", action="store_true")  # the former short form of --verbose
     return p
 
 

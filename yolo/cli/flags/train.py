@@ -6,7 +6,7 @@ import argparse
 from typing import List, Optional
 
 from yolo.cli.args import DefaultsHelpFormatter, ToolParser
-from yolo.cli.flags.common import add_setting_flags
+from yolo.cli.flags.common import add_common_flags, add_setting_flags
 from yolo.settings.train import TrainOptions
 
 DESCRIPTION = ("Train a Darknet cfg on a dataset: SGD with the cfg's schedule, EMA, per-epoch COCO evaluation, "
@@ -22,8 +22,8 @@ examples:
       --hyp configs/hyp.shapes.yaml --device cpu
 
   # fine-tune COCO weights on a dataset with another class count (the heads are re-initialized)
-  python tools/train.py --cfg cfg/yolov3-tiny.cfg --adapt-classes --data my.yaml \\
-      --weights yolov3-tiny.weights --epochs 30 --batch-size 16 --freeze 13
+  python tools/train.py --cfg weights/yolov3-tiny.cfg --adapt-classes --data my.yaml \\
+      --weights weights/yolov3-tiny.weights --epochs 30 --batch-size 16 --freeze 13
 
   # continue an interrupted run exactly where it stopped
   python tools/train.py --resume runs/train/exp/last.pt
@@ -36,7 +36,7 @@ examples:
 def build_parser() -> ToolParser:
     p = ToolParser(description=DESCRIPTION, epilog=EXAMPLES, formatter_class=DefaultsHelpFormatter)
     add_setting_flags(p, TrainOptions)
-    p.add_argument("--verbose", action="store_true", help="debug logging")
+    add_common_flags(p, "verbose")
     return p
 
 

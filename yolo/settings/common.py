@@ -1,0 +1,47 @@
+"""The settings several tools share, declared once, so each flag has one name, one default and one help text
+wherever it appears: ``--device``, ``--verbose``, ``--no-progress``.
+
+The settings classes of train, detect and eval declare their fields with :func:`device_setting` and
+:func:`progress_setting`; the tools without such a class (benchmark, export, anchors, convert) take these flags
+from :class:`ToolOptions` (:func:`yolo.cli.flags.common.add_common_flags`).
+
+Imports only the standard library and :mod:`yolo.settings.declare`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from yolo.settings.declare import setting
+
+DEVICE_HELP = "cpu, cuda, cuda:N or a GPU index (default: cuda if available)"
+PROGRESS_HELP = "no progress bars (always off when stderr is not a terminal)"
+VERBOSE_HELP = "debug logging"
+
+
+def device_setting() -> Any:
+    """``--device``: where the model runs (None: CUDA when present, else the CPU)."""
+    return setting(None, "--device", help=DEVICE_HELP)
+
+
+def progress_setting() -> Any:
+    """``--no-progress``: the progress bars (True: shown where stderr is a terminal)."""
+    return setting(True, "--no-progress", action="store_false", help=PROGRESS_HELP)
+
+
+def verbose_setting() -> Any:
+    """``--verbose``: debug logging."""
+    return setting(False, "--verbose", action="store_true", help=VERBOSE_HELP)
+
+
+@dataclass
+class ToolOptions:
+    """The shared settings, for the tools whose other flags are their own."""
+
+    device: Optional[str] = device_setting()
+    verbose: bool = verbose_setting()
+    progress: bool = progress_setting()
+
+
+__all__ = ["DEVICE_HELP", "PROGRESS_HELP", "VERBOSE_HELP", "ToolOptions", "device_setting", "progress_setting",
+           "verbose_setting"]
