@@ -1,5 +1,6 @@
 """Every signal keeps the run: SIGTERM or SIGHUP to the process group of a training with loader workers, at any
-point of an update, of the evaluation or of a checkpoint save, and a loader worker killed with SIGKILL.
+point of an update, of the evaluation or of a checkpoint save, and a loader worker killed with SIGKILL; SIGTERM or
+Ctrl-C during detection on a video.
 
 Each case runs ``tools/train.py`` for real (a tiny cfg, 8 train images of 64-80 px, 2 updates per epoch, 3 epochs,
 2 loader workers) in its own process group. The driver pauses the run at one point (in the forward, in the
@@ -18,10 +19,12 @@ import sys
 import time
 from pathlib import Path
 
+import cv2
+import numpy as np
 import pytest
 import torch
 
-from training_helpers import assert_same_state, write_one_head_training
+from training_helpers import assert_same_state, write_one_head_model, write_one_head_training
 from yolo.data import build_dataset, collate_fn, load_data_config
 from yolo.engine import TrainOptions, Trainer
 from yolo.evaluation import EvaluationStopped, Evaluator, evaluate_model
@@ -212,6 +215,7 @@ def test_sighup_saves_and_releases_the_run_folder_at_once(setup, reference, tmp_
     assert_same_state(load_checkpoint_file(tmp_path / "run" / "last.pt"), reference)
 
 
+@pytest.mark.slow
 def test_a_killed_loader_worker_is_one_line_and_last_pt_is_saved(setup, reference, tmp_path):
     def kill_one_worker(pgid, paused):
         os.kill(paused["pids"][0], signal.SIGKILL)
@@ -239,3 +243,87 @@ def test_the_evaluation_ends_within_one_batch_of_a_stop(setup):
         evaluate_model(model, loader, evaluator, device="cpu", progress=False, stop=lambda: len(batches) >= 1)
     assert len(batches) == 1 and len(loader) == 2
     assert evaluate_model(model, loader, evaluator, device="cpu", progress=False, stop=lambda: False)["num_images"] == 2
+
+
+# ------------------------------------------------------------------------------------------ detection on a video
+# tools/detect.py, paused inside frame PAUSE_AT (0-based) of the video until the stop signal has arrived.
+DETECT_DRIVER = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, {repo!r})
+import yolo.cli.stream_stop as stream_stop
+import yolo.inference.writer as writer_module
+
+pause_at, marker = int(sys.argv[1]), Path(sys.argv[2])
+handled = []
+real_handle = stream_stop.StreamStop._handle
+def handle(self, signum, frame):
+    handled.append(signum)
+    return real_handle(self, signum, frame)
+stream_stop.StreamStop._handle = handle
+
+real_json, frames = writer_module.Writer.json, []
+def json_then_pause(self, *args):
+    real_json(self, *args)
+    frames.append(1)
+    if len(frames) == pause_at + 1:
+        marker.write_text("paused")
+        deadline = time.time() + 60
+        while not handled and time.time() < deadline:
+            time.sleep(0.01)
+writer_module.Writer.json = json_then_pause
+
+sys.argv = ["detect.py"] + sys.argv[3:]
+from yolo.cli.detect import cli
+cli()
+"""
+
+
+@pytest.fixture(scope="module")
+def video_setup(tmp_path_factory):
+    """The tiny one-head model (random weights) and a 30-frame 96x64 video of moving shapes."""
+    folder = tmp_path_factory.mktemp("video")
+    cfg, pt, _weights = write_one_head_model(folder)
+    video = folder / "clip.avi"
+    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 10, (96, 64))
+    for i in range(30):
+        frame = np.full((64, 96, 3), 40, np.uint8)
+        cv2.circle(frame, (10 + 2 * i, 32), 12, (0, 200, 255), -1)
+        writer.write(frame)
+    writer.release()
+    return {"pt": pt, "video": video}
+
+
+@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 128 + signal.SIGTERM),
+                                            pytest.param(signal.SIGINT, 0, marks=pytest.mark.slow)])
+def test_a_signal_during_video_detection_finishes_the_video_and_results(video_setup, tmp_path, signum, status):
+    marker = tmp_path / "paused"
+    cmd = [sys.executable, "-c", DETECT_DRIVER.format(repo=str(REPO)), "5", str(marker),
+           "--weights", str(video_setup["pt"]), "--source", str(video_setup["video"]), "--save-json",
+           "--device", "cpu", "--conf-thres", "0.001", "--project", str(tmp_path), "--name", "run", "--no-progress"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        deadline = time.time() + 120
+        while not marker.exists() and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.02)
+        assert marker.exists(), proc.communicate(timeout=60)
+        os.killpg(proc.pid, signum)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == status, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    name = signal.Signals(signum).name
+    assert [line for line in err.splitlines() if "stopped" in line] == [
+        f"{video_setup['video'].name}: stopped ({name}) after 6 frame(s); what was done is saved"], err[-3000:]
+    run = tmp_path / "run"
+    assert sorted(p.name for p in run.iterdir()) == ["clip.mp4", "image_ids.json", "results.json"]
+    capture = cv2.VideoCapture(str(run / "clip.mp4"))  # finished: playable, every frame done in it
+    assert capture.isOpened() and int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) == 6
+    capture.release()
+    images = json.loads((run / "image_ids.json").read_text())
+    assert [image["file_name"] for image in images] == [f"clip_{i}" for i in range(6)]
+    detections = json.loads((run / "results.json").read_text())
+    assert f"6 image(s)/frame(s), {len(detections)} detection(s)" in out, out

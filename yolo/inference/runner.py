@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from tqdm import tqdm
 
@@ -91,14 +91,20 @@ def detect_images(items: Sequence[SourceItem], detector: Detector, writer: Write
     return n_images, n_dets, skipped
 
 
-def detect_video(item: SourceItem, detector: Detector, writer: Writer, progress: tqdm) -> Tuple[int, int]:
-    """Detect on every frame of a video/camera; returns ``(frames, detections)``. Raises
-    :class:`yolo.errors.ImageReadError` when it cannot be opened or gives no frame."""
+def detect_video(item: SourceItem, detector: Detector, writer: Writer, progress: tqdm,
+                 stop: Optional[Callable[[], bool]] = None) -> Tuple[int, int]:
+    """Detect on every frame of a video/camera, until ``stop()`` (asked before each frame) is True; returns
+    ``(frames, detections)`` done. Raises :class:`yolo.errors.ImageReadError` when it cannot be opened or gives
+    no frame."""
     frames = detections = 0
+    stopped = False
     with VideoReader(item) as video:
         out_name = writer.unique_name(Path(item.name).stem + ".mp4")
         try:
             for index, frame in enumerate(video):
+                stopped = stop is not None and stop()
+                if stopped:
+                    break
                 det = detector(frame)[0]
                 timing = timing_text(detector.timings, 1)
                 frames += 1
@@ -113,9 +119,9 @@ def detect_video(item: SourceItem, detector: Detector, writer: Writer, progress:
                                f"{describe(det, detector.names)}, {timing}")
         finally:
             writer.close_video(out_name)
-    if frames == 0:
+    if frames == 0 and not stopped:
         raise ImageReadError(f"{item.path or item.name}: no frame could be read")
-    if frames < video.total:  # OpenCV stops at the first frame it cannot decode
+    if frames < video.total and not stopped:  # OpenCV stops at the first frame it cannot decode
         progress.write(f"warning: {shown(item.path, MAX_MESSAGE)}: the video should have {video.total} frames but only {frames} could "
                        f"be read (truncated or damaged file); the {video.total - frames} missing frame(s) were not "
                        "processed", file=sys.stderr)
