@@ -49,10 +49,10 @@ trainer = None
 
 def pause(where):
     seen[where] = seen.get(where, 0) + 1
-    if where != point or seen[where] != occurrence:
+    if where != point or seen[where] != occurrence or trainer.dist.rank != int(os.environ.get("PAUSE_RANK", 0)):
         return
     pids = [p.pid for p in multiprocessing.active_children()]
-    marker.write_text(json.dumps({{"pids": pids, "global_step": trainer.global_step}}))
+    marker.write_text(json.dumps({{"pids": pids, "pid": os.getpid(), "global_step": trainer.global_step}}))
     deadline = time.time() + 60
     while not trainer.stop_request.requested and time.time() < deadline:
         time.sleep(0.01)
@@ -126,22 +126,27 @@ def train_command(setup, project: Path, *extra) -> list:
             "--epochs", "3", "--device", "cpu", "--project", str(project), "--name", "run", "--no-progress", *extra]
 
 
-def interrupted_run(setup, tmp_path, point: str, occurrence: int, send):
-    """Run the driver paused at ``point``; ``send(pgid, marker)`` signals it there. Returns (process, marker)."""
+def interrupted_run(setup, tmp_path, point: str, occurrence: int, send, processes: int = 1):
+    """Run the driver paused at ``point`` (under torchrun with ``processes`` > 1: paused in the last one);
+    ``send(pgid, marker)`` signals it there. Returns (process, marker)."""
     marker = tmp_path / "paused.json"
-    cmd = [sys.executable, "-c", DRIVER.format(repo=str(REPO)), point, str(occurrence), str(marker),
-           *train_command(setup, tmp_path)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "YOLO_CACHE_DIR": str(tmp_path / "cache")}
+    driver = tmp_path / "driver.py"
+    driver.write_text(DRIVER.format(repo=str(REPO)))
+    launch = [sys.executable] if processes == 1 else [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                                                      "--nproc_per_node", str(processes)]
+    cmd = [*launch, str(driver), point, str(occurrence), str(marker), *train_command(setup, tmp_path)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "YOLO_CACHE_DIR": str(tmp_path / "cache"),
+           "PAUSE_RANK": str(processes - 1)}
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
-        deadline = time.time() + 120
+        deadline = time.time() + 300
         while not marker.exists() and proc.poll() is None and time.time() < deadline:
             time.sleep(0.02)
         assert marker.exists(), proc.communicate(timeout=60)
         time.sleep(0.05)  # the marker is written whole
         send(proc.pid, json.loads(marker.read_text()))
-        out, err = proc.communicate(timeout=120)
+        out, err = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -327,3 +332,28 @@ def test_a_signal_during_video_detection_finishes_the_video_and_results(video_se
     assert [image["file_name"] for image in images] == [f"clip_{i}" for i in range(6)]
     detections = json.loads((run / "results.json").read_text())
     assert f"6 image(s)/frame(s), {len(detections)} detection(s)" in out, out
+
+
+# ------------------------------------------------------------------------------------------ torchrun
+OUR_TRACEBACK = str(REPO / "yolo")  # a frame of ours in a traceback (torchrun prints its own on failures)
+
+
+@pytest.mark.slow
+def test_sigterm_under_torchrun_says_interrupted_once_and_saves(setup, tmp_path):
+    proc, _ = interrupted_run(setup, tmp_path, "forward", 3, send_to_group(signal.SIGTERM), processes=2)
+    err = proc.stderr_text
+    assert err.count("interrupted (SIGTERM): saved") == 1, err[-3000:]
+    assert OUR_TRACEBACK not in err and "killed by signal" not in err, err[-3000:]
+    state = load_checkpoint_file(tmp_path / "run" / "last.pt")["train"]
+    assert (state["epoch"], state["epoch_step"], state["global_step"]) == (1, 1, 3)
+
+
+@pytest.mark.slow
+def test_a_killed_rank_is_one_line_on_the_survivor(setup, tmp_path):
+    proc, paused = interrupted_run(setup, tmp_path, "forward", 3, lambda pgid, paused: os.kill(paused["pid"],
+                                                                                               signal.SIGKILL),
+                                   processes=2)
+    err = proc.stderr_text
+    lines = [line for line in err.splitlines() if "another process of this distributed run is gone" in line]
+    assert len(lines) == 1 and lines[0].startswith("error: process 0 of 2: "), err[-3000:]
+    assert OUR_TRACEBACK not in err and "Connection" not in err.replace(lines[0], ""), err[-3000:]

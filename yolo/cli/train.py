@@ -94,7 +94,7 @@ def main(args: argparse.Namespace) -> int:
     except (CfgError, DataError, WeightsError, ConfigError, FileNotFoundError) as exc:
         fail(str(exc))
     if result.status == "interrupted":
-        if trainer.main:  # once, not once per process
+        if trainer.main or result.failure:  # once, not once per process (but where a loader worker died)
             what = f"stopped: {result.failure}" if result.failure else f"interrupted ({result.stopped_by})"
             print(f"{what}: saved {result.last}; continue with: {invoked_command('train')} --resume {result.last}",
                   file=sys.stderr)
