@@ -21,8 +21,9 @@ order and augmentation are functions of ``(seed, epoch, index)``. ``Ctrl-C`` (SI
 finishes the current update (or drops the evaluation in progress), saves ``last.pt`` at that point and stops (a
 second Ctrl-C aborts at once; :mod:`yolo.engine.stop`); a loader worker that dies (``kill -9``, the OOM killer)
 stops the run the same way, at the last completed update. A stop after an epoch's last update saves ``last.pt``
-with the epoch's updates done and its evaluation still to run: a resumed run evaluates it first. A non-finite loss stops the run with :class:`NonFiniteLossError` before it can touch
-the weights; the last checkpoint on disk stays the last good one.
+with the epoch's updates done and its evaluation still to run: a resumed run evaluates it first. A non-finite loss
+stops the run with :class:`NonFiniteLossError` before it can touch the weights; the last checkpoint on disk stays
+the last good one.
 
 How the step runs on its device (fp16 autocast and channels_last on CUDA, float32 NCHW on the CPU, TF32,
 ``torch.compile``) is decided in one place, :mod:`yolo.engine.step_precision`.
