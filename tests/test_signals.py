@@ -193,8 +193,8 @@ POINTS = [("forward", 3, (1, 1, 3)), ("backward", 2, (0, 2, 2)), ("optimizer", 5
           ("evaluation", 1, (0, 2, 2)), ("save", 1, (1, 0, 2))]
 
 
-@pytest.mark.parametrize("point, occurrence, saved", [POINTS[0]] + [pytest.param(*p, marks=pytest.mark.slow)
-                                                                    for p in POINTS[1:]])
+@pytest.mark.slow  # each case a real run in a subprocess: 10-30 s on 2 cores
+@pytest.mark.parametrize("point, occurrence, saved", POINTS)
 def test_sigterm_to_the_group_saves_the_last_update_and_resumes_exactly(setup, reference, tmp_path, point,
                                                                         occurrence, saved):
     proc, paused = interrupted_run(setup, tmp_path, point, occurrence, send_to_group(signal.SIGTERM))
@@ -299,8 +299,8 @@ def video_setup(tmp_path_factory):
     return {"pt": pt, "video": video}
 
 
-@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 128 + signal.SIGTERM),
-                                            pytest.param(signal.SIGINT, 0, marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 128 + signal.SIGTERM), (signal.SIGINT, 0)])
 def test_a_signal_during_video_detection_finishes_the_video_and_results(video_setup, tmp_path, signum, status):
     marker = tmp_path / "paused"
     cmd = [sys.executable, "-c", DETECT_DRIVER.format(repo=str(REPO)), "5", str(marker),
