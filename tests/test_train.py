@@ -13,31 +13,14 @@ import pytest
 import torch
 import yaml
 
-from training_helpers import FAST, read_results, run, shapes_training, train_state, write_data
+from training_helpers import (FAST, assert_same_state, read_results, run, shapes_training, train_state,
+                              write_data)
 from yolo.data import SHAPE_NAMES
 from yolo.engine import TrainOptions, Trainer
 from yolo.errors import NonFiniteLossError
 from yolo.engine.hooks.writers import RESULTS_COLUMNS
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def assert_same_state(a, b, exact: bool = True):
-    """Training weights, EMA weights, optimizer buffers and counters of two checkpoints agree."""
-    for key in ("epoch", "epoch_step", "global_step"):
-        assert a["train"][key] == b["train"][key], key
-    pairs = [(a["train"]["model"], b["train"]["model"]), (a["model"], b["model"])]
-    opt_a, opt_b = a["train"]["optimizer"]["state"], b["train"]["optimizer"]["state"]
-    assert opt_a.keys() == opt_b.keys()
-    pairs.append(({str(k): v["momentum_buffer"] for k, v in opt_a.items()},
-                  {str(k): v["momentum_buffer"] for k, v in opt_b.items()}))
-    for sa, sb in pairs:
-        assert sa.keys() == sb.keys()
-        for key in sa:
-            if exact:
-                assert torch.equal(sa[key], sb[key]), key
-            else:
-                torch.testing.assert_close(sa[key], sb[key], rtol=1e-5, atol=1e-6, msg=key)
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,6 @@
 """What the training tests share: their settings, the cfg and data files of a run on generated shapes, reading a
-run's results and checkpoints back, one in-process run, and a made-up evaluation that stands in for the real one."""
+run's results and checkpoints back (and comparing two), one in-process run, and a made-up evaluation that stands in
+for the real one."""
 from __future__ import annotations
 
 import csv
@@ -96,6 +97,24 @@ def run(shapes, project: Path, name: str = "exp", hooks=None, **overrides) -> "T
         trainer.add_callback(event, fn)
     trainer.result = trainer.fit()
     return trainer
+
+
+def assert_same_state(a, b, exact: bool = True):
+    """Training weights, EMA weights, optimizer buffers and counters of two checkpoints agree."""
+    for key in ("epoch", "epoch_step", "global_step"):
+        assert a["train"][key] == b["train"][key], key
+    pairs = [(a["train"]["model"], b["train"]["model"]), (a["model"], b["model"])]
+    opt_a, opt_b = a["train"]["optimizer"]["state"], b["train"]["optimizer"]["state"]
+    assert opt_a.keys() == opt_b.keys()
+    pairs.append(({str(k): v["momentum_buffer"] for k, v in opt_a.items()},
+                  {str(k): v["momentum_buffer"] for k, v in opt_b.items()}))
+    for sa, sb in pairs:
+        assert sa.keys() == sb.keys()
+        for key in sa:
+            if exact:
+                assert torch.equal(sa[key], sb[key]), key
+            else:
+                torch.testing.assert_close(sa[key], sb[key], rtol=1e-5, atol=1e-6, msg=key)
 
 
 def made_up_evaluation(self, epoch, final):

@@ -66,6 +66,16 @@ class NonFiniteLossError(RuntimeError):
     """The loss became NaN or infinite; the message names the epoch and iteration."""
 
 
+class LoaderWorkerError(RuntimeError):
+    """A data loader worker process died (``kill -9``, the OOM killer) where the run cannot save and stop on
+    its own (under DDP); the message names the worker."""
+
+
+class TrainingProcessLost(RuntimeError):
+    """Another process of a distributed run died (``kill -9``, the OOM killer, a lost node): this one cannot go
+    on; the message says which collective failed."""
+
+
 class ExportError(RuntimeError):
     """An export that could not be written, or whose file does not reproduce the PyTorch model."""
 

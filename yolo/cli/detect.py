@@ -27,6 +27,7 @@ from tqdm import tqdm
 from yolo.cli.args import fail, run_tool, setup_logging
 from yolo.cli.flags.common import settings_from
 from yolo.cli.flags.detect import parse_args
+from yolo.cli.stream_stop import StreamStop
 from yolo.device import parse_device
 from yolo.errors import MAX_MESSAGE, CfgError, ConfigError, ImageReadError, WeightsError, shown
 from yolo.inference.detector import Detector
@@ -86,21 +87,27 @@ def main(args) -> Optional[Path]:
     images = [it for it in items if it.kind == "image"]
     streams = [it for it in items if it.kind != "image"]
     position = {id(it): i + 1 for i, it in enumerate(items)}
+    stop = StreamStop()
     with tqdm(total=len(items), desc="detect", unit="src", file=sys.stderr,
               disable=not use_bars(args.progress)) as progress:
         n_images, n_dets, skipped = detect_images(images, detector, writer, batch_size, progress, position,
                                                   len(items), workers)
-        for item in streams:
-            try:
-                frames_done, dets_done = detect_video(item, detector, writer, progress, batch_size, workers)
-                n_images += frames_done
-                n_dets += dets_done
-            except ImageReadError as exc:
-                skipped.append(shown(exc, MAX_MESSAGE))
-                progress.write(f"warning: {skipped[-1]}; skipped", file=sys.stderr)
-            except KeyboardInterrupt:  # a camera runs until interrupted
-                progress.write(f"{item.name}: stopped")
-            progress.update(1)
+        with stop:  # a signal ends the video in progress after its frame (a camera runs until one comes)
+            for item in streams:
+                if stop():
+                    break
+                frames_done = 0
+                try:
+                    frames_done, dets_done = detect_video(item, detector, writer, progress, batch_size, workers, stop)
+                    n_images += frames_done
+                    n_dets += dets_done
+                except ImageReadError as exc:
+                    skipped.append(shown(exc, MAX_MESSAGE))
+                    progress.write(f"warning: {skipped[-1]}; skipped", file=sys.stderr)
+                if stop():
+                    progress.write(f"{shown(item.name, MAX_MESSAGE)}: stopped ({stop.signal_name}) after "
+                                   f"{frames_done} frame(s); what was done is saved", file=sys.stderr)
+                progress.update(1)
     if skipped and n_images == 0:  # nothing could be read at all: the warnings alone would not say it failed
         _remove_empty_run(out_dir)
         fail(f"none of the {len(items)} source(s) could be read", code=1)
@@ -110,6 +117,8 @@ def main(args) -> Optional[Path]:
           + (f"results in {out_dir}" if out_dir is not None else "nothing saved (--nosave)")
           + (f"; COCO results {json_path}" if json_path else "")
           + (f"; {len(skipped)} source(s) skipped" if skipped else ""))
+    if stop.signal_name is not None and stop.signal_name != "SIGINT":  # Ctrl-C is how a camera ends: status 0
+        raise SystemExit(stop.exit_status)
     return out_dir
 
 

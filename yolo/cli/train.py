@@ -19,12 +19,15 @@ Examples::
 Hyperparameters: the cfg's ``[net]``, then ``--hyp`` (YAML), then the flags. Output: ``runs/train/NAME``
 (``NAME2``, ``NAME3``, ... when taken) with ``last.pt``, ``best.pt``, ``results.csv``, its chart ``results.png``,
 ``cfg.cfg``, ``hyp.yaml``, ``opt.yaml``, ``data.yaml``, ``metrics.json``, plots and TensorBoard events.
-Ctrl-C saves ``last.pt`` and exits; ``--resume`` continues from it.
+Ctrl-C, SIGTERM (``timeout``, Slurm, ``docker stop``) and SIGHUP (a closed ssh session) save ``last.pt`` and exit
+(status 128 + the signal's number: 130, 143, 129); so does a data loader worker that dies (status 4). ``--resume``
+continues from it.
 """
 from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -34,13 +37,16 @@ from yolo.cli.flags.common import settings_from
 from yolo.cli.flags.train import parse_args
 from yolo.cli.invocation import invoked_command
 from yolo.engine.trainer import Trainer
-from yolo.errors import CfgError, ConfigError, DataError, NonFiniteLossError, OutputError, WeightsError
+from yolo.errors import (CfgError, ConfigError, DataError, LoaderWorkerError, NonFiniteLossError, OutputError,
+                         TrainingProcessLost, WeightsError)
 from yolo.settings.train import TrainOptions
 
 logger = logging.getLogger("yolo.train")
 
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = 130  # Ctrl-C or Trainer.request_stop; another signal N: 128 + N (SIGTERM 143, SIGHUP 129)
 EXIT_NON_FINITE = 3
+EXIT_WORKER_DIED = 4  # a data loader worker died (kill -9, the OOM killer): last.pt holds the last completed update
+EXIT_PROCESS_LOST = 5  # another process of a distributed run died
 
 
 def newest_run(project: Path) -> Path:
@@ -52,7 +58,8 @@ def newest_run(project: Path) -> Path:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Train as described by ``args``; returns the exit status (0 finished, 130 interrupted, 3 NaN/inf loss)."""
+    """Train as described by ``args``; returns the exit status (0 finished, 128 + N stopped by signal N (130 for
+    Ctrl-C), 3 NaN/inf loss, 4 a loader worker died, 5 another process of a distributed run died)."""
     setup_logging(args.verbose)
     logging.getLogger("yolo.cfg").setLevel(logging.WARNING)
     resume = args.resume
@@ -78,18 +85,36 @@ def main(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("aborted (second interrupt): nothing saved beyond the last checkpoint", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except LoaderWorkerError as exc:  # under DDP: this process ends, the others report it lost
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_WORKER_DIED
+    except TrainingProcessLost as exc:  # each surviving process says it, in one line
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_PROCESS_LOST
     except (CfgError, DataError, WeightsError, ConfigError, FileNotFoundError) as exc:
         fail(str(exc))
     if result.status == "interrupted":
-        print(f"interrupted: saved {result.last}; continue with: {invoked_command('train')} --resume {result.last}",
-              file=sys.stderr)
-        return EXIT_INTERRUPTED
+        if trainer.main or result.failure:  # once, not once per process (but where a loader worker died)
+            what = f"stopped: {result.failure}" if result.failure else f"interrupted ({result.stopped_by})"
+            print(f"{what}: saved {result.last}; continue with: {invoked_command('train')} --resume {result.last}",
+                  file=sys.stderr)
+        return interrupted_status(result.stopped_by)
     m = result.metrics
     summary = f"finished {result.epochs_done} epochs ({result.global_step} updates)"
     if m:
         summary += f": mAP50 {m.get('mAP50', 0):.4f}, mAP50_95 {m.get('mAP50_95', 0):.4f}"
     print(f"{summary}; results in {result.run_dir}", file=sys.stderr)
     return 0
+
+
+def interrupted_status(stopped_by: str) -> int:
+    """The exit status of a run stopped by ``stopped_by`` (:attr:`yolo.engine.trainer.TrainResult.stopped_by`):
+    128 + the signal's number, as a shell reports a process killed by it; :data:`EXIT_WORKER_DIED` for a loader
+    worker that died; :data:`EXIT_INTERRUPTED` for a stop asked from code."""
+    if stopped_by == "worker":
+        return EXIT_WORKER_DIED
+    number = getattr(signal, stopped_by, None) if stopped_by.startswith("SIG") else None
+    return 128 + int(number) if number is not None else EXIT_INTERRUPTED
 
 
 def cli(argv: Optional[List[str]] = None) -> None:

@@ -7,6 +7,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from yolo.data.collate import collate_fn, collate_uint8
+from yolo.data.worker_signals import ignore_stop_signals
 
 
 class EpochShuffleSampler(Sampler[int]):
@@ -69,9 +70,17 @@ def one_thread_per_worker(worker_id: int) -> None:
     torch.set_num_threads(1)
 
 
+def init_worker(worker_id: int) -> None:
+    """The ``worker_init_fn`` of the project's loaders: one torch thread (:func:`one_thread_per_worker`), and the
+    stop signals left to the main process (:func:`yolo.data.worker_signals.ignore_stop_signals`)."""
+    one_thread_per_worker(worker_id)
+    ignore_stop_signals()
+
+
 class EpochLoader:
     """The training loader of a whole run: one ``DataLoader`` whose worker processes start once and persist
-    across epochs (each with one torch thread, :func:`one_thread_per_worker`) instead of starting again every epoch.
+    across epochs (each with one torch thread and the stop signals left to the main process, :func:`init_worker`)
+    instead of starting again every epoch.
 
     Each epoch takes its own sampler (:meth:`epoch`); the items carry their epoch to the workers
     (:class:`SizedBatchSampler`), so the data stay a function of ``(seed, epoch, index)`` and a resumed run sees
@@ -90,7 +99,7 @@ class EpochLoader:
         self.loader = DataLoader(dataset, batch_sampler=self.batches, num_workers=num_workers,
                                  collate_fn=collate_uint8 if uint8_images else collate_fn,
                                  pin_memory=pin_memory, generator=generator, persistent_workers=num_workers > 0,
-                                 worker_init_fn=one_thread_per_worker if num_workers > 0 else None)
+                                 worker_init_fn=init_worker if num_workers > 0 else None)
 
     def epoch(self, sampler: Sampler[int], epoch: int, first_batch: int = 0) -> DataLoader:
         """The loader for ``epoch``: ``sampler``'s indices (its epoch set here), ``first_batch`` the run-wide index
@@ -98,6 +107,14 @@ class EpochLoader:
         self.batches.sampler, self.batches.first = sampler, int(first_batch)
         set_epoch(self.loader, epoch)
         return self.loader
+
+    def close(self) -> None:
+        """Shut the worker processes down now (they also end with the process): they hold copies of the files
+        the main process had open when they started, the run folder's lock among them."""
+        iterator = getattr(self.loader, "_iterator", None)  # the persistent workers' iterator (DataLoader's own)
+        if iterator is not None and hasattr(iterator, "_shutdown_workers"):
+            iterator._shutdown_workers()
+        self.loader._iterator = None
 
 
 def set_epoch(loader: DataLoader, epoch: int) -> None:
@@ -132,7 +149,7 @@ def create_dataloader(dataset: Dataset, batch_size: int, shuffle: bool = False, 
         batches = SizedBatchSampler(sampler, batch_size, size_of, first_batch)
         return DataLoader(dataset, batch_sampler=batches, num_workers=num_workers, collate_fn=collate_fn,
                           pin_memory=pin_memory, generator=generator, persistent_workers=False,
-                          worker_init_fn=one_thread_per_worker if num_workers > 0 else None)
+                          worker_init_fn=init_worker if num_workers > 0 else None)
     return DataLoader(
         dataset,
         batch_size=batch_size,
@@ -144,5 +161,5 @@ def create_dataloader(dataset: Dataset, batch_size: int, shuffle: bool = False, 
         pin_memory=pin_memory,
         generator=generator,
         persistent_workers=False,  # workers must pick up dataset.set_epoch() each epoch (EpochLoader keeps them)
-        worker_init_fn=one_thread_per_worker if num_workers > 0 else None,
+        worker_init_fn=init_worker if num_workers > 0 else None,
     )

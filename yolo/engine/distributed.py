@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import logging
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Iterator, List, Optional
 
@@ -85,6 +86,20 @@ def any_true(flag: bool, device: torch.device) -> bool:
     return bool(t.item() > 0)
 
 
+# What a collective raises when a peer process is gone: gloo's "Connection reset by peer" / "Connection closed by
+# peer", NCCL's errors, a store that no longer answers.
+_PEER_LOST = re.compile(r"connection (reset|closed|refused)|broken pipe|nccl|gloo|socket timeout|timed out", re.I)
+
+
+def lost_peer(exc: BaseException) -> bool:
+    """Whether ``exc``, raised in a distributed run, says that another process of it is gone (``kill -9``, the
+    OOM killer, a lost node) rather than that this process failed."""
+    distributed_error = getattr(dist, "DistError", None)
+    if distributed_error is not None and isinstance(exc, distributed_error):
+        return True
+    return isinstance(exc, RuntimeError) and bool(_PEER_LOST.search(str(exc)))
+
+
 def broadcast_object(obj: Any, src: int = 0) -> Any:
     """``obj`` from process ``src`` on every process."""
     if not is_distributed():
@@ -156,4 +171,5 @@ class SkipSampler(Sampler[int]):
 
 __all__ = ["DistInfo", "DistributedEpochSampler", "SkipSampler", "any_true", "barrier", "broadcast_object",
            "cleanup_distributed", "dist_info_from_env", "epoch_permutation", "gather_objects", "init_distributed",
+           "lost_peer",
            "is_distributed"]

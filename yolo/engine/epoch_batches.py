@@ -12,6 +12,7 @@ import torch
 
 from yolo.data import EpochLoader
 from yolo.data.loader import EpochShuffleSampler
+from yolo.data.worker_signals import QuietStart
 from yolo.engine.distributed import DistInfo, DistributedEpochSampler, SkipSampler
 
 # (images UInt8[B, 3, H, W] or Float[B, 3, H, W] 0..1, targets Float[M, 6], infos) per mini-batch
@@ -21,7 +22,8 @@ Batches = Callable[[int, int], Iterable[Tuple[torch.Tensor, torch.Tensor, object
 class EpochBatches:
     """Mini-batches of ``mini_batch`` images of ``dataset`` (this process's share under DDP), ``accumulate`` to an
     update; ``multi_scale`` maps a run-wide mini-batch index to the (h, w) its images load at (None: the
-    dataset's size). One loader serves the run: its workers persist from epoch to epoch."""
+    dataset's size). One loader serves the run: its workers persist from epoch to epoch (they start with the stop
+    signals held back and ignore them: :mod:`yolo.data.worker_signals`) until :meth:`close`."""
 
     def __init__(self, dataset, mini_batch: int, accumulate: int, steps_per_epoch: int, workers: int, seed: int,
                  device: torch.device, dist: DistInfo,
@@ -46,7 +48,13 @@ class EpochBatches:
             cuda = self.device.type == "cuda"
             self.loader = EpochLoader(self.dataset, self.mini_batch, self.workers, self.seed, cuda, self.multi_scale,
                                       uint8_images=cuda)
-        return self.loader.epoch(sampler, epoch, (epoch * self.steps_per_epoch + first_update) * self.accumulate)
+        return QuietStart(self.loader.epoch(sampler, epoch,
+                                            (epoch * self.steps_per_epoch + first_update) * self.accumulate))
+
+    def close(self) -> None:
+        """Shut the loader's worker processes down (the run ended)."""
+        if self.loader is not None:
+            self.loader.close()
 
 
 __all__ = ["Batches", "EpochBatches"]

@@ -17,10 +17,13 @@ receives the exact settings (:mod:`yolo.engine.run_folder`), ``results.csv`` (on
 ``best.pt`` (written atomically), TensorBoard events, and at the end ``metrics.json`` and the evaluation plots.
 
 A resumed run continues bit for bit (:mod:`yolo.engine.hooks.checkpointing`, :mod:`yolo.engine.rng`); data
-order and augmentation are functions of ``(seed, epoch, index)``. ``Ctrl-C`` (SIGINT) or SIGTERM finishes
-the current update, saves ``last.pt`` at that point and stops (a second Ctrl-C aborts at once;
-:mod:`yolo.engine.stop`). A non-finite loss stops the run with :class:`NonFiniteLossError` before it can touch
-the weights; the last checkpoint on disk stays the last good one.
+order and augmentation are functions of ``(seed, epoch, index)``. ``Ctrl-C`` (SIGINT), SIGTERM or SIGHUP
+finishes the current update (or drops the evaluation in progress), saves ``last.pt`` at that point and stops (a
+second Ctrl-C aborts at once; :mod:`yolo.engine.stop`); a loader worker that dies (``kill -9``, the OOM killer)
+stops the run the same way, at the last completed update. A stop after an epoch's last update saves ``last.pt``
+with the epoch's updates done and its evaluation still to run: a resumed run evaluates it first. A non-finite loss
+stops the run with :class:`NonFiniteLossError` before it can touch the weights; the last checkpoint on disk stays
+the last good one.
 
 How the step runs on its device (fp16 autocast and channels_last on CUDA, float32 NCHW on the CPU, TF32,
 ``torch.compile``) is decided in one place, :mod:`yolo.engine.step_precision`.
@@ -45,7 +48,7 @@ import torch.nn as nn
 
 from yolo.engine.build import build_training
 from yolo.engine.config import TrainOptions
-from yolo.engine.distributed import any_true, barrier, cleanup_distributed
+from yolo.engine.distributed import any_true, barrier, cleanup_distributed, lost_peer
 from yolo.engine.hooks import CallbackHook, EvalHook, HookBase, StepLog, evaluate_run
 from yolo.engine.parts import TrainingParts
 from yolo.engine.rng import set_rng_state
@@ -53,7 +56,9 @@ from yolo.engine.step_precision import StepPrecision
 from yolo.engine.stop import StopRequest
 from yolo.engine.transfer import frozen_to_eval
 from yolo.engine.update_step import UpdateStep
-from yolo.errors import NonFiniteLossError
+from yolo.data.worker_signals import is_worker_death
+from yolo.errors import LoaderWorkerError, NonFiniteLossError, TrainingProcessLost
+from yolo.evaluation import EvaluationStopped
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +76,10 @@ class TrainResult:
     last: Optional[Path] = None
     best: Optional[Path] = None
     throughput: float = 0.0  # training images per second in the last epoch (evaluation excluded)
+    # what stopped an interrupted run: a signal's name ("SIGTERM", ...), "worker" (a loader worker died; its line
+    # in ``failure``) or "request" (Trainer.request_stop)
+    stopped_by: str = ""
+    failure: str = ""
 
 
 class Trainer(UpdateStep):
@@ -121,9 +130,10 @@ class Trainer(UpdateStep):
         self.epoch = p.start.epoch  # the epoch in progress (0-based); after it ends, the number of epochs done
         self.epoch_step = p.start.epoch_step  # updates done in the epoch
         self.global_step = p.start.global_step  # updates done in the run
-        self.lr = 0.0
+        self.lr = self.schedule(self.global_step) if self.global_step else 0.0  # the last update's
         self.last_metrics: Dict[str, Any] = dict(p.start.last_metrics)
         self._resume_sums: Optional[torch.Tensor] = p.start.epoch_sums
+        self._sums_at_update: Optional[torch.Tensor] = None  # loss_sums at the last update (accumulate > 1)
         self._grads_non_finite = False  # AMP: the update's gradients overflowed (fetched by _fetch_update)
         self._stop_everywhere = False  # DDP: a process asked to stop (fetched by _fetch_update)
         # What the hooks read.
@@ -175,8 +185,16 @@ class Trainer(UpdateStep):
             self._load_hook_states()
             self._call_hooks("before_train")
             return self._train()
+        except RuntimeError as exc:
+            if not self.dist.enabled or isinstance(exc, (NonFiniteLossError, LoaderWorkerError)) \
+                    or not lost_peer(exc):
+                raise
+            raise TrainingProcessLost(self._lost_peer_message(exc)) from None
         finally:
             self.stop_request.restore()
+            close_batches = getattr(self.batches, "close", None)
+            if close_batches is not None:  # the loader's workers end before the run folder's lock is released
+                close_batches()
             for hook in self.hooks:
                 hook.close()
             self.writer = None
@@ -226,6 +244,7 @@ class Trainer(UpdateStep):
             if self._train_epoch(epoch):
                 status = "interrupted"
                 break
+            process_sums = self.loss_sums.clone()  # this process's (a stop in the evaluation saves them)
             self.epoch, self.epoch_step = epoch + 1, 0
             if self.dist.enabled:  # epoch losses over every process
                 torch.distributed.all_reduce(self.loss_sums)
@@ -234,9 +253,15 @@ class Trainer(UpdateStep):
             box, obj, cls = sums[0] / n, sums[1] / n, sums[2] / n
             self.epoch_losses = {"box_loss": box, "obj_loss": obj, "cls_loss": cls, "loss": box + obj + cls}
             # evaluation, results.csv, TensorBoard, best.pt and last.pt, then the callbacks
-            self._call_hooks("after_epoch")
+            evaluation_stopped = False
+            try:
+                self._call_hooks("after_epoch")
+            except EvaluationStopped:  # nothing of the epoch's evaluation is recorded; a resumed run does it
+                evaluation_stopped = True
+                self.epoch, self.epoch_step, self.loss_sums = epoch, self.steps_per_epoch, process_sums
+                self._call_hooks("after_interrupt")
             barrier()
-            if any_true(self._stop_requested, self.device):
+            if any_true(self._stop_requested or evaluation_stopped, self.device):
                 status = "interrupted"
                 break
         return self._result(status)
@@ -244,12 +269,17 @@ class Trainer(UpdateStep):
     def _result(self, status: str) -> TrainResult:
         last = self.run_dir / "last.pt" if self.run_dir is not None else None
         best = self.run_dir / "best.pt" if self.run_dir is not None else None
+        stop = self.stop_request
+        stopped_by = ("" if status != "interrupted" else "worker" if stop.worker_failure
+                      else stop.signal_name or "request")
         return TrainResult(run_dir=self.run_dir, status=status, epochs_done=self.epoch, global_step=self.global_step,
                            best_fitness=self.best_fitness, metrics=self.last_metrics, last=last,
-                           best=best if best is not None and best.exists() else None, throughput=self.throughput)
+                           best=best if best is not None and best.exists() else None, throughput=self.throughput,
+                           stopped_by=stopped_by, failure=stop.worker_failure or "")
 
     def _train_epoch(self, epoch: int) -> bool:
-        """One epoch (from ``self.epoch_step``); returns True when a stop was requested and saved."""
+        """One epoch (from ``self.epoch_step``); returns True when a stop was requested and saved (after any
+        update, the epoch's last included: its evaluation is then left to the resumed run)."""
         self.train_model.train()
         if self.options.freeze:
             frozen_to_eval(self.model, self.options.freeze)
@@ -260,20 +290,31 @@ class Trainer(UpdateStep):
         if self._resume_sums is not None and start_step:
             self.loss_sums += self._resume_sums.to(self.device)
         self._resume_sums = None
+        self._sums_at_update = self.loss_sums.clone() if self.accumulate > 1 else None
         self._call_hooks("before_epoch")
         self.optimizer.zero_grad(set_to_none=True)
         self.epoch_start = time.perf_counter()
-        for i, (images, targets, _infos) in enumerate(batches):
-            if i >= num_batches:
+        iterator = iter(batches) if num_batches else iter(())
+        for i in range(num_batches):
+            try:
+                images, targets, _infos = next(iterator)
+            except StopIteration:
                 break
+            except RuntimeError as exc:
+                if not is_worker_death(exc):
+                    raise
+                self._worker_died(str(exc))  # last.pt at the last completed update
+                return True
             if not self.run_step(images, targets, start_step * self.accumulate + i):
                 continue
             self.epoch_step += 1
+            if self._sums_at_update is not None:
+                self._sums_at_update = self.loss_sums.clone()
             self._call_hooks("after_step")
             # Every process stops at the same update: with DDP the requests came with the update's one sync (a
             # request made after it, during this update's hooks, stops the run after the next update).
             stop = self._stop_everywhere if self.dist.enabled else self._stop_requested
-            if self.epoch_step < self.steps_per_epoch and stop:
+            if stop:
                 self._call_hooks("after_interrupt")  # last.pt at this update
                 barrier()
                 return True
@@ -282,6 +323,25 @@ class Trainer(UpdateStep):
         self.throughput = self.epoch_images / max(self.epoch_seconds, 1e-9)  # images/s, all processes
         self._call_hooks("after_epoch_updates")
         return False
+
+    def _lost_peer_message(self, exc: BaseException) -> str:
+        last = self.run_dir / "last.pt" if self.run_dir is not None else None
+        kept = f"the last checkpoint is {last}" if last is not None and last.is_file() else "no checkpoint was written"
+        reason = " ".join(str(exc).split())[:200]
+        return (f"process {self.dist.rank} of {self.dist.world_size}: another process of this distributed run is "
+                f"gone ({reason}) at epoch {self.epoch + 1}, update {self.epoch_step}/{self.steps_per_epoch}; "
+                f"training stopped; {kept}")
+
+    def _worker_died(self, message: str) -> None:
+        """A loader worker died (PyTorch's ``message``) in the middle of an update: save ``last.pt`` at the last
+        completed one. Under DDP the other processes wait for this one's gradients: it ends with the error
+        (they report the lost process)."""
+        self.stop_request.worker_died(message)
+        if self.dist.enabled:
+            raise LoaderWorkerError(self.stop_request.worker_failure)
+        if self._sums_at_update is not None:  # without the mini-batches of the unfinished update
+            self.loss_sums = self._sums_at_update
+        self._call_hooks("after_interrupt")
 
     # ---------------------------------------------------------------- evaluation
     def _evaluate(self, epoch: int, final: bool) -> Dict[str, Any]:

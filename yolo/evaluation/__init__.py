@@ -13,7 +13,7 @@ re-exported here.
 from yolo.evaluation.confusion import confusion_matrix
 from yolo.evaluation.evaluator import Evaluator
 from yolo.evaluation.fast_cocoeval import FastCOCOeval
-from yolo.evaluation.loop import evaluate_model
+from yolo.evaluation.loop import EvaluationStopped, evaluate_model
 from yolo.ops.coco import COCO91_IDS, COCO_NAMES, coco_category_ids, detections_to_coco_results, ground_truth_to_coco
 
 __all__ = [
@@ -26,4 +26,5 @@ __all__ = [
     "FastCOCOeval",
     "Evaluator",
     "evaluate_model",
+    "EvaluationStopped",
 ]

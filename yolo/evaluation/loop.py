@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 from tqdm import tqdm
@@ -21,7 +21,12 @@ from yolo.progress import ProgressLines
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["evaluate_model"]
+__all__ = ["EvaluationStopped", "evaluate_model"]
+
+
+class EvaluationStopped(Exception):
+    """:func:`evaluate_model` was asked to stop (its ``stop`` returned True) before the last batch: there are no
+    metrics."""
 
 
 def _placements(infos: Sequence[Mapping[str, Any]]) -> Tuple[List[LetterboxInfo], List[Tuple[int, int]]]:
@@ -59,6 +64,7 @@ def evaluate_model(
     amp: bool = False,
     progress: bool = True,
     desc: str = "evaluating",
+    stop: Optional[Callable[[], bool]] = None,
 ) -> Dict[str, Any]:
     """Run ``model`` over ``loader``, feed ``evaluator`` and return its metrics plus ``speed_ms``.
 
@@ -74,6 +80,8 @@ def evaluate_model(
             of :func:`yolo.inference.batch.postprocess_batch`, the ``Detector``'s post-processing (the
             defaults are COCO's: every class above 0.001 per box, NMS IoU 0.6, 300 per image).
         amp: autocast the forward pass (CUDA only).
+        stop: asked before each batch; when it returns True the evaluation ends with :class:`EvaluationStopped`
+            (a training run told to stop: within one batch, not after the whole split).
 
     Returns:
         :meth:`Evaluator.evaluate`'s dict plus ``speed_ms`` = ``{"preprocess", "inference", "nms"}``
@@ -100,6 +108,8 @@ def evaluate_model(
     try:
         with torch.inference_mode():
             while True:
+                if stop is not None and stop():
+                    raise EvaluationStopped(f"{desc}: stopped after {batches} batch(es)")
                 t0 = time.perf_counter()
                 try:
                     images, _targets, infos = next(it)

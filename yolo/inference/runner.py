@@ -14,7 +14,7 @@ import itertools
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Iterable, Iterator, List, Optional, Sequence, Tuple, TypeVar
+from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
 import numpy as np
 import torch
@@ -139,12 +139,14 @@ def detect_images(items: Sequence[SourceItem], detector: Detector, writer: Write
 
 
 def detect_video(item: SourceItem, detector: Detector, writer: Writer, progress: tqdm, batch_size: int = 1,
-                 workers: int = 0) -> Tuple[int, int]:
+                 workers: int = 0, stop: Optional[Callable[[], bool]] = None) -> Tuple[int, int]:
     """Detect on every frame of a video/camera, ``batch_size`` frames per call for a video file (a camera: one,
-    as it comes); returns ``(frames, detections)``. With ``workers`` a thread reads the next frames of a video
-    file while the model runs, and another saves the annotated frames in order behind it. Raises
-    :class:`yolo.errors.ImageReadError` when it cannot be opened or gives no frame."""
+    as it comes), until ``stop()`` (asked before each batch) is True; returns ``(frames, detections)`` done. With
+    ``workers`` a thread reads the next frames of a video file while the model runs, and another saves the
+    annotated frames in order behind it. Raises :class:`yolo.errors.ImageReadError` when it cannot be opened or
+    gives no frame."""
     frames = detections = 0
+    stopped = False
     live = item.kind == "camera"
     step = 1 if live else max(1, batch_size)
     with VideoReader(item) as video:
@@ -153,6 +155,9 @@ def detect_video(item: SourceItem, detector: Detector, writer: Writer, progress:
         try:
             with WriteBehind(min(workers, 1)) as saves, contextlib.closing(source):
                 for batch in _in_batches(source, step):
+                    stopped = stop is not None and stop()
+                    if stopped:
+                        break
                     dets = detector(batch)
                     timing = timing_text(detector.timings, len(batch))
                     for frame, det in zip(batch, dets):
@@ -169,9 +174,9 @@ def detect_video(item: SourceItem, detector: Detector, writer: Writer, progress:
                                        f"{describe(det, detector.names)}, {timing}")
         finally:
             writer.close_video(out_name)
-    if frames == 0:
+    if frames == 0 and not stopped:
         raise ImageReadError(f"{item.path or item.name}: no frame could be read")
-    if frames < video.total:  # OpenCV stops at the first frame it cannot decode
+    if frames < video.total and not stopped:  # OpenCV stops at the first frame it cannot decode
         progress.write(f"warning: {shown(item.path, MAX_MESSAGE)}: the video should have {video.total} frames but only {frames} could "
                        f"be read (truncated or damaged file); the {video.total - frames} missing frame(s) were not "
                        "processed", file=sys.stderr)

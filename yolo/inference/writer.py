@@ -7,6 +7,7 @@ Detections are the Detector's dicts: ``boxes`` ``Float[K, 4]`` xyxy original-ima
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -45,7 +46,7 @@ class Writer:
         self.json_detections: List[tuple] = []  # its (boxes xywh, scores, labels)
         self.used_names: set = set()  # output file names in out_dir (images, videos)
         self.used_label_stems: set = set()  # label stems in out_dir/labels: two sources may share a stem
-        self.videos: Dict[str, cv2.VideoWriter] = {}
+        self.videos: Dict[str, cv2.VideoWriter] = {}  # open videos, written under partial_name(name)
         if save_txt:  # out_dir may be None only when nothing is saved
             with writing(out_dir / "labels"):
                 (out_dir / "labels").mkdir(parents=True, exist_ok=True)
@@ -102,21 +103,31 @@ class Writer:
             check_written(cv2.imwrite(str(out_path), annotated), out_path)
 
     def video_frame(self, name: str, frame: np.ndarray, det: dict, fps: float) -> None:
-        """Append ``frame`` annotated to the video ``name`` (``mp4v``), opened on its first frame."""
+        """Append ``frame`` annotated to the video ``name`` (``mp4v``), opened on its first frame. It is written
+        under a hidden partial name (:meth:`partial_name`) until :meth:`close_video`: an MP4 is playable only once
+        finished, and a killed run must not leave an unplayable file under the final name."""
         if not self.save_img:
             return
         if name not in self.videos:
             h, w = frame.shape[:2]
-            video = cv2.VideoWriter(str(self.out_dir / name), cv2.VideoWriter_fourcc(*"mp4v"), fps, (w, h))
-            check_written(video.isOpened(), self.out_dir / name)
+            partial = self.partial_name(name)
+            video = cv2.VideoWriter(str(partial), cv2.VideoWriter_fourcc(*"mp4v"), fps, (w, h))
+            check_written(video.isOpened(), partial)
             self.videos[name] = video
         self.videos[name].write(self.annotate(frame, det))
 
+    def partial_name(self, name: str) -> Path:
+        """Where the video ``name`` is written until it is finished: ``.<stem>.partial<suffix>`` beside it (the
+        suffix kept: OpenCV picks the container by it)."""
+        return self.out_dir / f".{Path(name).stem}.partial{Path(name).suffix}"
+
     def close_video(self, name: str) -> None:
-        """Finish the video ``name`` (nothing when it has no frame)."""
+        """Finish the video ``name`` and give it its final name (nothing when it has no frame)."""
         video = self.videos.pop(name, None)
         if video is not None:
             video.release()
+            with writing(self.out_dir / name):
+                os.replace(self.partial_name(name), self.out_dir / name)
 
     def finish(self) -> Optional[Path]:
         """Close the videos and write ``results.json`` (with ``save_json``); returns its path."""

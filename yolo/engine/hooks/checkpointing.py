@@ -1,4 +1,6 @@
-"""Checkpoints: ``best.pt`` then ``last.pt`` after every epoch, ``last.pt`` when a stop is requested mid-epoch.
+"""Checkpoints: ``best.pt`` then ``last.pt`` after every epoch, ``last.pt`` when a stop is requested mid-epoch
+(after an epoch's last update or during its evaluation: ``epoch_step`` is then the epoch's update count, and a
+resumed run evaluates the epoch first).
 
 A training checkpoint holds what a resumed run needs to continue bit for bit: the training weights, the EMA
 weights (saved as the model), optimizer, GradScaler, update counters, the position in the epoch with the
@@ -8,6 +10,7 @@ at the top, where checkpoints written before the hooks had states hold it).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any, Dict
 
@@ -29,8 +32,10 @@ class CheckpointHook(HookBase):
         save(trainer, best=False)
         last = trainer.run_dir / "last.pt"
         # how to continue is said once, by the caller (tools/train.py names the command the user ran)
-        logger.warning("stopped at epoch %d, update %d/%d; saved %s", trainer.epoch + 1, trainer.epoch_step,
-                       trainer.steps_per_epoch, last)
+        pending = " (its evaluation is left to the resumed run)" if trainer.epoch_step == trainer.steps_per_epoch \
+            else ""
+        logger.warning("stopped at epoch %d, update %d/%d%s; saved %s", trainer.epoch + 1, trainer.epoch_step,
+                       trainer.steps_per_epoch, pending, last)
 
 
 def save(trainer, best: bool) -> None:
@@ -38,12 +43,15 @@ def save(trainer, best: bool) -> None:
 
     The order makes a kill at any point recoverable: ``last.pt`` records the best score, so it must
     never reach the disk before the ``best.pt`` holding that score. A kill between the two leaves the
-    previous ``last.pt``; resuming from it repeats the epoch and writes both again.
+    previous ``last.pt``; resuming from it repeats the epoch and writes both again. A second Ctrl-C waits for the
+    end of the saves (:meth:`yolo.engine.stop.StopRequest.deferred`).
     """
-    ckpt = training_checkpoint(trainer)
-    if best:
-        save_checkpoint(ckpt, trainer.run_dir / "best.pt")
-    save_checkpoint(ckpt, trainer.run_dir / "last.pt")
+    stop = getattr(trainer, "stop_request", None)
+    with stop.deferred() if stop is not None else contextlib.nullcontext():
+        ckpt = training_checkpoint(trainer)
+        if best:
+            save_checkpoint(ckpt, trainer.run_dir / "best.pt")
+        save_checkpoint(ckpt, trainer.run_dir / "last.pt")
 
 
 def training_checkpoint(trainer) -> Dict[str, Any]:

@@ -9,8 +9,10 @@ from typing import Any, Dict, Optional
 from torch.utils.data import DataLoader
 
 from yolo.data import collate_fn
+from yolo.data.loader import init_worker
+from yolo.data.worker_signals import QuietStart, is_worker_death
 from yolo.engine.hooks.base import HookBase
-from yolo.evaluation import Evaluator, evaluate_model
+from yolo.evaluation import EvaluationStopped, Evaluator, evaluate_model
 from yolo.progress import use_bars
 
 logger = logging.getLogger(__name__)
@@ -56,15 +58,26 @@ class EvalHook(HookBase):
 def evaluate_run(trainer, epoch: int, final: bool) -> Dict[str, Any]:
     """COCO metrics of ``trainer.eval_model()`` on the val split after ``epoch`` (0-based); TensorBoard curves
     when ``trainer.writer`` is set; after the ``final`` epoch also the summary table, ``metrics.json`` and
-    the plots (pycocotools' numbers then). Sets ``trainer.last_metrics``."""
+    the plots (pycocotools' numbers then). Sets ``trainer.last_metrics``.
+
+    A stop asked for meanwhile (``trainer.stop_request``: a signal, a loader worker that died) ends it within a
+    batch with :class:`yolo.evaluation.EvaluationStopped`: nothing of it is recorded."""
     hyp, val_set = trainer.hyp, trainer.val_set
     evaluator = Evaluator(trainer.data.names, val_set.ground_truth(),
                           category_ids=getattr(val_set, "category_ids", None), use_pycocotools=final)
-    loader = DataLoader(val_set, batch_size=max(1, trainer.mini_batch), shuffle=False,
-                        num_workers=trainer.workers, collate_fn=collate_fn)
-    metrics = evaluate_model(trainer.eval_model(), loader, evaluator, conf_thres=hyp.conf_thres,
-                             iou_thres=hyp.iou_thres, device=trainer.device, amp=trainer.amp,
-                             progress=use_bars(trainer.options.progress), desc=f"val {epoch + 1}/{trainer.epochs}")
+    loader = DataLoader(val_set, batch_size=max(1, trainer.mini_batch), shuffle=False, num_workers=trainer.workers,
+                        collate_fn=collate_fn, worker_init_fn=init_worker if trainer.workers > 0 else None)
+    stop = getattr(trainer, "stop_request", None)
+    try:
+        metrics = evaluate_model(trainer.eval_model(), QuietStart(loader), evaluator, conf_thres=hyp.conf_thres,
+                                 iou_thres=hyp.iou_thres, device=trainer.device, amp=trainer.amp,
+                                 progress=use_bars(trainer.options.progress), desc=f"val {epoch + 1}/{trainer.epochs}",
+                                 stop=(lambda: stop.requested) if stop is not None else None)
+    except RuntimeError as exc:
+        if stop is None or not is_worker_death(exc):
+            raise
+        stop.worker_died(str(exc))
+        raise EvaluationStopped(str(exc)) from None
     logger.info("epoch %d/%d: mAP50 %.4f  mAP50_95 %.4f  P %.3f  R %.3f  (%d val images)", epoch + 1,
                 trainer.epochs, metrics["mAP50"], metrics["mAP50_95"], metrics["precision"], metrics["recall"],
                 metrics["num_images"])

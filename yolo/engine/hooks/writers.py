@@ -66,6 +66,9 @@ class ProgressWriter(HookBase):
     def after_epoch_updates(self, trainer) -> None:
         self.close()
         s = trainer.step_log  # its running means now cover the whole epoch
+        if s is None:  # resumed after the epoch's last update: no update ran here
+            logger.info("epoch %d/%d: its updates were done before the resume", trainer.epoch + 1, trainer.epochs)
+            return
         logger.info("epoch %d/%d: box %.3f obj %.3f cls %.3f lr %.2e; trained on %d images in %.1f s "
                     "(%.2f images/s)", trainer.epoch + 1, trainer.epochs, s.mean_box, s.mean_obj, s.mean_cls,
                     trainer.lr, trainer.epoch_images, trainer.epoch_seconds, trainer.throughput)
