@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -262,3 +263,27 @@ def test_quick_report_on_cuda_with_darknet_gpu_build(cuda_device, tmp_path, monk
         assert re.match(measured, rows[("yolov3-tiny", "training end to end, batch 4")][1])
         assert re.fullmatch(measured, rows[("yolov3-tiny", "model only, batch 1, fp32")][1])
     assert " failed: " not in text
+
+
+# ------------------------------------------------------------------------------------------ the CUDA tests
+# Loaded into the pytest process below: OpenCV as OpenCV 5 has it, without the Darknet importer.
+HIDE_DARKNET_IMPORTER = "import cv2\n\nif hasattr(cv2.dnn, 'readNetFromDarknet'):\n    del cv2.dnn.readNetFromDarknet\n"
+
+
+def test_cuda_tests_need_no_opencv_darknet_importer(tmp_path):
+    """With ``cv2.dnn.readNetFromDarknet`` absent (OpenCV 5), every ``cuda``-marked test is still collected: none is
+    skipped because OpenCV cannot read Darknet files (only the tests that compare with OpenCV need that)."""
+    tests = Path(__file__).resolve().parent
+    modules = sorted(f"tests/{p.name}" for p in tests.glob("test_*.py") if "mark.cuda" in p.read_text())
+    assert {"tests/test_cuda_training.py", "tests/test_cuda_inference.py", "tests/test_gpu_report.py"} <= set(modules)
+    (tmp_path / "hide_darknet_importer.py").write_text(HIDE_DARKNET_IMPORTER)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-rs", "-p", "no:cacheprovider",
+                          "-p", "hide_darknet_importer", "-m", "cuda", *modules], cwd=tests.parent, env=env,
+                         capture_output=True, text=True, timeout=300)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out[-3000:]
+    assert "Darknet importer" not in out and "skipped" not in out, out[-3000:]
+    collected = [line for line in run.stdout.splitlines() if "::" in line]
+    for module in ("test_cuda_training.py", "test_cuda_inference.py"):
+        assert sum(line.startswith(f"tests/{module}::") for line in collected) >= 5, (module, out[-3000:])
