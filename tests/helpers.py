@@ -1,7 +1,7 @@
 """Helpers that several test modules share: running a command-line tool as a user does (or the export tool in this
 process), expecting its one-line error, Darknet's letterbox written out independently of the package, and ground
-truth for the Evaluator, and random but well-scaled weights for a model (no OpenCV needed: the OpenCV reference
-is tests/reference.py)."""
+truth for the Evaluator, random but well-scaled weights for a model (no OpenCV needed: the OpenCV reference
+is tests/reference.py), and a fake clock."""
 from __future__ import annotations
 
 import os
@@ -116,3 +116,20 @@ def randomize_model(model, seed: int = 0, calibrate_hw=(96, 96)) -> None:
                     and hasattr(module, "conv"):
                 module.conv.weight.mul_(0.3)
     model.eval()
+
+
+class FakeClock:
+    """A ``time.perf_counter`` / ``time.monotonic`` stand-in that moves only when told (:meth:`spend`, in
+    milliseconds, or :meth:`spend_s`), so that what is timed is known exactly."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def spend(self, ms: float) -> None:
+        self.now += ms / 1e3
+
+    def spend_s(self, seconds: float) -> None:
+        self.now += seconds

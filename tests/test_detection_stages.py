@@ -6,22 +6,10 @@ import numpy as np
 import pytest
 
 from conftest import asset
+from helpers import FakeClock
 from yolo.benchmark import detection_stages as stages_module
 from yolo.benchmark.detection_stages import detection_stages, format_stages, stage_figures
 from yolo.inference.detector import Detector
-
-
-class FakeClock:
-    """``time.perf_counter`` that moves only when a stage says how long it took."""
-
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
-
-    def spend(self, ms):
-        self.now += ms / 1e3
 
 
 def test_each_stage_gets_its_own_time(monkeypatch):
