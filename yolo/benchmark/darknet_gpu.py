@@ -299,7 +299,8 @@ def build_darknet_gpu(src: Path, out: Path, libs: CudaLibraries, capability: Tup
 
 
 class BackgroundBuild:
-    """:func:`build_darknet_gpu` on a thread (it needs only the CPU), so that the GPU measures ours meanwhile.
+    """:func:`build_darknet_gpu` on a thread (it needs only the CPU, all cores but two), so that the GPU measures
+    ours meanwhile.
     :meth:`done`, :meth:`result` (the path, or the exception raised again), :meth:`cancel` (stops ``make``)."""
 
     def __init__(self, src: Path, out: Path, libs: CudaLibraries, capability: Tuple[int, int],
@@ -315,7 +316,9 @@ class BackgroundBuild:
 
     def _run(self, src, out, libs, capability) -> None:
         try:
-            self._path = build_darknet_gpu(src, out, libs, capability, cancel=self._cancel)
+            # two cores left to the measurements that run meanwhile (their kernel launches, the host's part)
+            jobs = max(1, (os.cpu_count() or 1) - 2)
+            self._path = build_darknet_gpu(src, out, libs, capability, jobs=jobs, cancel=self._cancel)
         except BaseException as exc:  # noqa: BLE001  given to whoever asks for the result
             self._error = exc
         finally:

@@ -4,15 +4,23 @@ For each model (yolov3-tiny with its weights when the assets have them, yolov3 w
 coco128 images at one input size:
 
 - ours (:mod:`yolo.benchmark.gpu_measure`, :mod:`yolo.benchmark.gpu_training`): end-to-end training images/s
-  through the trainer, the training step alone in fp32 and AMP, the Detector pipeline and the model alone at
-  batch 1 and at the training batch, fp32 and fp16;
+  through the trainer (with its time split and loader workers), the training step alone in fp32 and AMP, the
+  Detector pipeline and the model alone at batch 1 and at the training batch, fp32 and fp16, and the milliseconds
+  of each detection stage per batch;
 - Darknet (:mod:`yolo.benchmark.darknet_gpu`): its GPU build made here for this GPU, ``detector test``
   (network ms at batch 1) and ``detector train`` (images/s) on the same images, with the same batch and
   subdivisions.
 
+Each measurement is one :class:`~yolo.benchmark.gpu_schedule.Measurement`, run by the schedule within the
+report's budget (:mod:`yolo.benchmark.gpu_schedule`: progress lines, each figure streamed as it comes, rounds
+shortened or the least important measurements left out, a clean stop on Ctrl-C/SIGTERM). Darknet's build runs in
+the background meanwhile (:class:`~yolo.benchmark.darknet_gpu.BackgroundBuild`); Darknet's timings and our
+end-to-end training wait for it.
+
 What cannot run is named and skipped (:mod:`yolo.benchmark.gpu_environment`); its cells read "not measured".
-The table (:mod:`yolo.benchmark.report_table`) is followed by notes: the machine, the settings, what was
-skipped and why.
+The table (:mod:`yolo.benchmark.report_table`), then where the time goes (the detection stages per batch, the
+training time split per update), are followed by notes: the machine, the settings, what was skipped, left out or
+stopped, and why.
 """
 from __future__ import annotations
 
@@ -228,6 +236,9 @@ def _measurements(s: ReportSettings, env: Environment, work: Path, notes: List[s
     build = darknet_gpu.BackgroundBuild(s.darknet_src, s.build_dir or work / "darknet-gpu", libs, env.capability)
     run_env = darknet_gpu.run_environment(libs)
     theirs = [d for m in models for d in _darknet(s, env, build, m, data, work, run_env)]
+    for m in ours:
+        if m.keys == TRAIN_KEYS:  # the loader's workers need the CPU cores the compilers hold: after the build
+            m.ready = build.done
     return theirs + ours, build  # Darknet's first: each starts as soon as the build is done
 
 
