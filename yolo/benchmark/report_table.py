@@ -73,10 +73,10 @@ TRAIN_VS_DARKNET = 8.0
 
 
 def format_value(value: Optional[float], unit: str) -> str:
-    """``1,049 img/s``, ``2.61 ms``; :data:`NOT_MEASURED` for None."""
+    """``1,049 img/s``, ``2.61 ms``, ``1,250 ms``; :data:`NOT_MEASURED` for None."""
     if value is None:
         return NOT_MEASURED
-    return f"{value:,.0f} img/s" if unit == "img/s" and value >= 100 else f"{value:,.3g} {unit}"
+    return f"{value:,.0f} {unit}" if value >= 100 else f"{value:,.3g} {unit}"  # 1,250 ms, not 1.25e+03 ms
 
 
 def speed_ratio(ours: Optional[float], other: Optional[float], unit: str) -> Optional[float]:
