@@ -217,7 +217,7 @@ def _measurements(s: ReportSettings, env: Environment, work: Path, notes: List[s
     """What the report measures here, in order, and Darknet's build started in the background (None without it)."""
     if OURS_DETECT in env.skipped:  # the assets are not there
         return [], None
-    need = (s.warmup + s.updates + 1) * s.batch  # the trainer's epoch (yolo.benchmark.gpu_training)
+    need = (s.warmup + s.updates + 2) * s.batch  # the trainer's epoch (yolo.benchmark.gpu_training), and one more
     images = env.assets.images[:s.images]
     data = darknet_gpu.write_darknet_data(work / "data", images, env.assets.names, repeat=math.ceil(need / len(images)))
     models, ours = [], []
