@@ -381,10 +381,27 @@ def test_what_the_first_measurement_cost_corrects_the_estimates_of_the_rest():
 def test_a_measurement_waits_until_it_is_ready():
     clock, log = FakeClock(), []
     waiting = fake_measurement(clock, "darknet", 0.5, 4, log=log)
-    waiting.ready = lambda: clock.now >= 20  # e.g. Darknet's build, done at 20 s
+    waiting.ready = lambda: clock.now >= 30  # e.g. Darknet's build, done at 30 s (a and b: 20 s)
     others = [fake_measurement(clock, k, 0.5, 20, log=log) for k in "ab"]
-    result = run_fake([waiting] + others, 100, clock, sleep=clock.spend_s)
+    lines = []
+    result = run_fake([waiting] + others, 100, clock, lines, sleep=clock.spend_s)
     assert [k for k, _ in log] == ["a", "b", "darknet"] and not result.missing
+    assert sum(line.startswith("waiting until they can start") for line in lines) == 1  # said once
+
+
+def test_a_second_ctrl_c_in_the_trainer_stops_the_schedule_too():
+    """The trainer turns a second Ctrl-C into KeyboardInterrupt: the schedule ends as stopped, with its table."""
+    clock = FakeClock()
+
+    def interrupted(allotment):
+        raise KeyboardInterrupt
+
+    measurements = [fake_measurement(clock, "a", 0.1, 10), Measurement("b", "m", ("b",), interrupted, 1.0),
+                    fake_measurement(clock, "c", 0.1, 10)]
+    result = run_fake(measurements, 100, clock)
+    assert result.stopped == "SIGINT" and result.figures == {"m": {"a": 10.0}}
+    assert result.missing == {("m", "b"): "stopped", ("m", "c"): "stopped"}
+    assert result.notes[0].startswith("stopped by SIGINT after")
 
 
 STOPPED_SCRIPT = """

@@ -204,7 +204,7 @@ def run_schedule(measurements: Sequence[Measurement], budget: Budget, stream: Ro
     inside ends the schedule: that measurement and the rest read "stopped"."""
     result = ScheduleResult(figures={})
     pending = list(measurements)
-    done = 0
+    done, waiting = 0, False
     estimated, actual = 0.0, 0.0  # estimates and full-length costs of the measurements done
     try:
         while pending:
@@ -217,8 +217,13 @@ def run_schedule(measurements: Sequence[Measurement], budget: Budget, stream: Ro
             if not pending:
                 break
             if not ready:  # e.g. waiting for Darknet's build while nothing else is left
+                if not waiting:
+                    stream.progress(f"waiting until they can start (Darknet's build): "
+                                    f"{', '.join(p.what for p in pending)} ({budget.left():.0f} s of the budget left)")
+                waiting = True
                 sleep(0.2)
                 continue
+            waiting = False
             m = ready[0]
             share = budget.left() * m.estimate_s / sum(p.estimate_s for p in pending)
             share = max(share, m.estimate_s * scale * SHORTEST)
@@ -235,8 +240,8 @@ def run_schedule(measurements: Sequence[Measurement], budget: Budget, stream: Ro
                 stream.figure(m.model, key, value)
     except (ReportStopped, KeyboardInterrupt) as stop:  # KeyboardInterrupt: a second Ctrl-C in the trainer
         result.stopped = stop.why if isinstance(stop, ReportStopped) else "SIGINT"
-        result.notes.append(f"stopped by {stop.why} after {budget.spent():.0f} s: what was not measured by then "
-                            "reads 'not measured (stopped)'")
+        result.notes.append(f"stopped by {result.stopped} after {budget.spent():.0f} s: what was not measured by "
+                            "then reads 'not measured (stopped)'")
         for m in pending:
             result.missing.update({(m.model, k): STOPPED for k in m.keys
                                    if k not in result.figures.get(m.model, {})})
