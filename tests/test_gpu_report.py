@@ -16,7 +16,7 @@ import pytest
 
 from conftest import assets_root
 from helpers import FakeClock
-from yolo.benchmark import darknet_gpu, gpu_environment
+from yolo.benchmark import darknet_gpu, gpu_environment, gpu_report
 from yolo.benchmark.darknet_gpu import (DarknetTrainIteration, arch_flag, copy_source, darknet_detect_ms,
                                         darknet_train_throughput, find_cuda_libraries, link_folder, make_command,
                                         patch_makefile, predicted_ms, run_darknet, steady_detect_ms,
@@ -554,3 +554,61 @@ def test_time_split_per_update_from_results_csv(tmp_path):
     figures = {"m": {"train_img_s": 10.0, "train_workers": 2.0}}
     rows = table_rows(time_tables(figures, ["m"], 4, ("fp32",)).split("\n\n")[1])
     assert rows[("m", "batch 4, end to end")] == ["not measured"] * 3 + ["2"]
+
+
+class CPUBuildStandIn:
+    """Darknet's CPU build (the reference tests') standing in for the GPU build in the background: done once the
+    schedule has waited for it ``waits`` times (:meth:`sleep`), that is once nothing else could run."""
+
+    def __init__(self, path: Path, waits: int = 3):
+        self.path, self.waits, self.waited = path, waits, 0
+        self.reused, self.seconds = False, None
+
+    def sleep(self, seconds: float) -> None:
+        self.waited += 1
+        if self.waited >= self.waits:
+            self.seconds = 1.0
+
+    def done(self) -> bool:
+        return self.seconds is not None
+
+    def result(self, timeout=None) -> Path:
+        return self.path
+
+    def cancel(self) -> None:
+        pytest.fail("cancelled although the report ended normally")
+
+
+@pytest.mark.slow
+def test_quick_report_with_darknet_runs_its_timings_once_the_build_is_done(darknet, tmp_path, monkeypatch, capsys):
+    """The whole report with Darknet, on the CPU: Darknet's CPU build stands in for the GPU build; its detector test
+    and train lines become the Darknet column, and our end-to-end training waits for the build."""
+    monkeypatch.setenv("YOLO_ASSETS", str(assets_root()))
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    real_probe = gpu_report.probe
+
+    def probe(*args, **kwargs):
+        env = real_probe(*args, **kwargs)
+        env.skipped.pop(DARKNET, None)  # as on a GPU machine with nvcc and cuDNN
+        env.capability = (9, 0)
+        return env
+
+    stand_in = CPUBuildStandIn(darknet.folder / "darknet")
+    run_schedule = gpu_report.run_schedule
+    monkeypatch.setattr(gpu_report, "probe", probe)
+    monkeypatch.setattr(gpu_report, "run_schedule", lambda *args: run_schedule(*args, sleep=stand_in.sleep))
+    monkeypatch.setattr(darknet_gpu, "BackgroundBuild", lambda *args: stand_in)
+    monkeypatch.setattr(darknet_gpu, "find_cuda_libraries", lambda *a: darknet_gpu.CudaLibraries(nvcc=Path("nvcc")))
+    text = cli.main(cli.parse_args(["--device", "cpu", "--quick"]))
+    out = capsys.readouterr().out
+    rows = table_rows(text.split("\n\n")[0])
+    measured = r"[0-9][0-9,.]* (img/s|ms)"
+    assert re.match(measured, rows[("yolov3-tiny", "training end to end, batch 4")][1])  # Darknet's train
+    assert re.fullmatch(measured, rows[("yolov3-tiny", "model only, batch 1, fp32")][1])  # Darknet's test
+    assert re.fullmatch(r"[0-9.]+x", rows[("yolov3-tiny", "model only, batch 1, fp32")][2])
+    progress = [line for line in out.splitlines() if " next: " in line]
+    order = [line.split(" next: ")[1].split(" (")[0].split(",")[0] for line in progress]
+    assert order[:2] == ["yolov3-tiny detection fp32", "yolov3-tiny training step fp32"]  # while it builds
+    assert order.index("yolov3-tiny training end to end") > order.index("yolov3-tiny Darknet detector test")
+    assert "waiting until they can start (Darknet's build): yolov3-tiny Darknet detector test" in out
+    assert "Darknet's GPU build: 1 s in the background" in text and " failed: " not in text
