@@ -77,8 +77,8 @@ def detection_figures(cfg: Path, weights: Path, images: Sequence[np.ndarray], de
     """The Detector at ``img_size``: ``pipeline_b1_ms`` (per image, batch 1), ``pipeline_img_s`` (batch
     ``batch``), ``model_b1_ms`` and ``model_img_s`` (the network alone on the pre-processed input), then where
     the time goes (:func:`yolo.benchmark.detection_stages.detection_stages`): ``stage_b1_<stage>_ms`` and
-    ``stage_b_<stage>_ms`` per batch (``upload`` only where there is one). With ``allotment``, the rounds are
-    shortened to fit it (``rounds`` at batch 1 at most, a quarter of it at ``batch``)."""
+    ``stage_b_<stage>_ms`` per batch (``upload`` only where there is one). Rounds: ``rounds`` at batch 1, a quarter
+    of it at ``batch``; with ``allotment``, shortened to fit it."""
     det = Detector(cfg=cfg, weights=weights, device=device, half=half, img_size=img_size)
     many = [images[i % len(images)] for i in range(batch)]
     x1, _ = preprocess(many[:1], det.img_size, det.resize, det.device, det.dtype)
@@ -100,7 +100,7 @@ def detection_figures(cfg: Path, weights: Path, images: Sequence[np.ndarray], de
            "pipeline_img_s": batch * 1e3 / ms["pipeline_b"], "model_img_s": batch * 1e3 / ms["model_b"]}
     for tag, part, share in (("b1", many[:1], 0.3), ("b", many, 1.0)):
         first = detection_stages(det, part, rounds=1, warmup=0)
-        n = max(2, rounds // 4)
+        n = rounds if tag == "b1" else max(2, rounds // 4)
         if allotment is not None:
             n = allotment.rounds(first.total / 1e3, n, least=1, share=share)
         stages = detection_stages(det, part, n, warmup=0)

@@ -72,6 +72,7 @@ class ReportSettings:
     darknet: bool = True
     build_dir: Optional[Path] = None  # keep Darknet's build here (default: a temporary folder)
     budget: float = 240.0  # seconds for the whole report (gpu_schedule plans to it)
+    started: Optional[float] = None  # the time.monotonic() the budget counts from (None: when measuring starts)
 
 
 @dataclass
@@ -248,7 +249,7 @@ def run_report(s: ReportSettings, work: Optional[Path] = None, stream: Optional[
     generated files (default: a temporary one). Ctrl-C or SIGTERM ends the measuring: the report then holds what
     was measured (``Report.stopped`` names the signal)."""
     stream = stream or RowStream()
-    budget = Budget(s.budget)
+    budget = Budget(s.budget, start=s.started)
     env = probe(s.assets, s.darknet_src, s.device, s.models)
     if TRAINER_IMPORT_ERROR and OURS_TRAIN not in env.skipped:
         env.skipped[OURS_TRAIN] = TRAINER_IMPORT_ERROR

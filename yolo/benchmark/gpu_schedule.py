@@ -15,6 +15,7 @@ moment it exists, and a stop (Ctrl-C, SIGTERM) that keeps what was measured.
 """
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, TextIO, Tuple
 
 __all__ = ["ReportStopped", "SignalStop", "stop_on_signals", "Budget", "Allotment", "Measurement", "RowStream", "ScheduleResult",
-           "run_schedule", "SHORTEST"]
+           "run_schedule", "process_age", "SHORTEST"]
 
 Figures = Dict[str, Dict[str, float]]
 
@@ -76,11 +77,24 @@ def stop_on_signals() -> Iterator[SignalStop]:
             signal.signal(sig, handler)
 
 
-class Budget:
-    """``seconds`` of wall time from now (``clock``: :func:`time.monotonic`, or a fake one in tests)."""
+def process_age() -> float:
+    """Seconds since this process started (Linux: from ``/proc/self/stat``; 0 where that cannot be read), so that
+    a budget counts Python's start and imports too."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: start time after boot, in clock ticks
+        return max(time.clock_gettime(time.CLOCK_BOOTTIME) - started, 0.0)
+    except (OSError, ValueError, IndexError, AttributeError):
+        return 0.0
 
-    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic):
-        self.seconds, self.clock, self.start = float(seconds), clock, clock()
+
+class Budget:
+    """``seconds`` of wall time from ``start`` (default: now; ``clock``: :func:`time.monotonic`, or a fake one in
+    tests)."""
+
+    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic, start: Optional[float] = None):
+        self.seconds, self.clock = float(seconds), clock
+        self.start = clock() if start is None else start
 
     def spent(self) -> float:
         return self.clock() - self.start

@@ -20,11 +20,12 @@ shorter rounds and updates, or the least important measurements left out with a 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from yolo.benchmark.gpu_environment import cuda_device, find_assets
 from yolo.benchmark.gpu_report import ReportSettings, run_report
-from yolo.benchmark.gpu_schedule import RowStream
+from yolo.benchmark.gpu_schedule import RowStream, process_age
 from yolo.benchmark.report_table import figure_label, figure_text
 from yolo.cli.args import fail, run_tool
 from yolo.cli.flags.gpu_report import CLONE, parse_args
@@ -39,7 +40,8 @@ def settings_from(args) -> ReportSettings:
     s = ReportSettings(assets=assets, darknet_src=args.darknet_src, device=args.device, models=tuple(args.models),
                        img_size=args.img_size, batch=args.batch_size, subdivisions=args.subdivisions,
                        updates=args.updates, warmup=args.warmup, rounds=args.rounds, workers=args.workers,
-                       darknet=not args.no_darknet, build_dir=args.build_dir, budget=args.budget)
+                       darknet=not args.no_darknet, build_dir=args.build_dir, budget=args.budget,
+                       started=getattr(args, "started", None))
     if args.quick:
         s.models, s.img_size, s.batch, s.subdivisions = ("yolov3-tiny",), 64, 4, 2
         s.updates, s.warmup, s.rounds, s.images, s.workers = 2, 0, 3, 8, args.workers or 0
@@ -73,5 +75,7 @@ def main(args) -> str:
 
 
 def cli(argv=None) -> None:
-    """Entry point of ``tools/gpu_report.py``."""
-    run_tool(main, parse_args(argv))
+    """Entry point of ``tools/gpu_report.py``: the budget counts from the process's start (its imports too)."""
+    args = parse_args(argv)
+    args.started = time.monotonic() - process_age()
+    run_tool(main, args)
