@@ -277,6 +277,9 @@ def test_quick_report_on_cuda_with_darknet_gpu_build(cuda_device, tmp_path, monk
         assert re.match(measured, rows[("yolov3-tiny", "training end to end, batch 4")][1])
         assert re.fullmatch(measured, rows[("yolov3-tiny", "model only, batch 1, fp32")][1])
     assert " failed: " not in text
+    stages = table_rows(text.split("Where the time goes:\n\n")[1].split("\n\n")[0])
+    for precision in ("fp32", "fp16"):  # on CUDA the upload is timed too
+        assert all(re.fullmatch(r"[0-9][0-9,.]* ms", c) for c in stages[("yolov3-tiny", f"batch 4, {precision}")])
 
 
 # ------------------------------------------------------------------------------------------ the CUDA tests
