@@ -345,7 +345,8 @@ def test_each_figure_is_streamed_and_written_as_it_is_measured(tmp_path):
     assert lines[progress[0]].startswith("[1] next: a, about 1 s (100 s of the 100 s budget left)")
     assert lines[progress[0] + 1] == "| m | a | 10 |" and lines[progress[1]].startswith("[2] next: second")
     assert lines[progress[1] + 1] == "| m | b | 2 |"
-    assert output.read_text() == "title\n\n| model | measured | figure |\n|---|---|---|\n| m | a | 10 |\n| m | b | 2 |\n"
+    assert output.read_text() == \
+        "title\n\n| model | measured | figure |\n|---|---|---|\n| m | a | 10 |\n| m | b | 2 |\n"
 
 
 def test_budget_shortens_the_rounds_to_fit():

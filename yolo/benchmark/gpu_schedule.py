@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, TextIO, Tuple
 
-__all__ = ["ReportStopped", "SignalStop", "stop_on_signals", "Budget", "Allotment", "Measurement", "RowStream", "ScheduleResult",
-           "run_schedule", "process_age", "SHORTEST"]
+__all__ = ["ReportStopped", "SignalStop", "stop_on_signals", "Budget", "Allotment", "Measurement", "RowStream",
+           "ScheduleResult", "run_schedule", "process_age", "SHORTEST"]
 
 Figures = Dict[str, Dict[str, float]]
 

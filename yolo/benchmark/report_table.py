@@ -132,7 +132,8 @@ def figure_label(key: str, batch: int) -> str:
         return DARKNET_LABELS[key][0]
     if key.startswith("stage_"):
         _, tag, stage, _, precision = key.split("_")
-        return f"detection stage {dict(STAGE_NAMES)[stage]}, batch {1 if tag == 'b1' else batch}, {precision}, per batch"
+        size = 1 if tag == "b1" else batch
+        return f"detection stage {dict(STAGE_NAMES)[stage]}, batch {size}, {precision}, per batch"
     split = dict(TRAIN_SPLIT)
     if key in split:
         return f"training, {split[key]}, per update"
