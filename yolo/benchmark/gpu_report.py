@@ -146,6 +146,15 @@ def _ours(s: ReportSettings, env: Environment, m: _Model, data: Path, work: Path
     out: List[Measurement] = []
     paths = env.assets.images[:s.images]
     cuda = env.device == "cuda"
+    update_s: Dict[str, float] = {}  # seconds of one update of the step alone, once measured
+
+    def train(a: Allotment) -> Dict[str, float]:
+        updates = s.updates
+        if "step" in update_s:  # the epoch fitted to the allotment, with 40% of it left to the trainer's start
+            updates = max(2, min(s.updates, int(a.left() * 0.6 / update_s["step"]) - s.warmup - 1))
+            a.saved += (s.updates - updates) * update_s["step"]
+        return train_throughput(m.cfg, m.weights if m.real else None, data, env.device, s.batch, m.subdivisions,
+                                s.img_size, updates, s.warmup, s.workers, work / "ours-train", a)
     if OURS_DETECT not in env.skipped:
         images = load_images(paths)
         batch: Dict[str, Tuple[torch.Tensor, torch.Tensor]] = {}
@@ -160,8 +169,12 @@ def _ours(s: ReportSettings, env: Environment, m: _Model, data: Path, work: Path
                                                          s.batch, s.rounds, s.warmup, a), "fp16" if half else "fp32")
 
         def step(key: str, amp: bool, channels_last: bool) -> Callable[[Allotment], Dict[str, float]]:
-            return lambda a: {key: step_throughput(m.cfg, m.weights if m.real else None, *the_batch(), env.device,
-                                                   m.subdivisions, amp, s.updates, s.warmup, channels_last, a)}
+            def run(a: Allotment) -> Dict[str, float]:
+                img_s = step_throughput(m.cfg, m.weights if m.real else None, *the_batch(), env.device,
+                                        m.subdivisions, amp, s.updates, s.warmup, channels_last, a)
+                update_s.setdefault("step", s.batch / img_s)  # the first one: the trainer's precision
+                return {key: img_s}
+            return run
 
         out.append(Measurement(f"{m.name} detection fp32 (batch 1 and {s.batch}, and its stages)", m.name,
                                tuple(f"{k}_fp32" for k in DETECTION_KEYS), detection(False),
@@ -171,10 +184,7 @@ def _ours(s: ReportSettings, env: Environment, m: _Model, data: Path, work: Path
                                step(*first_step), _estimate("step", m.name), importance=2))
     if OURS_TRAIN not in env.skipped:
         out.append(Measurement(f"{m.name} training end to end (the trainer, batch {s.batch})", m.name, TRAIN_KEYS,
-                               lambda a: train_throughput(m.cfg, m.weights if m.real else None, data, env.device,
-                                                          s.batch, m.subdivisions, s.img_size, s.updates, s.warmup,
-                                                          s.workers, work / "ours-train", a),
-                               _estimate("train", m.name), importance=1))
+                               train, _estimate("train", m.name), importance=1))
     if OURS_DETECT not in env.skipped and cuda:
         out.append(Measurement(f"{m.name} detection fp16 (batch 1 and {s.batch}, and its stages)", m.name,
                                tuple(f"{k}_fp16" for k in DETECTION_KEYS), detection(True),
