@@ -259,7 +259,8 @@ def run_report(s: ReportSettings, work: Optional[Path] = None, stream: Optional[
     generated files (default: a temporary one). Ctrl-C or SIGTERM ends the measuring: the report then holds what
     was measured (``Report.stopped`` names the signal)."""
     stream = stream or RowStream()
-    budget = Budget(s.budget, start=s.started)
+    # a reserve for the tables, the clean-up and Python's exit (a few seconds with PyTorch loaded)
+    budget = Budget(s.budget, start=s.started, reserve=min(5.0, 0.15 * s.budget))
     env = probe(s.assets, s.darknet_src, s.device, s.models)
     if TRAINER_IMPORT_ERROR and OURS_TRAIN not in env.skipped:
         env.skipped[OURS_TRAIN] = TRAINER_IMPORT_ERROR

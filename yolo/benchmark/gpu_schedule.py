@@ -90,17 +90,19 @@ def process_age() -> float:
 
 class Budget:
     """``seconds`` of wall time from ``start`` (default: now; ``clock``: :func:`time.monotonic`, or a fake one in
-    tests)."""
+    tests), of which the last ``reserve`` seconds are kept for what follows the measuring (the tables, the exit)."""
 
-    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic, start: Optional[float] = None):
-        self.seconds, self.clock = float(seconds), clock
+    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic, start: Optional[float] = None,
+                 reserve: float = 0.0):
+        self.seconds, self.clock, self.reserve = float(seconds), clock, float(reserve)
         self.start = clock() if start is None else start
 
     def spent(self) -> float:
         return self.clock() - self.start
 
     def left(self) -> float:
-        return self.seconds - self.spent()
+        """Seconds left for measuring."""
+        return self.seconds - self.reserve - self.spent()
 
 
 class Allotment:
