@@ -355,6 +355,9 @@ def test_budget_shortens_the_rounds_to_fit():
     result = run_fake(measurements, 15, clock)
     assert [k for k, _ in log] == ["a", "b", "c"] and all(n < 20 for _, n in log)
     assert clock.now <= 15 and not result.missing and not result.notes
+    kept = Budget(15, clock, start=clock.now, reserve=3)  # seconds kept for the tables and the exit
+    clock.spend_s(2)
+    assert (kept.spent(), kept.left()) == (2, 10)
 
 
 def test_budget_leaves_the_least_important_out_with_a_note():
