@@ -11,7 +11,7 @@ import cv2
 import numpy as np
 import torch
 
-from reference import randomize_model
+from helpers import randomize_model
 from yolo.engine.schedule import LRSchedule, read_net_schedule
 from yolo.losses.targets import usable_targets
 from yolo.losses.yolo_loss import YoloLoss

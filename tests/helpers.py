@@ -1,6 +1,7 @@
 """Helpers that several test modules share: running a command-line tool as a user does (or the export tool in this
 process), expecting its one-line error, Darknet's letterbox written out independently of the package, and ground
-truth for the Evaluator, and detections compared across devices and precisions."""
+truth for the Evaluator, detections compared across devices and precisions, random but well-scaled weights
+for a model (no OpenCV needed: the OpenCV reference is tests/reference.py), and a fake clock."""
 from __future__ import annotations
 
 import os
@@ -98,3 +99,56 @@ def assert_same_detections(got, expected, iou_min: float, score_tol: float, marg
             assert best.values.min().item() >= iou_min
             scores = db["scores"][best.indices]
             assert (scores - da["scores"][clear]).abs().max().item() <= score_tol
+
+
+def randomize_model(model, seed: int = 0, calibrate_hw=(96, 96)) -> None:
+    """Give ``model`` random but well-scaled weights: random conv weights, random BN affine terms and
+    running statistics taken from a forward pass, so activations neither vanish nor explode."""
+    g = torch.Generator().manual_seed(seed)
+    bns = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.Conv2d):
+                fan_in = m.weight[0].numel()
+                m.weight.copy_(torch.randn(m.weight.shape, generator=g) / fan_in ** 0.5)
+                if m.bias is not None:
+                    m.bias.copy_(torch.randn(m.bias.shape, generator=g) * 0.1)
+        for bn in bns:
+            bn.weight.copy_(0.5 + torch.rand(bn.weight.shape, generator=g))
+            bn.bias.copy_((torch.rand(bn.bias.shape, generator=g) - 0.5) * 0.4)
+            bn.reset_running_stats()
+            bn.momentum = None  # cumulative average: one pass sets the stats
+        # Small gamma on the last conv of each residual branch, so that 20+ shortcuts do not
+        # grow activations without bound (trained networks behave the same way).
+        from yolo.models.layer_types.shortcut import Shortcut
+        for i, module in enumerate(model.module_list):
+            prev = model.module_list[i - 1]
+            if isinstance(module, Shortcut) and getattr(prev, "bn", None) is not None:
+                prev.bn.weight.mul_(0.2)
+        model.train()
+        model(torch.rand(2, model.input_channels, *calibrate_hw, generator=g))
+        for bn in bns:
+            bn.momentum = 0.01
+        # Damp the convs that feed a head so that exp(tw) stays in a realistic range.
+        for i, module in enumerate(model.module_list):
+            if i + 1 < len(model.module_list) and model.module_list[i + 1] in model.yolo_layers \
+                    and hasattr(module, "conv"):
+                module.conv.weight.mul_(0.3)
+    model.eval()
+
+
+class FakeClock:
+    """A ``time.perf_counter`` / ``time.monotonic`` stand-in that moves only when told (:meth:`spend`, in
+    milliseconds, or :meth:`spend_s`), so that what is timed is known exactly."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def spend(self, ms: float) -> None:
+        self.now += ms / 1e3
+
+    def spend_s(self, seconds: float) -> None:
+        self.now += seconds

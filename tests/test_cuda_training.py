@@ -94,7 +94,9 @@ def test_loss_gradient_on_cuda_equals_the_cpus(tiny_pair, cuda_device, no_tf32):
     loss.backward()
     grads_cpu = torch.cat([p.grad.flatten() for p in cpu.parameters()])
     grads_gpu = torch.cat([p.grad.flatten() for p in gpu.parameters()])
-    assert relative(grads_gpu, grads_cpu) <= 2e-3  # measured on an H100: 4e-4 (5e-2 with TF32 on)
+    # 2e-3: a first guess, until a GPU run of this test confirms it (an earlier note: 4e-4 on an H100, 5e-2 with
+    # TF32 on)
+    assert relative(grads_gpu, grads_cpu) <= 2e-3
 
 
 # ------------------------------------------------------------------------------------------ the trainer
@@ -127,7 +129,7 @@ def test_two_amp_channels_last_updates_are_finite_and_close_to_float32(shapes, t
     weights_a = torch.cat([v.flatten().double() for k, v in a["train"]["model"].items() if v.is_floating_point()])
     weights_b = torch.cat([v.flatten().double() for k, v in b["train"]["model"].items() if v.is_floating_point()])
     assert torch.isfinite(weights_a).all()
-    assert relative(weights_a, weights_b) <= 1e-3
+    assert relative(weights_a, weights_b) <= 1e-3  # AMP vs float32: a first guess, until a GPU run confirms it
     loss_a = float(read_results(amp.result.run_dir)[0]["loss"])
     assert loss_a == pytest.approx(float(read_results(fp32.result.run_dir)[0]["loss"]), rel=2e-2)
     for v in a["train"]["model"].values():  # the checkpoint is NCHW whatever the training layout

@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from darknet_ref import darknet_source, set_net_options
-from reference import randomize_model
+from helpers import randomize_model
 from yolo.errors import CfgError
 from yolo.models.layer_types.crop import Crop
 from yolo.models.layer_types.convolutional import BinaryConvBNAct

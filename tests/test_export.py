@@ -78,7 +78,7 @@ def tiny_v3():
 @pytest.fixture(scope="module")
 def tiny_v4():
     """yolov4-tiny (route groups, scale_x_y) with random, well-scaled weights, run at 256."""
-    from reference import randomize_model  # skips only where OpenCV has no Darknet importer
+    from helpers import randomize_model
 
     model = Darknet(asset("cfg/yolov4-tiny.cfg"))
     randomize_model(model, seed=4, calibrate_hw=(256, 256))

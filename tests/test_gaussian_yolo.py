@@ -11,8 +11,7 @@ import torch
 from cfg_snippets import SMALL_BACKBONE
 from conftest import darknet_file
 from darknet_parity import assert_deltas_equal, coco_batch, head_deltas, sgd_losses, write_weights
-from helpers import make_gt
-from reference import randomize_model
+from helpers import make_gt, randomize_model
 from yolo.errors import CfgError
 from yolo.losses.gaussian_yolo_loss import gaussian_yolo_loss
 from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer, postprocess_gaussian

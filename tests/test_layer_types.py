@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from cfg_snippets import net_section
-from reference import randomize_model
+from helpers import randomize_model
 from yolo.errors import CfgError
 from yolo.models.model import Darknet
 

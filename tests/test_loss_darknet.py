@@ -28,7 +28,7 @@ import torch
 
 from conftest import darknet_file
 from darknet_parity import COCO_PAIRS, coco_images_area_resized, targets_px
-from reference import randomize_model
+from helpers import randomize_model
 from yolo.losses.targets import usable_targets
 from yolo.losses.yolo_head_loss import yolo_head_loss
 from yolo.losses.yolo_loss import YoloLoss

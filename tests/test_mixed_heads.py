@@ -25,7 +25,7 @@ import torch
 
 from conftest import darknet_file
 from darknet_parity import COCO_PAIRS, coco_images_area_resized, darknet_heads, targets_px
-from reference import randomize_model
+from helpers import randomize_model
 from yolo.losses.yolo_loss import YoloLoss
 from yolo.models.heads import SIGMA_COLUMNS, has_gaussian_heads, is_gaussian_head, uniform_eval_rows
 from yolo.models.model import Darknet

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from conftest import CLASSIFIER_CFGS, DETECTION_CFGS, asset
-from reference import randomize_model
+from helpers import randomize_model
 from yolo import Darknet
 from yolo.models.heads import HeadOptions
 from yolo.models.layer_types.convolutional import ConvBNAct

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from reference import randomize_model
+from helpers import randomize_model
 from yolo import load_model
 from yolo.engine.config import resolve_hyp
 from yolo.engine.schedule import schedule_from_hyp

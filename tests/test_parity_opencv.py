@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from conftest import DETECTION_CFGS, asset
-from reference import cv2, darknet_nms_sort, opencv_forward, ours_in_opencv_layout, randomize_model
+from helpers import randomize_model
+from reference import cv2, darknet_nms_sort, opencv_forward, ours_in_opencv_layout
 from yolo import Darknet
 
 TOL = 1e-4

@@ -10,7 +10,7 @@ import torch
 
 from cfg_snippets import SMALL_BACKBONE
 from darknet_parity import assert_deltas_equal, coco_batch, head_deltas, sgd_losses, write_weights
-from reference import randomize_model
+from helpers import randomize_model
 from yolo.losses.yolo_loss import YoloLoss
 from yolo.models.model import Darknet
 from yolo.losses.region_loss import PRIOR_IMAGES, region_loss, set_images_seen

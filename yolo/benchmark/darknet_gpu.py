@@ -16,18 +16,22 @@ What is timed is what Darknet itself prints:
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 __all__ = ["BuildError", "CudaLibraries", "DarknetTrainIteration", "predicted_ms", "train_iterations",
-           "arch_flag", "find_cuda_libraries", "patch_makefile", "make_command", "copy_source", "build_darknet_gpu",
+           "arch_flag", "find_cuda_libraries", "patch_makefile", "make_command", "copy_source", "build_key",
+           "build_darknet_gpu", "BackgroundBuild",
            "steady_detect_ms", "steady_train_throughput", "training_cfg", "write_darknet_data", "darknet_detect_ms",
            "darknet_train_throughput", "run_environment", "link_folder"]
 
@@ -215,26 +219,125 @@ def run_environment(libs: CudaLibraries) -> Dict[str, str]:
     return dict(os.environ, LD_LIBRARY_PATH=":".join(paths))
 
 
+SOURCE_PARTS = ("src", "include", "3rdparty", "Makefile", "LICENSE")
+
+
+def build_key(src: Path, libs: CudaLibraries, capability: Tuple[int, int]) -> str:
+    """A hash of what the build is made of: every file of the source (its path and bytes) and the ``make``
+    command with the CUDA folders. A build folder whose ``build.key`` holds the same hash is reused as it is."""
+    digest = hashlib.sha256()
+    for part in SOURCE_PARTS:
+        root = src / part
+        files = sorted(f for f in root.rglob("*") if f.is_file()) if root.is_dir() else [root]
+        for f in files:
+            digest.update(str(f.relative_to(src)).encode() + b"\0" + f.read_bytes() + b"\0")
+    flags = make_command(libs.nvcc, capability, 1)[2:] + [str(d) for d in libs.include_dirs + libs.library_dirs]
+    digest.update("\0".join(flags).encode())
+    return digest.hexdigest()
+
+
+def _built(out: Path, key: str) -> bool:
+    """Whether ``out`` holds a finished build whose :func:`build_key` is ``key``."""
+    saved = out / "build.key"
+    return (out / "darknet").is_file() and saved.is_file() and saved.read_text() == key
+
+
+def _make(command: List[str], cwd: Path, log: Path, env: Dict[str, str], timeout: float,
+          cancel: Optional[threading.Event]) -> int:
+    """Run ``make`` in its own process group (its compilers with it); stopped, the whole group with it, when
+    ``cancel`` is set or ``timeout`` passes (exit status -1)."""
+    with open(log, "w") as f:
+        proc = subprocess.Popen(command, cwd=cwd, stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                try:
+                    return proc.wait(timeout=0.2)
+                except subprocess.TimeoutExpired:
+                    if time.monotonic() > deadline or (cancel is not None and cancel.is_set()):
+                        break
+        finally:
+            if proc.poll() is None:  # stopped (or an exception here): the compilers go with it
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+                proc.wait()
+    return -1
+
+
 def build_darknet_gpu(src: Path, out: Path, libs: CudaLibraries, capability: Tuple[int, int],
-                      jobs: Optional[int] = None, timeout: float = 1800) -> Path:
-    """Build ``out/darknet`` from a copy of ``src``; returns its path. :class:`BuildError` with the log's tail
-    when the build fails (``out/build.log`` keeps all of it)."""
+                      jobs: Optional[int] = None, timeout: float = 1800,
+                      cancel: Optional[threading.Event] = None) -> Path:
+    """Build ``out/darknet`` from a copy of ``src``; returns its path. A folder that holds a build of the same
+    sources and flags (:func:`build_key`) is reused without compiling. :class:`BuildError` with the log's tail
+    when the build fails (``out/build.log`` keeps all of it) or is cancelled (``cancel`` set)."""
     if libs.missing:
         raise BuildError(f"CUDA files not found: {', '.join(libs.missing)}")
+    key = build_key(src, libs, capability)
+    if _built(out, key):
+        return out / "darknet"
+    for stale in ("build.key", "darknet", "obj"):  # another build's objects would look newer than the sources
+        path = out / stale
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
     copy_source(src, out)
     links = link_folder(libs, out / "cuda-links")
     patch_makefile(out / "Makefile", libs.include_dirs, [links] + libs.library_dirs)
     log = out / "build.log"
-    with open(log, "w") as f:
-        try:
-            code = subprocess.call(make_command(libs.nvcc, capability, jobs or os.cpu_count() or 1), cwd=out,
-                                   stdout=f, stderr=subprocess.STDOUT, env=run_environment(libs), timeout=timeout)
-        except subprocess.TimeoutExpired:
-            code = -1
+    code = _make(make_command(libs.nvcc, capability, jobs or os.cpu_count() or 1), out, log, run_environment(libs),
+                 timeout, cancel)
+    if cancel is not None and cancel.is_set():
+        raise BuildError(f"Darknet's GPU build stopped before it finished (see {log})")
     if code != 0 or not (out / "darknet").is_file():
         tail = log.read_text(errors="replace").strip().splitlines()[-5:]
         raise BuildError(f"Darknet's GPU build failed (see {log}): " + " | ".join(tail))
+    (out / "build.key").write_text(key)
     return out / "darknet"
+
+
+class BackgroundBuild:
+    """:func:`build_darknet_gpu` on a thread (it needs only the CPU, all cores but two), so that the GPU measures
+    ours meanwhile.
+    :meth:`done`, :meth:`result` (the path, or the exception raised again), :meth:`cancel` (stops ``make``)."""
+
+    def __init__(self, src: Path, out: Path, libs: CudaLibraries, capability: Tuple[int, int],
+                 clock=time.perf_counter):
+        self._cancel = threading.Event()
+        self._path: Optional[Path] = None
+        self._error: Optional[BaseException] = None
+        self.start, self.seconds, self._clock = clock(), None, clock
+        self.reused = _built(out, build_key(src, libs, capability))
+        self._thread = threading.Thread(target=self._run, args=(src, out, libs, capability), daemon=True,
+                                        name="darknet-gpu-build")
+        self._thread.start()
+
+    def _run(self, src, out, libs, capability) -> None:
+        try:
+            # two cores left to the measurements that run meanwhile (their kernel launches, the host's part)
+            jobs = max(1, (os.cpu_count() or 1) - 2)
+            self._path = build_darknet_gpu(src, out, libs, capability, jobs=jobs, cancel=self._cancel)
+        except BaseException as exc:  # noqa: BLE001  given to whoever asks for the result
+            self._error = exc
+        finally:
+            self.seconds = self._clock() - self.start
+
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def result(self, timeout: Optional[float] = None) -> Path:
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise BuildError("Darknet's GPU build has not finished yet")
+        if self._error is not None:
+            raise self._error
+        return self._path
+
+    def cancel(self) -> None:
+        self._cancel.set()
+        self._thread.join()
 
 
 # ------------------------------------------------------------------------------------------ timing runs
@@ -282,11 +385,22 @@ def write_darknet_data(folder: Path, images: Sequence[Path], names: Path, repeat
 
 
 def run_darknet(darknet: Path, args: Sequence[str], cwd: Path, env: Dict[str, str], stdin: str = "",
-                timeout: float = 600) -> str:
+                timeout: float = 600, partial: bool = False) -> str:
     """Run Darknet's CLI in ``cwd``; its standard output (stderr appended). :class:`RuntimeError` with the
-    last lines when it fails."""
-    run = subprocess.run([str(darknet), *map(str, args)], input=stdin, capture_output=True, text=True, cwd=cwd,
-                         env=env, timeout=timeout, errors="replace")
+    last lines when it fails. With ``partial``, a run still going after ``timeout`` seconds is stopped and what it
+    printed so far is returned (its output is line-buffered through ``stdbuf`` where there is one, so that
+    nothing printed waits in its buffer); otherwise :class:`subprocess.TimeoutExpired` is raised."""
+    command = [str(darknet), *map(str, args)]
+    if partial and shutil.which("stdbuf"):
+        command = [shutil.which("stdbuf"), "-oL", "-eL", *command]
+    try:
+        run = subprocess.run(command, input=stdin, capture_output=True, text=True, cwd=cwd, env=env,
+                             timeout=timeout, errors="replace")
+    except subprocess.TimeoutExpired as exc:
+        if not partial:
+            raise
+        return "".join(part.decode(errors="replace") if isinstance(part, bytes) else part
+                       for part in (exc.stdout, exc.stderr) if part)
     if run.returncode != 0:
         tail = (run.stdout + run.stderr).strip().splitlines()[-3:]
         raise RuntimeError(f"darknet {' '.join(map(str, args[:2]))} failed (exit {run.returncode}): "
@@ -295,14 +409,15 @@ def run_darknet(darknet: Path, args: Sequence[str], cwd: Path, env: Dict[str, st
 
 
 def darknet_detect_ms(darknet: Path, data: Path, cfg: Path, weights: Path, images: Sequence[Path], size: int,
-                      folder: Path, env: Dict[str, str], warmup: int = 3) -> float:
+                      folder: Path, env: Dict[str, str], warmup: int = 3, timeout: float = 600) -> float:
     """Darknet's network milliseconds per image at batch 1 (``detector test``, steady state): the images fed
-    one after another to one process, the median after the first ``warmup``."""
+    one after another to one process, the median after the first ``warmup``; a run still going after ``timeout``
+    seconds is stopped and the images it did count."""
     folder.mkdir(parents=True, exist_ok=True)
     sized = folder / f"{cfg.stem}-test.cfg"
     sized.write_text(training_cfg(cfg.read_text(), 1, 1, size, 1))
     out = run_darknet(darknet, ["detector", "test", data, sized, weights, "-dont_show"], folder, env,
-                      stdin="".join(f"{p.resolve()}\n" for p in images))
+                      stdin="".join(f"{p.resolve()}\n" for p in images), timeout=timeout, partial=True)
     return steady_detect_ms(predicted_ms(out), warmup)
 
 
@@ -310,14 +425,18 @@ def darknet_train_throughput(darknet: Path, data: Path, cfg: Path, weights: Opti
                              subdivisions: int, size: int, updates: int, warmup: int, folder: Path,
                              env: Dict[str, str], timeout: float = 1200) -> Dict[str, float]:
     """Darknet's training images/s (``detector train``, ``updates`` after ``warmup``): ``steady`` from its
-    per-update lines (data wait + update), ``command`` from the whole command's wall time."""
+    per-update lines (data wait + update), ``command`` from the whole command's wall time. A run still going
+    after ``timeout`` seconds is stopped; the updates it printed count (``updates``: how many after ``warmup``)."""
     folder.mkdir(parents=True, exist_ok=True)
     sized = folder / f"{cfg.stem}-train.cfg"
     sized.write_text(training_cfg(cfg.read_text(), batch, subdivisions, size, warmup + updates))
     args = ["detector", "train", data, sized] + ([weights] if weights else []) + ["-dont_show", "-clear"]
     start = time.perf_counter()
-    out = run_darknet(darknet, args, folder, env, timeout=timeout)
+    out = run_darknet(darknet, args, folder, env, timeout=timeout, partial=True)
     seconds = time.perf_counter() - start
     iterations = train_iterations(out)
+    if len(iterations) <= warmup:
+        raise RuntimeError(f"Darknet made {len(iterations)} updates in {seconds:.0f} s, none after the {warmup} "
+                           "warm-up ones")
     return {"steady": steady_train_throughput(iterations, batch, warmup),
-            "command": batch * len(iterations) / seconds}
+            "command": batch * len(iterations) / seconds, "updates": float(len(iterations) - warmup)}

@@ -2,12 +2,13 @@
 
 - :func:`detection_figures`: the :class:`yolo.inference.detector.Detector` pipeline (decode excluded: the
   images are in memory; pre-process + model + post-process) at batch 1 (ms per image) and at a large batch
-  (images/s), and the model alone at both batches;
+  (images/s), the model alone at both batches, and the milliseconds of each stage per batch;
 - :func:`step_throughput`: one training update without the loader (forward, loss, backward over
   ``subdivisions`` mini-batches, then SGD) on a batch already on the device, in fp32 or with AMP.
 
 Every figure is a median over rounds after warm-up rounds (:mod:`yolo.benchmark.timing`); CUDA work is
-synchronized inside each timed call.
+synchronized inside each timed call. Given an :class:`~yolo.benchmark.gpu_schedule.Allotment`, the first warm-up
+round says what a round costs and the rounds are shortened to fit.
 """
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ import cv2
 import numpy as np
 import torch
 
-from yolo.benchmark.timing import interleaved_medians
+from yolo.benchmark.detection_stages import detection_stages
+from yolo.benchmark.gpu_schedule import Allotment
+from yolo.benchmark.timing import interleaved_medians, round_seconds
 from yolo.files.images import load_image
 from yolo.inference.detector import Detector
 from yolo.inference.preprocess import preprocess
@@ -58,10 +61,24 @@ def _synchronize(device: torch.device) -> Optional[Callable[[], None]]:
     return torch.cuda.synchronize if device.type == "cuda" else None
 
 
+def _fitted_medians(tasks: Dict[str, Callable[[], object]], rounds: int, warmup: int, sync,
+                    allotment: Optional[Allotment], share: float) -> Dict[str, float]:
+    """:func:`interleaved_medians` of ``tasks``, the first warm-up round timed to fit the rounds into ``share`` of
+    what is left of ``allotment`` (all ``rounds`` without one)."""
+    first = round_seconds(tasks, sync)
+    if allotment is not None:
+        rounds = allotment.rounds(first, rounds, least=2, share=share)
+    return interleaved_medians(tasks, rounds, max(warmup - 1, 0), sync)
+
+
 def detection_figures(cfg: Path, weights: Path, images: Sequence[np.ndarray], device: str, half: bool,
-                      img_size: int, batch: int, rounds: int, warmup: int) -> Dict[str, float]:
+                      img_size: int, batch: int, rounds: int, warmup: int,
+                      allotment: Optional[Allotment] = None) -> Dict[str, float]:
     """The Detector at ``img_size``: ``pipeline_b1_ms`` (per image, batch 1), ``pipeline_img_s`` (batch
-    ``batch``), ``model_b1_ms`` and ``model_img_s`` (the network alone on the pre-processed input)."""
+    ``batch``), ``model_b1_ms`` and ``model_img_s`` (the network alone on the pre-processed input), then where
+    the time goes (:func:`yolo.benchmark.detection_stages.detection_stages`): ``stage_b1_<stage>_ms`` and
+    ``stage_b_<stage>_ms`` per batch (``upload`` only where there is one). Rounds: ``rounds`` at batch 1, a quarter
+    of it at ``batch``; with ``allotment``, shortened to fit it."""
     det = Detector(cfg=cfg, weights=weights, device=device, half=half, img_size=img_size)
     many = [images[i % len(images)] for i in range(batch)]
     x1, _ = preprocess(many[:1], det.img_size, det.resize, det.device, det.dtype)
@@ -74,19 +91,30 @@ def detection_figures(cfg: Path, weights: Path, images: Sequence[np.ndarray], de
         return run
 
     sync = _synchronize(det.device)
-    ms = interleaved_medians({"pipeline_b1": lambda: det(many[:1]), "model_b1": model(x1)}, rounds, warmup, sync)
-    ms.update(interleaved_medians({"pipeline_b": lambda: det(many), "model_b": model(xb)}, max(2, rounds // 4),
-                                  max(1, warmup // 2), sync))
-    return {"pipeline_b1_ms": ms["pipeline_b1"], "model_b1_ms": ms["model_b1"],
-            "pipeline_img_s": batch * 1e3 / ms["pipeline_b"], "model_img_s": batch * 1e3 / ms["model_b"]}
+    # shares of what is left: batch 1, then the large batch, then the stages at both
+    ms = _fitted_medians({"pipeline_b1": lambda: det(many[:1]), "model_b1": model(x1)}, rounds, warmup, sync,
+                         allotment, 0.3)
+    ms.update(_fitted_medians({"pipeline_b": lambda: det(many), "model_b": model(xb)}, max(2, rounds // 4),
+                              max(1, warmup // 2), sync, allotment, 0.5))
+    out = {"pipeline_b1_ms": ms["pipeline_b1"], "model_b1_ms": ms["model_b1"],
+           "pipeline_img_s": batch * 1e3 / ms["pipeline_b"], "model_img_s": batch * 1e3 / ms["model_b"]}
+    for tag, part, share in (("b1", many[:1], 0.3), ("b", many, 1.0)):
+        first = detection_stages(det, part, rounds=1, warmup=0)
+        n = rounds if tag == "b1" else max(2, rounds // 4)
+        if allotment is not None:
+            n = allotment.rounds(first.total / 1e3, n, least=1, share=share)
+        stages = detection_stages(det, part, n, warmup=0)
+        out.update({f"stage_{tag}_{name}_ms": value for name, value in stages.as_dict().items() if value is not None})
+    return out
 
 
 def step_throughput(cfg: Path, weights: Optional[Path], images: torch.Tensor, targets: torch.Tensor, device: str,
                     subdivisions: int, amp: bool, updates: int, warmup: int,
-                    channels_last: bool = False) -> float:
+                    channels_last: bool = False, allotment: Optional[Allotment] = None) -> float:
     """Training images/s without the loader: per update, ``subdivisions`` mini-batches of forward, loss and
     backward (with AMP's autocast and gradient scaling when ``amp``), then one SGD step with momentum and
-    weight decay. ``images``/``targets``: one update's batch (:func:`training_batch`)."""
+    weight decay. ``images``/``targets``: one update's batch (:func:`training_batch`). With ``allotment``, fewer
+    than ``updates`` timed updates where they would not fit (at least 2)."""
     dev = torch.device(device)
     model = Darknet(cfg)
     if weights is not None:
@@ -112,7 +140,7 @@ def step_throughput(cfg: Path, weights: Optional[Path], images: torch.Tensor, ta
         scaler.update()
         optimizer.zero_grad(set_to_none=True)
 
-    ms = interleaved_medians({"update": update}, updates, warmup, _synchronize(dev))["update"]
+    ms = _fitted_medians({"update": update}, updates, warmup, _synchronize(dev), allotment, 1.0)["update"]
     return images.shape[0] * 1e3 / ms
 
 

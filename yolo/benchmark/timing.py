@@ -6,7 +6,7 @@ import statistics
 import time
 from typing import Callable, Dict, List, Mapping, Optional
 
-__all__ = ["time_interleaved", "median_ms", "interleaved_medians"]
+__all__ = ["time_interleaved", "median_ms", "interleaved_medians", "round_seconds"]
 
 
 def time_interleaved(tasks: Mapping[str, Callable[[], object]], rounds: int, warmup: int = 0,
@@ -44,3 +44,13 @@ def interleaved_medians(tasks: Mapping[str, Callable[[], object]], rounds: int, 
                         sync: Optional[Callable[[], None]] = None) -> Dict[str, float]:
     """:func:`time_interleaved`, summarized: task name -> median milliseconds per call."""
     return {name: median_ms(t) for name, t in time_interleaved(tasks, rounds, warmup, sync).items()}
+
+
+def round_seconds(tasks: Mapping[str, Callable[[], object]], sync: Optional[Callable[[], None]] = None) -> float:
+    """One round of every task (a warm-up round that also says what a round costs): its seconds."""
+    t0 = time.perf_counter()
+    for task in tasks.values():
+        task()
+        if sync is not None:
+            sync()
+    return time.perf_counter() - t0

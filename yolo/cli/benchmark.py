@@ -3,7 +3,9 @@
 Both run in this process, interleaved (ours, OpenCV, ours, ... with the order alternating), so
 machine noise hits both alike. Reported per pipeline: per-image latency at batch 1 (pre-process +
 model + post-process), throughput at --batch-size (8; images/s), and model-only latency; then the ratios
-ours / OpenCV (latency: below 1.0 means we are faster). With a GPU it also reports fp32/fp16 figures.
+ours / OpenCV (latency: below 1.0 means we are faster). With a GPU it also reports fp32/fp16 figures. Then where
+our time goes, per batch at batch 1 and --batch-size: upload (on CUDA), pre-processing, model and post-processing
+(synchronized stages, :mod:`yolo.benchmark.detection_stages`), on the CPU and, with a GPU, on CUDA in fp32 and fp16.
 
     python tools/benchmark.py --cfg weights/yolov3-tiny.cfg --weights weights/yolov3-tiny.weights --img-size 416
     python tools/benchmark.py --cfg weights/yolov3.cfg --img-size 416      # random weights
@@ -27,6 +29,7 @@ import torch
 
 from yolo.benchmark.compare import cpu_figures, cuda_figures, random_weights_file, synthetic_image
 from yolo.benchmark.data import data_figures
+from yolo.benchmark.detection_stages import stage_figures
 from yolo.cli.args import fail, run_tool, setup_logging
 from yolo.cli.flags.benchmark import parse_args
 from yolo.data import build_dataset, load_data_config
@@ -93,8 +96,15 @@ def model_main(args) -> Dict[str, float]:
               f"image {image.shape[1]}x{image.shape[0]}, torch {torch.__version__}, OpenCV {cv2.__version__}, "
               f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
         figures = cpu_figures(args.cfg, weights, opencv=not args.no_opencv, compile=args.compile, **common)
+        stage_rounds = max(3, common["rounds"] // 4)
+        stages = dict(common, rounds=stage_rounds, warmup=min(args.warmup, 1))
+        print(f"\nwhere the time goes, per batch (synchronized stages, median of {stage_rounds} rounds):")
+        figures.update(stage_figures(args.cfg, weights, device="cpu", **stages))
         if torch.cuda.is_available() and not args.no_gpu:
             figures.update(cuda_figures(args.cfg, weights, **common))
+            print(f"\nwhere the time goes on CUDA, per batch (synchronized stages, median of {stage_rounds} rounds):")
+            for half in (False, True):
+                figures.update(stage_figures(args.cfg, weights, device="cuda", half=half, **stages))
     return figures
 
 

@@ -11,7 +11,9 @@ EXAMPLES = """\
 Both run in this process, interleaved (ours, OpenCV, ours, ... with the order alternating), so machine noise
 hits both alike. Reported per pipeline: per-image latency at batch 1 (pre-process + model + post-process),
 throughput at --batch-size (images/s), and model-only latency; then the ratios ours / OpenCV (latency: below
-1.0 means we are faster). With a GPU it also reports fp32/fp16 figures. With --data it times the training data
+1.0 means we are faster). With a GPU it also reports fp32/fp16 figures. Then where our time goes, per batch
+at batch 1 and --batch-size: pre-processing, model and post-processing (and the upload on CUDA), synchronized
+stages on the CPU and, with a GPU, on CUDA in fp32 and fp16. With --data it times the training data
 path instead: milliseconds of one CPU core per training image (decode + augmentation + item tensor) for each
 augmentation pipeline with the cfg's settings.
 

@@ -5,6 +5,7 @@ from pathlib import Path
 
 from yolo.cli.args import DefaultsHelpFormatter, ToolParser, image_side, non_negative_int, positive_int
 from yolo.cli.flags.common import hidden_alias
+from yolo.settings.values import positive_float
 
 CLONE = Path(__file__).resolve().parents[3]
 DESCRIPTION = "Measure ours against Darknet's GPU build on this GPU and print one markdown table with the ratios."
@@ -13,11 +14,18 @@ Ours: end-to-end training images/s (the trainer), the training step alone (fp32,
 and the model alone at batch 1 and at --batch-size (fp32, fp16), for yolov3-tiny and yolov3 on the coco128
 images. Darknet: its GPU build (GPU=1 CUDNN=1, this GPU's compute capability, no OpenCV) made from
 ../shared/darknet in a temporary folder, timed with its own detector test and detector train on the same
-images. Runs from a clone without installing it; what is missing (CUDA, nvcc, cuDNN's Python package, an
-asset, a module) is named and skipped.
+images (the build runs in the background while ours are measured; a --build-dir holding a build of the same
+sources and flags is reused). Runs from a clone without installing it; what is missing (CUDA, nvcc, cuDNN's
+Python package, an asset, a module) is named and skipped.
+
+Each figure is printed, and appended to --output, as soon as it is measured, after a progress line saying what
+runs next and for about how long. The report plans to --budget: it shortens rounds and updates from what the
+first ones cost, or leaves the least important measurements out with a note. Ctrl-C or SIGTERM (or timeout(1))
+ends it with the tables of what was measured so far, the rest "not measured (stopped)" (exit status 130 / 143).
 
 examples:
-  python tools/gpu_report.py --output gpu_report.md
+  python tools/gpu_report.py --output gpu_report.md                  # within 240 s (--budget)
+  python tools/gpu_report.py --budget 120 --build-dir ~/darknet-gpu  # a build kept there is reused next time
   python tools/gpu_report.py --assets /data/assets --darknet-src /src/darknet --updates 20
   python tools/gpu_report.py --device cpu --quick          # a small run on the CPU (checks the code paths)
 """
@@ -49,7 +57,11 @@ def build_parser() -> ToolParser:
     p.add_argument("--quick", action="store_true",
                    help="a small run: yolov3-tiny at 64x64, batch 4, 2 timed updates, 8 images, 3 rounds (not with "
                         "the flags it sets)")
-    p.add_argument("--output", type=Path, default=None, help="also write the table and its notes to this file")
+    p.add_argument("--budget", type=positive_float(86400, "--budget"), default=240.0,
+                   help="seconds for the whole report, Darknet's build included: rounds and updates are shortened, "
+                        "or the least important measurements left out, to end within it")
+    p.add_argument("--output", type=Path, default=None,
+                   help="also write the figures (each as it is measured) and then the tables and notes to this file")
     return p
 
 
