@@ -12,6 +12,9 @@ import pytest
 import torch
 
 from training_helpers import read_results, run, shapes_training
+from yolo.engine import run_plan
+from yolo.engine.config import Hyperparameters
+from yolo.engine.distributed import DistInfo
 from yolo.engine.epoch_times import EpochTimes, EpochTimeSplit, data_wait_warning
 from yolo.engine.hooks.writers import RESULTS_COLUMNS, ResultsCSVWriter
 
@@ -113,3 +116,18 @@ def test_on_cuda_the_step_is_the_gpu_time_between_events(cuda_device):
     assert split.step > 0 and split.data >= 0 and split.other >= 0
     assert split.data + split.step + split.other == pytest.approx(split.total)
     assert not times.events  # read and released
+
+
+def test_the_plan_takes_the_default_workers_per_process_and_names_them(monkeypatch, caplog):
+    """Without --workers: the CPUs of the affinity mask but one, shared by torchrun's local processes, at most
+    a mini-batch; the log names the number. With --workers: that number."""
+    monkeypatch.setattr(run_plan, "usable_cpus", lambda: 16)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    caplog.set_level(logging.INFO, logger="yolo")
+    hyp = Hyperparameters(batch=64, subdivisions=1, epochs=1)
+    assert run_plan.plan_run(hyp, 1280, DistInfo(rank=0, local_rank=0, world_size=2)).workers == 7  # 15 // 2
+    assert "7 loader worker process(es)" in caplog.text and "16 CPU(s)" in caplog.text
+    hyp = Hyperparameters(batch=8, subdivisions=2, epochs=1)
+    assert run_plan.plan_run(hyp, 1280, DistInfo()).workers == 4  # a mini-batch of 4 images
+    hyp = Hyperparameters(batch=8, subdivisions=2, epochs=1, workers=11)
+    assert run_plan.plan_run(hyp, 1280, DistInfo()).workers == 11

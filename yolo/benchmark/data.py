@@ -24,7 +24,7 @@ from yolo.models.cfg import parse_cfg
 from yolo.models.cfg_options import TRAINED_HEADS
 from yolo.ops.sizes import ImageSize
 
-__all__ = ["pipeline_settings", "data_figures"]
+__all__ = ["pipeline_settings", "data_figures", "training_settings"]
 
 
 def pipeline_settings(cfg: Path) -> Tuple[Dict[str, Dict[str, float]], Dict[str, str]]:
@@ -40,6 +40,12 @@ def pipeline_settings(cfg: Path) -> Tuple[Dict[str, Dict[str, float]], Dict[str,
         except ValueError as exc:
             refused[pipeline] = str(exc)
     return settings, refused
+
+
+def training_settings(cfg: Path) -> Dict[str, float]:
+    """The augmentation a training run of ``cfg`` takes by default (its pipeline and values)."""
+    sections = parse_cfg(cfg)
+    return augment_from_cfg(sections[0], [s for s in sections if s.type in TRAINED_HEADS])
 
 
 def _item_task(dataset: DetectionDataset, count: int, size: ImageSize) -> Callable[[], None]:

@@ -10,9 +10,12 @@ ours / OpenCV (latency: below 1.0 means we are faster). With a GPU it also repor
 
 With ``--data``, it times the training data path instead: milliseconds of one CPU core per training image
 (decode + augmentation + item tensor) for each augmentation pipeline with the cfg's settings, and Darknet's
-pipeline against its previous implementation in the same run (the ratio, and whether both made the same images):
+pipeline against its previous implementation in the same run (the ratio, and whether both made the same images);
+with ``--loader-workers``, also the training loader alone with those worker counts
+(:mod:`yolo.benchmark.loader`):
 
     python tools/benchmark.py --data configs/coco128.yaml --cfg cfg/yolov3-tiny.cfg --img-size 416
+    python tools/benchmark.py --data configs/coco128.yaml --cfg cfg/yolov3-tiny.cfg --loader-workers 1 2
 """
 from __future__ import annotations
 
@@ -25,10 +28,11 @@ import cv2
 import torch
 
 from yolo.benchmark.compare import cpu_figures, cuda_figures, random_weights_file, synthetic_image
-from yolo.benchmark.data import data_figures
+from yolo.benchmark.data import data_figures, training_settings
+from yolo.benchmark.loader import loader_figures
 from yolo.cli.args import fail, run_tool
 from yolo.cli.flags.benchmark import parse_args
-from yolo.data import build_dataset, load_data_config
+from yolo.data import DetectionDataset, build_dataset, load_data_config
 from yolo.device import cpu_threads
 from yolo.errors import CfgError, DataError, ImageReadError
 from yolo.files.images import load_image
@@ -44,7 +48,13 @@ def data_main(args) -> Dict[str, float]:
     cv2.setNumThreads(threads)
     try:
         dataset = build_dataset(load_data_config(args.data), "train", img_size, augment=False)
-        return data_figures(dataset, args.cfg, img_size, args.images, args.iters or 5, min(args.warmup, 1))
+        figures = data_figures(dataset, args.cfg, img_size, args.images, args.iters or 5, min(args.warmup, 1))
+        if args.loader_workers:
+            training = DetectionDataset(dataset.records, dataset.names, img_size, augment=True,
+                                        hyp=training_settings(args.cfg), seed=dataset.seed)
+            figures.update(loader_figures(training, args.batch_size, args.loader_workers,
+                                          batches=max(1, args.images // args.batch_size)))
+        return figures
     except (CfgError, DataError, FileNotFoundError) as exc:
         fail(str(exc))
 

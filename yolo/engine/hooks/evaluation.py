@@ -9,6 +9,7 @@ from typing import Any, Dict, Optional
 from torch.utils.data import DataLoader
 
 from yolo.data import collate_fn
+from yolo.data.loader import one_thread_per_worker
 from yolo.engine.hooks.base import HookBase
 from yolo.evaluation import Evaluator, evaluate_model
 from yolo.progress import use_bars
@@ -61,7 +62,8 @@ def evaluate_run(trainer, epoch: int, final: bool) -> Dict[str, Any]:
     evaluator = Evaluator(trainer.data.names, val_set.ground_truth(),
                           category_ids=getattr(val_set, "category_ids", None), use_pycocotools=final)
     loader = DataLoader(val_set, batch_size=max(1, trainer.mini_batch), shuffle=False,
-                        num_workers=trainer.workers, collate_fn=collate_fn)
+                        num_workers=trainer.workers, collate_fn=collate_fn,
+                        worker_init_fn=one_thread_per_worker if trainer.workers > 0 else None)
     metrics = evaluate_model(trainer.eval_model(), loader, evaluator, conf_thres=hyp.conf_thres,
                              iou_thres=hyp.iou_thres, device=trainer.device, amp=trainer.amp,
                              progress=use_bars(trainer.options.progress), desc=f"val {epoch + 1}/{trainer.epochs}")
