@@ -185,6 +185,8 @@ def test_benchmark_data_mode_runs(tmp_path, capsys, assets, keep_threads):
         assert name in out
     assert figures["darknet_identical"] == 1.0 and figures["darknet_speedup"] > 0 and figures["darknet_RAM_cache_ms"] > 0
     assert figures["darknet_ms"] > 0 and figures["darknet_opencv_ms"] > 0 and figures["affine_ms"] > 0
+    assert figures["darknet_per_decode"] == pytest.approx(figures["darknet_ms"] / figures["JPEG_decode_ms"])
+    assert "darknet item / JPEG decode" in out
 
 
 def test_benchmark_loader_workers_times_the_loader_with_each_count(tmp_path, capsys, assets, keep_threads):
