@@ -11,8 +11,8 @@ from itertools import count
 import pytest
 import torch
 
-from training_helpers import read_results, run, shapes_training
-from yolo.engine import run_plan
+from training_helpers import FAST, read_results, run, shapes_training
+from yolo.engine import TrainOptions, Trainer, run_plan
 from yolo.engine.config import Hyperparameters
 from yolo.engine.distributed import DistInfo
 from yolo.engine.epoch_times import EpochTimes, EpochTimeSplit, data_wait_warning
@@ -131,3 +131,16 @@ def test_the_plan_takes_the_default_workers_per_process_and_names_them(monkeypat
     assert run_plan.plan_run(hyp, 1280, DistInfo()).workers == 4  # a mini-batch of 4 images
     hyp = Hyperparameters(batch=8, subdivisions=2, epochs=1, workers=11)
     assert run_plan.plan_run(hyp, 1280, DistInfo()).workers == 11
+
+
+@pytest.mark.cuda
+def test_a_cuda_run_writes_the_split_of_each_epoch(cuda_device, shapes, tmp_path):
+    """Through the trainer on CUDA (events for the step): every row's parts are numbers that add up to at most
+    the epoch, and the step took time."""
+    options = TrainOptions(cfg=str(shapes["cfg"]), data=str(shapes["data"]), hyp={**FAST, "batch": 4, "subdivisions": 2},
+                           device=str(cuda_device), project=str(tmp_path), name="cuda", progress=False, epochs=2,
+                           img_size=64)
+    rows = read_results(Trainer.from_options(options).fit().run_dir)
+    for row in rows:
+        data, step, other = (float(row[k]) for k in ("time_data_s", "time_step_s", "time_other_s"))
+        assert step > 0 and data >= 0 and other >= 0 and data + step + other <= float(row["time_s"]) + 1e-6
