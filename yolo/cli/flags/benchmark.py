@@ -21,6 +21,7 @@ examples:
   python tools/benchmark.py --cfg weights/yolov3-tiny.cfg --weights weights/yolov3-tiny.weights --img-size 416
   python tools/benchmark.py --cfg weights/yolov3.cfg --img-size 416 --batch-size 4     # random weights
   python tools/benchmark.py --data configs/coco128.yaml --cfg weights/yolov3-tiny.cfg --img-size 416
+  python tools/benchmark.py --data configs/coco128.yaml --cfg weights/yolov3-tiny.cfg --loader-workers 1 2
 """
 
 
@@ -48,6 +49,9 @@ def build_parser() -> ToolParser:
     p.add_argument("--data", type=Path, default=None,
                    help="time the training data path on this dataset YAML's train split instead of detection")
     p.add_argument("--images", type=positive_int, default=64, help="with --data: training images per round")
+    p.add_argument("--loader-workers", type=non_negative_int, nargs="+", default=None,
+                   help="with --data: also time the training loader alone with each of these worker counts "
+                        "(images/s, the main process's CPU time per mini-batch of --batch-size, threads per worker)")
     add_common_flags(p, "verbose")
     return p
 
