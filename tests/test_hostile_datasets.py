@@ -63,3 +63,65 @@ def test_anchors_write_onto_the_names_file_an_image_or_the_list_file_is_refused(
                         "--write", link)
     assert "--write is the input the" in err and "writing it would destroy the input" in err, err
     assert path.read_bytes() == before
+
+
+# ------------------------------------------------------------------------------------------- label numbers
+# Darknet's read_boxes (src/data.c), its reading loop as it is there, printing what it reads.
+READ_BOXES_C = r"""
+#include <stdio.h>
+int main(int argc, char **argv) {
+    FILE *file = fopen(argv[1], "r");
+    float x, y, h, w;
+    int id, count = 0;
+    while (fscanf(file, "%d %f %f %f %f", &id, &x, &y, &w, &h) == 5) {
+        printf("%d %.9g %.9g %.9g %.9g\n", id, x, y, w, h);
+        ++count;
+    }
+    fclose(file);
+    printf("%d\n", count);
+    return 0;
+}
+"""
+
+LABEL_LINES = [
+    "0 0.5 0.5 0.2 0.2",            # plain
+    "3 .5 5e-1 0.2E0 +0.2",         # forms strtod reads like Python
+    "0\t0.5 0.5\x0b0.2\x0c0.2",     # C whitespace between values
+    "+1 0.5 0.5 0.2 0.2",           # a signed class
+    "0 0.48_9 0.5 0.2 0.2",         # Python reads 0.489, Darknet 0.48
+    "\u0663 0.5 0.5 0.2 0.2",       # an Arabic-Indic 3: Python reads class 3, Darknet nothing
+    "1 0.5 0.5 0.\u0662 0.2",       # an Arabic-Indic digit in a value
+    "1 0.5\u00a00.5 0.2 0.2",       # a non-breaking space: Python splits there, Darknet stops
+    "3.0 0.5 0.5 0.2 0.2",          # Darknet: class 3, then .0 as cx
+    "0,0.5,0.5,0.2,0.2",            # Darknet: class 0, then stops at the comma
+    "1 0x1p-1 0.5 0.2 0.2",         # hexadecimal: strtod reads 0.5, Python refuses
+    "1 0.5 0.5 0.2 0.2e",           # a dangling exponent
+]
+
+
+def test_label_numbers_are_read_as_darknet_reads_them_or_refused_at_their_line(tmp_path):
+    """Every line we keep, Darknet's own reading loop (compiled here) reads as one box with the same values;
+    every line it would read otherwise is refused at its line."""
+    import subprocess
+    import numpy as np
+    from yolo.data.validation import read_label_file
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is needed to build Darknet's read_boxes loop")
+    source, program = tmp_path / "read_boxes.c", tmp_path / "read_boxes"
+    source.write_text(READ_BOXES_C)
+    subprocess.run(["gcc", "-O0", "-o", str(program), str(source)], check=True)
+    kept = []
+    for number, line in enumerate(LABEL_LINES):
+        path = tmp_path / f"{number}.txt"
+        path.write_bytes((line + "\n").encode("utf-8"))
+        labels, problems = read_label_file(path, num_classes=5)
+        out = subprocess.run([str(program), str(path)], capture_output=True, text=True, check=True).stdout.split("\n")
+        darknet = [[float(v) for v in row.split()] for row in out[:int(out[-2])]]
+        if problems:
+            assert len(labels) == 0 and [p.line for p in problems] == [1], (line, problems)
+            assert str(problems[0]).startswith(f"{path}:1: malformed label line"), problems[0]
+            continue
+        kept.append(line)
+        assert len(darknet) == 1, (line, darknet)
+        np.testing.assert_allclose(labels[0], np.float32(darknet[0]), rtol=1e-6, err_msg=line)
+    assert kept == LABEL_LINES[:4]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import codecs
 import logging
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
@@ -25,6 +26,14 @@ logger = logging.getLogger(__name__)
 EDGE_TOLERANCE = 0.01
 # Boxes narrower or lower than this (normalized) after clipping are degenerate.
 MIN_BOX_SIDE = 1e-4
+
+# A label line's values as Darknet's read_boxes (src/data.c) reads them with fscanf("%d %f %f %f %f"): separated
+# by C whitespace only, the class a whole decimal number, the others plain decimal numbers. Python's own int() and
+# float() take more (``0.48_9``, Arabic-Indic digits, non-breaking spaces) and would read such a line as Darknet
+# never does, so anything else is refused at its line.
+_C_WHITESPACE = re.compile(r"[ \t\n\v\f\r]+")
+_C_INTEGER = re.compile(r"[+-]?[0-9]+")
+_C_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 @dataclass(frozen=True)
@@ -180,28 +189,33 @@ def parse_label_lines(lines: List[str], path: str, num_classes: int
         problems.append(Problem(path, reason, lineno, "box", code))
 
     for lineno, raw in enumerate(lines, start=1):
-        text = raw.strip()
+        text = raw.strip(" \t\n\v\f\r")
         if not text or text.startswith("#"):
             continue
-        fields = text.replace(",", " ").split()
+        if "," in text:
+            drop(lineno, f"malformed label line '{text[:60]}': values separated by ','; Darknet reads them "
+                         "separated by spaces ('class cx cy w h')")
+            continue
+        fields = _C_WHITESPACE.split(text)
         if len(fields) != 5:
             extra = " (polygon/segment labels are not supported)" if len(fields) > 5 else ""
             drop(lineno, f"malformed label line '{text[:60]}': expected 5 values 'class cx cy w h', "
                          f"got {len(fields)}{extra}")
             continue
-        try:
-            values = [float(v) for v in fields]
-        except ValueError:
-            bad = next(v for v in fields if not _is_float(v))
-            drop(lineno, f"malformed label line '{text[:60]}': '{bad}' is not a number")
+        bad = next((v for v in fields if not _C_DECIMAL.fullmatch(v)), None)
+        if bad is not None:
+            drop(lineno, f"malformed label line '{text[:60]}': '{bad}' is not a number (plain decimal digits "
+                         "0-9, as Darknet reads labels)")
             continue
+        if not _C_INTEGER.fullmatch(fields[0]):
+            drop(lineno, f"malformed label line: class '{fields[0]}' is not an integer (Darknet would read its "
+                         "leading digits as the class and the rest as the next value)")
+            continue
+        values = [float(v) for v in fields]
         if not all(math.isfinite(v) for v in values):
             drop(lineno, f"malformed label line '{text[:60]}': non-finite value")
             continue
         cls, cx, cy, w, h = values
-        if cls != int(cls):
-            drop(lineno, f"malformed label line: class '{fields[0]}' is not an integer")
-            continue
         cls = int(cls)
         if not 0 <= cls < num_classes:
             drop(lineno, f"unknown class {cls}: the dataset has {num_classes} classes (0..{num_classes - 1}); "
@@ -235,14 +249,6 @@ def parse_label_lines(lines: List[str], path: str, num_classes: int
         rows.append(list(row))
     labels = np.asarray(rows, dtype=np.float32).reshape(-1, 5)
     return labels, problems
-
-
-def _is_float(text: str) -> bool:
-    try:
-        float(text)
-        return True
-    except ValueError:
-        return False
 
 
 def read_label_file(path: Path, num_classes: int) -> Tuple[np.ndarray, List[Problem]]:
