@@ -125,3 +125,20 @@ def test_label_numbers_are_read_as_darknet_reads_them_or_refused_at_their_line(t
         assert len(darknet) == 1, (line, darknet)
         np.testing.assert_allclose(labels[0], np.float32(darknet[0]), rtol=1e-6, err_msg=line)
     assert kept == LABEL_LINES[:4]
+
+
+# ------------------------------------------------------------------------------------------------ label cache
+def test_a_label_edited_in_place_with_its_mtime_kept_is_read_again(own_shapes):
+    """``cp -p``, ``rsync -t`` and ``touch -r`` keep the mtime, and an edit of one digit keeps the size: the
+    cache must still serve the new labels."""
+    from yolo.data.dataset import YoloDataset
+    images = own_shapes / "data" / "images" / "train"
+    label = own_shapes / "data" / "labels" / "train" / "00000.txt"
+    label.write_text("1 0.5 0.5 0.4 0.4\n")
+    first = YoloDataset(images, ["a", "b", "c"])
+    assert first.records[0].labels.tolist() == [1]
+    stat = label.stat()
+    label.write_text("2 0.5 0.5 0.4 0.4\n")  # same size
+    os.utime(label, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same mtime
+    assert label.stat().st_size == stat.st_size and label.stat().st_mtime_ns == stat.st_mtime_ns
+    assert YoloDataset(images, ["a", "b", "c"]).records[0].labels.tolist() == [2]

@@ -21,6 +21,7 @@ A split is a folder of images or a list file with one image path per line (Darkn
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import logging
 import os
@@ -287,10 +288,27 @@ def _cache_file(source: Path) -> Path:
 
 
 def _fingerprint(path: Optional[Path]) -> List[int]:
+    """An image's cache key: its size and mtime (decoding it again is what the cache saves)."""
     if path is None:
         return [-1, -1]
     st = path.stat()
     return [st.st_size, st.st_mtime_ns]
+
+
+def _label_fingerprint(path: Optional[Path]) -> list:
+    """A label file's cache key: its size, mtime and a hash of its bytes, so a label edited in place with its mtime
+    kept (``cp -p``, ``rsync -t``, ``touch -r``, a file system with 1-second times) is read again. Hashing a label
+    file costs little next to decoding its image. A folder (reported by the scan) has no bytes to hash."""
+    if path is None:
+        return [-1, -1, ""]
+    st = path.stat()
+    if not path.is_file():
+        return [st.st_size, st.st_mtime_ns, ""]
+    try:
+        digest = hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
+    except OSError:  # unreadable: the scan reports it; the key then never matches a readable file's
+        digest = "unreadable"
+    return [st.st_size, st.st_mtime_ns, digest]
 
 
 def scan_yolo(source: PathLike, num_classes: int, search_dirs: Sequence[Path] = (), cache: bool = True
@@ -298,7 +316,8 @@ def scan_yolo(source: PathLike, num_classes: int, search_dirs: Sequence[Path] = 
     """Check every image and label file of a YOLO-layout split.
 
     Returns the usable records (boxes in original pixels) and the report listing everything
-    dropped. Results are cached per file (size and mtime) so a second scan reads no images.
+    dropped. Results are cached per file (an image's size and mtime, a label file's size, mtime and content hash)
+    so a second scan reads no images.
     """
     source = Path(source).resolve()
     images, problems, listed = list_images(source, search_dirs)
@@ -320,7 +339,7 @@ def scan_yolo(source: PathLike, num_classes: int, search_dirs: Sequence[Path] = 
         key = str(image_path)
         label_path = find_label_file(image_path)
         try:
-            fingerprint = _fingerprint(image_path) + [str(label_path)] + _fingerprint(label_path)
+            fingerprint = _fingerprint(image_path) + [str(label_path)] + _label_fingerprint(label_path)
         except OSError as e:
             problems.append(Problem(key, f"cannot stat file: {e}", None, "image", "missing_image"))
             continue
