@@ -142,3 +142,21 @@ def test_a_label_edited_in_place_with_its_mtime_kept_is_read_again(own_shapes):
     os.utime(label, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same mtime
     assert label.stat().st_size == stat.st_size and label.stat().st_mtime_ns == stat.st_mtime_ns
     assert YoloDataset(images, ["a", "b", "c"]).records[0].labels.tolist() == [2]
+
+
+# ---------------------------------------------------------------------------------- file contents in logs
+def test_a_list_file_that_is_not_a_list_is_named_and_counted_never_echoed(capsys, caplog, own_shapes):
+    """``train: /etc/passwd`` (or a private key): the tool names the file and counts its bad lines; no line of
+    it reaches the output or the log, but a short escaped excerpt of the first."""
+    secret = own_shapes / "secret"
+    secret.write_text("-----BEGIN KEY-----\n" + "".join(f"hidden{n:02d}:x:{n}:\x1b[2J/home/user\n" for n in range(30)))
+    (own_shapes / "secret.yaml").write_text(f"train: {secret}\nval: {secret}\nnames: [a, b]\n")
+    with caplog.at_level(logging.DEBUG):
+        err = anchors_error(capsys, "--data", own_shapes / "secret.yaml", "-n", "3")
+    logged = caplog.text
+    assert f"{secret}:1: 31 of 31 entries name no existing file (lines 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, ...); the " \
+           "first: '-----BEGIN KEY-----'" in logged, logged
+    assert err == f"error: {secret}: no usable images (31 listed)", err
+    for n in range(30):
+        assert f"hidden{n:02d}" not in logged + err
+    assert "\x1b" not in logged + err

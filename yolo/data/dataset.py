@@ -41,7 +41,7 @@ from yolo.ops import sizes
 from yolo.ops.sizes import ImageSize, SizeLike
 from yolo.data.cache import LabelCache
 from yolo.data.config import DataConfig, is_coco_json
-from yolo.errors import DataError, ImageReadError
+from yolo.errors import DataError, ImageReadError, shown
 from yolo.files.images import DATASET_IMAGE_SUFFIXES, image_size, load_image
 from yolo.data.transforms import NO_AUGMENT, augment_config, item_rng, matrix_to_letterbox, resize_sample, train_transform
 from yolo.data.validation import Problem, ValidationReport, read_label_file
@@ -249,7 +249,8 @@ def list_images(source: Path, search_dirs: Sequence[Path] = ()) -> Tuple[List[Pa
     if source.suffix.lower() in DATASET_IMAGE_SUFFIXES:
         raise DataError("an image, not a text list of image paths: give the folder of the split's images or a "
                         ".txt list of them", source)
-    images, problems, listed = [], [], 0
+    images, listed = [], 0
+    bad: Dict[str, List[Tuple[int, str]]] = {"missing_image": [], "bad_image": []}  # code -> (line, entry)
     bases = [source.parent, *search_dirs, Path.cwd()]
     with open(source, "rb") as f:
         for lineno, raw in enumerate(f, start=1):
@@ -261,14 +262,25 @@ def list_images(source: Path, search_dirs: Sequence[Path] = ()) -> Tuple[List[Pa
             candidates = [path] if path.is_absolute() else [b / path for b in bases]
             found = next((c for c in candidates if c.is_file()), None)
             if found is None:
-                problems.append(Problem(str(source), f"image {candidates[0]} not found", lineno, "image",
-                                        "missing_image"))
+                bad["missing_image"].append((lineno, entry))
             elif found.suffix.lower() not in DATASET_IMAGE_SUFFIXES:
-                problems.append(Problem(str(source), f"{found} is not an image file "
-                                        f"(extensions: {' '.join(DATASET_IMAGE_SUFFIXES)})", lineno, "image", "bad_image"))
+                bad["bad_image"].append((lineno, entry))
             else:
                 images.append(found.resolve())
+    problems = [_bad_list_lines(source, code, lines, listed) for code, lines in bad.items() if lines]
     return images, problems, listed
+
+
+def _bad_list_lines(source: Path, code: str, lines: List[Tuple[int, str]], listed: int) -> Problem:
+    """One problem for the lines of a list file that name no image (``code`` missing_image) or a file that is no
+    image (bad_image): their count and line numbers, and only the first entry, cut short and escaped. A list file
+    may be anything a dataset config names (``train: /etc/passwd``, a private key): its lines never go to a log."""
+    numbers = ", ".join(str(n) for n, _ in lines[:10]) + (", ..." if len(lines) > 10 else "")
+    what = ("name no existing file" if code == "missing_image"
+            else f"name a file that is not an image (extensions: {' '.join(DATASET_IMAGE_SUFFIXES)})")
+    first_line, first = lines[0]
+    return Problem(str(source), f"{len(lines):,} of {listed:,} entries {what} (line{'s' if len(lines) > 1 else ''} "
+                   f"{numbers}); the first: '{shown(first, 40)}'", first_line, "image", code, len(lines))
 
 
 def _list_line(raw: bytes, source: Path, lineno: int) -> str:

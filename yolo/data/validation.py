@@ -48,13 +48,15 @@ class Problem:
     kind: str = "box"
     # What went wrong, for the report's hints: unknown_class, pixel_coords, malformed, ... ("" if unclassified).
     code: str = ""
+    # How many dropped entries this one problem stands for (the lines of a list file that name no image, said once).
+    count: int = 1
 
     def __str__(self) -> str:
         where = self.path if self.line is None else f"{self.path}:{self.line}"
         return shown(f"{where}: {self.reason}", MAX_MESSAGE)  # a label line may hold terminal escapes
 
     def to_json(self) -> list:
-        return [self.path, self.reason, self.line, self.kind, self.code]
+        return [self.path, self.reason, self.line, self.kind, self.code, self.count]
 
     @classmethod
     def from_json(cls, row: list) -> "Problem":
@@ -84,14 +86,14 @@ class ValidationReport:
 
     @property
     def num_dropped_images(self) -> int:
-        return sum(1 for p in self.problems if p.kind in ("image", "file"))
+        return sum(p.count for p in self.problems if p.kind in ("image", "file"))
 
     @property
     def num_dropped_boxes(self) -> int:
-        return sum(1 for p in self.problems if p.kind == "box")
+        return sum(p.count for p in self.problems if p.kind == "box")
 
     def count(self, code: str) -> int:
-        return sum(1 for p in self.problems if p.code == code)
+        return sum(p.count for p in self.problems if p.code == code)
 
     def hints(self) -> List[str]:
         """Likely causes behind the problems (the usual reasons for a mAP of 0)."""
@@ -119,7 +121,7 @@ class ValidationReport:
         text = (f"{self.source}: {self.num_kept_images}/{self.num_images} images usable "
                 f"({self.num_background} background), {self.num_boxes} boxes")
         if self.problems:
-            text += (f"; {len(self.problems)} problems: {self.num_dropped_images} images and "
+            text += (f"; {sum(p.count for p in self.problems)} problems: {self.num_dropped_images} images and "
                      f"{self.num_dropped_boxes} labels dropped")
         for hint in self.hints():
             text += f"\n  hint: {hint}"
