@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import List, Optional, Union
 
 from yolo.counts import MAX_CLASSES
-from yolo.errors import DataError
+from yolo.errors import DataError, shown
 
 
 def read_names(path: Union[str, "os.PathLike[str]"]) -> List[str]:
@@ -25,6 +25,20 @@ def read_names(path: Union[str, "os.PathLike[str]"]) -> List[str]:
     if len(names) > MAX_CLASSES:
         raise ValueError(f"{path}: {len(names):,} class names, more than the {MAX_CLASSES:,} allowed")
     return names
+
+
+def names_difference(before: List[str], now: List[str]) -> Optional[str]:
+    """How the class names ``now`` differ from ``before``, in words (None: the same list): the counts, or the first
+    classes whose name moved (``class 0 was 'cat', now 'dog'``), with whether the same names were reordered."""
+    before, now = list(before), list(now)
+    if before == now:
+        return None
+    if len(before) != len(now):
+        return f"{len(before)} class names before, {len(now)} now"
+    moved = [f"class {i} was '{shown(a, 40)}', now '{shown(b, 40)}'" for i, (a, b) in enumerate(zip(before, now))
+             if a != b]
+    what = "reordered" if sorted(before) == sorted(now) else "changed"
+    return f"the class names {what} ({'; '.join(moved[:3])}{'; ...' if len(moved) > 3 else ''})"
 
 
 def check_names_count(names: List[str], num_classes: int, source: Optional[Union[str, "os.PathLike[str]"]]) -> None:
