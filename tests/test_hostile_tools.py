@@ -240,6 +240,40 @@ def test_eval_error_for_label_paths_that_are_folders_is_one_clean_line(tmp_path,
                       f"{labels[0]}: {problem}; {labels[1]}: {problem}"]
 
 
+def test_eval_warns_when_the_data_names_differ_from_the_checkpoints(shapes, tmp_path, caplog):
+    """The metrics pair the model's class i with the data file's class i: names in another order are said."""
+    import yaml
+    from training_helpers import write_one_head_model
+    _, pt, _ = write_one_head_model(tmp_path)  # names: the shapes' five, in order
+    values = yaml.safe_load((shapes / "data.yaml").read_text())
+    names = values["names"]
+    values["names"] = [names[1], names[0], *names[2:]]
+    data = tmp_path / "swapped.yaml"
+    data.write_text(yaml.safe_dump(values))
+    argv = ["--weights", str(pt), "--data", str(data), "--device", "cpu", "--workers", "0", "--fast", "--no-plots",
+            "--project", str(tmp_path / "runs"), "--no-progress"]
+    with caplog.at_level(logging.WARNING):
+        eval_cli.main(eval_cli.parse_args(argv))
+    assert (f"warning: {pt} was trained with other class names than {data} names: the class names reordered (class "
+            f"0 was '{names[0]}', now '{names[1]}'; class 1 was '{names[1]}', now '{names[0]}'); each class is scored "
+            "by its number, so check that they mean the same classes") in caplog.text, caplog.text
+
+
+def test_eval_save_dir_is_exactly_that_folder_and_a_non_empty_one_is_refused(shapes, tmp_path, capsys):
+    from training_helpers import write_one_head_model
+    _, pt, _ = write_one_head_model(tmp_path)
+    save = tmp_path / "results"
+    argv = ["--weights", str(pt), "--data", str(shapes / "data.yaml"), "--device", "cpu", "--workers", "0", "--fast",
+            "--no-plots", "--save-dir", str(save), "--no-progress"]
+    assert eval_cli.main(eval_cli.parse_args(argv))["save_dir"] == str(save)
+    capsys.readouterr()
+    before = (save / "metrics.json").read_bytes()
+    err = one_line_error(capsys, lambda: eval_cli.main(eval_cli.parse_args(argv)))
+    assert err.startswith(f"error: --save-dir {save}: the folder is not empty; give an empty or new folder"), err
+    assert (save / "metrics.json").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("results")) == ["results"]
+
+
 # ------------------------------------------------------------------------------------ detect output names
 def sources_sharing_stems(folder):
     """``a.jpg``, ``a.png``, ``clip_0.jpg`` and a 2-frame ``clip.mp4``: two images with one stem, and an image
