@@ -160,3 +160,44 @@ def test_a_list_file_that_is_not_a_list_is_named_and_counted_never_echoed(capsys
     for n in range(30):
         assert f"hidden{n:02d}" not in logged + err
     assert "\x1b" not in logged + err
+
+
+# ---------------------------------------------------------------------------------------------- YAML files
+DEEP = "[" * 5000 + "]" * 5000
+
+
+@pytest.mark.parametrize("text, line, problem", [
+    (f"train: images/train\nval: images/val\nnames: {DEEP}\n", 3, "nested more than 50 levels deep: not a settings "
+                                                                 "file"),
+    ("train: images/train\nval: images/val\nnames: [a]\nval: images/train\n", 4, "key 'val' is given twice (first "
+                                                                               "at line 2): keep one"),
+])
+def test_a_data_yaml_nested_too_deep_or_with_a_key_twice_is_refused_at_its_line(capsys, own_shapes, text, line,
+                                                                                 problem):
+    data = own_shapes / "bad.yaml"
+    data.write_text(text)
+    err = anchors_error(capsys, "--data", data, "-n", "2")
+    assert err == f"error: {data}:{line}: not valid YAML: {problem}", err
+
+
+@pytest.mark.parametrize("text, line, problem", [
+    (f"momentum: {DEEP}\n", 1, "nested more than 50 levels deep: not a settings file"),
+    ("momentum: 0.9\nworkers: 0\nmomentum: 0.8\n", 3, "key 'momentum' is given twice (first at line 1): keep one"),
+])
+def test_a_hyp_yaml_nested_too_deep_or_with_a_key_twice_is_refused_at_its_line(own_shapes, text, line, problem):
+    from yolo.engine.config import read_hyp
+    from yolo.errors import ConfigError
+    hyp = own_shapes / "bad_hyp.yaml"
+    hyp.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        read_hyp(hyp)
+    assert str(info.value) == f"{hyp}:{line}: not valid YAML: {problem}"
+
+
+def test_an_unknown_key_in_a_data_yaml_is_refused_at_its_line_as_in_a_hyp_file(capsys, own_shapes):
+    data = own_shapes / "typo.yaml"
+    data.write_text(f"path: {own_shapes / 'data'}\ntrain: images/train\nval: images/val\nnames: [a, b]\n"
+                    "vall: images/train\n")
+    err = anchors_error(capsys, "--data", data, "-n", "2")
+    assert err == (f"error: {data}:5: unknown key 'vall' (known: path, train, val, names, nc, train_images, "
+                   "val_images, generate, test, download)"), err

@@ -282,6 +282,16 @@ def test_resume_refuses_a_dataset_with_an_image_removed(capsys, setup, run_copy,
                    f"as it was, or start a new run with --weights {last}"), err
 
 
+def test_an_opt_yaml_nested_too_deep_is_rewritten_from_the_checkpoint_on_resume(capsys, caplog, run_copy):
+    (run_copy / "opt.yaml").write_text("epochs: " + "[" * 5000 + "]" * 5000 + "\n")
+    with caplog.at_level("WARNING"):
+        status = train_cli.main(train_cli.parse_args(["--resume", str(run_copy / "last.pt"), "--epochs", "2",
+                                                      "--device", "cpu", "--no-progress"]))
+    assert status == 0
+    assert f"{run_copy / 'opt.yaml'}: not a readable settings record: rewritten from the checkpoint" in caplog.text
+    assert yaml.safe_load((run_copy / "opt.yaml").read_text())["epochs"] == 2
+
+
 # ------------------------------------------------------------------------------ failures said once, and rightly
 def test_a_non_finite_loss_is_reported_once(setup, tmp_path):
     hyp = tmp_path / "hyp.yaml"

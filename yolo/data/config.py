@@ -34,7 +34,7 @@ from yolo.counts import MAX_CLASSES
 from yolo.data.darknet_data import is_darknet_data, read_darknet_data
 from yolo.data.shapes import ensure_shapes_dataset
 from yolo.errors import DataError, shown
-from yolo.files.yaml_files import load_yaml
+from yolo.files.yaml_files import load_yaml, yaml_problem
 from yolo.files.names import read_names
 
 logger = logging.getLogger(__name__)
@@ -250,16 +250,19 @@ def load_data_config(path: PathLike, prepare: bool = True) -> DataConfig:
     try:
         raw = load_yaml(yaml_path)
     except yaml.YAMLError as e:
-        line = getattr(getattr(e, "problem_mark", None), "line", None)
-        raise DataError(f"not valid YAML: {shown(e)}", yaml_path, None if line is None else line + 1) from None
+        problem, line = yaml_problem(e)
+        raise DataError(f"not valid YAML: {shown(problem)}", yaml_path, line) from None
     except (ValueError, UnicodeDecodeError) as e:
         raise DataError(f"cannot read it: {shown(e)}", yaml_path) from None
     if not isinstance(raw, dict):
         raise DataError("a dataset config must be a mapping with keys path, train, val, names", yaml_path)
-    known = {"path", "train", "val", "names", "nc", "train_images", "val_images", "generate", "test", "download"}
-    unknown = sorted(set(raw) - known)
+    # An unknown key is refused, as in a --hyp file: a misspelt one (vall:, name:) would otherwise be dropped
+    # without a word. test and download are read by other tools' dataset files and are ignored here.
+    known = ("path", "train", "val", "names", "nc", "train_images", "val_images", "generate", "test", "download")
+    unknown = [key for key in raw if key not in known]
     if unknown:
-        logger.warning("%s: ignoring unknown keys %s", yaml_path, unknown)
+        raise DataError(f"unknown key {shown(repr(unknown[0]))} (known: {', '.join(known)})", yaml_path,
+                        _key_line(yaml_path, unknown[0]))
     for key in ("train", "val"):
         if key not in raw:
             raise DataError(f"missing required key '{key}'", yaml_path)

@@ -33,7 +33,7 @@ from yolo.counts import MAX_BATCH, MAX_IMAGE_SIDE
 from yolo.data.transforms import augment_from_cfg
 from yolo.engine.schedule import SCHEDULE_DEFAULTS, LRSchedule, ScheduleSettings, read_net_schedule, resolve_steps
 from yolo.errors import ConfigError, shown
-from yolo.files.yaml_files import load_yaml
+from yolo.files.yaml_files import load_yaml, yaml_problem
 from yolo.models.cfg_options import check_training_options, last_head
 from yolo.ops.sizes import check_stride, image_size
 from yolo.settings.values import MAX_WORKERS
@@ -131,7 +131,9 @@ def read_hyp(hyp: Union[str, Path, Mapping[str, Any], None]) -> Dict[str, Any]:
     try:
         data = load_yaml(path) or {}
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {shown(exc)}") from None
+        problem, line = yaml_problem(exc)
+        where = f"{path}:{line}" if line is not None else str(path)
+        raise ConfigError(f"{where}: not valid YAML: {shown(problem)}") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read it: {shown(exc)}") from None
     if not isinstance(data, dict):
