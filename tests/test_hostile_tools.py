@@ -451,3 +451,23 @@ def test_detect_names_weights_it_cannot_read(tmp_path, capsys, name, cfg, expect
     err = one_line_error(capsys, lambda: detect_cli.main(detect_cli.parse_args(argv)))
     assert err == "error: " + expected.format(w=weights)
     assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------------------------------ devices, sources
+@pytest.mark.parametrize("device", ["mps", "xpu", "meta", "hip", "vulkan", "xla", "lazy"])
+def test_a_device_type_other_than_cpu_or_cuda_is_one_line(shapes, tmp_path, capsys, device):
+    from training_helpers import write_one_head_model
+    _, pt, _ = write_one_head_model(tmp_path)
+    err = one_line_error(capsys, lambda: detect_cli.main(detect_cli.parse_args(
+        ["--weights", str(pt), "--source", str(asset("images/dog.jpg")), "--device", device, "--nosave"])))
+    assert err == f"error: --device: device '{device}': only cpu, cuda, cuda:N or N are supported (not {device})", err
+
+
+def test_a_camera_index_too_large_for_opencv_is_one_line(shapes, tmp_path, capsys, monkeypatch):
+    from training_helpers import write_one_head_model
+    _, pt, _ = write_one_head_model(tmp_path)
+    monkeypatch.chdir(tmp_path)  # no file of that name
+    err = one_line_error(capsys, lambda: detect_cli.main(detect_cli.parse_args(
+        ["--weights", str(pt), "--source", "99999999999", "--device", "cpu", "--nosave"])))
+    assert err == ("error: --source 99999999999: not a file, and too large for a camera index (0 to "
+                   "2,147,483,647)"), err
