@@ -187,3 +187,12 @@ def test_a_byte_flipped_inside_a_tensor_is_refused_by_the_zip_crc(tiny, tmp_path
 
 def test_an_intact_checkpoint_passes_the_crc_check(tiny):
     assert load_checkpoint_file(tiny[1])["num_classes"] == 5
+
+
+def test_convert_writes_a_legal_name_too_long_for_a_temp_name_beside_it(tiny, tmp_path):
+    """A 254-character output name is legal; the temporary file written before the rename must be too."""
+    cfg, _, weights = tiny
+    output = tmp_path / ("x" * 251 + ".pt")
+    convert.main(convert.parse_args(["--weights", str(weights), "--cfg", str(cfg), "--output", str(output)]))
+    assert load_checkpoint_file(output)["num_classes"] == 5
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temp file left
