@@ -9,6 +9,7 @@ import os
 import re
 
 import cv2
+import numpy as np
 import pytest
 import torch
 
@@ -471,3 +472,13 @@ def test_a_camera_index_too_large_for_opencv_is_one_line(shapes, tmp_path, capsy
         ["--weights", str(pt), "--source", "99999999999", "--device", "cpu", "--nosave"])))
     assert err == ("error: --source 99999999999: not a file, and too large for a camera index (0 to "
                    "2,147,483,647)"), err
+
+
+def test_a_gif_in_a_folder_or_glob_is_detected_as_when_named_alone(tmp_path):
+    from yolo.inference.sources import collect_sources
+    image = np.zeros((32, 48, 3), np.uint8)
+    assert cv2.imwrite(str(tmp_path / "a.gif"), image) and cv2.imwrite(str(tmp_path / "b.png"), image)
+    alone = collect_sources(str(tmp_path / "a.gif"))
+    assert [(i.kind, i.path.name) for i in alone] == [("image", "a.gif")]
+    for source in (tmp_path, tmp_path / "*"):
+        assert [(i.kind, i.path.name) for i in collect_sources(str(source))] == [("image", "a.gif"), ("image", "b.png")]
