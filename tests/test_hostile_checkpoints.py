@@ -196,3 +196,16 @@ def test_convert_writes_a_legal_name_too_long_for_a_temp_name_beside_it(tiny, tm
     convert.main(convert.parse_args(["--weights", str(weights), "--cfg", str(cfg), "--output", str(output)]))
     assert load_checkpoint_file(output)["num_classes"] == 5
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temp file left
+
+
+def test_a_checkpoint_whose_names_do_not_fit_its_model_is_named(tiny, tmp_path, capsys):
+    path = edited(tiny[1], tmp_path, "names.pt", names=["a", "b", "c"])
+    message = f"{path}: damaged or foreign checkpoint: its names list 3 classes but the model has 5"
+    with pytest.raises(WeightsError) as exc:
+        load_model(None, path)
+    assert str(exc.value) == message
+    image = tmp_path / "a.png"
+    image.write_bytes(b"")  # never read: the checkpoint fails first
+    err = one_line_error(capsys, lambda: detect.main(detect.parse_args(
+        ["--weights", str(path), "--source", str(image), "--device", "cpu", "--nosave"])))
+    assert err == f"error: {message}"
