@@ -64,7 +64,8 @@ def line_of(text: str, start: str) -> int:
 # ------------------------------------------------------------------------------ flags
 def test_freeze_beyond_the_models_layers_is_one_line(capsys, setup, tmp_path):
     err = train_error(capsys, base_flags(setup, tmp_path, freeze=999))
-    assert err == "error: --freeze 999: the model has 5 layers (0..5)", err
+    assert err == ("error: --freeze 999 is out of range: the model has 5 layers (0..4); --freeze N freezes layers "
+                   "0..N-1, so N is 0 to 5"), err
 
 
 def test_a_seed_numpy_and_torch_cannot_take_is_refused_by_the_flag(capsys):
