@@ -201,3 +201,18 @@ def test_an_unknown_key_in_a_data_yaml_is_refused_at_its_line_as_in_a_hyp_file(c
     err = anchors_error(capsys, "--data", data, "-n", "2")
     assert err == (f"error: {data}:5: unknown key 'vall' (known: path, train, val, names, nc, train_images, "
                    "val_images, generate, test, download)"), err
+
+
+# ---------------------------------------------------------------------------------------------- names files
+def test_a_blank_line_among_the_names_is_refused_at_its_line_as_darknet_would_read_a_class_there(capsys, own_shapes):
+    """Darknet's get_labels keeps every line: with a blank line 2, 'dog' is its class 2, and would be 1 here."""
+    from yolo.files.names import read_names
+    names = own_shapes / "blank.names"
+    names.write_text("cat\n\ndog\n")
+    data = own_shapes / "blank.yaml"
+    data.write_text(f"path: {own_shapes / 'data'}\ntrain: images/train\nval: images/val\nnames: {names}\n")
+    err = anchors_error(capsys, "--data", data, "-n", "2")
+    assert err == (f"error: {names}:2: line 2 is blank: Darknet reads it as class 1, a class without a name; name "
+                   "the class, or remove the line if it is none (each line is the class of its number, from 0)"), err
+    names.write_text("cat\ndog\n\n\n")  # after the last name: no class
+    assert read_names(names) == ["cat", "dog"]

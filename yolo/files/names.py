@@ -10,9 +10,11 @@ from yolo.errors import DataError, shown
 
 
 def read_names(path: Union[str, "os.PathLike[str]"]) -> List[str]:
-    """Class names, one per line; blank lines and surrounding spaces ignored. A missing file is a one-line
-    ``FileNotFoundError`` naming it; a file that is not UTF-8 text (UTF-16, binary) a :class:`DataError` naming it;
-    more than :data:`yolo.counts.MAX_CLASSES` names a ``ValueError``."""
+    """Class names, one per line, surrounding spaces ignored. Darknet (``get_labels``) reads every line as a class,
+    a blank one too, so a blank line before the last name would be a class here and not there, or shift every name
+    after it: it is a :class:`DataError` at its line; blank lines after the last name are ignored. A missing file
+    is a one-line ``FileNotFoundError`` naming it; a file that is not UTF-8 text (UTF-16, binary) a
+    :class:`DataError` naming it; more than :data:`yolo.counts.MAX_CLASSES` names a ``ValueError``."""
     path = Path(path)
     try:
         lines = path.read_text(encoding="utf-8-sig").splitlines()
@@ -21,7 +23,14 @@ def read_names(path: Union[str, "os.PathLike[str]"]) -> List[str]:
     except UnicodeDecodeError as exc:  # the codec's own message does not say which file
         raise DataError(f"names file is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}): "
                         "save it as UTF-8, one name a line", path) from None
-    names = [line.strip() for line in lines if line.strip()]
+    names = [line.strip() for line in lines]
+    while names and not names[-1]:
+        names.pop()
+    if "" in names:
+        line = names.index("") + 1
+        raise DataError(f"line {line} is blank: Darknet reads it as class {line - 1}, a class without a name; name "
+                        "the class, or remove the line if it is none (each line is the class of its number, from 0)",
+                        path, line)
     if len(names) > MAX_CLASSES:
         raise ValueError(f"{path}: {len(names):,} class names, more than the {MAX_CLASSES:,} allowed")
     return names
