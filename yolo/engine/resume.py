@@ -6,6 +6,7 @@ What a checkpoint holds is written by :func:`yolo.engine.hooks.checkpointing.tra
 from __future__ import annotations
 
 import logging
+import numbers
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
@@ -131,9 +132,15 @@ def load_training_state(ckpt: Dict[str, Any], model, optimizer, scaler, ema) -> 
         ema.load_state_dict(state["ema"], ckpt["model"])
     # A checkpoint written before the hooks had states keeps the best fitness at the top only.
     hooks = state.get("hooks") or {"EvalHook": {"best_fitness": float(state["best_fitness"])}}
-    return ResumeState(epoch=state["epoch"], epoch_step=state["epoch_step"], global_step=state["global_step"],
-                       last_metrics=dict(state.get("metrics") or {}), rng=state["rng"],
+    return ResumeState(epoch=_whole(state["epoch"]), epoch_step=_whole(state["epoch_step"]),
+                       global_step=_whole(state["global_step"]), last_metrics=dict(state.get("metrics") or {}), rng=state["rng"],
                        epoch_sums=state.get("epoch_sums"), hooks=hooks)
+
+
+def _whole(value: Any) -> Any:
+    """An integer counter as an ``int`` (a numpy integer too); anything else as it is, for
+    :func:`check_resume_counters` to refuse."""
+    return int(value) if isinstance(value, numbers.Integral) and not isinstance(value, bool) else value
 
 
 def check_resume_counters(start: ResumeState, steps_per_epoch: int, resume_path: Path) -> None:
