@@ -283,6 +283,17 @@ def test_resume_refuses_a_dataset_with_an_image_removed(capsys, setup, run_copy,
                    f"as it was, or start a new run with --weights {last}"), err
 
 
+def test_resume_accepts_the_same_dataset_moved_to_another_folder(setup, run_copy, tmp_path):
+    """The record is of the images relative to their split's folder: the dataset moved (with a config naming its
+    new place) is the same dataset."""
+    moved = shutil.copytree(setup / "data", tmp_path / "moved")
+    data = private_data(setup, tmp_path, path=str(moved))
+    last = edited_last(run_copy, train={"options": {"data": str(data)}})
+    status = train_cli.main(train_cli.parse_args(["--resume", str(last), "--epochs", "2", "--device", "cpu",
+                                                  "--no-progress"]))
+    assert status == 0
+
+
 def test_an_opt_yaml_nested_too_deep_is_rewritten_from_the_checkpoint_on_resume(capsys, caplog, run_copy):
     (run_copy / "opt.yaml").write_text("epochs: " + "[" * 5000 + "]" * 5000 + "\n")
     with caplog.at_level("WARNING"):

@@ -3,8 +3,8 @@
 A run resumed after the dataset changed (class names reordered or renamed, images added or removed) would go on
 silently with other classes or another data order, and its ``last.pt`` would carry names its run folder's
 ``data.yaml`` does not. The record is the class names and, per split, the count and a hash of the usable images'
-paths relative to the dataset root (so a dataset moved with its config still matches). Resume compares it with
-the dataset as it is now and refuses a change, saying what changed.
+paths (:func:`split_record`). Resume compares it with the dataset as it is now and refuses a change, saying what
+changed.
 """
 from __future__ import annotations
 
@@ -17,8 +17,11 @@ from yolo.errors import ConfigError
 from yolo.files.names import names_difference
 
 
-def split_record(dataset, root: Path) -> Dict[str, Any]:
-    """``{"images": N, "digest": hex}`` of a split's usable images (``dataset.records`` paths, in order)."""
+def split_record(dataset) -> Dict[str, Any]:
+    """``{"images": N, "digest": hex}`` of a split's usable images (``dataset.records`` paths, in order, relative
+    to the folder of the split's folder, list file or COCO JSON: a run resumed from another working directory, or
+    with the dataset moved along with its config, still matches)."""
+    root = Path(dataset.source).resolve().parent
     digest = hashlib.sha256()
     for record in dataset.records:
         path = Path(record.path)
@@ -30,9 +33,8 @@ def split_record(dataset, root: Path) -> Dict[str, Any]:
 def dataset_record(data, train_set, val_set) -> Dict[str, Any]:
     """What a checkpoint keeps of the run's dataset: ``{"names": [...], "train": split_record, "val": ...}``
     (``val`` None where this process has no val set)."""
-    root = Path(data.root)
-    return {"names": list(data.names), "train": split_record(train_set, root),
-            "val": split_record(val_set, root) if val_set is not None else None}
+    return {"names": list(data.names), "train": split_record(train_set),
+            "val": split_record(val_set) if val_set is not None else None}
 
 
 def _split_change(split: str, saved: Optional[Dict[str, Any]], now: Optional[Dict[str, Any]]) -> Optional[str]:
