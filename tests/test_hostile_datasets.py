@@ -216,3 +216,19 @@ def test_a_blank_line_among_the_names_is_refused_at_its_line_as_darknet_would_re
                    "the class, or remove the line if it is none (each line is the class of its number, from 0)"), err
     names.write_text("cat\ndog\n\n\n")  # after the last name: no class
     assert read_names(names) == ["cat", "dog"]
+
+
+def test_a_label_file_that_is_some_other_file_is_counted_never_echoed(caplog, own_shapes):
+    """An image's label path may point anywhere (a link to a private key): no line of it reaches the log."""
+    from yolo.data.dataset import YoloDataset
+    secret = own_shapes / "id_key"
+    secret.write_text("-----BEGIN KEY-----\n" + "".join(f"c2VjcmV0{n:02d}c2VjcmV0\n" for n in range(20)))
+    label = own_shapes / "data" / "labels" / "train" / "00000.txt"
+    label.unlink()
+    os.symlink(secret, label)
+    with caplog.at_level(logging.DEBUG):
+        dataset = YoloDataset(own_shapes / "data" / "images" / "train", ["a", "b", "c", "d", "e"])
+    assert (f"{label}:1: not a label file: none of its 21 lines reads as 'class cx cy w h' (lines 1, 2, 3, 4, 5, 6, "
+            "7, 8, 9, 10, ...; their text is not shown); its image is kept without boxes") in caplog.text, caplog.text
+    assert "c2VjcmV0" not in caplog.text and "BEGIN" not in caplog.text
+    assert len(dataset.records) == 8 and dataset.report.num_dropped_boxes == 21

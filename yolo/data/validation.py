@@ -26,6 +26,8 @@ logger = logging.getLogger(__name__)
 EDGE_TOLERANCE = 0.01
 # Boxes narrower or lower than this (normalized) after clipping are degenerate.
 MIN_BOX_SIDE = 1e-4
+# A label file none of whose lines reads as a label, with at least this many lines, is not listed line by line.
+NOT_LABELS_AFTER = 3
 
 # A label line's values as Darknet's read_boxes (src/data.c) reads them with fscanf("%d %f %f %f %f"): separated
 # by C whitespace only, the class a whole decimal number, the others plain decimal numbers. Python's own int() and
@@ -280,4 +282,16 @@ def read_label_file(path: Path, num_classes: int) -> Tuple[np.ndarray, List[Prob
             undecodable.append(Problem(str(path), f"malformed label line {raw[:40]!r}: not UTF-8 text", lineno,
                                        "box", "malformed"))
     labels, problems = parse_label_lines(lines, str(path), num_classes)
-    return labels, sorted(undecodable + problems, key=lambda problem: problem.line or 0)
+    problems = sorted(undecodable + problems, key=lambda problem: problem.line or 0)
+    if len(labels) == 0 and len(problems) >= NOT_LABELS_AFTER and all(p.code == "malformed" for p in problems):
+        problems = [_not_a_label_file(path, problems)]
+    return labels, problems
+
+
+def _not_a_label_file(path: Path, problems: List[Problem]) -> Problem:
+    """One problem, without the lines' text, for a "label file" that is some other file: a dataset may point an
+    image's label path anywhere (a link to a private key, ``/etc/passwd``), and its lines must not reach a log."""
+    numbers = ", ".join(str(p.line) for p in problems[:10]) + (", ..." if len(problems) > 10 else "")
+    return Problem(str(path), f"not a label file: none of its {len(problems):,} lines reads as 'class cx cy w h' "
+                   f"(lines {numbers}; their text is not shown); its image is kept without boxes",
+                   problems[0].line, "box", "malformed", len(problems))
