@@ -56,7 +56,8 @@ class EvalOptions:
         if self.weights is None or self.data is None:
             raise TypeError("EvalOptions needs weights and data")
     save_dir: Optional[str] = setting(
-        None, "--save-dir", help="exactly this output folder instead of a new one under --project (default: none)")
+        None, "--save-dir",
+        help="exactly this output folder (new or empty) instead of a new one under --project (default: none)")
     project: str = setting("runs/eval", "--project", help="parent of the run folders (default: %(default)s)")
     name: str = setting("exp", "--name", help="run folder name under --project: exp, then exp2, ... "
                                               "(default: %(default)s)")
