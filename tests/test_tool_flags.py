@@ -163,3 +163,19 @@ def test_help_examples_and_readme_name_the_files_where_download_sh_puts_them():
     named = {path for line in commands for path in re.findall(r"--(?:cfg|weights) (\S+)", line)
              if path.rsplit("/", 1)[-1] in official}
     assert named and all(path.startswith("weights/") for path in named), sorted(named)
+
+
+def test_train_and_eval_choose_their_loader_workers_by_one_rule(monkeypatch):
+    """``--workers`` means the same in train and eval: one help, and without the flag the training loader's rule
+    (the CPUs this process may use but one, at most a batch); a count above the CPUs is cut to them."""
+    import yolo.cli.eval as eval_cli
+    from yolo.data.loader import default_workers
+
+    helps = {tool: [a.help for a in parser(tool)._actions if "--workers" in a.option_strings] for tool in ("train", "eval")}
+    assert helps["train"] == helps["eval"] and len(helps["eval"]) == 1, helps
+    assert parser("eval").parse_args(["--cfg", "c", "--weights", "w", "--data", "d"]).workers is None
+    monkeypatch.setattr(eval_cli, "usable_cpus", lambda: 8)
+    assert eval_cli.usable_workers(None, 16) == 7 == default_workers(16, cpus=8)
+    assert eval_cli.usable_workers(None, 2) == 2  # never more than a batch
+    assert eval_cli.usable_workers(12, 16) == 8
+    assert eval_cli.usable_workers(0, 16) == 0

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -19,6 +18,7 @@ from yolo.cli.args import fail, run_tool, setup_logging
 from yolo.cli.flags.common import settings_from
 from yolo.cli.flags.eval import parse_args
 from yolo.data import build_dataset, create_dataloader, load_data_config
+from yolo.data.loader import default_workers, usable_cpus
 from yolo.device import parse_device
 from yolo.errors import CfgError, ConfigError, DataError, WeightsError
 from yolo.evaluation import Evaluator, evaluate_model
@@ -32,10 +32,13 @@ from yolo.settings.evaluate import EvalOptions
 logger = logging.getLogger("yolo.eval")
 
 
-def usable_workers(requested: int) -> int:
+def usable_workers(requested: Optional[int], batch_size: int) -> int:
     """``--workers``, at most the CPUs this process may run on: more only slow loading down (torch warns of a
-    freeze over several lines), and the results do not depend on the count."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    freeze over several lines), and the results do not depend on the count. Without it, the rule of the
+    training loader (:func:`yolo.data.loader.default_workers`): those CPUs but one, at most ``batch_size``."""
+    cpus = usable_cpus()
+    if requested is None:
+        return default_workers(batch_size, cpus=cpus)
     if requested > cpus:
         logger.warning("warning: --workers %d is more than the %d CPUs this process may use: using %d", requested,
                        cpus, cpus)
@@ -74,7 +77,7 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
     except (CfgError, ConfigError, WeightsError, DataError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))
     loader = create_dataloader(dataset, batch_size=opts.batch_size, shuffle=False,
-                               num_workers=usable_workers(opts.workers), pin_memory=device.type == "cuda")
+                               num_workers=usable_workers(opts.workers, opts.batch_size), pin_memory=device.type == "cuda")
     save_dir = Path(opts.save_dir) if opts.save_dir else increment_path(Path(opts.project) / run_name(opts.name))
     save_dir.mkdir(parents=True, exist_ok=True)
 
