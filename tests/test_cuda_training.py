@@ -188,7 +188,7 @@ def test_ddp_run_on_cuda(shapes, tmp_path, cuda_device, monkeypatch):
 
         monkeypatch.setattr("yolo.engine.build.init_distributed", one_process_group)
         seen = []
-        hook = {"train_start": lambda t: seen.append((type(t.train_model).__name__, dist.get_backend()))}
+        hook = {"train_start": lambda t: seen.append((type(t.step_runner.train_model).__name__, dist.get_backend()))}
         # an indexed device, as torchrun's processes get (DDP's device_ids needs the index)
         device = torch.device("cuda", torch.cuda.current_device())
         trainer = train_on(device, shapes, tmp_path, "ddp", hooks=hook, subdivisions=1, ema=False)

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from training_helpers import FAST, read_results, run, shapes_training
-from yolo.engine import TrainOptions, Trainer, run_plan
+from yolo.engine import RunPlan, TrainOptions, Trainer, TrainState, run_plan
 from yolo.engine.config import Hyperparameters
 from yolo.engine.distributed import DistInfo
 from yolo.engine.epoch_times import EpochTimes, EpochTimeSplit, data_wait_warning
@@ -91,9 +91,9 @@ def test_a_results_csv_without_the_new_columns_is_continued(tmp_path):
         writer.writerow(old_columns)
         writer.writerow([1, 0.5, 0.4, 0.3, 1.2, 0.001, "", "", "", "", 12.5])
         writer.writerow([2, 0.4, 0.3, 0.2, 0.9, 0.001, "", "", "", "", 11.0])  # the interrupted epoch: rewritten
-    trainer = types.SimpleNamespace(epoch=2, epoch_losses={"box_loss": 0.4, "obj_loss": 0.3, "cls_loss": 0.2,
-                                                           "loss": 0.9}, epoch_metrics={}, lr=0.001,
-                                    epoch_start=0.0, epoch_split=EpochTimeSplit(10.0, 1.0, 8.0, 1.0), workers=3)
+    state = TrainState(epoch=2, epoch_losses={"box_loss": 0.4, "obj_loss": 0.3, "cls_loss": 0.2, "loss": 0.9},
+                       lr=0.001, epoch_split=EpochTimeSplit(10.0, 1.0, 8.0, 1.0))
+    trainer = types.SimpleNamespace(state=state, plan=RunPlan(epochs=2, steps_per_epoch=1, workers=3))
     ResultsCSVWriter(path).after_epoch(trainer)
     rows = read_results(tmp_path)
     assert [r["epoch"] for r in rows] == ["1", "2"] and list(rows[0].keys()) == list(RESULTS_COLUMNS)

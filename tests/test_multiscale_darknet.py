@@ -166,7 +166,7 @@ def test_training_loads_each_update_at_darknet_size(tmp_path, monkeypatch):
     inputs = []
 
     def start(t):
-        assert t.total_steps == 120  # 12 updates of 2 one-image mini-batches per epoch
+        assert t.plan.total_steps == 120  # 12 updates of 2 one-image mini-batches per epoch
         t.model.register_forward_pre_hook(lambda module, args: inputs.append(tuple(args[0].shape[-2:])))
 
     def stop(t):

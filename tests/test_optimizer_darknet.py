@@ -3,7 +3,7 @@
 Darknet (tests/darknet_ref, ``updates`` mode) trains a small cfg on real coco128 images for one or two iterations:
 per iteration ``train_network_datum`` on each sub-batch, then ``update_network``. We take the same starting
 weights (random, written by our writer), run our forward and backward, and update with the trainer's own
-optimizer code (:func:`yolo.engine.optimizer.optimizer_from_hyp` and ``Trainer._optimizer_step``).
+optimizer code (:func:`yolo.engine.optimizer.optimizer_from_hyp` and ``StepRunner._optimizer_step``).
 
 To test the optimizer and the convolution backward apart from the loss, Darknet's ``[yolo]`` delta is injected
 as the gradient at the head's input. Darknet's delta is the negative gradient of its loss summed over the images;
@@ -11,7 +11,6 @@ our trainer's loss is per image and each mini-batch's loss is divided by ``subdi
 mini-batch ``s`` is ``-delta_s / batch`` with ``batch`` the images of a whole update (mini-batch x subdivisions).
 """
 from pathlib import Path
-from types import SimpleNamespace
 
 import cv2
 import numpy as np
@@ -23,7 +22,10 @@ from yolo import load_model
 from yolo.engine.config import resolve_hyp
 from yolo.engine.schedule import schedule_from_hyp
 from yolo.engine.optimizer import optimizer_from_hyp
-from yolo.engine.trainer import Trainer
+from yolo.engine.distributed import DistInfo
+from yolo.engine.stop import StopRequest
+from yolo.engine.train_state import TrainState
+from yolo.engine.update_step import StepRunner
 from yolo.losses.yolo_loss import YoloLoss
 
 SIZE = 64
@@ -86,6 +88,14 @@ random=0
 """
 
 
+
+def our_update(model, hyp, schedule) -> StepRunner:
+    """The trainer's step runner for ``model`` with Darknet's optimizer of ``hyp``: its ``_optimizer_step`` is our
+    update (the learning rate of the next update number, held gradients, clipping, the step)."""
+    return StepRunner(model, optimizer_from_hyp(model, hyp), schedule, None, TrainState(), accumulate=1,
+                      steps_per_epoch=1, epochs=1, device=torch.device("cpu"), dist=DistInfo(), stop=StopRequest(),
+                      max_grad_norm=hyp.max_grad_norm)
+
 def coco128_batch(assets, n: int):
     """``n`` coco128 images stretched to SIZE x SIZE (Float[n, 3, SIZE, SIZE], RGB 0..1) and their labels as
     Darknet truths (rows x, y, w, h, class; normalized centre boxes, unchanged by a plain resize)."""
@@ -107,9 +117,7 @@ def our_updates(cfg_path: Path, weights: Path, x: np.ndarray, dumps, subdivision
     model = load_model(cfg_path, weights).train()
     hyp = resolve_hyp(model.net, [s for s in model.sections if s.type == "yolo"], {"ema": False}, {})
     batch = hyp["batch"]
-    trainer = SimpleNamespace(global_step=0, schedule=schedule_from_hyp(hyp, hyp["max_batches"]),
-                              optimizer=optimizer_from_hyp(model, hyp), hyp=hyp, model=model, ema=None,
-                              scaler=torch.amp.GradScaler("cuda", enabled=False))
+    trainer = our_update(model, hyp, schedule_from_hyp(hyp, hyp["max_batches"]))
     heads = [i for i, s in enumerate(model.sections[1:]) if s.type == "yolo"]
     mini = x.shape[0] // subdivisions
     rates = []
@@ -121,8 +129,8 @@ def our_updates(cfg_path: Path, weights: Path, x: np.ndarray, dumps, subdivision
                                            atol=2e-5 * np.abs(dump.out(i - 1)).max())
             grads = [torch.from_numpy(-dump.delta(i) / batch) for i in heads]
             torch.autograd.backward([outputs[i] for i in heads], grads)
-        Trainer._optimizer_step(trainer)
-        rates.append(trainer.lr)
+        trainer._optimizer_step()
+        rates.append(trainer.state.lr)
     return model, rates
 
 
@@ -182,9 +190,7 @@ def test_adam_is_darknets_cuda_update_which_its_cpu_build_ignores(darknet, asset
     adam_cfg.write_text(adam_text)
     model = load_model(adam_cfg, weights).train()
     hyp = resolve_hyp(model.net, [s for s in model.sections if s.type == "yolo"], {"ema": False}, {})
-    trainer = SimpleNamespace(global_step=0, schedule=schedule_from_hyp(hyp, hyp["max_batches"]),
-                              optimizer=optimizer_from_hyp(model, hyp), hyp=hyp, model=model, ema=None,
-                              scaler=torch.amp.GradScaler("cuda", enabled=False))
+    trainer = our_update(model, hyp, schedule_from_hyp(hyp, hyp["max_batches"]))
     b1, b2, eps, decay, batch = 0.8, 0.99, 1e-6, 0.05, 2
     names = [n for n, _ in model.named_parameters()]
     w = {n: p.detach().double().numpy().copy() for n, p in model.named_parameters()}
@@ -196,7 +202,7 @@ def test_adam_is_darknets_cuda_update_which_its_cpu_build_ignores(darknet, asset
         target = torch.randn(outputs[3].shape, generator=gen)
         ((outputs[3] - target) ** 2).sum().div(batch).backward()
         grads = {n: p.grad.double().numpy().copy() for n, p in model.named_parameters()}
-        Trainer._optimizer_step(trainer)
+        trainer._optimizer_step()
         rate = trainer.schedule(t)
         for n in names:
             scale = 0.5 if n.startswith("module_list.1.") else 1.0  # that layer's learning_rate=0.5
@@ -329,13 +335,11 @@ def test_two_updates_with_our_loss_equal_darknets(darknet, assets, tmp_path):
 
 
 def _train_with_our_loss(model, x, truths, size: int, rounds: int) -> list:
-    """``rounds`` updates of ``model`` by our trainer's code (YoloLoss, backward, ``Trainer._optimizer_step``) on
+    """``rounds`` updates of ``model`` by our trainer's code (YoloLoss, backward, ``StepRunner._optimizer_step``) on
     ``x`` Float[4, 3, size, size] in two sub-batches of 2; ``truths`` per image rows (x, y, w, h, class), normalized.
     Returns the learning rate of each update."""
     hyp = resolve_hyp(model.net, [s for s in model.sections if s.type == "yolo"], {"ema": False}, {})
-    trainer = SimpleNamespace(global_step=0, schedule=schedule_from_hyp(hyp, hyp["max_batches"]),
-                              optimizer=optimizer_from_hyp(model, hyp), hyp=hyp, model=model, ema=None,
-                              scaler=torch.amp.GradScaler("cuda", enabled=False))
+    trainer = our_update(model, hyp, schedule_from_hyp(hyp, hyp["max_batches"]))
     criterion = YoloLoss(model)
     rates = []
     for _ in range(rounds):
@@ -344,8 +348,8 @@ def _train_with_our_loss(model, x, truths, size: int, rounds: int) -> list:
                     for b, t in enumerate(truths[2 * s:2 * s + 2]) for r in t]
             loss, _ = criterion(model(torch.from_numpy(x[2 * s:2 * s + 2])), torch.tensor(rows), (size, size))
             (loss / 2).backward()
-        Trainer._optimizer_step(trainer)
-        rates.append(trainer.lr)
+        trainer._optimizer_step()
+        rates.append(trainer.state.lr)
     return rates
 
 
@@ -442,9 +446,7 @@ def test_dont_update_burnin_update_and_clip_follow_darknets_cuda_update(darknet,
 
     model = load_model(cfg, weights).train()
     hyp = resolve_hyp(model.net, [s for s in model.sections if s.type == "yolo"], {"ema": False}, {})
-    trainer = SimpleNamespace(global_step=0, schedule=schedule_from_hyp(hyp, hyp["max_batches"]),
-                              optimizer=optimizer_from_hyp(model, hyp), hyp=hyp, model=model, ema=None,
-                              scaler=torch.amp.GradScaler("cuda", enabled=False))
+    trainer = our_update(model, hyp, schedule_from_hyp(hyp, hyp["max_batches"]))
     batch, decay, momentum = 2, 0.05, 0.9
     first = {0: 3, 1: 2, 2: 1, 3: 1}  # dont_update=2 -> 3; burnin_update=1 * burn_in=2 -> 2
     scale = {0: 1.0, 1: 0.5, 2: 1.0, 3: 1.0}
@@ -455,7 +457,7 @@ def test_dont_update_burnin_update_and_clip_follow_darknets_cuda_update(darknet,
         outputs, _ = model.layer_outputs(torch.from_numpy(x))
         ((outputs[3] - torch.randn(outputs[3].shape, generator=gen)) ** 2).sum().div(batch).backward()
         grads = {k: p.grad.double().numpy().copy() for k, p in model.named_parameters()}
-        Trainer._optimizer_step(trainer)
+        trainer._optimizer_step()
         rate = trainer.schedule(n)
         for k in w:
             layer = int(k.split(".")[1])
@@ -555,9 +557,7 @@ def test_weighted_shortcut_follows_darknets_cuda_update(tmp_path):
     cfg.write_text(SHORTCUT_CFG)
     model = weighted_shortcut_model(cfg).train()
     hyp = resolve_hyp(model.net, [], {"ema": False, "epochs": 1}, {})
-    trainer = SimpleNamespace(global_step=0, schedule=schedule_from_hyp(hyp, 10), hyp=hyp, model=model, ema=None,
-                              optimizer=optimizer_from_hyp(model, hyp),
-                              scaler=torch.amp.GradScaler("cuda", enabled=False))
+    trainer = our_update(model, hyp, schedule_from_hyp(hyp, 10))
     batch, decay, momentum, rate = 2, 0.05, 0.9, 0.01
     w = {n: p.detach().double().numpy().copy() for n, p in model.named_parameters()}
     u = {n: np.zeros_like(a) for n, a in w.items()}
@@ -567,7 +567,7 @@ def test_weighted_shortcut_follows_darknets_cuda_update(tmp_path):
         x = torch.rand(batch, 3, 32, 32, generator=gen)
         (model(x) * torch.randn(batch, 4, 32, 32, generator=gen)).sum().mul(3.0 / batch).backward()
         grads = {k: p.grad.double().numpy().copy() for k, p in model.named_parameters()}
-        Trainer._optimizer_step(trainer)
+        trainer._optimizer_step()
         for k in w:
             layer = int(k.split(".")[1])
             u[k] += -batch * grads[k]

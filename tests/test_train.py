@@ -78,7 +78,7 @@ def test_lr_follows_the_darknet_schedule_and_batches_accumulate(shapes, tmp_path
     trainer = run(shapes, tmp_path, epochs=2, hooks={"step_end": lambda t: seen.append(
         (t.global_step, t.optimizer.param_groups[0]["lr"]))})
     # 24 images, batch 8 in 2 subdivisions of 4 -> 3 updates an epoch; burn_in 4 (power 4); step at 0.7 of 6.
-    assert trainer.mini_batch == 4 and trainer.accumulate == 2 and trainer.steps_per_epoch == 3
+    assert trainer.plan.mini_batch == 4 and trainer.plan.accumulate == 2 and trainer.plan.steps_per_epoch == 3
     expected = [0.01 * (n / 4) ** 4 if n < 4 else (0.01 if n < round(0.7 * 6) else 0.001) for n in range(1, 7)]
     assert [n for n, _ in seen] == list(range(1, 7))
     assert [lr for _, lr in seen] == pytest.approx(expected, rel=1e-9)
@@ -200,7 +200,7 @@ def test_trainer_survives_corrupt_images_and_broken_labels(shapes, tmp_path, cap
     with caplog.at_level("WARNING"):
         trainer = Trainer.from_options(options)
         result = trainer.fit()
-    assert result.status == "finished" and result.global_step == trainer.steps_per_epoch
+    assert result.status == "finished" and result.global_step == trainer.plan.steps_per_epoch
     assert len(trainer.train_set) == 23  # the unreadable image is left out
     text = caplog.text
     assert "00000.jpg" in text and "00001.txt" in text

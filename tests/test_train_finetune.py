@@ -50,7 +50,7 @@ def test_finetune_yolov3_tiny_on_coco128_keeps_map(assets, tmp_path):
                                 "multi_scale": True})
     trainer = Trainer.from_options(options)
     result = trainer.fit()
-    assert result.global_step == 6 and trainer.multi_scale is not None
+    assert result.global_step == 6 and trainer.batches.multi_scale is not None
     after = result.metrics["mAP50"]
     moved = max((a - b).abs().max().item() for a, b in zip(trainer.model.state_dict().values(),
                                                             model.state_dict().values()))

@@ -8,7 +8,6 @@ own ``GradScaler.step``, and channels_last forwards equal to NCHW ones for cfgs 
 """
 import logging
 import math
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -17,8 +16,11 @@ import yaml
 
 from training_helpers import read_results, run, shapes_training, train_state
 from yolo.cli.train import parse_args
-from yolo.engine.step_precision import CompiledForward, apply_tf32, step_precision
-from yolo.engine.trainer import Trainer
+from yolo.engine.distributed import DistInfo
+from yolo.engine.step_precision import CompiledForward, StepPrecision, apply_tf32, step_precision
+from yolo.engine.stop import StopRequest
+from yolo.engine.train_state import TrainState
+from yolo.engine.update_step import StepRunner
 from yolo.models.cfg import parse_cfg
 from yolo.models.model import Darknet
 
@@ -193,7 +195,7 @@ def test_logged_running_losses_equal_a_plain_account_of_every_mini_batch(shapes,
 
 # ------------------------------------------------------------------------------------------ AMP update
 def _amp_update(inf_grad: bool, ours: bool):
-    """One update of a small model through an enabled GradScaler: torch's ``scaler.step`` or the trainer's
+    """One update of a small model through an enabled GradScaler: torch's ``scaler.step`` or the step runner's
     ``_fetch_update`` + ``_optimizer_step``. Returns the weights and the scaler's next scale."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 3), nn.Linear(3, 2))
@@ -207,15 +209,16 @@ def _amp_update(inf_grad: bool, ours: bool):
         scaler.step(optimizer)
         scaler.update()
     else:
-        t = SimpleNamespace(accumulate=1, update_losses=torch.tensor([[loss.item(), 1.0, 2.0, 3.0]], dtype=torch.float64),
-                            loss_sums=torch.tensor([1.0, 2.0, 3.0, 1.0], dtype=torch.float64), amp=True, scaler=scaler,
-                            optimizer=optimizer, device=torch.device("cpu"), dist=SimpleNamespace(enabled=False),
-                            _stop_requested=False, global_step=0, schedule=lambda step: 0.1, model=model,
-                            hyp=SimpleNamespace(max_grad_norm=None), ema=None)
-        t._gradient_overflow = lambda: Trainer._gradient_overflow(t)
-        Trainer._fetch_update(t, 0, (8, 8), 0)
-        assert t._grads_non_finite is inf_grad
-        Trainer._optimizer_step(t)
+        runner = StepRunner(model, optimizer, lambda step: 0.1, None, TrainState(), accumulate=1, steps_per_epoch=1,
+                            epochs=1, device=torch.device("cpu"), dist=DistInfo(), stop=StopRequest(),
+                            precision=StepPrecision("cpu", amp=True, channels_last=False, tf32=False, compile=False),
+                            scaler=scaler)
+        runner.update_losses[0] = torch.tensor([loss.item(), 1.0, 2.0, 3.0], dtype=torch.float64)
+        runner.loss_sums = torch.tensor([1.0, 2.0, 3.0, 1.0], dtype=torch.float64)
+        runner._fetch_update(0, (8, 8), 0)
+        assert runner.grads_non_finite is inf_grad
+        runner._optimizer_step()
+        assert runner.state.global_step == 1 and runner.state.lr == 0.1
     return [p.detach().clone() for p in model.parameters()], scaler.get_scale()
 
 

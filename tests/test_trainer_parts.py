@@ -3,6 +3,7 @@ exactly as the run the builder makes from a cfg and a dataset YAML; a hook's sta
 back on resume (and a ``last.pt`` written before hooks had states still gives the best fitness back)."""
 import os
 import signal
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -10,9 +11,13 @@ import torch.nn as nn
 
 from training_helpers import write_one_head_training
 from yolo.engine import RunPlan, TrainingParts, TrainOptions, Trainer, build_training
-from yolo.engine.hooks import HookBase
+from yolo.engine.distributed import DistInfo
+from yolo.engine.hooks import EvalHook, HookBase
 from yolo.engine.hooks.evaluation import fitness
 from yolo.engine.rng import seed_everything
+from yolo.engine.stop import StopRequest
+from yolo.engine.train_state import TrainState
+from yolo.engine.update_step import StepRunner
 from yolo.errors import ConfigError
 from yolo.losses.yolo_loss import YoloLoss
 from yolo.models.cfg import parse_cfg
@@ -102,9 +107,7 @@ class CountingHook(HookBase):
 
 def rising_evaluation(self, epoch, final):
     """Stands in for Trainer._evaluate: metrics that rise every epoch (no model run)."""
-    metrics = {"mAP50": (epoch + 1) / 10, "mAP50_95": (epoch + 1) / 20, "precision": 0.5, "recall": 0.5}
-    self.last_metrics = dict(metrics)
-    return metrics
+    return {"mAP50": (epoch + 1) / 10, "mAP50_95": (epoch + 1) / 20, "precision": 0.5, "recall": 0.5}
 
 
 def test_a_hooks_state_survives_a_resume(setup, tmp_path, monkeypatch):
@@ -117,15 +120,24 @@ def test_a_hooks_state_survives_a_resume(setup, tmp_path, monkeypatch):
     assert first.fit().status == "interrupted"  # in epoch 2, after its first update
     last = tmp_path / "run" / "last.pt"
     saved = load_checkpoint_file(last)["train"]
-    best_after_epoch_1 = fitness(rising_evaluation(type("T", (), {})(), 0, False))
-    assert saved["hooks"] == {"EvalHook": {"best_fitness": pytest.approx(best_after_epoch_1)},
-                              "CountingHook": {"updates": 3}}
-    old_format = tmp_path / "old" / "last.pt"  # as the trainer wrote it before hooks had states
-    old_format.parent.mkdir()
+    best_after_epoch_1 = fitness(rising_evaluation(None, 0, False))
+    assert saved["hooks"] == {"CountingHook": {"updates": 3}}  # the best fitness is the trainer's state
+    assert saved["best_fitness"] == pytest.approx(best_after_epoch_1)
+    assert saved["metrics"] == rising_evaluation(None, 0, False)
     ckpt = load_checkpoint_file(last)
-    del ckpt["train"]["hooks"]
-    torch.save(ckpt, old_format)
-    (old_format.parent / "best.pt").write_bytes((tmp_path / "run" / "best.pt").read_bytes())
+    # Two earlier formats: the evaluation hook held the best fitness (its state beside the others), and before
+    # that hooks had no states. Each keeps the best fitness at the top too.
+    older_formats = {"eval_hook": {"EvalHook": {"best_fitness": saved["best_fitness"]}, "CountingHook": {"updates": 3}},
+                     "no_hooks": None}
+    for name, hooks in older_formats.items():
+        folder = tmp_path / name
+        folder.mkdir()
+        if hooks is None:
+            del ckpt["train"]["hooks"]
+        else:
+            ckpt["train"]["hooks"] = hooks
+        torch.save(ckpt, folder / "last.pt")
+        (folder / "best.pt").write_bytes((tmp_path / "run" / "best.pt").read_bytes())
 
     resumed = Trainer.from_options(TrainOptions(resume=str(last), progress=False))
     counter = CountingHook()
@@ -136,17 +148,19 @@ def test_a_hooks_state_survives_a_resume(setup, tmp_path, monkeypatch):
     assert seen == [(pytest.approx(best_after_epoch_1), 3)]
     assert result.status == "finished" and result.global_step == 4 and counter.updates == 4
     assert load_checkpoint_file(last)["train"]["hooks"]["CountingHook"] == {"updates": 4}
-    assert result.best_fitness == pytest.approx(fitness(rising_evaluation(type("T", (), {})(), 1, True)))
+    assert result.best_fitness == pytest.approx(fitness(rising_evaluation(None, 1, True)))
 
-    # The old format: the best fitness comes from its top-level entry; a hook it knew nothing of starts afresh.
-    resumed = Trainer.from_options(TrainOptions(resume=str(old_format), progress=False))
-    counter = CountingHook()
-    resumed.hooks.append(counter)
-    seen.clear()
-    resumed.add_callback("train_start", lambda t: seen.append((t.best_fitness, counter.updates)))
-    result = resumed.fit()
-    assert seen == [(pytest.approx(best_after_epoch_1), 0)]
-    assert result.global_step == 4 and counter.updates == 1
+    # The earlier formats: the best fitness comes back; a hook they knew nothing of starts afresh.
+    for name, updates_before in (("eval_hook", 3), ("no_hooks", 0)):
+        resumed = Trainer.from_options(TrainOptions(resume=str(tmp_path / name), progress=False))
+        counter = CountingHook()
+        resumed.hooks.append(counter)
+        seen.clear()
+        resumed.add_callback("train_start", lambda t: seen.append((t.best_fitness, counter.updates)))
+        result = resumed.fit()
+        assert seen == [(pytest.approx(best_after_epoch_1), updates_before)], name
+        assert result.global_step == 4 and counter.updates == updates_before + 1, name
+        assert result.best_fitness == pytest.approx(fitness(rising_evaluation(None, 1, True))), name
 
 
 def test_a_best_fitness_without_its_best_pt_is_dropped_on_resume(setup, tmp_path, monkeypatch, caplog):
@@ -192,3 +206,77 @@ def test_ctrl_c_while_the_parts_are_built_stops_at_the_first_update(setup, tmp_p
     with pytest.raises(ConfigError, match="--data is required"):  # a failed build gives the handlers back too
         Trainer.from_options(TrainOptions(cfg=str(setup / "tiny.cfg"), device="cpu", progress=False))
     assert signal.getsignal(signal.SIGINT) is before
+
+
+class NoWritesIntoTheTrainer(Trainer):
+    """A trainer that refuses any attribute written on it while its hooks run."""
+
+    in_hooks = False
+
+    def _call_hooks(self, method: str) -> None:
+        object.__setattr__(self, "in_hooks", True)
+        try:
+            super()._call_hooks(method)
+        finally:
+            object.__setattr__(self, "in_hooks", False)
+
+    def __setattr__(self, name, value):
+        if self.in_hooks:
+            raise AssertionError(f"a hook wrote trainer.{name}")
+        super().__setattr__(name, value)
+
+
+def test_hooks_write_nothing_into_the_trainer_the_evaluation_flows_through_the_state(setup, tmp_path, monkeypatch):
+    monkeypatch.setattr(Trainer, "_evaluate", rising_evaluation)
+    options = TrainOptions(cfg=str(setup / "tiny.cfg"), data=str(setup / "data.yaml"), hyp=dict(HYP, eval_interval=2),
+                           epochs=3, device="cpu", project=str(tmp_path), name="run", progress=False)
+    trainer = NoWritesIntoTheTrainer(build_training(options))
+    seen = []
+    trainer.add_callback("epoch_end", lambda t: seen.append((t.state.epoch, dict(t.state.epoch_metrics),
+                                                             t.state.is_best, t.state.best_fitness)))
+    result = trainer.fit()
+    assert result.status == "finished"
+    first, last = rising_evaluation(None, 1, False), rising_evaluation(None, 2, True)
+    assert seen == [(1, {}, False, -1.0), (2, first, True, pytest.approx(fitness(first))),
+                    (3, last, True, pytest.approx(fitness(last)))]  # every 2 epochs and the last
+    assert trainer.state.metrics == last and result.metrics == last
+
+
+def test_the_evaluation_hook_calls_what_it_is_handed_when_due():
+    calls = []
+    hook = EvalHook(2, evaluate=lambda epoch: calls.append(epoch) or {})
+    for done in range(1, 6):
+        hook.after_epoch(SimpleNamespace(state=TrainState(epoch=done), plan=RunPlan(epochs=5, steps_per_epoch=1)))
+    assert calls == [1, 3, 4]  # 0-based: after epochs 2, 4 and the last
+
+
+def test_the_step_runner_alone_accumulates_as_plain_pytorch():
+    """Two mini-batches to an update: the gradient of their mean loss, torch's SGD step at the schedule's rate."""
+    torch.manual_seed(0)
+    model, reference = nn.Linear(3, 2), nn.Linear(3, 2)
+    reference.load_state_dict(model.state_dict())
+    batches = [(torch.rand(4, 3, 1, 1), torch.rand(4, 2)) for _ in range(4)]
+
+    def criterion(outputs, targets, size_hw):  # per-image loss, its parts as YoloLoss names them
+        loss = (outputs - targets).square().sum() / outputs.shape[0]
+        return loss, {"box": loss, "obj": loss * 0, "cls": loss * 0, "num_targets": 4}
+
+    state = TrainState()
+    runner = StepRunner(model, torch.optim.SGD(model.parameters(), lr=1.0, momentum=0.9), lambda n: 0.1 * n,
+                        criterion, state, accumulate=2, steps_per_epoch=2, epochs=1, device=torch.device("cpu"),
+                        dist=DistInfo(), stop=StopRequest(), forward=lambda images: model(images.flatten(1)))
+    runner.start_epoch()
+    updated = [runner.run(images, targets, b) for b, (images, targets) in enumerate(batches)]
+    assert updated == [False, True, False, True] and state.global_step == 2 and state.lr == pytest.approx(0.2)
+
+    optimizer = torch.optim.SGD(reference.parameters(), lr=1.0, momentum=0.9)
+    for update in (1, 2):
+        for images, targets in batches[2 * update - 2:2 * update]:
+            ((reference(images.flatten(1)) - targets).square().sum() / 4 / 2).backward()
+        for group in optimizer.param_groups:
+            group["lr"] = 0.1 * update
+        optimizer.step()
+        optimizer.zero_grad()
+    for a, b in zip(model.parameters(), reference.parameters()):
+        assert torch.allclose(a, b, rtol=0, atol=1e-6)
+    assert runner.loss_sums[3].item() == 4 and state.step_log.num_targets == 4  # 4 mini-batches summed

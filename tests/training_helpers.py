@@ -119,6 +119,4 @@ def assert_same_state(a, b, exact: bool = True):
 
 def made_up_evaluation(self, epoch, final):
     """Stands in for Trainer._evaluate: metrics that rise every epoch (no model run)."""
-    metrics = {"mAP50": (epoch + 1) / 10, "mAP50_95": (epoch + 1) / 20, "precision": 0.5, "recall": 0.5}
-    self.last_metrics = dict(metrics)
-    return metrics
+    return {"mAP50": (epoch + 1) / 10, "mAP50_95": (epoch + 1) / 20, "precision": 0.5, "recall": 0.5}

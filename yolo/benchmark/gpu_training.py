@@ -115,7 +115,8 @@ def train_throughput(cfg: Path, weights: Optional[Path], data: Path, device: str
     if len(stamps) < warmup + 2:
         raise RuntimeError(f"the trainer made {len(stamps)} updates, fewer than the {warmup + 2} the timing needs")
     timed = stamps[warmup:]
-    out = {"train_img_s": batch * (len(timed) - 1) / (timed[-1] - timed[0]), "train_workers": float(trainer.workers)}
+    out = {"train_img_s": batch * (len(timed) - 1) / (timed[-1] - timed[0]),
+           "train_workers": float(trainer.plan.workers)}
     if "epoch" in asked and result.run_dir is not None:
         out.update(time_split(Path(result.run_dir) / "results.csv", len(stamps)))
     return out

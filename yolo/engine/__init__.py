@@ -16,7 +16,7 @@ from yolo.engine.config import Hyperparameters, TrainOptions, resolve_hyp
 from yolo.errors import ConfigError
 from yolo.engine.ema import ModelEMA
 from yolo.engine.schedule import LRSchedule, schedule_from_hyp
-from yolo.engine.hooks.evaluation import fitness
+from yolo.engine.train_state import TrainState, fitness
 from yolo.engine.optimizer import build_optimizer
 from yolo.engine.parts import RunPlan, TrainingParts
 from yolo.engine.trainer import TrainResult, Trainer, train
@@ -24,5 +24,5 @@ from yolo.errors import NonFiniteLossError
 from yolo.engine.transfer import TransferReport, freeze_layers, load_pretrained, with_num_classes
 
 __all__ = ["ConfigError", "Hyperparameters", "LRSchedule", "ModelEMA", "NonFiniteLossError", "RunPlan", "TrainOptions",
-           "TrainResult", "Trainer", "TrainingParts", "TransferReport", "build_optimizer", "build_training", "fitness",
-           "freeze_layers", "load_pretrained", "resolve_hyp", "schedule_from_hyp", "train", "with_num_classes"]
+           "TrainResult", "TrainState", "Trainer", "TrainingParts", "TransferReport", "build_optimizer", "build_training",
+           "fitness", "freeze_layers", "load_pretrained", "resolve_hyp", "schedule_from_hyp", "train", "with_num_classes"]

@@ -39,6 +39,7 @@ class ResumeState:
     epoch: int = 0  # the epoch in progress (0-based)
     epoch_step: int = 0  # updates done in it
     global_step: int = 0  # updates done in the run
+    best_fitness: float = -1.0  # the best evaluation's so far (-1: none yet)
     last_metrics: Dict[str, Any] = field(default_factory=dict)
     rng: Optional[Dict[str, Any]] = None  # yolo.engine.rng.rng_state() (None: leave the RNGs as they are)
     epoch_sums: Optional[torch.Tensor] = None  # Float64[4]: box, obj, cls, mini-batches of the epoch so far
@@ -130,11 +131,12 @@ def load_training_state(ckpt: Dict[str, Any], model, optimizer, scaler, ema) -> 
         scaler.load_state_dict(state["scaler"])
     if ema is not None:
         ema.load_state_dict(state["ema"], ckpt["model"])
-    # A checkpoint written before the hooks had states keeps the best fitness at the top only.
-    hooks = state.get("hooks") or {"EvalHook": {"best_fitness": float(state["best_fitness"])}}
+    # Every checkpoint keeps the best fitness at the top (those of earlier versions also under hooks["EvalHook"],
+    # the same number: the evaluation hook held it then).
     return ResumeState(epoch=_whole(state["epoch"]), epoch_step=_whole(state["epoch_step"]),
-                       global_step=_whole(state["global_step"]), last_metrics=dict(state.get("metrics") or {}), rng=state["rng"],
-                       epoch_sums=state.get("epoch_sums"), hooks=hooks)
+                       global_step=_whole(state["global_step"]), best_fitness=float(state["best_fitness"]),
+                       last_metrics=dict(state.get("metrics") or {}), rng=state["rng"],
+                       epoch_sums=state.get("epoch_sums"), hooks=dict(state.get("hooks") or {}))
 
 
 def _whole(value: Any) -> Any:

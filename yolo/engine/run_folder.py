@@ -85,7 +85,7 @@ def read_record(path: Path) -> Optional[Dict[str, Any]]:
 
 def recover_run_folder(run_dir: Path) -> None:
     """Undo what a kill during a save left behind: its temp files. (A best score without its ``best.pt`` is
-    the evaluation hook's to drop: :class:`yolo.engine.hooks.evaluation.EvalHook`.)"""
+    the trainer's to drop when it resumes: :class:`yolo.engine.trainer.Trainer`.)"""
     stale = remove_stale_temp_files(run_dir)
     if stale:
         logger.warning("removed %d unfinished file(s) of an interrupted save: %s", len(stale),

@@ -1,7 +1,7 @@
 """The run folder and the built-in hooks that write to it.
 
-The order of the hooks matters: the evaluation decides ``is_best`` before ``results.csv`` and the checkpoints
-are written, and the lock comes first (it is taken before anything in the folder is touched).
+The order of the hooks matters: the evaluation (recorded in the trainer's state) comes before ``results.csv`` and
+the checkpoints are written, and the lock comes first (it is taken before anything in the folder is touched).
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def open_run_folder(run_dir: Path, resumed: bool, options: TrainOptions, hyp: Hy
         elif not finished:
             update_settings(run_dir, options.to_dict(), hyp.to_dict())
         hooks += [Guarded(ProgressWriter(use_bars(options.progress)), "progress display"),
-                  EvalHook(hyp.eval_interval, run_dir / "best.pt"), ResultsCSVWriter(run_dir / "results.csv")]
+                  EvalHook(hyp.eval_interval), ResultsCSVWriter(run_dir / "results.csv")]
         if hyp.plots:
             chart = ResultsChartWriter(run_dir / "results.csv", run_dir / "results.png")
             hooks.append(Guarded(chart, "results chart (results.png)"))

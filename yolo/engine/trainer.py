@@ -9,12 +9,14 @@ learning rate of update ``n`` is :class:`yolo.engine.schedule.LRSchedule` at ``n
 
 The trainer is given its parts (:class:`yolo.engine.parts.TrainingParts`: model, optimizer, schedule, criterion,
 batches, ...); :func:`yolo.engine.build.build_training` makes them from a cfg and a dataset YAML, and
-:meth:`Trainer.from_options` is the two together. :meth:`Trainer.run_step` is one mini-batch (forward, loss,
-backward, and at an update's last mini-batch the update: :mod:`yolo.engine.update_step`); everything else is a
-hook (:mod:`yolo.engine.hooks`): progress lines, ``results.csv``, TensorBoard, evaluation, checkpoints, and a
-user's functions (:meth:`Trainer.add_callback`). A run folder ``runs/train/NAME`` (never an earlier run's)
-receives the exact settings (:mod:`yolo.engine.run_folder`), ``results.csv`` (one row per epoch), ``last.pt`` and
-``best.pt`` (written atomically), TensorBoard events, and at the end ``metrics.json`` and the evaluation plots.
+:meth:`Trainer.from_options` is the two together. The run's counters and results are a
+:class:`yolo.engine.train_state.TrainState` (``trainer.state``) the hooks read; the per-update work (forward,
+loss, backward, and at an update's last mini-batch the update) is a :class:`yolo.engine.update_step.StepRunner`
+(``trainer.step_runner``); everything else is a hook (:mod:`yolo.engine.hooks`): progress lines, ``results.csv``,
+TensorBoard, evaluation, checkpoints, and a user's functions (:meth:`Trainer.add_callback`). A run folder
+``runs/train/NAME`` (never an earlier run's) receives the exact settings (:mod:`yolo.engine.run_folder`),
+``results.csv`` (one row per epoch), ``last.pt`` and ``best.pt`` (written atomically), TensorBoard events, and at
+the end ``metrics.json`` and the evaluation plots.
 
 A resumed run continues bit for bit (:mod:`yolo.engine.hooks.checkpointing`, :mod:`yolo.engine.rng`); data
 order and augmentation are functions of ``(seed, epoch, index)``. ``Ctrl-C`` (SIGINT), SIGTERM or SIGHUP
@@ -29,7 +31,7 @@ How the step runs on its device (fp16 autocast and channels_last on CUDA, float3
 ``torch.compile``) is decided in one place, :mod:`yolo.engine.step_precision`.
 
 CPU-GPU syncs are deliberate: the losses stay on the device; one sync per update (before the optimizer step,
-:meth:`~yolo.engine.update_step.UpdateStep._fetch_update`) checks them (and with AMP the gradients' overflow
+:meth:`~yolo.engine.update_step.StepRunner._fetch_update`) checks them (and with AMP the gradients' overflow
 flag, so that the GradScaler adds no sync of its own), brings the numbers the writers need and, under DDP, the
 processes' stop requests; one per epoch brings the epoch's means; a checkpoint copies the state to the CPU. (The
 loss's target assignment selects with data-dependent shapes, which syncs inside the loss.)
@@ -53,14 +55,14 @@ import torch.nn as nn
 from yolo.engine.build import build_training
 from yolo.engine.config import TrainOptions
 from yolo.engine.distributed import any_true, barrier, cleanup_distributed, lost_peer
-from yolo.engine.epoch_times import EpochTimes, EpochTimeSplit
-from yolo.engine.hooks import CallbackHook, EvalHook, HookBase, StepLog, evaluate_run
+from yolo.engine.epoch_times import EpochTimes
+from yolo.engine.hooks import CallbackHook, EvalHook, HookBase, evaluate_run
 from yolo.engine.parts import TrainingParts
 from yolo.engine.rng import set_rng_state
-from yolo.engine.step_precision import StepPrecision
 from yolo.engine.stop import StopRequest
+from yolo.engine.train_state import StepLog, TrainState
 from yolo.engine.transfer import frozen_to_eval
-from yolo.engine.update_step import UpdateStep
+from yolo.engine.update_step import StepRunner
 from yolo.data.worker_signals import is_worker_death
 from yolo.errors import LoaderWorkerError, NonFiniteLossError, TrainingProcessLost
 from yolo.evaluation import EvaluationStopped
@@ -87,7 +89,7 @@ class TrainResult:
     failure: str = ""
 
 
-class Trainer(UpdateStep):
+class Trainer:
     """Train the given parts; see the module docstring.
 
     Example::
@@ -96,64 +98,41 @@ class Trainer(UpdateStep):
                                                    hyp="configs/hyp.shapes.yaml", device="cpu")).fit()
 
     ``trainer.hooks`` (:class:`yolo.engine.hooks.HookBase`, main process only for the built-in ones) run in their
-    order; ``trainer.add_callback(event, fn)`` appends ``fn(trainer)`` at ``train_start`` (before the first
-    update), ``step_end`` (after each optimizer update) or ``epoch_end`` (after evaluation and checkpoints), on
-    every process. ``trainer.request_stop()`` (what Ctrl-C does) ends the run at the next update boundary with a
-    checkpoint.
+    order and read ``trainer.state`` (:class:`yolo.engine.train_state.TrainState`) and ``trainer.plan``; an
+    evaluation hook without an ``evaluate`` function is handed :meth:`evaluate_epoch`. ``trainer.add_callback(event,
+    fn)`` appends ``fn(trainer)`` at ``train_start`` (before the first update), ``step_end`` (after each optimizer
+    update) or ``epoch_end`` (after evaluation and checkpoints), on every process. ``trainer.request_stop()``
+    (what Ctrl-C does) ends the run at the next update boundary with a checkpoint.
     """
 
     def __init__(self, parts: TrainingParts):
         if isinstance(parts, TrainOptions):
             raise TypeError("Trainer takes the built parts of a run; Trainer.from_options(options) builds them")
-        p, plan = parts, parts.plan
-        self.options, self.hyp, self.data = p.options, p.hyp, p.data
+        p = parts
+        self.options, self.hyp, self.data, self.plan = p.options, p.hyp, p.data, p.plan
         self.device, self.dist = p.device, p.dist
         self.main = p.dist.is_main  # the process that evaluates, logs and saves
-        # The update: model, the module the step runs (DDP wrapper, torch.compile), optimizer, loss.
-        self.model = p.model  # unwrapped
-        self.train_model: nn.Module = p.train_model if p.train_model is not None else p.model
-        self.forward: Callable = p.forward if p.forward is not None else self.train_model
-        self.precision: StepPrecision = p.precision or StepPrecision(p.device.type, amp=False, channels_last=False,
-                                                                     tf32=False, compile=False)
-        self.amp = self.precision.amp  # fp16 autocast
-        self.scaler = p.scaler if p.scaler is not None else torch.amp.GradScaler("cuda", enabled=False)
-        self.optimizer, self.schedule, self.criterion, self.ema = p.optimizer, p.schedule, p.criterion, p.ema
-        self.held_gradients: Dict[torch.Tensor, torch.Tensor] = {}  # layers Darknet does not update yet
-        # The data and the run's plan.
-        self.batches, self.train_set, self.val_set, self.multi_scale = p.batches, p.train_set, p.val_set, p.multi_scale
-        self.img_size, self.workers = tuple(plan.img_size), plan.workers
-        self.mini_batch = plan.mini_batch  # images per mini-batch and process
-        self.accumulate = plan.accumulate  # mini-batches per update (Darknet's subdivisions)
-        self.steps_per_epoch, self.epochs, self.total_steps = plan.steps_per_epoch, plan.epochs, plan.total_steps
-        # Where the hooks write; how the run started.
+        self.model, self.ema = p.model, p.ema  # the model unwrapped, and its EMA (None: off)
+        self.batches, self.train_set, self.val_set = p.batches, p.train_set, p.val_set
         self.hooks: List[HookBase] = list(p.hooks)
         self.run_dir, self.writer, self.resume_path = p.run_dir, p.writer, p.resume_path
         self.transfer_report, self.frozen = p.transfer_report, p.frozen
         self.stop_request = StopRequest(announce=self.main)
-        # Progress, saved in checkpoints.
-        self.start = p.start
-        self.epoch = p.start.epoch  # the epoch in progress (0-based); after it ends, the number of epochs done
-        self.epoch_step = p.start.epoch_step  # updates done in the epoch
-        self.global_step = p.start.global_step  # updates done in the run
-        self.lr = self.schedule(self.global_step) if self.global_step else 0.0  # the last update's
-        self.last_metrics: Dict[str, Any] = dict(p.start.last_metrics)
-        self._resume_sums: Optional[torch.Tensor] = p.start.epoch_sums
-        self._sums_at_update: Optional[torch.Tensor] = None  # loss_sums at the last update (accumulate > 1)
-        self._grads_non_finite = False  # AMP: the update's gradients overflowed (fetched by _fetch_update)
-        self._stop_everywhere = False  # DDP: a process asked to stop (fetched by _fetch_update)
-        # What the hooks read.
-        self.loss_sums: Optional[torch.Tensor] = None  # float64[4] on the device: box, obj, cls, mini-batches
-        self.update_losses = torch.zeros(self.accumulate, 4, dtype=torch.float64, device=self.device)  # loss, b, o, c
-        self.step_log: Optional[StepLog] = None
-        self.epoch_losses: Dict[str, float] = {}  # box_loss, obj_loss, cls_loss, loss over every process
-        self.epoch_metrics: Dict[str, Any] = {}  # this epoch's evaluation ({} when not evaluated)
-        self.is_best = False
-        self.epoch_start = 0.0
-        self.epoch_seconds = 0.0
-        self.epoch_images = 0
-        self.throughput = 0.0
+        self.start = p.start  # where the run goes on from (its RNG states, the epoch's loss sums, the hooks' states)
+        s = p.start
+        self.state = TrainState(epoch=s.epoch, epoch_step=s.epoch_step, global_step=s.global_step,
+                                best_fitness=s.best_fitness, metrics=dict(s.last_metrics),
+                                lr=p.schedule(s.global_step) if s.global_step else 0.0)
+        self.step_runner = StepRunner(
+            p.model, p.optimizer, p.schedule, p.criterion, self.state, accumulate=p.plan.accumulate,
+            steps_per_epoch=p.plan.steps_per_epoch, epochs=p.plan.epochs, device=p.device, dist=p.dist,
+            stop=self.stop_request, train_model=p.train_model, forward=p.forward, precision=p.precision,
+            scaler=p.scaler, ema=p.ema, max_grad_norm=p.hyp.max_grad_norm,
+            last_checkpoint=p.run_dir / "last.pt" if p.run_dir is not None else None)
         self.epoch_times = EpochTimes(self.device)  # the clock of the epoch's parts
-        self.epoch_split = EpochTimeSplit(0.0, 0.0, 0.0, 0.0)  # the last epoch's: data wait, step, other
+        for hook in self.hooks:
+            if isinstance(hook, EvalHook) and hook.evaluate is None:
+                hook.evaluate = self.evaluate_epoch
 
     @classmethod
     def from_options(cls, options: TrainOptions) -> "Trainer":
@@ -168,17 +147,13 @@ class Trainer(UpdateStep):
         except BaseException:
             stop.restore()
             raise
-        trainer.stop_request = stop
+        trainer.stop_request = trainer.step_runner.stop = stop
         return trainer
 
     # ---------------------------------------------------------------- public
     def request_stop(self) -> None:
         """Stop at the next optimizer-update boundary, saving ``last.pt`` there."""
         self.stop_request.requested = True
-
-    @property
-    def _stop_requested(self) -> bool:
-        return self.stop_request.requested
 
     def add_callback(self, event: str, fn: Callable[["Trainer"], None]) -> None:
         """Run ``fn(trainer)`` at ``event`` (``train_start``, ``step_end``, ``epoch_end``), after the hooks
@@ -189,6 +164,7 @@ class Trainer(UpdateStep):
         """Run the training; returns a :class:`TrainResult`. Raises :class:`NonFiniteLossError` on NaN/inf."""
         self.stop_request.install()
         try:
+            self._check_best_checkpoint()
             self._load_hook_states()
             self._call_hooks("before_train")
             return self._train()
@@ -211,10 +187,12 @@ class Trainer(UpdateStep):
         """The model evaluated and saved: the EMA's when on, else the training model."""
         return self.ema.module if self.ema is not None else self.model
 
-    @property
-    def best_fitness(self) -> float:
-        """The best evaluation's fitness so far (-1: none yet): the evaluation hook's."""
-        return next((h.best_fitness for h in self.hooks if isinstance(h, EvalHook)), -1.0)
+    def evaluate_epoch(self, epoch: int) -> Dict[str, Any]:
+        """Evaluate after ``epoch`` (0-based) and record the result in ``state`` (its metrics, whether it is the
+        best so far): the function the evaluation hook is handed."""
+        metrics = self._evaluate(epoch, final=epoch + 1 == self.plan.epochs)
+        self.state.record_evaluation(metrics)
+        return metrics
 
     def hooks_state(self) -> Dict[str, Dict[str, Any]]:
         """Each hook's :meth:`~yolo.engine.hooks.base.HookBase.state_dict` that holds something, by its
@@ -226,7 +204,50 @@ class Trainer(UpdateStep):
                 states[hook.state_key] = state
         return states
 
+    # The state's counters and the step's parts under the names callbacks and scripts know them by.
+    epoch = property(lambda self: self.state.epoch, doc="The epoch in progress (0-based); after it, epochs done.")
+    epoch_step = property(lambda self: self.state.epoch_step, doc="Updates done in the epoch.")
+    global_step = property(lambda self: self.state.global_step, doc="Updates done in the run.")
+    lr = property(lambda self: self.state.lr, doc="The last update's learning rate.")
+    best_fitness = property(lambda self: self.state.best_fitness, doc="The best evaluation's fitness (-1: none).")
+    last_metrics = property(lambda self: self.state.metrics, doc="The last evaluation's numbers.")
+    optimizer = property(lambda self: self.step_runner.optimizer)
+    schedule = property(lambda self: self.step_runner.schedule)
+
+    @property
+    def step_log(self) -> Optional[StepLog]:
+        """The last update's numbers (on the CPU)."""
+        return self.state.step_log
+
+    @property
+    def forward(self) -> Callable:
+        """How the step calls the model (``images -> outputs``); may be replaced (a test pausing it, say)."""
+        return self.step_runner.forward
+
+    @forward.setter
+    def forward(self, fn: Callable) -> None:
+        self.step_runner.forward = fn
+
+    @property
+    def criterion(self) -> Callable:
+        """The loss the step computes (``(outputs, targets, (h, w)) -> (loss, parts)``); may be replaced."""
+        return self.step_runner.criterion
+
+    @criterion.setter
+    def criterion(self, fn: Callable) -> None:
+        self.step_runner.criterion = fn
+
     # ---------------------------------------------------------------- hooks
+    def _check_best_checkpoint(self) -> None:
+        """A best fitness whose ``best.pt`` is missing (a kill between the two saves of an epoch) is dropped, so
+        that the next evaluation writes a new ``best.pt``."""
+        best = self.state.best_fitness
+        if best >= 0 and self.run_dir is not None and not (self.run_dir / "best.pt").is_file():
+            if self.main:
+                logger.warning("%s is missing although last.pt records a best fitness of %.4f: the next evaluation "
+                               "writes a new best.pt", self.run_dir / "best.pt", best)
+            self.state.best_fitness = -1.0
+
     def _load_hook_states(self) -> None:
         for hook in self.hooks:
             state = self.start.hooks.get(hook.state_key)
@@ -239,73 +260,31 @@ class Trainer(UpdateStep):
 
     # ---------------------------------------------------------------- the loop
     def _train(self) -> TrainResult:
+        """The epochs from where the run is; each one's updates, then its end (evaluation, checkpoints)."""
         if self.start.rng is not None:
             set_rng_state(self.start.rng)
-        if self.epoch >= self.epochs:
-            if self.main:
-                logger.info("the run already finished its %d epochs: nothing to resume", self.epochs)
-            return self._result("finished")
-        status = "finished"
-        for epoch in range(self.epoch, self.epochs):
-            self.epoch = epoch
-            if self._train_epoch(epoch):
-                status = "interrupted"
-                break
-            process_sums = self.loss_sums.clone()  # this process's (a stop in the evaluation saves them)
-            self.epoch, self.epoch_step = epoch + 1, 0
-            if self.dist.enabled:  # epoch losses over every process
-                torch.distributed.all_reduce(self.loss_sums)
-            sums = self.loss_sums.tolist()  # the per-epoch CPU-GPU sync
-            n = max(sums[3], 1.0)
-            box, obj, cls = sums[0] / n, sums[1] / n, sums[2] / n
-            self.epoch_losses = {"box_loss": box, "obj_loss": obj, "cls_loss": cls, "loss": box + obj + cls}
-            # evaluation, results.csv, TensorBoard, best.pt and last.pt, then the callbacks
-            evaluation_stopped = False
-            try:
-                self._call_hooks("after_epoch")
-            except EvaluationStopped:  # nothing of the epoch's evaluation is recorded; a resumed run does it
-                evaluation_stopped = True
-                self.epoch, self.epoch_step, self.loss_sums = epoch, self.steps_per_epoch, process_sums
-                self._call_hooks("after_interrupt")
-            barrier()
-            if any_true(self._stop_requested or evaluation_stopped, self.device):
-                status = "interrupted"
-                break
-        return self._result(status)
+        if self.state.epoch >= self.plan.epochs and self.main:
+            logger.info("the run already finished its %d epochs: nothing to resume", self.plan.epochs)
+        while self.state.epoch < self.plan.epochs:
+            if self._train_epoch() or self._end_epoch():
+                return self._result("interrupted")
+        return self._result("finished")
 
-    def _result(self, status: str) -> TrainResult:
-        last = self.run_dir / "last.pt" if self.run_dir is not None else None
-        best = self.run_dir / "best.pt" if self.run_dir is not None else None
-        stop = self.stop_request
-        stopped_by = ("" if status != "interrupted" else "worker" if stop.worker_failure
-                      else stop.signal_name or "request")
-        return TrainResult(run_dir=self.run_dir, status=status, epochs_done=self.epoch, global_step=self.global_step,
-                           best_fitness=self.best_fitness, metrics=self.last_metrics, last=last,
-                           best=best if best is not None and best.exists() else None, throughput=self.throughput,
-                           stopped_by=stopped_by, failure=stop.worker_failure or "")
-
-    def _train_epoch(self, epoch: int) -> bool:
-        """One epoch (from ``self.epoch_step``); returns True when a stop was requested and saved (after any
-        update, the epoch's last included: its evaluation is then left to the resumed run)."""
-        self.train_model.train()
-        if self.options.freeze:
-            frozen_to_eval(self.model, self.options.freeze)
-        start_step = self.epoch_step
-        batches = self.batches(epoch, start_step)
-        num_batches = (self.steps_per_epoch - start_step) * self.accumulate
-        self.loss_sums = torch.zeros(4, dtype=torch.float64, device=self.device)
-        if self._resume_sums is not None and start_step:
-            self.loss_sums += self._resume_sums.to(self.device)
-        self._resume_sums = None
-        self._sums_at_update = self.loss_sums.clone() if self.accumulate > 1 else None
+    def _train_epoch(self) -> bool:
+        """The epoch's updates from ``state.epoch_step``; returns True when a stop was requested and saved (after
+        any update, the epoch's last included: its evaluation is then left to the resumed run)."""
+        state, plan, runner = self.state, self.plan, self.step_runner
+        first = state.epoch_step
+        self._train_mode()
+        runner.start_epoch(self.start.epoch_sums if first else None)
+        batches = self.batches(state.epoch, first)
+        batches = iter(batches) if first < plan.steps_per_epoch else iter(())
         self._call_hooks("before_epoch")
-        self.optimizer.zero_grad(set_to_none=True)
-        self.epoch_start = time.perf_counter()
+        state.epoch_start = time.perf_counter()
         self.epoch_times.start()
-        iterator = iter(batches) if num_batches else iter(())
-        for i in range(num_batches):
+        for i in range((plan.steps_per_epoch - first) * plan.accumulate):
             try:
-                images, targets, _infos = next(iterator)
+                images, targets, _infos = next(batches)
             except StopIteration:
                 break
             except RuntimeError as exc:
@@ -314,36 +293,78 @@ class Trainer(UpdateStep):
                 self._worker_died(str(exc))  # last.pt at the last completed update
                 return True
             self.epoch_times.data_ready()
-            updated = self.run_step(images, targets, start_step * self.accumulate + i)
+            updated = runner.run(images, targets, first * plan.accumulate + i)
             self.epoch_times.step_done()
             if not updated:
                 continue
-            self._after_update()
-            self.epoch_step += 1
-            if self._sums_at_update is not None:
-                self._sums_at_update = self.loss_sums.clone()
+            runner.after_update()
+            state.epoch_step += 1
             self._call_hooks("after_step")
             # Every process stops at the same update: with DDP the requests came with the update's one sync (a
             # request made after it, during this update's hooks, stops the run after the next update).
-            stop = self._stop_everywhere if self.dist.enabled else self._stop_requested
-            if stop:
+            if runner.stop_everywhere if self.dist.enabled else self.stop_request.requested:
                 self._call_hooks("after_interrupt")  # last.pt at this update
                 barrier()
                 return True
-        self.epoch_split = self.epoch_times.finish()
-        self.epoch_seconds = self.epoch_split.total
-        self.epoch_images = (self.steps_per_epoch - start_step) * self.hyp.batch
-        self.throughput = self.epoch_images / max(self.epoch_seconds, 1e-9)  # images/s, all processes
+        self._finish_epoch_clock(first)
         self._call_hooks("after_epoch_updates")
         return False
+
+    def _end_epoch(self) -> bool:
+        """After an epoch's updates: its mean losses over every process, then the hooks (evaluation, results.csv,
+        TensorBoard, best.pt and last.pt, the callbacks). Returns whether the run stops here (a stop requested,
+        or during the evaluation: nothing of it is recorded, a resumed run does it)."""
+        state, runner = self.state, self.step_runner
+        epoch = state.epoch
+        process_sums = runner.loss_sums.clone()  # this process's (a stop in the evaluation saves them)
+        state.epoch, state.epoch_step = epoch + 1, 0
+        if self.dist.enabled:
+            torch.distributed.all_reduce(runner.loss_sums)
+        box, obj, cls, n = runner.loss_sums.tolist()  # the per-epoch CPU-GPU sync
+        n = max(n, 1.0)
+        state.epoch_losses = {"box_loss": box / n, "obj_loss": obj / n, "cls_loss": cls / n,
+                              "loss": box / n + obj / n + cls / n}
+        state.epoch_metrics, state.is_best = {}, False  # until the evaluation, when the epoch has one
+        evaluation_stopped = False
+        try:
+            self._call_hooks("after_epoch")
+        except EvaluationStopped:
+            evaluation_stopped = True
+            state.epoch, state.epoch_step, runner.loss_sums = epoch, self.plan.steps_per_epoch, process_sums
+            self._call_hooks("after_interrupt")
+        barrier()
+        return any_true(self.stop_request.requested or evaluation_stopped, self.device)
+
+    def _train_mode(self) -> None:
+        self.step_runner.train_model.train()
+        if self.options.freeze:
+            frozen_to_eval(self.model, self.options.freeze)
+
+    def _finish_epoch_clock(self, first_update: int) -> None:
+        """The epoch's time split and throughput (its updates from ``first_update`` on, all processes)."""
+        state = self.state
+        state.epoch_split = self.epoch_times.finish()
+        state.epoch_images = (self.plan.steps_per_epoch - first_update) * self.hyp.batch
+        state.throughput = state.epoch_images / max(state.epoch_split.total, 1e-9)  # images/s, all processes
+
+    def _result(self, status: str) -> TrainResult:
+        last = self.run_dir / "last.pt" if self.run_dir is not None else None
+        best = self.run_dir / "best.pt" if self.run_dir is not None else None
+        stop, state = self.stop_request, self.state
+        stopped_by = ("" if status != "interrupted" else "worker" if stop.worker_failure
+                      else stop.signal_name or "request")
+        return TrainResult(run_dir=self.run_dir, status=status, epochs_done=state.epoch,
+                           global_step=state.global_step, best_fitness=state.best_fitness, metrics=state.metrics,
+                           last=last, best=best if best is not None and best.exists() else None,
+                           throughput=state.throughput, stopped_by=stopped_by, failure=stop.worker_failure or "")
 
     def _lost_peer_message(self, exc: BaseException) -> str:
         last = self.run_dir / "last.pt" if self.run_dir is not None else None
         kept = f"the last checkpoint is {last}" if last is not None and last.is_file() else "no checkpoint was written"
         reason = " ".join(str(exc).split())[:200]
         return (f"process {self.dist.rank} of {self.dist.world_size}: another process of this distributed run is "
-                f"gone ({reason}) at epoch {self.epoch + 1}, update {self.epoch_step}/{self.steps_per_epoch}; "
-                f"training stopped; {kept}")
+                f"gone ({reason}) at epoch {self.state.epoch + 1}, update {self.state.epoch_step}/"
+                f"{self.plan.steps_per_epoch}; training stopped; {kept}")
 
     def _worker_died(self, message: str) -> None:
         """A loader worker died (PyTorch's ``message``) in the middle of an update: save ``last.pt`` at the last
@@ -352,14 +373,18 @@ class Trainer(UpdateStep):
         self.stop_request.worker_died(message)
         if self.dist.enabled:
             raise LoaderWorkerError(self.stop_request.worker_failure)
-        if self._sums_at_update is not None:  # without the mini-batches of the unfinished update
-            self.loss_sums = self._sums_at_update
+        self.step_runner.drop_unfinished_update()  # without the mini-batches of the unfinished update
         self._call_hooks("after_interrupt")
 
     # ---------------------------------------------------------------- evaluation
     def _evaluate(self, epoch: int, final: bool) -> Dict[str, Any]:
-        """COCO metrics after ``epoch`` (0-based): :func:`yolo.engine.hooks.evaluation.evaluate_run`."""
-        return evaluate_run(self, epoch, final)
+        """COCO metrics of :meth:`eval_model` after ``epoch`` (0-based):
+        :func:`yolo.engine.hooks.evaluation.evaluate_run`."""
+        return evaluate_run(self.eval_model(), self.val_set, self.data.names, self.hyp, epoch=epoch,
+                            epochs=self.plan.epochs, final=final, batch_size=self.plan.mini_batch,
+                            workers=self.plan.workers, device=self.device, amp=self.step_runner.amp,
+                            progress=self.options.progress, stop=self.stop_request, writer=self.writer,
+                            run_dir=self.run_dir)
 
 
 def train(**kwargs) -> TrainResult:

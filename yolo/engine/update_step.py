@@ -1,31 +1,90 @@
-"""One optimizer update of the trainer: :meth:`UpdateStep.run_step` is one mini-batch (forward, loss, backward)
-and, at an update's last mini-batch, the update's one CPU-GPU sync (:meth:`UpdateStep._fetch_update`) and
-Darknet's update (:meth:`UpdateStep._optimizer_step`).
+"""The per-update work of training: :class:`StepRunner`.
 
-:class:`yolo.engine.trainer.Trainer` is an ``UpdateStep``; the methods read only the attributes they name
-(``model``, ``optimizer``, ``scaler``, ``schedule``, ``accumulate``, ...), so that a test may run them on a bare
-namespace of those attributes.
+:meth:`StepRunner.run` is one mini-batch (forward, loss, backward) and, at an update's last mini-batch, the
+update's one CPU-GPU sync (:meth:`StepRunner._fetch_update`) and Darknet's update
+(:meth:`StepRunner._optimizer_step`). It is built from the parts it needs (model, optimizer, schedule, criterion,
+scaler, ...) and advances the run's :class:`yolo.engine.train_state.TrainState` (``global_step``, ``lr``,
+``step_log``); the trainer (:class:`yolo.engine.trainer.Trainer`) gives it the batches and runs the hooks.
 """
 from __future__ import annotations
 
 import contextlib
-from typing import Tuple
+from pathlib import Path
+from typing import Callable, Dict, Optional, Tuple
 
 import torch
 import torch.distributed
 import torch.nn as nn
 
-from yolo.engine.hooks import StepLog
+from yolo.engine.distributed import DistInfo
+from yolo.engine.ema import ModelEMA
 from yolo.engine.optimizer import clip_weights, hold_gradients, holds_gradients
 from yolo.engine.schedule import set_lr
+from yolo.engine.step_precision import StepPrecision
+from yolo.engine.stop import StopRequest
+from yolo.engine.train_state import StepLog, TrainState
 from yolo.errors import NonFiniteLossError
 from yolo.losses.region_loss import set_images_seen
 
 
-class UpdateStep:
-    """The training step's methods (see the module docstring)."""
+class StepRunner:
+    """Forward, loss, backward, accumulation over ``accumulate`` mini-batches and the optimizer (and GradScaler)
+    step of one run.
 
-    def run_step(self, images: torch.Tensor, targets: torch.Tensor, b: int) -> bool:
+    ``model`` is the unwrapped model, ``train_model`` the module the step runs (its DDP wrapper; default
+    ``model``) and ``forward`` how it is called (``train_model`` through ``torch.compile``; default
+    ``train_model``). ``steps_per_epoch`` and ``epochs`` place a mini-batch in the run (Darknet's ``[region]``
+    counts the images seen) and name it in errors; ``last_checkpoint`` is the ``last.pt`` an error names (None:
+    none is written). ``stop`` is read at each update under DDP, so that every process stops at the same one.
+
+    Holds, on the device: ``loss_sums`` (Float64[4]: box, obj, cls, mini-batches of the epoch so far, this
+    process's) and ``update_losses`` (Float64[accumulate, 4]: loss, box, obj, cls of the update's mini-batches).
+    """
+
+    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, schedule: Callable[[int], float],
+                 criterion: Callable, state: TrainState, *, accumulate: int, steps_per_epoch: int, epochs: int,
+                 device: torch.device, dist: DistInfo, stop: StopRequest, train_model: Optional[nn.Module] = None,
+                 forward: Optional[Callable] = None, precision: Optional[StepPrecision] = None,
+                 scaler: Optional[torch.amp.GradScaler] = None, ema: Optional[ModelEMA] = None,
+                 max_grad_norm: float = 0.0, last_checkpoint: Optional[Path] = None):
+        self.model, self.optimizer, self.schedule, self.criterion = model, optimizer, schedule, criterion
+        self.state, self.stop = state, stop
+        self.accumulate, self.steps_per_epoch, self.epochs = accumulate, steps_per_epoch, epochs
+        self.device, self.dist = device, dist
+        self.train_model = train_model if train_model is not None else model
+        self.forward = forward if forward is not None else self.train_model
+        self.precision = precision or StepPrecision(device.type, amp=False, channels_last=False, tf32=False,
+                                                    compile=False)
+        self.scaler = scaler if scaler is not None else torch.amp.GradScaler("cuda", enabled=False)
+        self.ema, self.max_grad_norm, self.last_checkpoint = ema, max_grad_norm, last_checkpoint
+        self.held_gradients: Dict[torch.Tensor, torch.Tensor] = {}  # layers Darknet does not update yet
+        self.loss_sums = torch.zeros(4, dtype=torch.float64, device=device)
+        self.update_losses = torch.zeros(accumulate, 4, dtype=torch.float64, device=device)
+        self.sums_at_update: Optional[torch.Tensor] = None  # loss_sums at the last update (accumulate > 1)
+        self.grads_non_finite = False  # AMP: the update's gradients overflowed (fetched by _fetch_update)
+        self.stop_everywhere = False  # DDP: a process asked to stop (fetched by _fetch_update)
+
+    @property
+    def amp(self) -> bool:
+        """fp16 autocast (with an enabled GradScaler)."""
+        return self.precision.amp
+
+    # ---------------------------------------------------------------- the epoch's sums
+    def start_epoch(self, resumed_sums: Optional[torch.Tensor] = None) -> None:
+        """Zero the epoch's loss sums, or start them from a resumed run's (saved mid-epoch)."""
+        self.loss_sums = torch.zeros(4, dtype=torch.float64, device=self.device)
+        if resumed_sums is not None:
+            self.loss_sums += resumed_sums.to(self.device)
+        self.sums_at_update = self.loss_sums.clone() if self.accumulate > 1 else None
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def drop_unfinished_update(self) -> None:
+        """The run stops in the middle of an update: the sums go back to its start (what a checkpoint saves)."""
+        if self.sums_at_update is not None:
+            self.loss_sums = self.sums_at_update
+
+    # ---------------------------------------------------------------- one mini-batch
+    def run(self, images: torch.Tensor, targets: torch.Tensor, b: int) -> bool:
         """Mini-batch ``b`` of the epoch: forward, loss, backward; at the last mini-batch of an update (a
         ``subdivisions`` boundary) the non-finite check and Darknet's update. Returns whether it updated.
 
@@ -43,7 +102,7 @@ class UpdateStep:
             with self.precision.autocast():
                 outputs = self.forward(images)
             # Darknet's [region] prior term depends on the images seen so far, this batch included.
-            minibatch = self.epoch * self.steps_per_epoch * self.accumulate + b
+            minibatch = self.state.epoch * self.steps_per_epoch * self.accumulate + b
             set_images_seen(self.model, (minibatch + 1) * images.shape[0] * self.dist.world_size)
             loss, parts = self.criterion(outputs, targets, size_hw)
             self.scaler.scale(loss / self.accumulate).backward()
@@ -56,12 +115,20 @@ class UpdateStep:
             return False
         self._fetch_update(b, size_hw, parts["num_targets"])
         self._optimizer_step()
+        if self.sums_at_update is not None:
+            self.sums_at_update = self.loss_sums.clone()
         return True
 
+    def after_update(self) -> None:
+        """What follows an update outside the step proper (the epoch's clock counts it apart): the EMA."""
+        if self.ema is not None:
+            self.ema.update(self.model)
+
+    # ---------------------------------------------------------------- the update
     def _fetch_update(self, b: int, size_hw: Tuple[int, int], num_targets: int) -> None:
         """The update's one CPU-GPU sync, deliberately before the optimizer step: stop on a non-finite loss
         in any of its mini-batches (on any process) before it reaches the weights, naming the first one;
-        else ``self.step_log`` for the writers. It cannot wait longer (the step would apply the non-finite
+        else ``state.step_log`` for the writers. It cannot wait longer (the step would apply the non-finite
         gradients) and need not come sooner (gradients are only accumulated until then).
 
         The same read brings, with AMP, whether the unscaled gradients overflowed (the GradScaler then skips
@@ -70,22 +137,23 @@ class UpdateStep:
         k = self.accumulate
         bad = (~torch.isfinite(self.update_losses[:, 0])).to(torch.float64)
         if self.dist.enabled:  # a non-finite loss on one process stops them all, at the same mini-batch
-            stop = torch.full((1,), float(self._stop_requested), dtype=torch.float64, device=self.device)
+            stop = torch.full((1,), float(self.stop.requested), dtype=torch.float64, device=self.device)
             bad = torch.cat([bad, stop])
             torch.distributed.all_reduce(bad, op=torch.distributed.ReduceOp.MAX)
         extra = [self._gradient_overflow()] if self.amp else []
         numbers = torch.cat([bad, self.update_losses.flatten(), self.loss_sums, *extra]).tolist()
         if self.dist.enabled:
-            self._stop_everywhere = numbers.pop(k) > 0
-        self._grads_non_finite = bool(extra) and numbers[-1] > 0
+            self.stop_everywhere = numbers.pop(k) > 0
+        self.grads_non_finite = bool(extra) and numbers[-1] > 0
         flags, rows, sums = numbers[:k], numbers[k:5 * k], numbers[5 * k:5 * k + 4]
         if any(flags):
             first = flags.index(1.0)
             self._non_finite(b - (k - 1) + first, *rows[4 * first:4 * first + 4])
         n = max(sums[3], 1.0)
         loss, box, obj, cls = rows[-4:]
-        self.step_log = StepLog(box=box, obj=obj, cls=cls, loss=loss, mean_box=sums[0] / n, mean_obj=sums[1] / n,
-                                mean_cls=sums[2] / n, size_hw=size_hw, num_targets=num_targets)
+        self.state.step_log = StepLog(box=box, obj=obj, cls=cls, loss=loss, mean_box=sums[0] / n,
+                                      mean_obj=sums[1] / n, mean_cls=sums[2] / n, size_hw=size_hw,
+                                      num_targets=num_targets)
 
     def _gradient_overflow(self) -> torch.Tensor:
         """AMP: unscale the update's gradients now (as ``GradScaler.step`` would) and return, on the device,
@@ -99,39 +167,35 @@ class UpdateStep:
     def _optimizer_step(self) -> None:
         """Darknet's update: the learning rate of update ``global_step``, gradients held for layers not updated
         yet (``dont_update``/``burnin_update``), optional norm clipping, the step, weight clipping (the EMA follows
-        in :meth:`_after_update`)."""
-        self.global_step += 1
-        self.lr = self.schedule(self.global_step)
-        set_lr(self.optimizer, self.lr)
+        in :meth:`after_update`)."""
+        state = self.state
+        state.global_step += 1
+        state.lr = self.schedule(state.global_step)
+        set_lr(self.optimizer, state.lr)
         # With AMP the gradients were unscaled by _fetch_update; without it the scaler is disabled (unscaled).
-        held = vars(self).setdefault("held_gradients", {})  # also run on a bare namespace of these attributes
-        if holds_gradients(self.optimizer, self.global_step, held):
-            hold_gradients(self.optimizer, self.global_step, held)
-        if self.hyp.max_grad_norm:
-            nn.utils.clip_grad_norm_(self.model.parameters(), self.hyp.max_grad_norm)
+        if holds_gradients(self.optimizer, state.global_step, self.held_gradients):
+            hold_gradients(self.optimizer, state.global_step, self.held_gradients)
+        if self.max_grad_norm:
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
         if self.scaler.is_enabled():  # GradScaler.step without its sync: the overflow flag came with the losses
-            if not self._grads_non_finite:
+            if not self.grads_non_finite:
                 self.optimizer.step()
             self.scaler.update()
         else:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        clip_weights(self.optimizer, self.global_step)
-
-    def _after_update(self) -> None:
-        """What follows an update outside the step proper (the epoch's clock counts it apart): the EMA."""
-        if self.ema is not None:
-            self.ema.update(self.model)
+        clip_weights(self.optimizer, state.global_step)
 
     def _non_finite(self, b: int, loss: float, box: float, obj: float, cls: float) -> None:
-        last = self.run_dir / "last.pt" if self.run_dir is not None else None
+        last = self.last_checkpoint
         kept = (f"the last good checkpoint is {last}" if last is not None and last.exists()
                 else "no checkpoint was written yet")
+        state = self.state
         message = (f"non-finite loss ({loss:.4g}; box {box:.4g}, obj {obj:.4g}, cls {cls:.4g}) at epoch "
-                   f"{self.epoch + 1}/{self.epochs}, iteration {b + 1} (update {self.epoch_step + 1}/"
-                   f"{self.steps_per_epoch} of the epoch, {self.global_step + 1} overall, lr {self.lr:.3g}): "
+                   f"{state.epoch + 1}/{self.epochs}, iteration {b + 1} (update {state.epoch_step + 1}/"
+                   f"{self.steps_per_epoch} of the epoch, {state.global_step + 1} overall, lr {state.lr:.3g}): "
                    f"training stopped; {kept}. Lower learning_rate or lengthen burn_in, and check the data.")
         raise NonFiniteLossError(message)  # reported once, by whoever catches it (tools/train.py: its error line)
 
 
-__all__ = ["UpdateStep"]
+__all__ = ["StepRunner"]

@@ -1,38 +1,23 @@
 """The hook interface of :class:`yolo.engine.trainer.Trainer` (detectron2's ``HookBase``, with epochs).
 
-The trainer's loop only trains (:meth:`Trainer.run_step`: forward, loss, backward, Darknet's update);
+The trainer's loop only trains (:class:`yolo.engine.update_step.StepRunner`: forward, loss, backward, Darknet's
+update);
 everything around it (progress lines, results.csv, TensorBoard, evaluation, checkpoints, a user's function
 through :class:`yolo.engine.hooks.callbacks.CallbackHook`) is a hook. Each method receives the trainer and reads
-its state (``epoch``, ``epoch_step``, ``global_step``, ``lr``, ``step_log``, ``loss_sums``, ``epoch_metrics``,
-...). Hooks run in the order of ``trainer.hooks``.
+``trainer.state`` (:class:`yolo.engine.train_state.TrainState`: ``epoch``, ``epoch_step``, ``global_step``,
+``lr``, ``step_log``, ``epoch_losses``, ``epoch_metrics``, ...) and ``trainer.plan`` (the run's length and
+shape); a hook is handed what else it needs when it is made (the evaluation hook its ``evaluate`` function).
+Hooks write nothing into the trainer; they run in the order of ``trainer.hooks``.
 
-A hook that holds state a resumed run needs (the best fitness so far, say) returns it from :meth:`state_dict`;
+A hook that holds state a resumed run needs (a count of its own, say) returns it from :meth:`state_dict`;
 the checkpoint keeps it under ``train["hooks"][hook.state_key]`` and a resumed trainer hands it back to
 :meth:`load_state_dict` before :meth:`before_train`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Dict, Tuple
+from typing import Any, Dict
 
-
-@dataclass
-class StepLog:
-    """The numbers of one optimizer update, on the CPU (fetched by the update's one CPU-GPU sync).
-
-    ``box``, ``obj``, ``cls`` and ``loss`` are per image, of the update's last mini-batch; the ``mean_*``
-    are the running means over the epoch's mini-batches so far (this process's).
-    """
-
-    box: float
-    obj: float
-    cls: float
-    loss: float
-    mean_box: float
-    mean_obj: float
-    mean_cls: float
-    size_hw: Tuple[int, int]  # input size of the update's mini-batches
-    num_targets: int  # the loss's target assignments in the last mini-batch
+from yolo.engine.train_state import StepLog
 
 
 class HookBase:
@@ -42,16 +27,17 @@ class HookBase:
         """Once, before the first update (the parts are built, a resumed run's state is loaded)."""
 
     def before_epoch(self, trainer) -> None:
-        """Before the first update of an epoch (``trainer.epoch_step`` is where it starts on resume)."""
+        """Before the first update of an epoch (``trainer.state.epoch_step`` is where it starts on resume)."""
 
     def after_step(self, trainer) -> None:
-        """After each optimizer update; ``trainer.step_log`` holds its numbers (on the CPU)."""
+        """After each optimizer update; ``trainer.state.step_log`` holds its numbers (on the CPU)."""
 
     def after_epoch_updates(self, trainer) -> None:
-        """After an epoch's last update, before evaluation (``trainer.throughput`` is set)."""
+        """After an epoch's last update, before evaluation (``trainer.state.throughput`` is set)."""
 
     def after_epoch(self, trainer) -> None:
-        """After an epoch, its losses summed over every process in ``trainer.loss_sums``."""
+        """After an epoch (``trainer.state.epoch`` counts it), its mean losses over every process in
+        ``trainer.state.epoch_losses``."""
 
     def after_interrupt(self, trainer) -> None:
         """A stop was requested mid-epoch, at an update boundary: the run ends after this."""

@@ -4,10 +4,11 @@ resumed run evaluates the epoch first).
 
 A training checkpoint holds what a resumed run needs to continue bit for bit: the training weights, the EMA
 weights (saved as the model), optimizer, GradScaler, update counters, the position in the epoch with the
-epoch's loss sums so far, the torch / numpy / Python RNG states (:mod:`yolo.engine.rng`) and the hooks' states
-(``hooks``: :meth:`yolo.engine.hooks.base.HookBase.state_dict` by ``state_key``; ``best_fitness`` is also kept
-at the top, where checkpoints written before the hooks had states hold it), and what the run's dataset was
-(``dataset``: :func:`yolo.engine.dataset_record.dataset_record`; a resume refuses another).
+epoch's loss sums so far, the best fitness and the last evaluation's metrics (the saved part of
+:class:`yolo.engine.train_state.TrainState`), the torch / numpy / Python RNG states (:mod:`yolo.engine.rng`) and
+the hooks' states (``hooks``: :meth:`yolo.engine.hooks.base.HookBase.state_dict` by ``state_key``),
+and what the run's dataset was (``dataset``: :func:`yolo.engine.dataset_record.dataset_record`; a resume
+refuses another).
 """
 from __future__ import annotations
 
@@ -25,22 +26,22 @@ logger = logging.getLogger(__name__)
 
 
 class CheckpointHook(HookBase):
-    """Saves after each epoch (``best.pt`` when ``trainer.is_best``) and at a requested stop."""
+    """Saves after each epoch (``best.pt`` when ``trainer.state.is_best``) and at a requested stop."""
 
     def __init__(self):
         self.dataset: Optional[Dict[str, Any]] = None  # the run's dataset record, made at the first save
 
     def after_epoch(self, trainer) -> None:
-        save(trainer, best=trainer.is_best, dataset=self._dataset(trainer))
+        save(trainer, best=trainer.state.is_best, dataset=self._dataset(trainer))
 
     def after_interrupt(self, trainer) -> None:
         save(trainer, best=False, dataset=self._dataset(trainer))
         last = trainer.run_dir / "last.pt"
+        state, steps = trainer.state, trainer.plan.steps_per_epoch
         # how to continue is said once, by the caller (tools/train.py names the command the user ran)
-        pending = " (its evaluation is left to the resumed run)" if trainer.epoch_step == trainer.steps_per_epoch \
-            else ""
-        logger.warning("stopped at epoch %d, update %d/%d%s; saved %s", trainer.epoch + 1, trainer.epoch_step,
-                       trainer.steps_per_epoch, pending, last)
+        pending = " (its evaluation is left to the resumed run)" if state.epoch_step == steps else ""
+        logger.warning("stopped at epoch %d, update %d/%d%s; saved %s", state.epoch + 1, state.epoch_step, steps,
+                       pending, last)
 
     def _dataset(self, trainer) -> Optional[Dict[str, Any]]:
         if self.dataset is None and trainer.data is not None and trainer.train_set is not None:
@@ -67,27 +68,28 @@ def save(trainer, best: bool, dataset: Optional[Dict[str, Any]] = None) -> None:
 def training_checkpoint(trainer, dataset: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """The checkpoint dict: the evaluated model (EMA when on) with ``train`` holding the training state
     (``dataset``: the run's dataset record, when known)."""
-    t = trainer
+    t, state, step = trainer, trainer.state, trainer.step_runner
     train_state = {
         "model": {k: v.detach().cpu().contiguous() for k, v in t.model.state_dict().items()},  # NCHW on disk
-        "optimizer": t.optimizer.state_dict(),
-        "scaler": t.scaler.state_dict() if t.amp else None,
+        "optimizer": step.optimizer.state_dict(),
+        "scaler": step.scaler.state_dict() if step.amp else None,
         "ema": t.ema.state_dict() if t.ema is not None else None,
-        "epoch": t.epoch,
-        "epoch_step": t.epoch_step,
-        "global_step": t.global_step,
-        "best_fitness": t.best_fitness,
-        "metrics": t.last_metrics,
+        "epoch": state.epoch,
+        "epoch_step": state.epoch_step,
+        "global_step": state.global_step,
+        "best_fitness": state.best_fitness,
+        "metrics": state.metrics,
         "hooks": t.hooks_state(),
         "rng": rng_state(),
         # float64 (box, obj, cls, mini-batches) of the epoch so far; .cpu() syncs, once per save
-        "epoch_sums": t.loss_sums.to("cpu", copy=True) if t.epoch_step else None,
+        "epoch_sums": step.loss_sums.to("cpu", copy=True) if state.epoch_step else None,
         "options": t.options.to_dict() | {"hyp": None},
         "hyp": t.hyp.to_dict(),
         "dataset": dataset,
     }
-    return model_checkpoint(t.eval_model(), names=t.data.names, train=train_state, epoch=t.epoch,
-                            metrics=t.last_metrics, preprocessing=training_preprocessing(t.hyp.augment, t.img_size))
+    preprocessing = training_preprocessing(t.hyp.augment, tuple(t.plan.img_size))
+    return model_checkpoint(t.eval_model(), names=t.data.names, train=train_state, epoch=state.epoch,
+                            metrics=state.metrics, preprocessing=preprocessing)
 
 
 __all__ = ["CheckpointHook", "save", "training_checkpoint"]

@@ -1,77 +1,63 @@
-"""Evaluation during training: COCO mAP on the val split every ``eval_interval`` epochs and after the last,
-and which epoch is the best (:func:`fitness`)."""
+"""Evaluation during training: COCO mAP on the val split every ``eval_interval`` epochs and after the last
+(:class:`EvalHook` decides when, :func:`evaluate_run` measures; which epoch is the best:
+:func:`yolo.engine.train_state.fitness`)."""
 from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
+import torch
+import torch.nn as nn
 from torch.utils.data import DataLoader
 
 from yolo.data import collate_fn
 from yolo.data.loader import init_worker
 from yolo.data.worker_signals import QuietStart, is_worker_death
+from yolo.engine.config import Hyperparameters
 from yolo.engine.hooks.base import HookBase
+from yolo.engine.stop import StopRequest
+from yolo.engine.train_state import fitness
 from yolo.evaluation import EvaluationStopped, Evaluator, evaluate_model
 from yolo.progress import use_bars
 
 logger = logging.getLogger(__name__)
 
 
-def fitness(metrics: Dict[str, Any]) -> float:
-    """The number ``best.pt`` maximizes: ``0.1 * mAP50 + 0.9 * mAP50_95``."""
-    return 0.1 * max(float(metrics.get("mAP50", 0.0)), 0.0) + 0.9 * max(float(metrics.get("mAP50_95", 0.0)), 0.0)
-
-
 class EvalHook(HookBase):
-    """After an epoch that is due: evaluate (``trainer._evaluate``), set ``trainer.epoch_metrics`` (empty when
-    not due) and ``trainer.is_best``. Holds the best fitness so far (its state, restored on resume); a best
-    score whose ``best_path`` is missing (a kill between the two saves) is dropped, so that the next evaluation
-    writes a new ``best.pt``."""
+    """After an epoch that is due (every ``interval`` epochs, and the last): ``evaluate(epoch)`` (0-based), the
+    function it is handed: the trainer's :meth:`~yolo.engine.trainer.Trainer.evaluate_epoch` when none is given,
+    which records the metrics, the best fitness and whether ``best.pt`` is written in ``trainer.state``. The hook
+    itself writes nothing."""
 
-    def __init__(self, interval: int, best_path: Optional[Path] = None):
+    def __init__(self, interval: int, evaluate: Optional[Callable[[int], Dict[str, Any]]] = None):
         self.interval = interval
-        self.best_path = best_path
-        self.best_fitness = -1.0
+        self.evaluate = evaluate
 
     def after_epoch(self, trainer) -> None:
-        done = trainer.epoch  # epochs completed, the one just trained included
-        final = done == trainer.epochs
-        metrics = trainer._evaluate(done - 1, final=final) if final or done % self.interval == 0 else {}
-        trainer.epoch_metrics = metrics
-        trainer.is_best = bool(metrics) and fitness(metrics) > self.best_fitness
-        if trainer.is_best:
-            self.best_fitness = fitness(metrics)
-
-    def state_dict(self) -> Dict[str, Any]:
-        return {"best_fitness": self.best_fitness}
-
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
-        best = float(state.get("best_fitness", -1.0))
-        if best >= 0 and self.best_path is not None and not self.best_path.is_file():
-            logger.warning("%s is missing although last.pt records a best fitness of %.4f: the next evaluation "
-                           "writes a new best.pt", self.best_path, best)
-            best = -1.0
-        self.best_fitness = best
+        done = trainer.state.epoch  # epochs completed, the one just trained included
+        if self.evaluate is not None and (done == trainer.plan.epochs or done % self.interval == 0):
+            self.evaluate(done - 1)
 
 
-def evaluate_run(trainer, epoch: int, final: bool) -> Dict[str, Any]:
-    """COCO metrics of ``trainer.eval_model()`` on the val split after ``epoch`` (0-based); TensorBoard curves
-    when ``trainer.writer`` is set; after the ``final`` epoch also the summary table, ``metrics.json`` and
-    the plots (pycocotools' numbers then). Sets ``trainer.last_metrics``.
+def evaluate_run(model: nn.Module, val_set, names: List[str], hyp: Hyperparameters, *, epoch: int, epochs: int,
+                 final: bool, batch_size: int, workers: int, device: torch.device, amp: bool = False,
+                 progress: Optional[bool] = None, stop: Optional[StopRequest] = None, writer: Any = None,
+                 run_dir: Optional[Path] = None) -> Dict[str, Any]:
+    """COCO metrics of ``model`` on ``val_set`` after ``epoch`` (0-based, of ``epochs``), in batches of
+    ``batch_size`` read by ``workers`` processes; TensorBoard curves when ``writer`` is set; after the ``final``
+    epoch also the summary table, ``run_dir/metrics.json`` and the plots (pycocotools' numbers then).
 
-    A stop asked for meanwhile (``trainer.stop_request``: a signal, a loader worker that died) ends it within a
-    batch with :class:`yolo.evaluation.EvaluationStopped`: nothing of it is recorded."""
-    hyp, val_set = trainer.hyp, trainer.val_set
-    evaluator = Evaluator(trainer.data.names, val_set.ground_truth(),
-                          category_ids=getattr(val_set, "category_ids", None), use_pycocotools=final)
-    loader = DataLoader(val_set, batch_size=max(1, trainer.mini_batch), shuffle=False, num_workers=trainer.workers,
-                        collate_fn=collate_fn, worker_init_fn=init_worker if trainer.workers > 0 else None)
-    stop = getattr(trainer, "stop_request", None)
+    A stop asked for meanwhile (``stop``: a signal, a loader worker that died) ends it within a batch with
+    :class:`yolo.evaluation.EvaluationStopped`: nothing of it is recorded."""
+    evaluator = Evaluator(names, val_set.ground_truth(), category_ids=getattr(val_set, "category_ids", None),
+                          use_pycocotools=final)
+    loader = DataLoader(val_set, batch_size=max(1, batch_size), shuffle=False, num_workers=workers,
+                        collate_fn=collate_fn, worker_init_fn=init_worker if workers > 0 else None)
     try:
-        metrics = evaluate_model(trainer.eval_model(), QuietStart(loader), evaluator, conf_thres=hyp.conf_thres,
-                                 iou_thres=hyp.iou_thres, device=trainer.device, amp=trainer.amp,
-                                 progress=use_bars(trainer.options.progress), desc=f"val {epoch + 1}/{trainer.epochs}",
+        metrics = evaluate_model(model, QuietStart(loader), evaluator, conf_thres=hyp.conf_thres,
+                                 iou_thres=hyp.iou_thres, device=device, amp=amp, progress=use_bars(progress),
+                                 desc=f"val {epoch + 1}/{epochs}",
                                  stop=(lambda: stop.requested) if stop is not None else None)
     except RuntimeError as exc:
         if stop is None or not is_worker_death(exc):
@@ -79,22 +65,22 @@ def evaluate_run(trainer, epoch: int, final: bool) -> Dict[str, Any]:
         stop.worker_died(str(exc))
         raise EvaluationStopped(str(exc)) from None
     logger.info("epoch %d/%d: mAP50 %.4f  mAP50_95 %.4f  P %.3f  R %.3f  (%d val images)", epoch + 1,
-                trainer.epochs, metrics["mAP50"], metrics["mAP50_95"], metrics["precision"], metrics["recall"],
+                epochs, metrics["mAP50"], metrics["mAP50_95"], metrics["precision"], metrics["recall"],
                 metrics["num_images"])
-    if trainer.writer is not None:
+    if writer is not None:
         try:
-            evaluator.write_tensorboard(trainer.writer, epoch + 1, prefix="val", plots=final and hyp.plots)
+            evaluator.write_tensorboard(writer, epoch + 1, prefix="val", plots=final and hyp.plots)
         except Exception as exc:  # a report; never lose a run over it
             logger.warning("could not write the evaluation to TensorBoard: %s", exc)
     if final:
         print(evaluator.summary_text(metrics))
-        evaluator.save_metrics(trainer.run_dir / "metrics.json", {"epoch": epoch + 1})
+    if final and run_dir is not None:
+        evaluator.save_metrics(run_dir / "metrics.json", {"epoch": epoch + 1})
         if hyp.plots:
             try:
-                evaluator.save_plots(trainer.run_dir)
+                evaluator.save_plots(run_dir)
             except Exception as exc:  # plots are a convenience; never lose a run over them
                 logger.warning("could not draw the evaluation plots: %s", exc)
-    trainer.last_metrics = {k: v for k, v in metrics.items() if isinstance(v, (int, float, str))}
     return metrics
 
 

@@ -27,7 +27,7 @@ class Guarded(HookBase):
             getattr(self.hook, method)(*args)
         except Exception as exc:  # any failure of a report, never of the training itself
             trainer = args[0] if args else None
-            where = f" in epoch {trainer.epoch + 1}" if trainer is not None else ""
+            where = f" in epoch {trainer.state.epoch + 1}" if trainer is not None else ""
             level = logging.DEBUG if self.warned else logging.WARNING
             self.warned = True
             message = " ".join(str(exc).split())[:300]

@@ -2,8 +2,8 @@
 (scalars, sample images).
 
 Each writer is a hook (:mod:`yolo.engine.hooks.base`) that runs on the main process only. They read numbers
-the trainer already brought to the CPU (``trainer.step_log`` once per update, ``trainer.epoch_losses`` once per
-epoch): writing never adds a CPU-GPU sync of its own (sample images aside: they run the model).
+the trainer already brought to the CPU (``trainer.state.step_log`` once per update, ``trainer.state.epoch_losses``
+once per epoch): writing never adds a CPU-GPU sync of its own (sample images aside: they run the model).
 """
 from __future__ import annotations
 
@@ -51,38 +51,39 @@ class ProgressWriter(HookBase):
         self.warned_data_wait = False
 
     def before_epoch(self, trainer) -> None:
-        self.bar = tqdm(total=trainer.steps_per_epoch, initial=trainer.epoch_step, disable=not self.show_bars,
-                        desc=f"epoch {trainer.epoch + 1}/{trainer.epochs}", dynamic_ncols=True, leave=True)
-        self.lines = ProgressLines(f"epoch {trainer.epoch + 1}/{trainer.epochs}", trainer.steps_per_epoch,
-                                   not self.show_bars, logger, done=trainer.epoch_step)
+        state, plan = trainer.state, trainer.plan
+        self.bar = tqdm(total=plan.steps_per_epoch, initial=state.epoch_step, disable=not self.show_bars,
+                        desc=f"epoch {state.epoch + 1}/{plan.epochs}", dynamic_ncols=True, leave=True)
+        self.lines = ProgressLines(f"epoch {state.epoch + 1}/{plan.epochs}", plan.steps_per_epoch,
+                                   not self.show_bars, logger, done=state.epoch_step)
 
     def after_step(self, trainer) -> None:
-        s = trainer.step_log
+        state, plan, s = trainer.state, trainer.plan, trainer.state.step_log
         self.bar.set_postfix_str(f"box {s.mean_box:.3f} obj {s.mean_obj:.3f} cls {s.mean_cls:.3f} "
-                                 f"lr {trainer.lr:.2e} img {s.size_hw[1]}x{s.size_hw[0]} "
+                                 f"lr {state.lr:.2e} img {s.size_hw[1]}x{s.size_hw[0]} "
                                  f"targets {s.num_targets}", refresh=False)
         self.bar.update(1)
-        self.lines.update(trainer.epoch_step, f"box {s.mean_box:.3f} obj {s.mean_obj:.3f} cls {s.mean_cls:.3f} "
-                                              f"lr {trainer.lr:.2e}")
-        if self.bar.disable and trainer.epoch_step % 10 == 0:
-            logger.debug("epoch %d/%d update %d/%d: box %.3f obj %.3f cls %.3f lr %.2e", trainer.epoch + 1,
-                         trainer.epochs, trainer.epoch_step, trainer.steps_per_epoch, s.mean_box, s.mean_obj,
-                         s.mean_cls, trainer.lr)
+        self.lines.update(state.epoch_step, f"box {s.mean_box:.3f} obj {s.mean_obj:.3f} cls {s.mean_cls:.3f} "
+                                            f"lr {state.lr:.2e}")
+        if self.bar.disable and state.epoch_step % 10 == 0:
+            logger.debug("epoch %d/%d update %d/%d: box %.3f obj %.3f cls %.3f lr %.2e", state.epoch + 1,
+                         plan.epochs, state.epoch_step, plan.steps_per_epoch, s.mean_box, s.mean_obj,
+                         s.mean_cls, state.lr)
 
     def after_epoch_updates(self, trainer) -> None:
         self.close()
-        s = trainer.step_log  # its running means now cover the whole epoch
+        state, plan, s = trainer.state, trainer.plan, trainer.state.step_log  # its running means cover the epoch
         if s is None:  # resumed after the epoch's last update: no update ran here
-            logger.info("epoch %d/%d: its updates were done before the resume", trainer.epoch + 1, trainer.epochs)
+            logger.info("epoch %d/%d: its updates were done before the resume", state.epoch + 1, plan.epochs)
             return
-        split = trainer.epoch_split
+        split = state.epoch_split
         logger.info("epoch %d/%d: box %.3f obj %.3f cls %.3f lr %.2e; trained on %d images in %.1f s "
                     "(%.2f images/s; data wait %.1f s, step %.1f s, other %.1f s; %d loader workers)",
-                    trainer.epoch + 1, trainer.epochs, s.mean_box, s.mean_obj, s.mean_cls, trainer.lr,
-                    trainer.epoch_images, trainer.epoch_seconds, trainer.throughput, split.data, split.step,
-                    split.other, trainer.workers)
+                    state.epoch + 1, plan.epochs, s.mean_box, s.mean_obj, s.mean_cls, state.lr,
+                    state.epoch_images, split.total, state.throughput, split.data, split.step,
+                    split.other, plan.workers)
         if not self.warned_data_wait:  # once a run: the advice does not change from epoch to epoch
-            warning = data_wait_warning(split, trainer.workers, bool(trainer.hyp.cache_images))
+            warning = data_wait_warning(split, plan.workers, bool(trainer.hyp.cache_images))
             if warning:
                 logger.warning("%s", warning)
                 self.warned_data_wait = True
@@ -104,13 +105,13 @@ class ResultsCSVWriter(HookBase):
         self.path = path
 
     def after_epoch(self, trainer) -> None:
-        done, losses, metrics = trainer.epoch, trainer.epoch_losses, trainer.epoch_metrics
-        row = {"epoch": done, **losses, "lr": trainer.lr,
+        state = trainer.state
+        done, metrics, split = state.epoch, state.epoch_metrics, state.epoch_split
+        row = {"epoch": done, **state.epoch_losses, "lr": state.lr,
                "precision": metrics.get("precision", ""), "recall": metrics.get("recall", ""),
                "mAP50": metrics.get("mAP50", ""), "mAP50_95": metrics.get("mAP50_95", ""),
-               "time_s": time.perf_counter() - trainer.epoch_start, "time_data_s": trainer.epoch_split.data,
-               "time_step_s": trainer.epoch_split.step, "time_other_s": trainer.epoch_split.other,
-               "workers": trainer.workers}
+               "time_s": time.perf_counter() - state.epoch_start, "time_data_s": split.data,
+               "time_step_s": split.step, "time_other_s": split.other, "workers": trainer.plan.workers}
         rows = read_results(self.path, before_epoch=done)
         rows.append({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
         with atomic_path(self.path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
@@ -154,21 +155,23 @@ class TensorBoardWriter(HookBase):
         self.sample_images = sample_images
 
     def after_step(self, trainer) -> None:
-        s, step = trainer.step_log, trainer.global_step
+        state = trainer.state
+        s, step = state.step_log, state.global_step
         self.writer.add_scalar("train/box_loss", s.box, step)
         self.writer.add_scalar("train/obj_loss", s.obj, step)
         self.writer.add_scalar("train/cls_loss", s.cls, step)
         self.writer.add_scalar("train/loss", s.loss, step)
-        self.writer.add_scalar("train/lr", trainer.lr, step)
+        self.writer.add_scalar("train/lr", state.lr, step)
 
     def after_epoch(self, trainer) -> None:
+        state = trainer.state
         count = min(self.sample_images, len(trainer.val_set))
-        if trainer.epoch_metrics and count > 0:
+        if state.epoch_metrics and count > 0:
             images = sample_predictions(trainer.eval_model(), trainer.val_set, count, trainer.data.names,
                                         trainer.device)
-            self.writer.add_images("val/predictions", images, trainer.epoch, dataformats="NHWC")
-        for key, value in trainer.epoch_losses.items():
-            self.writer.add_scalar(f"epoch/{key}", value, trainer.epoch)
+            self.writer.add_images("val/predictions", images, state.epoch, dataformats="NHWC")
+        for key, value in state.epoch_losses.items():
+            self.writer.add_scalar(f"epoch/{key}", value, state.epoch)
         self.writer.flush()
 
     def close(self) -> None:
