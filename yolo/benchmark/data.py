@@ -21,7 +21,7 @@ from yolo.data.darknet_augment import darknet_item
 from yolo.data.dataset import DetectionDataset
 from yolo.data.transforms import PIPELINES, augment_from_cfg, item_rng
 from yolo.models.cfg import parse_cfg
-from yolo.models.cfg_options import TRAINED_HEADS
+from yolo.models.head_sections import TRAINED_HEADS
 from yolo.ops.sizes import ImageSize
 
 __all__ = ["pipeline_settings", "data_figures"]
