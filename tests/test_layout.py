@@ -238,3 +238,66 @@ def test_the_test_import_check_finds_them():
     text = "import os\nfrom test_train import FAST\n\ndef f():\n    import test_loss as other\n" \
            "DRIVER = \"\"\"\nfrom test_kill_resume import made_up\n\"\"\"\nfrom training_helpers import run\n"
     assert imported_test_modules(text) == ["test_train", "test_loss", "test_kill_resume"]
+
+
+# The post-processing settings whose defaults live in yolo/ops/postprocess_defaults.py, by keyword and by flag.
+POSTPROCESS_SETTINGS = re.compile(r"^(conf_thres|iou_thres|max_det|beta_nms)(_|$)")
+POSTPROCESS_FLAGS = {"--conf-thres", "--iou-thres", "--max-det", "--beta-nms"}
+POSTPROCESS_DEFAULTS = PACKAGE / "ops" / "postprocess_defaults.py"
+
+
+def _number(node) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+
+
+def written_postprocess_defaults(source: str) -> List[int]:
+    """Lines of ``source`` that write a post-processing default as a number: a parameter default, a field, a
+    keyword (``conf_thres=0.25``), a flag's ``default=`` or a ``setting(0.25, "--conf-thres")``, a cfg read
+    (``get_float("beta_nms", 0.6)``)."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.arguments):
+            named = node.args[len(node.args) - len(node.defaults):] + node.kwonlyargs
+            values = list(node.defaults) + list(node.kw_defaults)
+            lines += [v.lineno for a, v in zip(named, values) if POSTPROCESS_SETTINGS.match(a.arg) and _number(v)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            if POSTPROCESS_SETTINGS.match(node.target.id) and _number(node.value):
+                lines.append(node.lineno)
+        elif isinstance(node, ast.keyword) and node.arg and POSTPROCESS_SETTINGS.match(node.arg) and _number(node.value):
+            lines.append(node.value.lineno)
+        elif isinstance(node, ast.Call):
+            strings = {a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)}
+            numbers = [a for a in node.args if _number(a)] + [k.value for k in node.keywords
+                                                              if k.arg == "default" and _number(k.value)]
+            named = bool(strings & POSTPROCESS_FLAGS) or any(POSTPROCESS_SETTINGS.match(s) for s in strings)
+            if named and numbers:
+                lines.append(node.lineno)
+    return sorted(set(lines))
+
+
+def test_the_postprocess_check_finds_written_defaults():
+    snippets = ["def f(x, conf_thres=0.25): pass", "class A:\n    iou_thres: float = 0.45",
+                "f(x, max_det=300)", 'p.add_argument("--conf-thres", type=float, default=0.25)',
+                'x = setting(0.001, "--conf-thres")', 's.get_float("beta_nms", 0.6)']
+    assert all(written_postprocess_defaults(s) for s in snippets)
+    assert not written_postprocess_defaults("def f(x, conf_thres=DETECT_CONF_THRES, max_det=None): pass")
+
+
+def test_postprocess_defaults_are_written_once():
+    """Thresholds, max_det and beta_nms take their defaults from yolo/ops/postprocess_defaults.py; nowhere else in
+    the package or the tools writes one as a number."""
+    offenders = [f"{path.relative_to(REPO)}:{line}" for path in python_files("yolo", "tools")
+                 if path != POSTPROCESS_DEFAULTS
+                 for line in written_postprocess_defaults(path.read_text(encoding="utf-8"))]
+    assert not offenders, "post-processing defaults written outside yolo/ops/postprocess_defaults.py: " + \
+        ", ".join(offenders)
+
+
+def test_ops_knows_no_cfg_section_names():
+    """Reading a cfg (its sections, which one is a head) is yolo.models' business: no module of yolo.ops compares
+    with a section type's name."""
+    section_types = {name.lower() for name in BUILDERS} | {"net", "network"}
+    offenders = [f"{path.relative_to(REPO)}:{node.lineno}: {node.value!r}" for path in python_files("yolo/ops")
+                 for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                 if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.lower() in section_types]
+    assert not offenders, "cfg section names in yolo.ops: " + ", ".join(offenders)
