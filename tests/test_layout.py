@@ -143,9 +143,26 @@ def test_the_settings_sit_on_the_ops_layer():
     types, the size helpers and the post-processing defaults of yolo.ops (tests/test_tool_flags.py checks --help
     in a fresh process)."""
     edges = package_graph(import_graph())
-    assert set(edges["yolo.settings"]) == {"yolo.errors", "yolo.ops"}
-    assert all(d in ("yolo.ops.sizes", "yolo.ops.postprocess_defaults") for m, deps in import_graph().items()
-               if m.startswith("yolo.settings") for d in deps if d.startswith("yolo.ops"))
+    assert set(edges["yolo.settings"]) <= {"yolo.errors", "yolo.ops", "yolo.files"}
+    light = ("yolo.ops.sizes", "yolo.ops.postprocess_defaults", "yolo.files.paths")
+    assert all(d in light for m, deps in import_graph().items()
+               if m.startswith("yolo.settings") for d in deps if d.startswith(("yolo.ops", "yolo.files")))
+
+
+# Package edges that would put a package below one it serves: (importer, imported, why not).
+FORBIDDEN_EDGES = [
+    ("yolo.export", "yolo.benchmark", "the benchmark times the exports; what both need lives lower "
+                                      "(yolo.timing, yolo.models.opencv_importer)"),
+    ("yolo.models", "yolo.settings", "the settings are the tools' declarations, above the models they configure"),
+]
+
+
+@pytest.mark.parametrize("importer, imported, why", FORBIDDEN_EDGES,
+                         ids=[f"{a}-not-{b}" for a, b, _ in FORBIDDEN_EDGES])
+def test_forbidden_package_edges(importer, imported, why):
+    edges = package_graph(import_graph())
+    assert imported not in edges.get(importer, {}), f"{importer} imports {imported} ({why}): " + \
+        ", ".join(edges[importer][imported])
 
 
 def test_the_cycle_check_finds_a_package_cycle():

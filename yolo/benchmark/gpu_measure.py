@@ -6,7 +6,7 @@
 - :func:`step_throughput`: one training update without the loader (forward, loss, backward over
   ``subdivisions`` mini-batches, then SGD) on a batch already on the device, in fp32 or with AMP.
 
-Every figure is a median over rounds after warm-up rounds (:mod:`yolo.benchmark.timing`); CUDA work is
+Every figure is a median over rounds after warm-up rounds (:mod:`yolo.timing`); CUDA work is
 synchronized inside each timed call. Given an :class:`~yolo.benchmark.gpu_schedule.Allotment`, the first warm-up
 round says what a round costs and the rounds are shortened to fit.
 """
@@ -21,7 +21,7 @@ import torch
 
 from yolo.benchmark.detection_stages import detection_stages
 from yolo.benchmark.gpu_schedule import Allotment
-from yolo.benchmark.timing import interleaved_medians, round_seconds
+from yolo.timing import interleaved_medians, round_seconds
 from yolo.files.images import load_image
 from yolo.inference.detector import Detector
 from yolo.inference.preprocess import preprocess
