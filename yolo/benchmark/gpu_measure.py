@@ -21,6 +21,7 @@ import torch
 
 from yolo.benchmark.detection_stages import detection_stages
 from yolo.benchmark.gpu_schedule import Allotment
+from yolo.data.collate import images_to_float
 from yolo.timing import interleaved_medians, round_seconds
 from yolo.files.images import load_image
 from yolo.inference.detector import Detector
@@ -54,7 +55,7 @@ def training_batch(paths: Sequence[Path], size: int) -> Tuple[torch.Tensor, torc
         labels = np.loadtxt(label_file(path), ndmin=2, dtype=np.float32).reshape(-1, 5)
         for cls, cx, cy, w, h in labels:
             rows.append([i, cls, cx * size, cy * size, w * size, h * size])
-    return torch.stack(images).float() / 255, torch.tensor(rows, dtype=torch.float32).reshape(-1, 6)
+    return images_to_float(torch.stack(images)), torch.tensor(rows, dtype=torch.float32).reshape(-1, 6)
 
 
 def _synchronize(device: torch.device) -> Optional[Callable[[], None]]:
