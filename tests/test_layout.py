@@ -321,3 +321,22 @@ def test_ops_knows_no_cfg_section_names():
                  for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
                  if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.lower() in section_types]
     assert not offenders, "cfg section names in yolo.ops: " + ", ".join(offenders)
+
+
+HEAD_SECTIONS_MODULE = PACKAGE / "models" / "head_sections.py"
+
+
+def head_name_groups(source: str) -> List[int]:
+    """Lines of ``source`` with a tuple, list or set of two or more head section names (``("yolo", "region")``)."""
+    heads = {"yolo", "region", "gaussian_yolo", "detection"}
+    return [node.lineno for node in ast.walk(ast.parse(source)) if isinstance(node, (ast.Tuple, ast.List, ast.Set))
+            and sum(isinstance(e, ast.Constant) and str(e.value).lower() in heads for e in node.elts) >= 2]
+
+
+def test_groups_of_head_sections_are_named_once():
+    """A group of head section types (the heads whose options the trainer reads, whose class count changes, ...)
+    is a constant of yolo/models/head_sections.py, not a tuple written again where it is used."""
+    assert head_name_groups('if s.type in ("yolo", "region"): pass') == [1]
+    offenders = [f"{path.relative_to(REPO)}:{line}" for path in python_files("yolo", "tools")
+                 if path != HEAD_SECTIONS_MODULE for line in head_name_groups(path.read_text(encoding="utf-8"))]
+    assert not offenders, "head section names grouped outside yolo/models/head_sections.py: " + ", ".join(offenders)
