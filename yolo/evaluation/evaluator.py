@@ -27,9 +27,9 @@ from yolo.evaluation.inputs import (box_array, check_finite_detections, checked_
                                     require_keys)
 from yolo.evaluation.metrics import (COCO_STAT_NAMES, area_all_stats, coco_ground_truth, per_class_ap,
                                      precision_recall_at_confidence, run_cocoeval)
-from yolo.ops.postprocess_defaults import CONFUSION_MATCH_IOU, DETECT_CONF_THRES
 from yolo.ops.coco import (ImageId, coco_category_ids, detections_to_coco_results, ground_truth_to_coco,
                            xyxy_to_coco_xywh)
+from yolo.ops.postprocess_defaults import CONFUSION_MATCH_IOU, DETECT_CONF_THRES
 
 logger = logging.getLogger(__name__)
 
