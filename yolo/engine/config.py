@@ -84,7 +84,7 @@ class Hyperparameters(ScheduleSettings):
     eval_interval: int = 1  # evaluate every N epochs (and always after the last)
     tensorboard: bool = True
     plots: bool = True  # results.png after every epoch; PR curves and confusion matrix after the last epoch
-    tb_images: int = 4  # validation images with predicted boxes logged each evaluation
+    tb_images: int = 4  # validation images with the boxes detect.py would draw, logged each evaluation
     workers: Optional[int] = None  # data-loading processes (None: automatic)
     cache_images: bool = False  # decode the train images once, keep them in memory where they fit (same items)
 
