@@ -132,8 +132,8 @@ def write_results_chart(csv_path: Path, png_path: Path) -> Path:
 class TensorBoardWriter(HookBase):
     """TensorBoard events in the run folder: losses and lr per update, mean losses per epoch, and after each
     evaluation ``tb_images`` validation images with their predicted boxes (what detect.py would draw:
-    :func:`sample_detections`). The evaluation's own curves go
-    through ``trainer.writer`` (this writer's ``SummaryWriter``)."""
+    :func:`sample_detections`). The evaluation's own curves go through ``trainer.writer`` (this writer's
+    ``SummaryWriter``)."""
 
     def __init__(self, run_dir: Path, sample_images: int):
         self.writer = SummaryWriter(str(run_dir))
