@@ -21,13 +21,13 @@ import torch
 
 from yolo.benchmark.detection_stages import detection_stages
 from yolo.benchmark.gpu_schedule import Allotment
-from yolo.data.collate import images_to_float
-from yolo.timing import interleaved_medians, round_seconds
 from yolo.files.images import load_image
 from yolo.inference.detector import Detector
 from yolo.inference.preprocess import preprocess
 from yolo.losses.yolo_loss import YoloLoss
 from yolo.models.model import Darknet
+from yolo.ops.pixels import images_to_float
+from yolo.timing import interleaved_medians, round_seconds
 
 __all__ = ["load_images", "label_file", "training_batch", "detection_figures", "step_throughput"]
 

@@ -12,12 +12,12 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 import torch
 from tqdm import tqdm
 
-from yolo.data.collate import images_to_float
 from yolo.evaluation.evaluator import Evaluator
 from yolo.inference.batch import postprocess_batch, warn_if_not_finite
 from yolo.inference.postprocess import PostprocessConfig
 from yolo.models.heads import has_gaussian_heads
 from yolo.ops.letterbox import LetterboxInfo
+from yolo.ops.pixels import images_to_float
 from yolo.ops.postprocess_defaults import EVAL_CONF_THRES, EVAL_IOU_THRES, MAX_DET
 from yolo.progress import ProgressLines
 

@@ -19,12 +19,12 @@ import torch.nn as nn
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
-from yolo.data.collate import images_to_float
 from yolo.engine.hooks.base import HookBase
 from yolo.files.atomic import atomic_path
 from yolo.inference.batch import detections_to_cpu
 from yolo.inference.postprocess import PostprocessConfig
 from yolo.models.heads import has_gaussian_heads
+from yolo.ops.pixels import images_to_float
 from yolo.plots import results_figure
 from yolo.progress import ProgressLines
 from yolo.visualize import draw_detections
