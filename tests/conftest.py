@@ -65,6 +65,22 @@ def cuda_device() -> torch.device:
 
 
 @pytest.fixture
+def no_tf32():
+    """Full float32 matmuls and convolutions on CUDA while the test runs (TF32 would move outputs ~1e-3);
+    the flags are restored after."""
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    yield
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+@pytest.fixture(scope="session")
+def yolov3_tiny():
+    """``(cfg, weights)`` of the real yolov3-tiny in the assets."""
+    return asset("cfg/yolov3-tiny.cfg"), asset("weights/yolov3-tiny.weights")
+
+
+@pytest.fixture
 def private_cache(tmp_path, monkeypatch) -> Path:
     """A ``YOLO_CACHE_DIR`` of the test's own, so no test reads or fills the user's label and image caches
     (use it in a whole module with ``pytestmark = pytest.mark.usefixtures("private_cache")``)."""

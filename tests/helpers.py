@@ -4,6 +4,7 @@ truth for the Evaluator, detections compared across devices and precisions, rand
 for a model (no OpenCV needed: the OpenCV reference is tests/reference.py), and a fake clock."""
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
@@ -18,6 +19,11 @@ import torchvision
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def tool_parser(tool: str):
+    """The argparse parser of ``tools/TOOL.py`` (built by ``yolo.cli.flags.TOOL``)."""
+    return importlib.import_module(f"yolo.cli.flags.{tool}").build_parser()
 
 
 def run_tool(name: str, *args, **options) -> subprocess.CompletedProcess:

@@ -22,20 +22,6 @@ IMAGES = ["dog.jpg", "horses.jpg", "person.jpg", "eagle.jpg", "giraffe.jpg", "ki
 LEVEL = 1 / 255
 
 
-@pytest.fixture
-def no_tf32():
-    """Full float32 matmuls and convolutions on CUDA while the test runs (TF32 would move outputs ~1e-3)."""
-    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-    yield
-    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
-
-
-@pytest.fixture(scope="module")
-def tiny():
-    return asset("cfg/yolov3-tiny.cfg"), asset("weights/yolov3-tiny.weights")
-
-
 @pytest.fixture(scope="module")
 def images():
     return [load_image(asset(f"images/{name}")) for name in IMAGES]
@@ -52,10 +38,10 @@ def test_device_preprocess_on_cuda_within_one_level_of_opencv(cuda_device, image
 
 
 @pytest.mark.parametrize("device_preprocess", [False, True])
-def test_detector_cuda_equals_cpu(cuda_device, no_tf32, tiny, device_preprocess):
+def test_detector_cuda_equals_cpu(cuda_device, no_tf32, yolov3_tiny, device_preprocess):
     conf = 0.25
-    cpu = Detector(*tiny, device="cpu", conf_thres=conf)
-    gpu = Detector(*tiny, device=cuda_device, conf_thres=conf, device_preprocess=device_preprocess)
+    cpu = Detector(*yolov3_tiny, device="cpu", conf_thres=conf)
+    gpu = Detector(*yolov3_tiny, device=cuda_device, conf_thres=conf, device_preprocess=device_preprocess)
     paths = [asset(f"images/{name}") for name in IMAGES]
     expected, got = cpu(paths), gpu(paths)
     assert sum(len(d["labels"]) for d in expected) > 10
@@ -69,10 +55,10 @@ def test_detector_cuda_equals_cpu(cuda_device, no_tf32, tiny, device_preprocess)
             assert torch.allclose(g["scores"], e["scores"], atol=1e-4, rtol=0)
 
 
-def test_half_detections_close_to_float32(cuda_device, tiny, images):
+def test_half_detections_close_to_float32(cuda_device, yolov3_tiny, images):
     conf = 0.25
-    fp32 = Detector(*tiny, device=cuda_device, conf_thres=conf)
-    fp16 = Detector(*tiny, device=cuda_device, conf_thres=conf, half=True)
+    fp32 = Detector(*yolov3_tiny, device=cuda_device, conf_thres=conf)
+    fp16 = Detector(*yolov3_tiny, device=cuda_device, conf_thres=conf, half=True)
     weight = next(m.weight for m in fp16.net.modules() if isinstance(m, torch.nn.Conv2d))
     assert weight.dtype == torch.float16 and weight.is_contiguous(memory_format=torch.channels_last)
     batch, _ = fp16.preprocess(images)
@@ -84,9 +70,9 @@ def test_half_detections_close_to_float32(cuda_device, tiny, images):
 
 
 @pytest.mark.parametrize("half", [False, True])
-def test_cuda_graph_replay_equals_eager(cuda_device, no_tf32, tiny, images, half):
-    graphed = Detector(*tiny, device=cuda_device, half=half, cuda_graph=True)
-    eager = Detector(*tiny, device=cuda_device, half=half, cuda_graph=False)
+def test_cuda_graph_replay_equals_eager(cuda_device, no_tf32, yolov3_tiny, images, half):
+    graphed = Detector(*yolov3_tiny, device=cuda_device, half=half, cuda_graph=True)
+    eager = Detector(*yolov3_tiny, device=cuda_device, half=half, cuda_graph=False)
     for batch_images in (images[:1], images[1:3], images[3:5], images[:1]):
         batch, _ = graphed.preprocess(batch_images)
         with torch.inference_mode():
@@ -102,10 +88,10 @@ def test_cuda_graph_replay_equals_eager(cuda_device, no_tf32, tiny, images, half
     assert len(graphed._run_net.captured) == 2
 
 
-def test_graphs_follow_a_change_of_input_size(cuda_device, no_tf32, tiny):
+def test_graphs_follow_a_change_of_input_size(cuda_device, no_tf32, yolov3_tiny):
     # The heads cache their grids per input size: a graph captured at one size must never be replayed after
     # another size replaced those caches. Alternate sizes and compare with the eager model each time.
-    net = Detector(*tiny, device=cuda_device, cuda_graph=False).net
+    net = Detector(*yolov3_tiny, device=cuda_device, cuda_graph=False).net
     graphed = GraphedForward(net)
     g = torch.Generator().manual_seed(0)
     for hw in ((320, 320), (416, 416), (320, 320), (320, 320), (416, 416)):
@@ -129,11 +115,11 @@ def test_batched_nms_on_cuda_equals_cpu(cuda_device):
             assert torch.allclose(d["boxes"].cpu(), e["boxes"], atol=1e-4, rtol=0)
 
 
-def test_export_from_cuda_model_equals_cpu_export(cuda_device, tiny, tmp_path):
+def test_export_from_cuda_model_equals_cpu_export(cuda_device, yolov3_tiny, tmp_path):
     onnxruntime = pytest.importorskip("onnxruntime")
     pytest.importorskip("onnx")
-    cpu_model = load_model(*tiny, device="cpu").eval()
-    gpu_model = load_model(*tiny, device=cuda_device).eval()
+    cpu_model = load_model(*yolov3_tiny, device="cpu").eval()
+    gpu_model = load_model(*yolov3_tiny, device=cuda_device).eval()
     x = torch.rand(2, 3, 320, 320, generator=torch.Generator().manual_seed(0))
     for name, model in (("cpu", cpu_model), ("gpu", gpu_model)):
         export_torchscript(model, tmp_path / f"{name}.torchscript", 320)

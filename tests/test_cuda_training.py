@@ -35,15 +35,6 @@ def relative(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 @pytest.fixture
-def no_tf32():
-    """TF32 off for the test (restored after)."""
-    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    apply_tf32(False)
-    yield
-    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
-
-
-@pytest.fixture
 def tiny_pair(assets, cuda_device):
     """yolov3-tiny with its COCO weights on the CPU and on the device, a coco128 batch and its targets."""
     cfg, weights = assets("cfg/yolov3-tiny.cfg"), assets("weights/yolov3-tiny.weights")

@@ -35,11 +35,6 @@ def images():
     return [load_image(asset(f"images/{name}")) for name in IMAGES]
 
 
-@pytest.fixture(scope="module")
-def tiny():
-    return asset("cfg/yolov3-tiny.cfg"), asset("weights/yolov3-tiny.weights")
-
-
 # ------------------------------------------------------------------ the upload buffer
 def test_staging_allocates_once_and_grows_only_for_a_larger_batch():
     staging = HostStaging(pin=False)
@@ -75,9 +70,9 @@ def test_preprocess_through_one_reused_buffer_equals_a_fresh_one_each_call(image
     assert all(torch.equal(got, expected) for got, expected in kept)
 
 
-def test_detector_uploads_every_batch_from_one_buffer(tiny, images):
-    detector = Detector(*tiny, device="cpu", img_size=SIZE, device_preprocess=True, fast=False)
-    fresh = Detector(*tiny, device="cpu", img_size=SIZE, device_preprocess=True, fast=False)
+def test_detector_uploads_every_batch_from_one_buffer(yolov3_tiny, images):
+    detector = Detector(*yolov3_tiny, device="cpu", img_size=SIZE, device_preprocess=True, fast=False)
+    fresh = Detector(*yolov3_tiny, device="cpu", img_size=SIZE, device_preprocess=True, fast=False)
     assert not detector.staging.pin  # nothing is pinned without CUDA
     for batch_images in (images[:2], images[3:4], images[:2]):
         got = detector(batch_images)
@@ -217,7 +212,7 @@ def folder_and_video(tmp_path_factory):
 
 
 @pytest.mark.slow  # two runs of the tool over four images and a video
-def test_detect_tool_files_are_the_same_at_any_batch_size_and_workers(folder_and_video, tiny, tmp_path, capsys):
+def test_detect_tool_files_are_the_same_at_any_batch_size_and_workers(folder_and_video, yolov3_tiny, tmp_path, capsys):
     one = main(tool_args(folder_and_video, tmp_path / "one", "--batch-size", "1", "--workers", "0"))
     many = main(tool_args(folder_and_video, tmp_path / "many", "--batch-size", "2", "--workers", "3"))
     printed = capsys.readouterr()
@@ -234,7 +229,7 @@ def test_detect_tool_files_are_the_same_at_any_batch_size_and_workers(folder_and
         capture.release()
     assert all(a is not None and np.array_equal(a, b) for a, b in zip(*frames))
     # The labels are the Detector's, image by image (the current path), whatever the batch.
-    detector = Detector(*tiny, device="cpu", img_size=SIZE)
+    detector = Detector(*yolov3_tiny, device="cpu", img_size=SIZE)
     for name in IMAGES:
         det = detector(folder_and_video / name)[0]
         lines = got[f"labels/{name[:-4]}.txt"].decode().splitlines()
@@ -265,10 +260,10 @@ def test_detect_tool_refuses_a_zero_batch(tmp_path, capsys):
 
 # ------------------------------------------------------------------ CUDA
 @pytest.mark.cuda
-def test_cuda_batches_upload_from_one_pinned_buffer_and_match_the_cpu(cuda_device, tiny, images):
+def test_cuda_batches_upload_from_one_pinned_buffer_and_match_the_cpu(cuda_device, yolov3_tiny, images):
     conf = 0.25
-    gpu = Detector(*tiny, device=cuda_device, conf_thres=conf, img_size=416)
-    cpu = Detector(*tiny, device="cpu", conf_thres=conf, img_size=416)
+    gpu = Detector(*yolov3_tiny, device=cuda_device, conf_thres=conf, img_size=416)
+    cpu = Detector(*yolov3_tiny, device="cpu", conf_thres=conf, img_size=416)
     assert gpu.device_preprocess and gpu.staging.pin
     # horses.jpg and eagle.jpg share a size: [horses, dog, eagle] puts one group at positions 0 and 2
     for batch_images in ([images[1], images[0], images[3]], images[:3], images[3:], images[:1]):  # largest first
@@ -282,11 +277,11 @@ def test_cuda_batches_upload_from_one_pinned_buffer_and_match_the_cpu(cuda_devic
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("batch", [1, 8, 2 * GRAPH_MAX_BATCH])
-def test_cuda_fp16_channels_last_matches_fp32_at_every_batch(cuda_device, tiny, images, batch):
+def test_cuda_fp16_channels_last_matches_fp32_at_every_batch(cuda_device, yolov3_tiny, images, batch):
     """fp16 with channels-last memory against fp32, through CUDA graphs (small batches) and eagerly (large)."""
     conf = 0.25
-    fp32 = Detector(*tiny, device=cuda_device, conf_thres=conf)
-    fp16 = Detector(*tiny, device=cuda_device, conf_thres=conf, half=True)
+    fp32 = Detector(*yolov3_tiny, device=cuda_device, conf_thres=conf)
+    fp16 = Detector(*yolov3_tiny, device=cuda_device, conf_thres=conf, half=True)
     batch_images = [images[i % len(images)] for i in range(batch)]
     got = fp16(batch_images)
     assert_same_detections(got, fp32(batch_images), iou_min=0.95, score_tol=0.03, margin=0.05, conf=conf)
@@ -294,9 +289,9 @@ def test_cuda_fp16_channels_last_matches_fp32_at_every_batch(cuda_device, tiny, 
 
 
 @pytest.mark.cuda
-def test_cuda_graph_replays_follow_alternating_small_batches(cuda_device, tiny, images):
-    graphed = Detector(*tiny, device=cuda_device, cuda_graph=True)
-    eager = Detector(*tiny, device=cuda_device, cuda_graph=False)
+def test_cuda_graph_replays_follow_alternating_small_batches(cuda_device, yolov3_tiny, images):
+    graphed = Detector(*yolov3_tiny, device=cuda_device, cuda_graph=True)
+    eager = Detector(*yolov3_tiny, device=cuda_device, cuda_graph=False)
     for batch_images in (images[:1], images[1:5], images[2:3], images[:4], images[4:5]):
         got, expected = graphed(batch_images), eager(batch_images)
         for g, e in zip(got, expected):

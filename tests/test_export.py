@@ -155,6 +155,31 @@ def test_onnx_with_nms_equals_postprocess(tiny_v3, tmp_path):
         assert np.abs(scores[mine] - ref["scores"].numpy()).max() < TOL
 
 
+def test_onnx_with_agnostic_nms_equals_postprocess(tiny_v3, tmp_path):
+    """The graph takes the Detector's post-processing configuration: class-agnostic NMS too."""
+    model, hw, batch = tiny_v3
+    options = NMSOptions(conf_thres=0.05, iou_thres=0.3, max_det=50, agnostic=True)
+    path = export_onnx(model, tmp_path / "agnostic.onnx", hw, nms=options)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    x = batch(hw, 2)
+    boxes, scores, labels, image = session.run(None, {"images": x.numpy()})
+    predictions = torch.from_numpy(eval_output(model, x))
+    expected = postprocess(predictions, **options.as_kwargs())
+    per_class = postprocess(predictions, **{**options.as_kwargs(), "agnostic": False})
+    assert sum(len(r["scores"]) for r in expected) < sum(len(r["scores"]) for r in per_class)  # it matters here
+    for i, ref in enumerate(expected):
+        mine = image == i
+        assert np.array_equal(labels[mine], ref["labels"].numpy())
+        assert np.abs(boxes[mine] - ref["boxes"].numpy()).max() / max(hw) < TOL
+
+
+@pytest.mark.parametrize("setting", [dict(nms_kind="diounms"), dict(multi_label=True), dict(classes=(0,))])
+def test_onnx_nms_refuses_what_the_graph_cannot_do(tiny_v3, tmp_path, setting):
+    model, hw, _ = tiny_v3
+    with pytest.raises(ValueError, match=next(iter(setting))):
+        export_onnx(model, tmp_path / "refused.onnx", hw, nms=NMSOptions(**setting))
+
+
 def test_onnx_half_runs_in_onnxruntime_close_to_float32(tiny_v3, tmp_path):
     model, hw, batch = tiny_v3
     path = export_onnx(model, tmp_path / "half.onnx", hw, half=True)

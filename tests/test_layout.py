@@ -140,11 +140,29 @@ def test_ops_is_the_bottom_layer():
 
 def test_the_settings_sit_on_the_ops_layer():
     """The tools' parsers import the settings, so the settings import nothing that loads torch: only the error
-    types and the size helpers of yolo.ops (tests/test_tool_flags.py checks --help in a fresh process)."""
+    types, the size helpers and the post-processing defaults of yolo.ops (tests/test_tool_flags.py checks --help
+    in a fresh process)."""
     edges = package_graph(import_graph())
-    assert set(edges["yolo.settings"]) == {"yolo.errors", "yolo.ops"}
-    assert all(d == "yolo.ops.sizes" for m, deps in import_graph().items() if m.startswith("yolo.settings")
-               for d in deps if d.startswith("yolo.ops"))
+    assert set(edges["yolo.settings"]) <= {"yolo.errors", "yolo.ops", "yolo.files"}
+    light = ("yolo.ops.sizes", "yolo.ops.postprocess_defaults", "yolo.files.paths")
+    assert all(d in light for m, deps in import_graph().items()
+               if m.startswith("yolo.settings") for d in deps if d.startswith(("yolo.ops", "yolo.files")))
+
+
+# Package edges that would put a package below one it serves: (importer, imported, why not).
+FORBIDDEN_EDGES = [
+    ("yolo.export", "yolo.benchmark", "the benchmark times the exports; what both need lives lower "
+                                      "(yolo.timing, yolo.models.opencv_importer)"),
+    ("yolo.models", "yolo.settings", "the settings are the tools' declarations, above the models they configure"),
+]
+
+
+@pytest.mark.parametrize("importer, imported, why", FORBIDDEN_EDGES,
+                         ids=[f"{a}-not-{b}" for a, b, _ in FORBIDDEN_EDGES])
+def test_forbidden_package_edges(importer, imported, why):
+    edges = package_graph(import_graph())
+    assert imported not in edges.get(importer, {}), f"{importer} imports {imported} ({why}): " + \
+        ", ".join(edges[importer][imported])
 
 
 def test_the_cycle_check_finds_a_package_cycle():
@@ -179,11 +197,14 @@ def test_every_layer_type_is_registered_in_layer_types():
 
 
 def test_the_layer_types_package_imports_every_registering_module():
-    """Importing ``yolo.models.layer_types`` is what fills the registry: it imports each module that registers."""
+    """Importing ``yolo.models.layer_types`` is what fills the registry: it imports each module of the folder
+    (found there, not listed by hand), so every module that registers has its builders in ``BUILDERS``."""
     registering = {module_name(p) for p in LAYER_TYPES.glob("*.py") if p.stem != "__init__" and register_calls(p)}
     assert len(registering) > 20
-    missing = registering - import_graph()["yolo.models.layer_types"]
-    assert not missing, f"yolo/models/layer_types/__init__.py does not import {sorted(missing)}"
+    missing = registering - {fn.__module__ for fn in BUILDERS.values()}
+    assert not missing, f"importing yolo.models.layer_types leaves {sorted(missing)} out of the registry"
+    listed = import_graph()["yolo.models.layer_types"] & registering
+    assert not listed, f"yolo/models/layer_types/__init__.py lists modules by hand again: {sorted(listed)}"
 
 
 @pytest.mark.parametrize("path", python_files("tools") + python_files("yolo/cli"),
@@ -237,3 +258,85 @@ def test_the_test_import_check_finds_them():
     text = "import os\nfrom test_train import FAST\n\ndef f():\n    import test_loss as other\n" \
            "DRIVER = \"\"\"\nfrom test_kill_resume import made_up\n\"\"\"\nfrom training_helpers import run\n"
     assert imported_test_modules(text) == ["test_train", "test_loss", "test_kill_resume"]
+
+
+# The post-processing settings whose defaults live in yolo/ops/postprocess_defaults.py, by keyword and by flag.
+POSTPROCESS_SETTINGS = re.compile(r"^(conf_thres|iou_thres|max_det|beta_nms)(_|$)")
+POSTPROCESS_FLAGS = {"--conf-thres", "--iou-thres", "--max-det", "--beta-nms"}
+POSTPROCESS_DEFAULTS = PACKAGE / "ops" / "postprocess_defaults.py"
+
+
+def _number(node) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+
+
+def written_postprocess_defaults(source: str) -> List[int]:
+    """Lines of ``source`` that write a post-processing default as a number: a parameter default, a field, a
+    keyword (``conf_thres=0.25``), a flag's ``default=`` or a ``setting(0.25, "--conf-thres")``, a cfg read
+    (``get_float("beta_nms", 0.6)``)."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.arguments):
+            named = node.args[len(node.args) - len(node.defaults):] + node.kwonlyargs
+            values = list(node.defaults) + list(node.kw_defaults)
+            lines += [v.lineno for a, v in zip(named, values) if POSTPROCESS_SETTINGS.match(a.arg) and _number(v)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            if POSTPROCESS_SETTINGS.match(node.target.id) and _number(node.value):
+                lines.append(node.lineno)
+        elif isinstance(node, ast.keyword) and node.arg and POSTPROCESS_SETTINGS.match(node.arg) and _number(node.value):
+            lines.append(node.value.lineno)
+        elif isinstance(node, ast.Call):
+            strings = {a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)}
+            numbers = [a for a in node.args if _number(a)] + [k.value for k in node.keywords
+                                                              if k.arg == "default" and _number(k.value)]
+            named = bool(strings & POSTPROCESS_FLAGS) or any(POSTPROCESS_SETTINGS.match(s) for s in strings)
+            if named and numbers:
+                lines.append(node.lineno)
+    return sorted(set(lines))
+
+
+def test_the_postprocess_check_finds_written_defaults():
+    snippets = ["def f(x, conf_thres=0.25): pass", "class A:\n    iou_thres: float = 0.45",
+                "f(x, max_det=300)", 'p.add_argument("--conf-thres", type=float, default=0.25)',
+                'x = setting(0.001, "--conf-thres")', 's.get_float("beta_nms", 0.6)']
+    assert all(written_postprocess_defaults(s) for s in snippets)
+    assert not written_postprocess_defaults("def f(x, conf_thres=DETECT_CONF_THRES, max_det=None): pass")
+
+
+def test_postprocess_defaults_are_written_once():
+    """Thresholds, max_det and beta_nms take their defaults from yolo/ops/postprocess_defaults.py; nowhere else in
+    the package or the tools writes one as a number."""
+    offenders = [f"{path.relative_to(REPO)}:{line}" for path in python_files("yolo", "tools")
+                 if path != POSTPROCESS_DEFAULTS
+                 for line in written_postprocess_defaults(path.read_text(encoding="utf-8"))]
+    assert not offenders, "post-processing defaults written outside yolo/ops/postprocess_defaults.py: " + \
+        ", ".join(offenders)
+
+
+def test_ops_knows_no_cfg_section_names():
+    """Reading a cfg (its sections, which one is a head) is yolo.models' business: no module of yolo.ops compares
+    with a section type's name."""
+    section_types = {name.lower() for name in BUILDERS} | {"net", "network"}
+    offenders = [f"{path.relative_to(REPO)}:{node.lineno}: {node.value!r}" for path in python_files("yolo/ops")
+                 for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                 if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.lower() in section_types]
+    assert not offenders, "cfg section names in yolo.ops: " + ", ".join(offenders)
+
+
+HEAD_SECTIONS_MODULE = PACKAGE / "models" / "head_sections.py"
+
+
+def head_name_groups(source: str) -> List[int]:
+    """Lines of ``source`` with a tuple, list or set of two or more head section names (``("yolo", "region")``)."""
+    heads = {"yolo", "region", "gaussian_yolo", "detection"}
+    return [node.lineno for node in ast.walk(ast.parse(source)) if isinstance(node, (ast.Tuple, ast.List, ast.Set))
+            and sum(isinstance(e, ast.Constant) and str(e.value).lower() in heads for e in node.elts) >= 2]
+
+
+def test_groups_of_head_sections_are_named_once():
+    """A group of head section types (the heads whose options the trainer reads, whose class count changes, ...)
+    is a constant of yolo/models/head_sections.py, not a tuple written again where it is used."""
+    assert head_name_groups('if s.type in ("yolo", "region"): pass') == [1]
+    offenders = [f"{path.relative_to(REPO)}:{line}" for path in python_files("yolo", "tools")
+                 if path != HEAD_SECTIONS_MODULE for line in head_name_groups(path.read_text(encoding="utf-8"))]
+    assert not offenders, "head section names grouped outside yolo/models/head_sections.py: " + ", ".join(offenders)

@@ -11,7 +11,8 @@ import torch
 
 from yolo.models.cfg import parse_cfg, parse_cfg_text
 from yolo.inference.postprocess import postprocess
-from yolo.ops.nms import nms, nms_settings
+from yolo.models.heads import nms_settings
+from yolo.ops.nms import nms
 
 
 # ------------------------------------------------------------------------------ plain-Python reference
@@ -150,3 +151,36 @@ def test_detector_takes_the_cfg_choice(assets, tmp_path):
     detector = Detector(cfg, weights, device="cpu", img_size=64, fast=False)
     assert (detector.nms_kind, detector.beta_nms) == ("diounms", 0.7)
     assert Detector(cfg, weights, device="cpu", img_size=64, fast=False, nms_kind="default").nms_kind == "default"
+
+
+def test_training_pictures_show_what_detect_finds(assets, tmp_path):
+    """The sample pictures of a training run use the cfg's nms_kind, as detect.py does: on the same weights and
+    image they hold exactly the Detector's detections (here DIoU-NMS with a small beta_nms, which keeps many boxes
+    that the default NMS would suppress)."""
+    import cv2
+    import numpy as np
+    from yolo import Detector
+    from yolo.engine.hooks.writers import sample_detections
+    from yolo.models.model import load_model
+
+    text = assets("cfg/yolov3-tiny.cfg").read_text().replace("[yolo]", "[yolo]\nnms_kind=diounms\nbeta_nms=0.1")
+    cfg = tmp_path / "diou.cfg"
+    cfg.write_text(text)
+    weights = assets("weights/yolov3-tiny.weights")
+    # An image of the network's input size: the Detector's letterbox leaves it as it is, so both sides see one input.
+    bgr = cv2.resize(cv2.imread(str(assets("images/dog.jpg"))), (416, 416), interpolation=cv2.INTER_AREA)
+    detector = Detector(cfg, weights, device="cpu", img_size=416, resize="letterbox", fast=False)
+    (want,) = detector(bgr)
+
+    rgb = torch.from_numpy(np.ascontiguousarray(bgr[:, :, ::-1].transpose(2, 0, 1)))[None]
+    model = load_model(cfg, weights, device="cpu").train()  # as the trainer holds it
+    (got,) = sample_detections(model, rgb, torch.device("cpu"))
+    assert model.training
+    # The same detections; the values to float rounding (the Detector's input batch is laid out channels-last).
+    assert torch.equal(got["labels"], want["labels"])
+    torch.testing.assert_close(got["scores"], want["scores"], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(got["boxes"].clamp(0, 416), want["boxes"], rtol=1e-5, atol=1e-3)  # the Detector clips
+    # The cfg's choice matters here: the default NMS keeps fewer boxes.
+    with torch.no_grad():
+        default = postprocess(model.eval()(rgb.float() / 255))[0]
+    assert len(default["scores"]) < len(want["scores"])

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from yolo.ops.boxes import clip_boxes, cxcywh_to_xyxy, xyxy_to_cxcywh
-from yolo.inference.postprocess import postprocess, scale_boxes_to_original
+from yolo.inference.postprocess import postprocess
 from yolo.ops.letterbox import LETTERBOX_FILL_UINT8, LetterboxInfo, letterbox, letterbox_params, resize_image, stretch
 
 
@@ -89,7 +89,7 @@ def test_back_mapping_is_exact(mode, hw):
     sx, sy = new_w / w, new_h / h
     in_boxes = original * torch.tensor([sx, sy, sx, sy], dtype=torch.float64) + torch.tensor([dx, dy, dx, dy],
                                                                                              dtype=torch.float64)
-    back = scale_boxes_to_original(in_boxes, info, (h, w))
+    back = info.to_original(in_boxes, (h, w))
     assert torch.allclose(back, original, atol=1e-9)
     assert torch.allclose(info.to_input(original), in_boxes, atol=1e-9)
 
@@ -103,7 +103,7 @@ def test_back_mapping_of_drawn_rectangle():
     out, info = letterbox(image, (416, 416), fill=0)
     ys, xs = np.nonzero(out[..., 0] > 127)
     found = torch.tensor([[xs.min(), ys.min(), xs.max() + 1, ys.max() + 1]], dtype=torch.float64)
-    back = scale_boxes_to_original(found, info, (h, w))[0]
+    back = info.to_original(found, (h, w))[0]
     tol = 1.0 / info.scale_x + 1e-6  # one input pixel
     assert torch.allclose(back, torch.tensor([x1, y1, x2, y2], dtype=torch.float64), atol=tol)
 
@@ -111,8 +111,8 @@ def test_back_mapping_of_drawn_rectangle():
 def test_scale_boxes_clips():
     info = LetterboxInfo(0.5, 0.5, 10.0, 20.0)
     boxes = torch.tensor([[0.0, 0.0, 1000.0, 1000.0]])
-    assert torch.equal(scale_boxes_to_original(boxes, info, (300, 400)), torch.tensor([[0.0, 0.0, 400.0, 300.0]]))
-    assert torch.equal(scale_boxes_to_original(boxes, info, (300, 400), clip=False),
+    assert torch.equal(info.to_original(boxes, (300, 400)), torch.tensor([[0.0, 0.0, 400.0, 300.0]]))
+    assert torch.equal(info.to_original(boxes, (300, 400), clip=False),
                        torch.tensor([[-20.0, -40.0, 1980.0, 1960.0]]))
 
 

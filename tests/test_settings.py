@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from helpers import tool_parser
 from cfg_snippets import SMALL_BACKBONE, net_section
 from yolo.cli.args import DefaultsHelpFormatter, ToolParser, positive_int
 from yolo.cli import detect
@@ -39,10 +40,6 @@ MORE_SETTINGS = {"detect": (DetectRunOptions,)}
 API_ONLY = {DetectorOptions: {"multi_label", "fast", "compile", "max_batch", "device_preprocess", "cuda_graph"}}
 
 
-def parser(tool):
-    return importlib.import_module(f"yolo.cli.flags.{tool}").build_parser()
-
-
 def option_strings(flag_name, flag):
     """The option strings argparse makes for one declared flag (--X and --no-X for an on/off flag)."""
     if flag.options.get("action") is argparse.BooleanOptionalAction:
@@ -54,7 +51,7 @@ def option_strings(flag_name, flag):
 def test_every_setting_has_one_flag_and_every_flag_a_setting(tool):
     cls, _, tool_only = TOOLS[tool]
     classes = (cls, *MORE_SETTINGS.get(tool, ()))
-    actions = [a for a in parser(tool)._actions if a.option_strings and a.dest != "help"]
+    actions = [a for a in tool_parser(tool)._actions if a.option_strings and a.dest != "help"]
     shown = [a for a in actions if a.help != argparse.SUPPRESS]
     names = {f.name for c in classes for f in dataclasses.fields(c)}
     for field, flag in (pair for c in classes for pair in declared(c)):

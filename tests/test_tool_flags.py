@@ -10,13 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from helpers import tool_parser
+
 REPO = Path(__file__).resolve().parent.parent
 TOOLS = ["anchors", "benchmark", "convert", "detect", "eval", "export", "gpu_report", "train"]
 SPLIT_ALIASES = {"width": "img_size", "height": "img_size"}  # anchors: --width/--height, now --img-size H W
-
-
-def parser(tool):
-    return importlib.import_module(f"yolo.cli.flags.{tool}").build_parser()
 
 
 def visible_flags(p):
@@ -25,7 +23,7 @@ def visible_flags(p):
 
 @pytest.mark.parametrize("tool", TOOLS)
 def test_every_flag_has_help_and_the_help_has_examples(tool):
-    p = parser(tool)
+    p = tool_parser(tool)
     shown = [a for a in p._actions if a.help != argparse.SUPPRESS]
     assert [a.option_strings for a in shown if not (a.help or "").strip()] == []
     hidden = [a for a in p._actions if a.help == argparse.SUPPRESS]
@@ -39,7 +37,7 @@ def test_every_flag_has_help_and_the_help_has_examples(tool):
 
 @pytest.mark.parametrize("tool", TOOLS)
 def test_one_name_per_idea(tool):
-    flags = visible_flags(parser(tool))
+    flags = visible_flags(tool_parser(tool))
     assert not flags & {"--batch", "--width", "--height", "--save-folder"}
     if tool in ("train", "detect", "eval", "export"):  # tools that make run folders
         assert {"--project", "--name"} <= flags
@@ -148,14 +146,14 @@ def test_shared_flags_have_one_name_and_one_help_across_the_tools(flag, tools):
 
     (declared_help,) = [f.help for _, f in declared(ToolOptions) if f.name == flag]
     for tool in tools:
-        helps = [a.help for a in parser(tool)._actions if flag in a.option_strings]
+        helps = [a.help for a in tool_parser(tool)._actions if flag in a.option_strings]
         assert helps == [declared_help], (tool, flag, helps)
 
 
 def test_help_examples_and_readme_name_the_files_where_download_sh_puts_them():
     """``weights/download.sh`` writes Darknet's cfgs and weights into weights/: every example names them there."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    lines = [line for tool in TOOLS if tool != "gpu_report" for line in (parser(tool).epilog or "").splitlines()]
+    lines = [line for tool in TOOLS if tool != "gpu_report" for line in (tool_parser(tool).epilog or "").splitlines()]
     lines += readme.splitlines()
     commands = [line for line in lines if "python tools/" in line]
     official = {f"{model}.{ext}" for model in ("yolov3-tiny", "yolov3", "yolov3-spp", "yolov4", "yolov4-tiny")

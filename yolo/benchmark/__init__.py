@@ -1,7 +1,7 @@
 """Timing our detection pipeline against OpenCV DNN (``tools/benchmark.py``).
 
-- :mod:`yolo.benchmark.timing`: several callables timed interleaved over rounds; medians.
-- :mod:`yolo.benchmark.opencv_dnn`: the reference pipeline, OpenCV's Darknet importer end to end.
+- :mod:`yolo.benchmark.opencv_dnn`: the reference pipeline, OpenCV's Darknet importer
+  (:mod:`yolo.models.opencv_importer`) end to end; the timing is :mod:`yolo.timing`'s.
 - :mod:`yolo.benchmark.compare`: the measurements ``tools/benchmark.py`` reports (CPU and CUDA).
 - :mod:`yolo.benchmark.data`: ``tools/benchmark.py --data``, the training data path per augmentation pipeline.
 - :mod:`yolo.benchmark.gpu_report`: ``tools/gpu_report.py``, ours beside Darknet's GPU build in one table; its parts:

@@ -1,6 +1,6 @@
 """Our detection pipeline against OpenCV DNN on the same cfg, weights, input size and threads.
 
-Both run in one process, interleaved (:mod:`yolo.benchmark.timing`), like with like: per-image latency at
+Both run in one process, interleaved (:mod:`yolo.timing`), like with like: per-image latency at
 batch 1 (pre-process + model + post-process), batch latency (reported as throughput, images/s) and model-only
 latency. Figures are medians in milliseconds; ratios are ours / OpenCV (latency: below 1.0 means ours is
 faster). :func:`cuda_figures` times fp32 and fp16 on a GPU.
@@ -14,8 +14,9 @@ import cv2
 import numpy as np
 import torch
 
-from yolo.benchmark.opencv_dnn import OpenCVPipeline, opencv_lacks
-from yolo.benchmark.timing import median_ms, time_interleaved
+from yolo.benchmark.opencv_dnn import OpenCVPipeline
+from yolo.models.opencv_importer import opencv_lacks
+from yolo.timing import median_ms, time_interleaved
 from yolo.inference.detector import Detector
 from yolo.inference.preprocess import preprocess
 from yolo.models.model import Darknet

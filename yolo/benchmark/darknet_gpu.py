@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from yolo.models.head_sections import MULTISCALE_HEADS
+
 __all__ = ["BuildError", "CudaLibraries", "DarknetTrainIteration", "predicted_ms", "train_iterations",
            "arch_flag", "find_cuda_libraries", "patch_makefile", "make_command", "copy_source", "build_key",
            "build_darknet_gpu", "BackgroundBuild",
@@ -362,7 +364,7 @@ def training_cfg(cfg_text: str, batch: int, subdivisions: int, size: int, max_ba
             key = line.split("=", 1)[0].strip() if "=" in line and not line.lstrip().startswith(("#", ";")) else None
             if key in pending:
                 line = f"{key}={pending.pop(key)}"
-            elif key == "random" and section in ("yolo", "region", "Gaussian_yolo"):
+            elif key == "random" and section.lower() in MULTISCALE_HEADS:
                 line = "random=0"
         out.append(line)
     flush()

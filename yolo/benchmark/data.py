@@ -3,7 +3,7 @@ Darknet's pipeline against its previous implementation (:mod:`yolo.benchmark.dar
 
 One training image is what a loader worker makes of it: the JPEG decoded, augmented at the input size and put
 in the ``uint8`` ``3 x H x W`` tensor the collate stacks (:meth:`yolo.data.DetectionDataset.__getitem__`). The
-tasks run interleaved round by round (:mod:`yolo.benchmark.timing`); a round makes every image once. Figures are
+tasks run interleaved round by round (:mod:`yolo.timing`); a round makes every image once. Figures are
 medians over the rounds, in milliseconds per image.
 """
 from __future__ import annotations
@@ -16,12 +16,12 @@ import numpy as np
 import torch
 
 from yolo.benchmark.darknet_reference import reference_darknet_item
-from yolo.benchmark.timing import median_ms, time_interleaved
+from yolo.timing import median_ms, time_interleaved
 from yolo.data.darknet_augment import darknet_item
 from yolo.data.dataset import DetectionDataset, read_image
 from yolo.data.transforms import PIPELINES, augment_from_cfg, item_rng
 from yolo.models.cfg import parse_cfg
-from yolo.models.cfg_options import TRAINED_HEADS
+from yolo.models.head_sections import TRAINED_HEADS
 from yolo.ops.sizes import ImageSize
 
 __all__ = ["pipeline_settings", "data_figures", "training_settings"]

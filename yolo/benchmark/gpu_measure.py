@@ -6,7 +6,7 @@
 - :func:`step_throughput`: one training update without the loader (forward, loss, backward over
   ``subdivisions`` mini-batches, then SGD) on a batch already on the device, in fp32 or with AMP.
 
-Every figure is a median over rounds after warm-up rounds (:mod:`yolo.benchmark.timing`); CUDA work is
+Every figure is a median over rounds after warm-up rounds (:mod:`yolo.timing`); CUDA work is
 synchronized inside each timed call. Given an :class:`~yolo.benchmark.gpu_schedule.Allotment`, the first warm-up
 round says what a round costs and the rounds are shortened to fit.
 """
@@ -21,12 +21,13 @@ import torch
 
 from yolo.benchmark.detection_stages import detection_stages
 from yolo.benchmark.gpu_schedule import Allotment
-from yolo.benchmark.timing import interleaved_medians, round_seconds
 from yolo.files.images import load_image
 from yolo.inference.detector import Detector
 from yolo.inference.preprocess import preprocess
 from yolo.losses.yolo_loss import YoloLoss
 from yolo.models.model import Darknet
+from yolo.ops.pixels import images_to_float
+from yolo.timing import interleaved_medians, round_seconds
 
 __all__ = ["load_images", "label_file", "training_batch", "detection_figures", "step_throughput"]
 
@@ -54,7 +55,7 @@ def training_batch(paths: Sequence[Path], size: int) -> Tuple[torch.Tensor, torc
         labels = np.loadtxt(label_file(path), ndmin=2, dtype=np.float32).reshape(-1, 5)
         for cls, cx, cy, w, h in labels:
             rows.append([i, cls, cx * size, cy * size, w * size, h * size])
-    return torch.stack(images).float() / 255, torch.tensor(rows, dtype=torch.float32).reshape(-1, 6)
+    return images_to_float(torch.stack(images)), torch.tensor(rows, dtype=torch.float32).reshape(-1, 6)
 
 
 def _synchronize(device: torch.device) -> Optional[Callable[[], None]]:

@@ -68,7 +68,7 @@ def _export(args, model, size, output: Path) -> Dict[str, object]:
         # the cfg written beside the weights (the model's own --cfg is used as it is)
         refuse_overwriting_inputs(output.with_suffix(".cfg"), inputs)
     inputs = check_inputs(size, model.stride, args.image, model.input_channels, dynamic=args.dynamic)
-    nms = NMSOptions(args.conf_thres, args.iou_thres, args.max_det) if args.nms else None
+    nms = NMSOptions(conf_thres=args.conf_thres, iou_thres=args.iou_thres, max_det=args.max_det) if args.nms else None
     names = export_names(args.names, args.weights, args.cfg, model.num_classes)
     done = export_checked(model, args.format, output, inputs, verify=not args.no_verify, dynamic=args.dynamic,
                           half=args.half, nms=nms, opset=args.opset, names=names, source_cfg=args.cfg)

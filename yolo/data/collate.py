@@ -15,6 +15,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from yolo.ops.pixels import images_to_float
 from yolo.ops.sizes import ImageSize, SizeLike, checked_image_size
 
 Batch = Tuple[torch.Tensor, torch.Tensor, List[Dict[str, Any]]]
@@ -34,11 +35,6 @@ def collate_uint8(batch: Sequence[Tuple[torch.Tensor, torch.Tensor, Dict[str, An
     """:func:`collate_fn` that leaves ``uint8`` images as they are (``UInt8[B, 3, H, W]``): the trainer converts
     them with :func:`images_to_float` on its device, after a copy a quarter of float32's size."""
     return _stack(batch)
-
-
-def images_to_float(images: torch.Tensor) -> torch.Tensor:
-    """``UInt8[B, 3, H, W]`` 0..255 -> ``Float[B, 3, H, W]`` 0..1 (float input: as float32, unscaled)."""
-    return images.float().div_(255.0) if images.dtype == torch.uint8 else images.float()
 
 
 def _stack(batch: Sequence[Tuple[torch.Tensor, torch.Tensor, Dict[str, Any]]]) -> Batch:

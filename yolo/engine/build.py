@@ -36,7 +36,7 @@ from yolo.engine.transfer import freeze_layers, load_pretrained, with_num_classe
 from yolo.errors import ConfigError
 from yolo.losses.yolo_loss import YoloLoss
 from yolo.models.cfg import Section, parse_cfg, parse_cfg_text
-from yolo.models.cfg_options import TRAINED_HEADS
+from yolo.models.head_sections import CLASS_COUNT_HEADS, TRAINED_HEADS
 from yolo.models.head_prior import prior_head_biases
 from yolo.models.model import Darknet
 from yolo.progress import use_bars
@@ -157,7 +157,7 @@ def read_cfg_and_data(options: TrainOptions, ckpt: Optional[Dict[str, Any]], res
     barrier()
     if not main:
         data = load_data_config(options.data)
-    cfg_classes = [int(s.options.get("classes", 20)) for s in sections if s.type in ("yolo", "region")]
+    cfg_classes = [int(s.options.get("classes", 20)) for s in sections if s.type in CLASS_COUNT_HEADS]
     adapted = bool(options.adapt_classes and cfg_classes and any(c != data.num_classes for c in cfg_classes))
     if adapted:
         sections = with_num_classes(sections, data.num_classes)

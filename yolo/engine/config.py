@@ -35,6 +35,7 @@ from yolo.engine.schedule import SCHEDULE_DEFAULTS, LRSchedule, ScheduleSettings
 from yolo.errors import ConfigError, shown
 from yolo.files.yaml_files import load_yaml, yaml_problem
 from yolo.models.cfg_options import check_training_options, last_head
+from yolo.ops.postprocess_defaults import EVAL_CONF_THRES, EVAL_IOU_THRES
 from yolo.ops.sizes import check_stride, image_size
 from yolo.settings.values import MAX_WORKERS
 from yolo.settings.train import TrainOptions  # declared with its flags; here for `from yolo.engine import TrainOptions`
@@ -79,12 +80,12 @@ class Hyperparameters(ScheduleSettings):
     head_prior: bool = False  # our improvement: fresh heads' objectness/class biases start at a prior (Darknet: 0)
     bn_momentum: Optional[float] = None  # None: Darknet's 0.01 per batch
     max_grad_norm: Optional[float] = None  # clip the gradient norm (None: no clipping, as Darknet)
-    conf_thres: float = 0.001  # evaluation thresholds (COCO-style mAP)
-    iou_thres: float = 0.6
+    conf_thres: float = EVAL_CONF_THRES  # evaluation thresholds (COCO-style mAP)
+    iou_thres: float = EVAL_IOU_THRES
     eval_interval: int = 1  # evaluate every N epochs (and always after the last)
     tensorboard: bool = True
     plots: bool = True  # results.png after every epoch; PR curves and confusion matrix after the last epoch
-    tb_images: int = 4  # validation images with predicted boxes logged each evaluation
+    tb_images: int = 4  # validation images with the boxes detect.py would draw, logged each evaluation
     workers: Optional[int] = None  # data-loading processes (None: automatic)
     cache_images: bool = False  # decode the train images once, keep them in memory where they fit (same items)
 

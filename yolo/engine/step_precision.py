@@ -21,7 +21,8 @@ from typing import Any, Callable, Mapping, Optional
 import torch
 import torch.nn as nn
 
-from yolo.data.collate import images_to_float
+from yolo.ops.pixels import images_to_float
+
 
 logger = logging.getLogger(__name__)
 

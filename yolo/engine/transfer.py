@@ -26,6 +26,7 @@ import torch
 import torch.nn as nn
 
 from yolo.models.cfg import Section
+from yolo.models.head_sections import CLASS_COUNT_HEADS
 from yolo.models.checkpoint import check_finite_state, check_float_weights, load_checkpoint_file
 from yolo.models.model import Darknet
 from yolo.models.weights import float_count, layer_tensors, read_header
@@ -128,7 +129,7 @@ def transfer_state(model: nn.Module, state: Mapping[str, torch.Tensor], report: 
 # ------------------------------------------------------------------------------ class count
 def head_sections(sections: Sequence[Section]) -> List[int]:
     """Positions in ``sections`` of the ``[yolo]``/``[region]`` heads."""
-    return [i for i, s in enumerate(sections) if s.type in ("yolo", "region")]
+    return [i for i, s in enumerate(sections) if s.type in CLASS_COUNT_HEADS]
 
 
 def with_num_classes(sections: Sequence[Section], num_classes: int) -> List[Section]:

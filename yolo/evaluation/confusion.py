@@ -11,6 +11,8 @@ from typing import Sequence, Tuple
 import numpy as np
 from pycocotools import mask as coco_mask
 
+from yolo.ops.postprocess_defaults import CONFUSION_MATCH_IOU, DETECT_CONF_THRES
+
 __all__ = ["confusion_matrix"]
 
 
@@ -18,8 +20,8 @@ def confusion_matrix(
     gts: Sequence[Tuple[np.ndarray, np.ndarray]],
     dts: Sequence[Tuple[np.ndarray, np.ndarray, np.ndarray]],
     num_classes: int,
-    conf_thres: float = 0.25,
-    iou_thres: float = 0.45,
+    conf_thres: float = DETECT_CONF_THRES,
+    iou_thres: float = CONFUSION_MATCH_IOU,
 ) -> np.ndarray:
     """Class confusion ``int64[C + 1, C + 1]``, rows = true class, columns = predicted class.
 

@@ -29,6 +29,7 @@ from yolo.evaluation.metrics import (COCO_STAT_NAMES, area_all_stats, coco_groun
                                      precision_recall_at_confidence, run_cocoeval)
 from yolo.ops.coco import (ImageId, coco_category_ids, detections_to_coco_results, ground_truth_to_coco,
                            xyxy_to_coco_xywh)
+from yolo.ops.postprocess_defaults import CONFUSION_MATCH_IOU, DETECT_CONF_THRES
 
 logger = logging.getLogger(__name__)
 
@@ -66,8 +67,8 @@ class Evaluator:
         ground_truth: Iterable[Mapping[str, Any]],
         category_ids: Optional[Sequence[int]] = None,
         use_pycocotools: bool = True,
-        conf_thres_confusion: float = 0.25,
-        iou_thres_confusion: float = 0.45,
+        conf_thres_confusion: float = DETECT_CONF_THRES,
+        iou_thres_confusion: float = CONFUSION_MATCH_IOU,
         annotation_file: Union[str, Path, None] = None,
     ):
         self.names = [str(n) for n in names]

@@ -17,6 +17,8 @@ from yolo.inference.batch import postprocess_batch, warn_if_not_finite
 from yolo.inference.postprocess import PostprocessConfig
 from yolo.models.heads import has_gaussian_heads
 from yolo.ops.letterbox import LetterboxInfo
+from yolo.ops.pixels import images_to_float
+from yolo.ops.postprocess_defaults import EVAL_CONF_THRES, EVAL_IOU_THRES, MAX_DET
 from yolo.progress import ProgressLines
 
 logger = logging.getLogger(__name__)
@@ -56,10 +58,10 @@ def evaluate_model(
     model: torch.nn.Module,
     loader: Iterable,
     evaluator: Evaluator,
-    conf_thres: float = 0.001,
-    iou_thres: float = 0.6,
+    conf_thres: float = EVAL_CONF_THRES,
+    iou_thres: float = EVAL_IOU_THRES,
     device: Union[str, torch.device, None] = None,
-    max_det: int = 300,
+    max_det: int = MAX_DET,
     multi_label: bool = True,
     amp: bool = False,
     progress: bool = True,
@@ -78,7 +80,8 @@ def evaluate_model(
         evaluator: reset here, then fed every batch (boxes xyxy original-image pixels).
         conf_thres, iou_thres, max_det, multi_label: the :class:`~yolo.inference.postprocess.PostprocessConfig`
             of :func:`yolo.inference.batch.postprocess_batch`, the ``Detector``'s post-processing (the
-            defaults are COCO's: every class above 0.001 per box, NMS IoU 0.6, 300 per image).
+            defaults are evaluation's, :mod:`yolo.ops.postprocess_defaults`: every class above 0.001 per box,
+            NMS IoU 0.6, 300 per image).
         amp: autocast the forward pass (CUDA only).
         stop: asked before each batch; when it returns True the evaluation ends with :class:`EvaluationStopped`
             (a training run told to stop: within one batch, not after the whole split).
@@ -116,7 +119,7 @@ def evaluate_model(
                 except StopIteration:
                     break
                 images = images.to(device, non_blocking=True)
-                images = images.float() / 255.0 if images.dtype == torch.uint8 else images.float()
+                images = images_to_float(images)
                 _sync(device)
                 t1 = time.perf_counter()
                 with torch.autocast(device_type=device.type, enabled=amp and device.type == "cuda"):

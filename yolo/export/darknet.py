@@ -14,7 +14,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from yolo.benchmark.opencv_dnn import load_opencv_darknet
+from yolo.models.opencv_importer import load_opencv_darknet
 from yolo.errors import ExportError
 from yolo.export.compare import TOLERANCE, check_each_input, float32_noise, max_difference
 from yolo.export.heads import opencv_columns, opencv_layout, opencv_reads

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from yolo.benchmark.opencv_dnn import opencv_lacks
+from yolo.models.opencv_importer import opencv_lacks
 from yolo.models import heads
 from yolo.models.layer_types.region import RegionLayer
 

@@ -17,7 +17,7 @@ import cv2
 import torch
 
 from yolo.export.compare import ArrayLike
-from yolo.benchmark.timing import time_interleaved
+from yolo.timing import time_interleaved
 from yolo.export.darknet import export_darknet, opencv_darknet_net
 from yolo.export.heads import opencv_reads
 from yolo.export.onnx import onnxruntime_session, session_feed

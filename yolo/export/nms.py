@@ -2,7 +2,6 @@
 ONNX ``NonMaxSuppression`` and outputs filtered detections, as :func:`yolo.inference.postprocess.postprocess` gives them."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Dict, List
 
 import torch
@@ -10,29 +9,41 @@ import torch.nn as nn
 import torchvision
 
 from yolo.export.compare import ArrayLike
+from yolo.inference.postprocess import PostprocessConfig
 
 NMS_OUTPUT_NAMES = ("boxes", "scores", "labels", "batch_index")
 NMS_OUTPUT_COLUMNS = ("boxes [K, 4] x1, y1, x2, y2 (input pixels), scores [K], labels [K], "
                       "batch_index [K] (image of each detection)")
 
 
-@dataclass(frozen=True)
-class NMSOptions:
-    """Post-processing baked into an ONNX graph, with :func:`yolo.inference.postprocess.postprocess`'s meaning:
-    best class per box, keep ``objectness * class_prob > conf_thres``, per-class NMS at ``iou_thres``,
-    at most ``max_det`` detections per image, sorted by score."""
+# Post-processing baked into an ONNX graph is the Detector's (:class:`PostprocessConfig`), with the part of it one
+# ONNX NonMaxSuppression can do (:func:`check_exportable`); NMSOptions is the export's name for it.
+NMSOptions = PostprocessConfig
 
-    conf_thres: float = 0.25
-    iou_thres: float = 0.45
-    max_det: int = 300
 
-    def __post_init__(self):
-        if not 0.0 <= self.conf_thres < 1.0:
-            raise ValueError(f"conf_thres={self.conf_thres} must be in [0, 1)")
-        if not 0.0 < self.iou_thres <= 1.0:
-            raise ValueError(f"iou_thres={self.iou_thres} must be in (0, 1]")
-        if self.max_det < 1:
-            raise ValueError(f"max_det={self.max_det} must be positive")
+def check_exportable(options: PostprocessConfig) -> None:
+    """Raise ``ValueError`` for ``options`` an ONNX graph cannot apply: it keeps the best class per box
+    (``objectness * class_prob > conf_thres``), runs plain-IoU NMS at ``iou_thres`` per class (or over all classes
+    with ``agnostic``) and keeps at most ``max_det`` detections per image, sorted by score."""
+    if not 0.0 <= options.conf_thres < 1.0:
+        raise ValueError(f"conf_thres={options.conf_thres} must be in [0, 1)")
+    if not 0.0 < options.iou_thres <= 1.0:
+        raise ValueError(f"iou_thres={options.iou_thres} must be in (0, 1]")
+    if options.max_det < 1:
+        raise ValueError(f"max_det={options.max_det} must be positive")
+    unsupported = [f"{name}={value!r}" for name, value, plain in (
+        ("nms_kind", options.nms_kind, "default"), ("multi_label", options.multi_label, False),
+        ("classes", options.classes, None)) if value != plain]
+    if unsupported:
+        raise ValueError(f"NMS in an ONNX graph is plain IoU on the best class per box over every class: "
+                         f"{', '.join(unsupported)} cannot be exported (export without NMS and post-process with "
+                         "yolo.Detector)")
+
+
+def nms_metadata(options: PostprocessConfig) -> Dict[str, object]:
+    """What an exported file records of its NMS: the thresholds and ``max_det`` (and ``agnostic`` when set)."""
+    kept = {"conf_thres": options.conf_thres, "iou_thres": options.iou_thres, "max_det": options.max_det}
+    return {**kept, **({"agnostic": True} if options.agnostic else {})}
 
 
 class _NonMaxSuppression(torch.autograd.Function):
@@ -71,8 +82,9 @@ class DetectionsWithNMS(nn.Module):
     per-image shift, so rounding matches :func:`yolo.inference.postprocess.postprocess`).
     """
 
-    def __init__(self, model: nn.Module, options: NMSOptions = NMSOptions()):
+    def __init__(self, model: nn.Module, options: PostprocessConfig = PostprocessConfig()):
         super().__init__()
+        check_exportable(options)
         self.model = model
         self.options = options
 
@@ -83,7 +95,8 @@ class DetectionsWithNMS(nn.Module):
         scores, labels = (pred[..., 5:] * pred[..., 4:5]).max(-1)  # [N, B]
         candidate = (scores > self.options.conf_thres).unsqueeze(-1)
         largest = torch.where(candidate, boxes, torch.zeros_like(boxes)).amax(dim=(1, 2), keepdim=True)
-        shifted = boxes + labels.unsqueeze(-1).to(boxes.dtype) * (largest + 1)
+        groups = torch.zeros_like(labels) if self.options.agnostic else labels
+        shifted = boxes + groups.unsqueeze(-1).to(boxes.dtype) * (largest + 1)
         sel = _NonMaxSuppression.apply(shifted, scores, float(self.options.iou_thres),
                                        float(self.options.conf_thres), int(self.options.max_det))
         image, index = sel[:, 0], sel[:, 2]

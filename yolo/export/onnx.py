@@ -10,7 +10,6 @@ Its ``metadata_props`` say how an image becomes the input (:func:`yolo.export.tr
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
 from pathlib import Path
 from typing import Dict, Optional, Sequence, Union
 
@@ -19,7 +18,8 @@ import torch
 
 from yolo.export.compare import ArrayLike, Reference, as_numpy, check_each_input, detections_difference
 from yolo.export.heads import check_nms_supported
-from yolo.export.nms import NMS_OUTPUT_COLUMNS, NMS_OUTPUT_NAMES, DetectionsWithNMS, NMSOptions, split_detections
+from yolo.export.nms import (NMS_OUTPUT_COLUMNS, NMS_OUTPUT_NAMES, DetectionsWithNMS, NMSOptions, nms_metadata,
+                             split_detections)
 from yolo.export.samples import sample_input
 from yolo.export.traced import inference_copy, metadata, quiet_tracing, writing_export
 from yolo.inference.postprocess import postprocess
@@ -96,7 +96,7 @@ def export_onnx(model, path: Union[str, Path], img_size: Optional[SizeLike] = No
         outputs = list(NMS_OUTPUT_NAMES)
         axes = {INPUT_NAME: {0: "batch", **spatial}, **{name: {0: "detections"} for name in outputs}}
     meta = metadata(model, size, half, names, dynamic=str(bool(dynamic)).lower(),
-                    nms=asdict(nms) if nms is not None else "none")
+                    nms=nms_metadata(nms) if nms is not None else "none")
     if nms is not None:
         meta["output"] = NMS_OUTPUT_COLUMNS
     with torch.no_grad():
@@ -178,7 +178,7 @@ def verify_onnx(path: Union[str, Path], model, inputs: Sequence[torch.Tensor], t
         outs = session.run(None, session_feed(session, x))
         if nms is None:
             return reference.compare(outs[0], ref, x)
-        expected = postprocess(ref, nms.conf_thres, nms.iou_thres, max_det=nms.max_det)
+        expected = postprocess(ref, **nms.as_kwargs())
         found = split_detections(*outs, batch_size=x.shape[0])
         return detections_difference(found, expected, tuple(x.shape[-2:])), None
 

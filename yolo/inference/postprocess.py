@@ -1,8 +1,8 @@
-"""From decoded head outputs to detections: thresholds, Darknet's NMS variants, and the map back to the
-original image.
+"""From decoded head outputs to detections: thresholds and Darknet's NMS variants, under one
+:class:`PostprocessConfig` (its defaults: :mod:`yolo.ops.postprocess_defaults`).
 
-Boxes are ``xyxy`` (see :mod:`yolo.ops.boxes`) in network-input pixels until :func:`scale_boxes_to_original`.
-The whole way from a model's output to a batch's detections in original-image pixels, shared by the ``Detector``
+Boxes are ``xyxy`` (see :mod:`yolo.ops.boxes`) in network-input pixels (an image's
+:meth:`yolo.ops.letterbox.LetterboxInfo.to_original` maps them back). The whole way from a model's output to a batch's detections in original-image pixels, shared by the ``Detector``
 and evaluation, is :func:`yolo.inference.batch.postprocess_batch`.
 """
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 
+from yolo.models.heads import nms_settings
 from yolo.ops.boxes import cxcywh_to_xyxy
-from yolo.ops.letterbox import LetterboxInfo
-from yolo.ops.nms import nms, nms_settings
-from yolo.ops.sizes import ImageSize
+from yolo.ops.nms import nms
+from yolo.ops.postprocess_defaults import BETA_NMS, DETECT_CONF_THRES, DETECT_IOU_THRES, MAX_DET
 
 __all__ = [
     "PostprocessConfig",
@@ -24,24 +24,29 @@ __all__ = [
     "postprocess",
     "postprocess_flat",
     "split_by_image",
-    "scale_boxes_to_original",
 ]
-
 
 
 @dataclass(frozen=True)
 class PostprocessConfig:
-    """The settings of :func:`postprocess` (see there) in one value: what a Detector applies to every batch
-    (:func:`yolo.models.layer_types.gaussian_yolo.postprocess_gaussian` takes the same keywords)."""
+    """The settings of :func:`postprocess` (see there) in one value, taken by everything that turns a model's
+    output into detections: the Detector (every batch), evaluation, an exported graph's NMS
+    (:class:`yolo.export.nms.DetectionsWithNMS`) and the sample pictures of a training run
+    (:func:`yolo.models.layer_types.gaussian_yolo.postprocess_gaussian` takes the same keywords).
 
-    conf_thres: float = 0.25
-    iou_thres: float = 0.45
+    The defaults are detection's (:mod:`yolo.ops.postprocess_defaults`, which holds evaluation's too, the defaults of
+    :func:`yolo.evaluation.evaluate_model`); :meth:`for_model` fills in a cfg's NMS variant.
+    """
+
+    conf_thres: float = DETECT_CONF_THRES
+    iou_thres: float = DETECT_IOU_THRES
     classes: Optional[Tuple[int, ...]] = None
     agnostic: bool = False
     multi_label: bool = False
-    max_det: int = 300
+    max_det: int = MAX_DET
     nms_kind: str = "default"
-    beta_nms: float = 0.6
+    beta_nms: float = BETA_NMS
+
 
     def as_kwargs(self) -> Dict[str, object]:
         """The settings as keyword arguments of :func:`postprocess`."""
@@ -58,17 +63,6 @@ class PostprocessConfig:
         if settings.get("beta_nms") is None:
             settings["beta_nms"] = cfg_beta
         return cls(**settings)
-
-
-def scale_boxes_to_original(
-    boxes_xyxy: torch.Tensor, info: LetterboxInfo, original_shape_hw: ImageSize, clip: bool = True
-) -> torch.Tensor:
-    """Map xyxy boxes ``Float[..., 4]`` from network-input pixels back to original-image pixels.
-
-    Inverse of the placement recorded in ``info``: ``x_orig = (x_in - pad_x) / scale_x``. With
-    ``clip`` the result is clipped to ``original_shape_hw = (h, w)``.
-    """
-    return info.to_original(boxes_xyxy, original_shape_hw, clip)
 
 
 # Most boxes for one NMS call over a whole batch (torchvision's own bound for one call of batched_nms); above
@@ -115,14 +109,14 @@ class FlatDetections(NamedTuple):
 
 def postprocess_flat(
     predictions: torch.Tensor,
-    conf_thres: float = 0.25,
-    iou_thres: float = 0.45,
+    conf_thres: float = DETECT_CONF_THRES,
+    iou_thres: float = DETECT_IOU_THRES,
     classes: Optional[Sequence[int]] = None,
     agnostic: bool = False,
     multi_label: bool = False,
-    max_det: int = 300,
+    max_det: int = MAX_DET,
     nms_kind: str = "default",
-    beta_nms: float = 0.6,
+    beta_nms: float = BETA_NMS,
 ) -> FlatDetections:
     """:func:`postprocess` for the whole batch at once, on the predictions' device: one threshold pass, one
     NMS over (image, class) groups and one per-image cut at ``max_det``, with no per-image loop (so no
@@ -175,14 +169,14 @@ def split_by_image(flat: FlatDetections) -> List[Dict[str, torch.Tensor]]:
 
 def postprocess(
     predictions: torch.Tensor,
-    conf_thres: float = 0.25,
-    iou_thres: float = 0.45,
+    conf_thres: float = DETECT_CONF_THRES,
+    iou_thres: float = DETECT_IOU_THRES,
     classes: Optional[Sequence[int]] = None,
     agnostic: bool = False,
     multi_label: bool = False,
-    max_det: int = 300,
+    max_det: int = MAX_DET,
     nms_kind: str = "default",
-    beta_nms: float = 0.6,
+    beta_nms: float = BETA_NMS,
 ) -> List[Dict[str, torch.Tensor]]:
     """Decoded predictions -> thresholded, NMS-filtered detections, one dict per image.
 

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from yolo.errors import CfgError
+from yolo.models.head_sections import TRAINED_HEADS
 
 TRAINED, INERT, REFUSED = "trained", "inert", "refused"
-TRAINED_HEADS = ("yolo", "region", "detection")  # section types whose options the trainer reads
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ import torch
 import torch.nn as nn
 
 from yolo.models.cfg import Section
-from yolo.ops.nms import NMS_KINDS
+from yolo.models.head_sections import NMS_HEADS
+from yolo.ops.postprocess_defaults import BETA_NMS, NMS_KINDS
 
 logger = logging.getLogger(__name__)
 
@@ -139,7 +140,7 @@ def check_nms_options(section: Section, kinds: Sequence[str] = NMS_KINDS) -> Non
     Darknet's box_diounms is ``IoU - (d / c) ** beta_nms`` (d <= c): at ``beta_nms <= 0`` the penalty is at
     least 1, so no box is ever suppressed."""
     kind = section.get_str("nms_kind", "default").strip()
-    beta = section.get_float("beta_nms", 0.6)
+    beta = section.get_float("beta_nms", BETA_NMS)
     if kind == "diounms" and not beta > 0:
         raise section.error(f"beta_nms={section.options.get('beta_nms')} must be above 0 with nms_kind=diounms "
                             "(Darknet's DIoU-NMS subtracts (d/c)^beta_nms: at 0 or below it suppresses nothing)",
@@ -148,6 +149,24 @@ def check_nms_options(section: Section, kinds: Sequence[str] = NMS_KINDS) -> Non
         logger.warning("%s:%s: [%s] nms_kind=%s is not one of %s: using default NMS, as Darknet does",
                        section.source, section.option_lines.get("nms_kind", section.line), section.type, kind,
                        ", ".join(kinds))
+
+
+def nms_settings(sections: Sequence[Section]) -> Tuple[str, float]:
+    """``(nms_kind, beta_nms)`` that Darknet applies for a cfg: those of its *last* layer (Darknet's detector reads
+    ``net.layers[net.n - 1]``) when that is a ``[yolo]`` or ``[Gaussian_yolo]`` head (:data:`NMS_HEADS`), else
+    ``("default", BETA_NMS)``.
+
+    ``sections`` are :class:`yolo.models.cfg.Section` objects (anything with ``type``, ``get_str`` and
+    ``get_float``). A name Darknet does not know for ``[yolo]`` (e.g. ``cornersnms``, which only its
+    ``[Gaussian_yolo]`` reads) falls back to ``default``, as in Darknet.
+    """
+    sections = list(sections)
+    last = sections[-1] if sections else None
+    if last is None or last.type not in NMS_HEADS:
+        return "default", BETA_NMS
+    kind = last.get_str("nms_kind", "default").strip()
+    beta = last.get_float("beta_nms", BETA_NMS)
+    return (kind if kind in NMS_KINDS else "default"), float(beta)
 
 
 def check_head_filters(section: Section, prev: Tuple[int, int, int], expected: int, why: str) -> None:
@@ -235,5 +254,5 @@ class Head(nn.Module):
         raise NotImplementedError
 
 
-__all__ = ["Head", "is_head", "is_gaussian_head", "has_gaussian_heads", "uniform_eval_rows", "SIGMA_COLUMNS",
+__all__ = ["Head", "is_head", "is_gaussian_head", "has_gaussian_heads", "uniform_eval_rows", "SIGMA_COLUMNS", "nms_settings",
            "cell_grid", "HeadOptions", "CellLossScales", "head_options", "check_head_filters"]

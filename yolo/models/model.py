@@ -30,7 +30,7 @@ from yolo.models.layer_types.route import Route
 from yolo.models.preprocessing import checked_record
 from yolo.models.summary import model_summary
 from yolo.models.weights import load_darknet_weights, save_darknet_weights
-from yolo.settings.checks import check_path
+from yolo.files.paths import check_path
 
 logger = logging.getLogger(__name__)
 

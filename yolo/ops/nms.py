@@ -1,43 +1,24 @@
-"""Non-maximum suppression as Darknet does it: the three ``nms_kind`` variants of a ``[yolo]`` section and
-the cfg's choice among them.
+"""Non-maximum suppression as Darknet does it: the three ``nms_kind`` variants of a ``[yolo]`` section (a cfg's
+choice among them is read with the heads, :func:`yolo.models.heads.nms_settings`).
 
 Boxes are ``xyxy`` (see :mod:`yolo.ops.boxes`), in any units.
 """
 from __future__ import annotations
 
-from typing import Sequence, Tuple
-
 import numpy as np
 import torch
 import torchvision
 
-__all__ = ["NMS_KINDS", "nms_settings", "nms"]
+from yolo.ops.postprocess_defaults import BETA_NMS, NMS_KINDS
+
+__all__ = ["NMS_KINDS", "nms"]
 
 
-# Darknet's NMS variants, named as in a [yolo] section's ``nms_kind`` (src/parser.c parse_yolo):
+# Darknet's NMS variants (NMS_KINDS, named as in a [yolo] section's ``nms_kind``, src/parser.c parse_yolo):
 # "default" is do_nms_sort (plain IoU); "greedynms" and "diounms" go through diounms_sort, which compares
 # IoU - (d^2 / c^2) ** beta with the threshold (d: distance of the centres, c: diagonal of the enclosing box);
 # greedynms always uses beta = 0.6 (box_diou), diounms the section's beta_nms (box_diounms).
-NMS_KINDS = ("default", "greedynms", "diounms")
 _GREEDY_BETA = 0.6
-
-
-def nms_settings(sections: Sequence) -> Tuple[str, float]:
-    """``(nms_kind, beta_nms)`` that Darknet applies for a cfg: those of its *last* layer (Darknet's
-    detector reads ``net.layers[net.n - 1]``) when that is a ``[yolo]`` or ``[Gaussian_yolo]`` head, else
-    ``("default", 0.6)``.
-
-    ``sections`` are :class:`yolo.models.cfg.Section` objects (anything with ``type``, ``has`` and ``get_str`` /
-    ``get_float``). A name Darknet does not know for ``[yolo]`` (e.g. ``cornersnms``, which only its
-    ``[Gaussian_yolo]`` reads) falls back to ``default``, as in Darknet.
-    """
-    sections = list(sections)
-    last = sections[-1] if sections else None
-    if last is None or last.type not in ("yolo", "gaussian_yolo"):
-        return "default", 0.6
-    kind = last.get_str("nms_kind", "default").strip()
-    beta = last.get_float("beta_nms", 0.6)
-    return (kind if kind in NMS_KINDS else "default"), float(beta)
 
 
 def _pair_distance_iou(a: np.ndarray, b: np.ndarray, beta: float) -> np.ndarray:
@@ -71,7 +52,7 @@ _NMS_BLOCK = 1024
 
 
 def nms(boxes: torch.Tensor, scores: torch.Tensor, groups: torch.Tensor, iou_thres: float,
-        kind: str = "default", beta_nms: float = 0.6) -> torch.Tensor:
+        kind: str = "default", beta_nms: float = BETA_NMS) -> torch.Tensor:
     """Greedy NMS within each group (class), Darknet's ``nms_kind`` variants.
 
     Args:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import numbers
-import os
 from collections.abc import Iterable
 from typing import Any, Callable, Optional
 
@@ -33,14 +32,6 @@ def check_optional_number(name: str, value: Any, parse: Callable[[str], Any]) ->
     """:func:`check_number`, with ``None`` (the setting's default) accepted."""
     if value is not None:
         check_number(name, value, parse)
-
-
-def check_path(name: str, value: Any, optional: bool = True) -> None:
-    """A file or folder setting: a ``str`` or an ``os.PathLike`` (``None`` too where ``optional``)."""
-    if value is None and optional:
-        return
-    if not isinstance(value, (str, os.PathLike)):
-        raise TypeError(f"{name} must be a path (str or pathlib.Path), got {type(value).__name__} {value!r}")
 
 
 def check_sequence(name: str, value: Any, what: str) -> None:
@@ -73,5 +64,5 @@ def check_device(name: str, value: Any) -> None:
                         f"got {type(value).__name__} {value!r}")
 
 
-__all__ = ["check_device", "check_int_sequence", "check_number", "check_optional_number", "check_path",
+__all__ = ["check_device", "check_int_sequence", "check_number", "check_optional_number",
            "check_sequence"]

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence, Union
 
+from yolo.ops.postprocess_defaults import DETECT_CONF_THRES, DETECT_IOU_THRES, MAX_DET, NMS_KINDS
 from yolo.ops.sizes import SIZE_RULE, SizeLike
 from yolo.settings.checks import check_int_sequence, check_number, check_optional_number, check_sequence
 from yolo.settings.common import device_setting
@@ -18,7 +19,6 @@ if TYPE_CHECKING:  # the annotation's name only: this module loads no torch
     import torch
 
 RESIZE_MODES = ("letterbox", "stretch")
-NMS_KINDS = ("default", "greedynms", "diounms")
 
 
 @dataclass
@@ -47,8 +47,8 @@ class DetectorOptions:
     img_size: Optional[SizeLike] = setting(
         None, "--img-size", type=image_side, nargs="+", from_flag=size_from_flag,
         help=f"network input: S or H W (default: {SIZE_RULE})")
-    conf_thres: float = setting(0.25, "--conf-thres", type=fraction, help="score threshold (objectness x class)")
-    iou_thres: float = setting(0.45, "--iou-thres", type=fraction, help="NMS IoU threshold")
+    conf_thres: float = setting(DETECT_CONF_THRES, "--conf-thres", type=fraction, help="score threshold (objectness x class)")
+    iou_thres: float = setting(DETECT_IOU_THRES, "--iou-thres", type=fraction, help="NMS IoU threshold")
     resize: Optional[str] = setting(
         None, "--resize", choices=list(RESIZE_MODES),
         help="pre-processing (default: how a checkpoint of ours was trained and validated; else the cfg's, as "
@@ -62,7 +62,7 @@ class DetectorOptions:
                                       help="Darknet's NMS variant (default: the cfg's nms_kind of its last [yolo])")
     beta_nms: Optional[float] = setting(None, "--beta-nms", type=nms_exponent,
                                         help="DIoU-NMS exponent (default: the cfg's beta_nms)")
-    max_det: int = setting(300, "--max-det", type=positive_int, help="most detections per image")
+    max_det: int = setting(MAX_DET, "--max-det", type=positive_int, help="most detections per image")
     # The Python API's own: evaluation and benchmarks set them; the detect tool keeps their defaults.
     multi_label: bool = setting(False, help="every class above the threshold per box (for evaluation)")
     fast: bool = setting(True, help="prepare the model for inference (BN folded, channels-last, the CPU kernels "

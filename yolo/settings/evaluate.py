@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from yolo.ops.postprocess_defaults import EVAL_CONF_THRES, EVAL_IOU_THRES, MAX_DET
 from yolo.ops.sizes import SIZE_RULE, SizeLike
 from yolo.settings.common import device_setting, progress_setting
 from yolo.settings.declare import setting
@@ -26,10 +27,10 @@ class EvalOptions:
     img_size: Optional[SizeLike] = setting(
         None, "--img-size", type=image_side, nargs="+", from_flag=size_from_flag,
         help=f"network input: S or H W (default: {SIZE_RULE})")
-    conf_thres: float = setting(0.001, "--conf-thres", type=fraction,
+    conf_thres: float = setting(EVAL_CONF_THRES, "--conf-thres", type=fraction,
                                 help="keep detections scoring above this (default: %(default)s)")
-    iou_thres: float = setting(0.6, "--iou-thres", type=fraction, help="NMS IoU threshold (default: %(default)s)")
-    max_det: int = setting(300, "--max-det", type=positive_int,
+    iou_thres: float = setting(EVAL_IOU_THRES, "--iou-thres", type=fraction, help="NMS IoU threshold (default: %(default)s)")
+    max_det: int = setting(MAX_DET, "--max-det", type=positive_int,
                            help="detections kept per image (default: %(default)s)")
     multi_label: bool = setting(
         True, "--single-label", action="store_false",

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Union
 
 from yolo.ops.sizes import SizeLike
-from yolo.settings.checks import check_device, check_number, check_optional_number, check_path
+from yolo.files.paths import check_path
+from yolo.settings.checks import check_device, check_number, check_optional_number
 from yolo.settings.common import device_setting, progress_setting
 from yolo.settings.declare import setting
 from yolo.settings.values import image_side, non_negative_int, positive_int, seed_value, size_from_flag, worker_count

@@ -5,6 +5,7 @@ from pathlib import Path
 
 from yolo.cli.args import DefaultsHelpFormatter, ToolParser, fraction, image_side, non_negative_int, positive_int
 from yolo.cli.flags.common import add_common_flags, hidden_alias
+from yolo.ops.postprocess_defaults import DETECT_CONF_THRES, DETECT_IOU_THRES
 
 DESCRIPTION = "Time our detection pipeline against OpenCV DNN on the same cfg, weights, input size and threads."
 EXAMPLES = """\
@@ -41,8 +42,10 @@ def build_parser() -> ToolParser:
     p.add_argument("--warmup", type=non_negative_int, default=3, help="untimed rounds first")
     p.add_argument("--resize", default="stretch", choices=["stretch", "letterbox"],
                    help="our pre-processing (OpenCV always stretches)")
-    p.add_argument("--conf-thres", type=fraction, default=0.25, help="score threshold of the post-processing")
-    p.add_argument("--iou-thres", type=fraction, default=0.45, help="NMS IoU threshold of the post-processing")
+    p.add_argument("--conf-thres", type=fraction, default=DETECT_CONF_THRES,
+                   help="score threshold of the post-processing")
+    p.add_argument("--iou-thres", type=fraction, default=DETECT_IOU_THRES,
+                   help="NMS IoU threshold of the post-processing")
     p.add_argument("--compile", action="store_true", help="also time our model under torch.compile")
     p.add_argument("--no-opencv", action="store_true", help="time only our pipeline")
     p.add_argument("--no-gpu", action="store_true", help="skip the CUDA figures (run when CUDA is available)")

@@ -5,6 +5,7 @@ from pathlib import Path
 
 from yolo.cli.args import DefaultsHelpFormatter, ToolParser, fraction, image_side, non_negative_int, number, positive_int
 from yolo.cli.flags.common import add_common_flags, hidden_alias
+from yolo.ops.postprocess_defaults import DETECT_CONF_THRES, DETECT_IOU_THRES, MAX_DET
 from yolo.ops.sizes import SIZE_RULE
 
 DESCRIPTION = "Export a Darknet model to ONNX, TorchScript or Darknet .weights, then check the written file."
@@ -43,9 +44,11 @@ def build_parser() -> ToolParser:
     p.add_argument("--half", action="store_true", help="float16 weights and input (heads decode in float32)")
     p.add_argument("--nms", action="store_true",
                    help="ONNX: put NMS in the graph; outputs boxes, scores, labels, batch_index")
-    p.add_argument("--conf-thres", type=fraction, default=0.25, help="with --nms: score threshold")
-    p.add_argument("--iou-thres", type=fraction, default=0.45, help="with --nms: NMS IoU threshold")
-    p.add_argument("--max-det", type=positive_int, default=300, help="with --nms: most detections per image")
+    p.add_argument("--conf-thres", type=fraction, default=DETECT_CONF_THRES, help="with --nms: score threshold")
+    p.add_argument("--iou-thres", type=fraction, default=DETECT_IOU_THRES,
+                   help="with --nms: NMS IoU threshold")
+    p.add_argument("--max-det", type=positive_int, default=MAX_DET,
+                   help="with --nms: most detections per image")
     p.add_argument("--opset", type=number(int, 17, None, "the opset"), default=17,
                    help="ONNX opset: 17 up to the newest the installed torch exports (20 in torch 2.14)")
     p.add_argument("--names", type=Path, default=None,

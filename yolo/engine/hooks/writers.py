@@ -22,9 +22,10 @@ from tqdm import tqdm
 from yolo.engine.epoch_times import data_wait_warning
 from yolo.engine.hooks.base import HookBase
 from yolo.files.atomic import atomic_path
+from yolo.inference.batch import detections_to_cpu
+from yolo.inference.postprocess import PostprocessConfig
 from yolo.models.heads import has_gaussian_heads
-from yolo.models.layer_types.gaussian_yolo import postprocess_gaussian
-from yolo.inference.postprocess import postprocess
+from yolo.ops.pixels import images_to_float
 from yolo.plots import results_figure
 from yolo.progress import ProgressLines
 from yolo.visualize import draw_detections
@@ -147,8 +148,9 @@ def write_results_chart(csv_path: Path, png_path: Path) -> Path:
 
 class TensorBoardWriter(HookBase):
     """TensorBoard events in the run folder: losses and lr per update, mean losses per epoch, and after each
-    evaluation ``tb_images`` validation images with their predicted boxes. The evaluation's own curves go
-    through ``trainer.writer`` (this writer's ``SummaryWriter``)."""
+    evaluation ``tb_images`` validation images with their predicted boxes (what detect.py would draw:
+    :func:`sample_detections`). The evaluation's own curves go through ``trainer.writer`` (this writer's
+    ``SummaryWriter``)."""
 
     def __init__(self, run_dir: Path, sample_images: int):
         self.writer = SummaryWriter(str(run_dir))
@@ -179,19 +181,26 @@ class TensorBoardWriter(HookBase):
 
 
 @torch.no_grad()
-def sample_predictions(model: nn.Module, dataset, count: int, names: List[str], device: torch.device) -> np.ndarray:
-    """The first ``count`` images of ``dataset`` with ``model``'s boxes drawn (conf 0.25, NMS IoU 0.45),
-    as ``uint8[count, H, W, 3]`` RGB at the network input size."""
-    items = [dataset[i] for i in range(count)]
-    images = torch.stack([it[0] for it in items]).float().div(255.0).to(device)
+def sample_detections(model: nn.Module, images: torch.Tensor, device: torch.device) -> List[Dict[str, torch.Tensor]]:
+    """``model``'s detections on ``images`` (``UInt8[N, 3, H, W]`` RGB at the network input size) as detect.py finds
+    them: the Detector's post-processing (:func:`yolo.inference.batch.detections_to_cpu`) at detection's defaults
+    with the cfg's own NMS variant (:meth:`PostprocessConfig.for_model`). One dict per image of CPU tensors:
+    ``boxes`` ``Float32[K, 4]`` xyxy input pixels, ``scores`` ``Float32[K]``, ``labels`` ``Int64[K]``."""
+    settings = PostprocessConfig.for_model(model)
+    gaussian = has_gaussian_heads(getattr(model, "module", model).yolo_layers)  # rows with 4 sigmas
     was_training = model.training
     model.eval()
     try:
-        gaussian = has_gaussian_heads(model.yolo_layers)  # rows with 4 sigmas
-        dets = (postprocess_gaussian if gaussian else postprocess)(model(images).float(), conf_thres=0.25,
-                                                                   iou_thres=0.45)
+        return detections_to_cpu(model(images_to_float(images.to(device))), settings, gaussian)
     finally:
         model.train(was_training)
+
+
+def sample_predictions(model: nn.Module, dataset, count: int, names: List[str], device: torch.device) -> np.ndarray:
+    """The first ``count`` images of ``dataset`` with ``model``'s boxes drawn (:func:`sample_detections`), as
+    ``uint8[count, H, W, 3]`` RGB at the network input size."""
+    items = [dataset[i] for i in range(count)]
+    dets = sample_detections(model, torch.stack([it[0] for it in items]), device)
     drawn = []
     for (image, _t, _info), det in zip(items, dets):
         bgr = np.ascontiguousarray(image.permute(1, 2, 0).numpy()[:, :, ::-1])
@@ -208,5 +217,5 @@ def read_results(path: Path, before_epoch: int) -> List[Dict[str, str]]:
         return [r for r in csv.DictReader(f) if r.get("epoch", "").isdigit() and int(r["epoch"]) < before_epoch]
 
 
-__all__ = ["ProgressWriter", "RESULTS_COLUMNS", "RESULTS_TIME_COLUMNS", "ResultsCSVWriter", "ResultsChartWriter", "TensorBoardWriter",
-           "read_results", "sample_predictions", "write_results_chart"]
+__all__ = ["ProgressWriter", "RESULTS_COLUMNS", "RESULTS_TIME_COLUMNS", "ResultsCSVWriter", "ResultsChartWriter",
+           "TensorBoardWriter", "read_results", "sample_detections", "sample_predictions", "write_results_chart"]

@@ -27,6 +27,7 @@ from yolo.ops.boxes import cxcywh_to_xyxy
 from yolo.counts import MAX_ANCHORS, MAX_CLASSES
 from yolo.ops.detections import empty_detections
 from yolo.ops.nms import nms
+from yolo.ops.postprocess_defaults import BETA_NMS, DETECT_CONF_THRES, DETECT_IOU_THRES, MAX_DET
 from yolo.models.heads import Head, HeadOptions, check_nms_options
 from yolo.models.layer_types.head_anchors import head_anchors
 from yolo.models.layer_types.registry import LayerInfo, Shape, register
@@ -45,7 +46,7 @@ class GaussianYoloOptions(HeadOptions):
     uc_normalizer: float = 1.0
     counters_per_class: Optional[List[int]] = None
     map: Optional[str] = None
-    beta_nms: float = 0.6
+    beta_nms: float = BETA_NMS
     nms_kind: str = "default"
     random: float = 0.0
     max_boxes: int = 200
@@ -160,10 +161,10 @@ def build_gaussian_yolo(section: Section, shapes: List[Shape], prev: Shape) -> L
 
 
 # -------------------------------------------------------------------------------------------- post-processing
-def postprocess_gaussian(predictions: torch.Tensor, conf_thres: float = 0.25, iou_thres: float = 0.45,
-                         classes: Optional[Sequence[int]] = None, agnostic: bool = False,
-                         multi_label: bool = False, max_det: int = 300, nms_kind: str = "default",
-                         beta_nms: float = 0.6) -> List[Dict[str, torch.Tensor]]:
+def postprocess_gaussian(predictions: torch.Tensor, conf_thres: float = DETECT_CONF_THRES,
+                         iou_thres: float = DETECT_IOU_THRES, classes: Optional[Sequence[int]] = None,
+                         agnostic: bool = False, multi_label: bool = False, max_det: int = MAX_DET,
+                         nms_kind: str = "default", beta_nms: float = BETA_NMS) -> List[Dict[str, torch.Tensor]]:
     """Eval rows Float[N, B, 9+C] of Gaussian heads -> one dict per image, as :func:`yolo.inference.postprocess.postprocess`
     (same arguments; ``boxes`` Float[K, 4] xyxy input pixels, ``scores``, ``labels``) plus ``box_sigmas``
     Float[K, 4] (sigma_tx, sigma_ty, sigma_tw, sigma_th of each kept box).
