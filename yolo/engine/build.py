@@ -214,7 +214,7 @@ def initialize_model(model: Darknet, options: TrainOptions, hyp: Hyperparameters
                 for line in report.summary().splitlines():
                     logger.info("%s", line)
         if hyp.head_prior:
-            prior_head_biases(model, tuple(hyp.img_size), fresh)
+            prior_head_biases(model, hyp.img_size, fresh)
     frozen = frozen_layers(model, options.freeze) if options.freeze else []
     if frozen and main:
         logger.info("froze layers 0..%d (%d parameter tensors)", options.freeze - 1, len(frozen))

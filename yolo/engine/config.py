@@ -35,7 +35,7 @@ from yolo.engine.schedule import SCHEDULE_DEFAULTS, LRSchedule, ScheduleSettings
 from yolo.errors import ConfigError, shown
 from yolo.files.yaml_files import load_yaml
 from yolo.models.cfg_options import check_training_options, last_head
-from yolo.ops.sizes import check_stride, image_size
+from yolo.ops.sizes import ImageSize, check_stride, image_size
 from yolo.settings.train import TrainOptions  # declared with its flags; here for `from yolo.engine import TrainOptions`
 
 logger = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ class Hyperparameters(ScheduleSettings):
     B1: float = 0.9
     B2: float = 0.999
     eps: float = 0.000001
-    img_size: List[int] = field(default_factory=lambda: [416, 416])  # [height, width]; [net] height, width
+    img_size: ImageSize = (416, 416)  # (height, width); [net] height, width; hyp.yaml holds [height, width]
     # The trainer's own settings (Darknet's [net] does not have them).
     epochs: Optional[int] = None  # None: enough epochs to reach max_batches updates
     max_steps_per_epoch: Optional[int] = None  # cap on optimizer updates per epoch (None: the whole split)
@@ -94,13 +94,21 @@ class Hyperparameters(ScheduleSettings):
         return getattr(self, key, default)
 
     def to_dict(self) -> Dict[str, Any]:
-        """Plain types, as ``hyp.yaml`` and checkpoints hold them."""
-        return asdict(self)
+        """Plain types, as ``hyp.yaml`` and checkpoints hold them (``img_size`` as ``[height, width]``: YAML's
+        safe dumper has no tuples)."""
+        values = asdict(self)
+        values["img_size"] = list(self.img_size)
+        return values
 
     @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> "Hyperparameters":
-        """From :meth:`to_dict`'s output (a saved run's)."""
-        return cls(**{k: v for k, v in values.items() if k in _FIELDS})
+    def from_dict(cls, values: Mapping[str, Any], where: str = "hyp") -> "Hyperparameters":
+        """From :meth:`to_dict`'s output (a saved run's, ``where``: its file, for the errors). A saved
+        ``img_size`` (``[height, width]``, or one side in a run saved by an older version) becomes an
+        :data:`~yolo.ops.sizes.ImageSize` here, where it enters."""
+        kept = {k: v for k, v in values.items() if k in _FIELDS}
+        if "img_size" in kept:
+            kept["img_size"] = image_size(kept["img_size"], f"{where}: img_size")
+        return cls(**kept)
 
 
 _FIELDS = {f.name: f for f in fields(Hyperparameters)}
@@ -134,7 +142,7 @@ def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, 
 
     ``flags`` may hold ``epochs``, ``batch``, ``img_size``, ``workers``, ``tf32``, ``compile`` and ``cache_images``
     (None values are ignored).
-    ``img_size`` comes out as [h, w] (:func:`yolo.ops.sizes.image_size`), a multiple of the network's
+    ``img_size`` comes out as ``(h, w)`` (:func:`yolo.ops.sizes.image_size`), a multiple of the network's
     ``stride`` when one is given, and ``augment`` as the full augmentation settings of
     :func:`yolo.data.transforms.augment_from_cfg`. A bad value is a one-line :class:`ConfigError` naming the
     YAML (or the cfg's file and line for a [net] key).
@@ -151,7 +159,7 @@ def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, 
         hyp[key] = net.get_float(key, _FIELDS[key].default)
     for key in ("B1", "B2", "eps"):  # Darknet reads them only with adam=1
         hyp[key] = net.get_float(key, _FIELDS[key].default) if hyp["adam"] else _FIELDS[key].default
-    hyp["img_size"] = [net.get_int("height", 416), net.get_int("width", 416)]
+    hyp["img_size"] = (net.get_int("height", 416), net.get_int("width", 416))
     defaults = Hyperparameters()
     hyp.update({k: getattr(defaults, k) for k in TRAINER_KEYS})
 
@@ -191,7 +199,7 @@ def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, 
                           f"each side must be between 1 and {MAX_IMAGE_SIDE:,}")
     if stride is not None:
         check_stride(size, stride, size_source)
-    hyp["img_size"] = list(size)  # hyp.yaml's form of (height, width)
+    hyp["img_size"] = size
     if hyp["batch"] < 1 or hyp["subdivisions"] < 1:
         raise ConfigError(f"batch={hyp['batch']} and subdivisions={hyp['subdivisions']} must be positive")
     if hyp["batch"] % hyp["subdivisions"]:  # Darknet: mini-batch = batch / subdivisions, rounded down

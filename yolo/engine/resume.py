@@ -108,7 +108,7 @@ def refuse_settings_on_resume(options: TrainOptions, resume_path: Path) -> None:
 def saved_hyp(ckpt: Dict[str, Any], options: TrainOptions) -> Hyperparameters:
     """The resumed run's hyperparameters: the saved ones, with the run length, the workers and the machine
     settings the options give."""
-    hyp = Hyperparameters.from_dict(ckpt["train"]["hyp"])
+    hyp = Hyperparameters.from_dict(ckpt["train"]["hyp"], f"{options.resume or 'the resumed run'}'s hyp")
     if options.epochs is not None:
         hyp.epochs = int(options.epochs)
     if options.workers is not None:
