@@ -182,9 +182,7 @@ def run_hyp(model: Darknet, data, options: TrainOptions, ckpt: Optional[Dict[str
             "[convolutional] before it, or pass --adapt-classes")
     if ckpt is None:
         hyp = resolve_hyp(model.net, [s for s in model.sections if s.type in TRAINED_HEADS], options.hyp,
-                          {"epochs": options.epochs, "batch": options.batch_size, "img_size": options.img_size,
-                           "workers": options.workers, **{key: getattr(options, key) for key in MACHINE_SETTINGS}},
-                          stride=model.stride)
+                          options.hyp_overrides(), stride=model.stride)
     else:
         hyp = saved_hyp(ckpt, options)
     for key in MACHINE_SETTINGS:  # opt.yaml records the values used
