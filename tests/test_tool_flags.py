@@ -163,3 +163,57 @@ def test_help_examples_and_readme_name_the_files_where_download_sh_puts_them():
     named = {path for line in commands for path in re.findall(r"--(?:cfg|weights) (\S+)", line)
              if path.rsplit("/", 1)[-1] in official}
     assert named and all(path.startswith("weights/") for path in named), sorted(named)
+
+
+def settings_classes():
+    """Every settings dataclass of yolo.settings (the declarations the tools' flags come from)."""
+    import dataclasses
+    import pkgutil
+
+    import yolo.settings
+
+    modules = [importlib.import_module(f"yolo.settings.{m.name}") for m in pkgutil.iter_modules(yolo.settings.__path__)]
+    from yolo.settings.declare import Flag
+
+    return {obj for module in modules for obj in vars(module).values() if dataclasses.is_dataclass(obj)
+            and isinstance(obj, type) and obj.__module__ == module.__name__ and obj is not Flag}
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_every_shown_flag_is_a_declared_setting(tool):
+    """Each flag --help shows is one field of a settings dataclass: its spellings, destination, default and help
+    as declared (a hand-written add_argument in a tool would have none)."""
+    from yolo.settings.declare import declared
+
+    declarations = [pair for cls in settings_classes() for pair in declared(cls) if pair[1].name is not None]
+    for action in parser(tool)._actions:
+        if action.help == argparse.SUPPRESS or not action.option_strings or action.dest == "help":
+            continue
+        matches = [flag for field, flag in declarations if field.name == action.dest and flag.help == action.help
+                   and flag.option_strings == tuple(action.option_strings)[:len(flag.option_strings)]]
+        assert matches, (tool, action.option_strings)
+
+
+@pytest.mark.parametrize("tool", ["anchors", "benchmark", "export", "gpu_report"])
+def test_img_size_is_height_width_once_parsed(tool, capsys):
+    module = importlib.import_module(f"yolo.cli.flags.{tool}")
+    required = {"anchors": ["--data", "d.yaml"], "benchmark": ["--cfg", "c.cfg"],
+                "export": ["--weights", "w.pt", "--format", "onnx"], "gpu_report": []}[tool]
+    assert module.parse_args([*required, "--img-size", "256", "320"]).img_size == (256, 320)
+    assert module.parse_args([*required, "--img-size", "256"]).img_size == (256, 256)
+    assert module.parse_args(required).img_size is None  # the tool's default rule
+    with pytest.raises(SystemExit):
+        module.parse_args([*required, "--img-size", "1", "2", "3"])
+    err = capsys.readouterr().err.strip()
+    assert err == "error: --img-size takes one value or two (height width), got 3", err
+
+
+def test_the_gpu_report_runs_square_inputs(capsys):
+    from yolo.cli import gpu_report
+
+    assert gpu_report.settings_from(gpu_report.parse_args(["--img-size", "320"])).img_size == 320
+    assert gpu_report.settings_from(gpu_report.parse_args([])).img_size == 416
+    with pytest.raises(SystemExit):
+        gpu_report.settings_from(gpu_report.parse_args(["--img-size", "320", "416"]))
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --img-size: the report runs square inputs") and "\n" not in err, err

@@ -14,9 +14,9 @@ from typing import Any, Dict, Optional, Union
 
 from yolo.ops.sizes import SizeLike
 from yolo.settings.checks import check_device, check_number, check_optional_number, check_path
-from yolo.settings.common import device_setting, progress_setting
+from yolo.settings.common import device_setting, img_size_setting, progress_setting
 from yolo.settings.declare import declared, setting
-from yolo.settings.values import image_side, non_negative_int, positive_int, seed_value, size_from_flag, worker_count
+from yolo.settings.values import non_negative_int, positive_int, seed_value, worker_count
 
 
 @dataclass
@@ -44,9 +44,8 @@ class TrainOptions:
     batch_size: Optional[int] = setting(
         None, "--batch-size", type=positive_int, overrides="batch",
         help="images per optimizer update over all processes (Darknet's batch; default: the cfg's)")
-    img_size: Optional[SizeLike] = setting(
-        None, "--img-size", type=image_side, nargs="+", from_flag=size_from_flag, overrides="img_size",
-        help="training input: one side or height width (default: the cfg's [net] size)")
+    img_size: Optional[SizeLike] = img_size_setting(
+        "training input: one side or height width (default: the cfg's [net] size)", overrides="img_size")
     device: Optional[str] = device_setting()
     project: str = setting("runs/train", "--project", help="parent of the run folders (default: runs/train)")
     name: str = setting("exp", "--name", help="run folder name (default: exp; then exp2, exp3, ...: never overwritten)")
