@@ -74,7 +74,7 @@ def test_anchors_refuses_two_sizes(capsys):
 
 
 def test_export_formats_are_the_exporters():
-    from yolo.cli.flags.export import FORMATS
+    from yolo.settings.export import FORMATS
     from yolo.export.checked import SUFFIXES
 
     assert sorted(FORMATS) == sorted(SUFFIXES)

@@ -29,9 +29,9 @@ from yolo.benchmark.gpu_report import ReportSettings, run_report
 from yolo.benchmark.gpu_schedule import RowStream, process_age
 from yolo.benchmark.report_table import figure_label, figure_text
 from yolo.cli.args import fail, run_tool
-from yolo.cli.flags.gpu_report import CLONE, parse_args
+from yolo.cli.flags.gpu_report import parse_args
 from yolo.ops.sizes import ImageSize, check_stride
-from yolo.settings.gpu_report import DEFAULT_SIDE
+from yolo.settings.gpu_report import CLONE, DEFAULT_SIDE
 
 DARKNET_STRIDE = 32  # the stride of the measured models (yolov3-tiny, yolov3)
 EXIT_STOPPED = {"SIGINT": 130, "SIGTERM": 143}  # the shell's 128 + the signal's number

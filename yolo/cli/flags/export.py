@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from yolo.cli.args import DefaultsHelpFormatter, ToolParser
 from yolo.cli.flags.common import add_common_flags, add_setting_flags, hidden_alias, parse_declared
-from yolo.settings.export import FORMATS, ExportOptions
+from yolo.settings.export import ExportOptions
 
 DESCRIPTION = "Export a Darknet model to ONNX, TorchScript or Darknet .weights, then check the written file."
 EXAMPLES = """\

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from yolo.cli.args import DefaultsHelpFormatter, ToolParser, positive_int
 from yolo.cli.flags.common import add_setting_flags, hidden_alias, parse_declared
-from yolo.settings.gpu_report import CLONE, GpuReportOptions
+from yolo.settings.gpu_report import GpuReportOptions
 
 DESCRIPTION = "Measure ours against Darknet's GPU build on this GPU and print one markdown table with the ratios."
 EXAMPLES = """\
