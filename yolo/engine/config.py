@@ -36,6 +36,7 @@ from yolo.errors import ConfigError, shown
 from yolo.files.yaml_files import load_yaml
 from yolo.models.cfg_options import check_training_options, last_head
 from yolo.ops.sizes import ImageSize, check_stride, image_size
+from yolo.settings.declare import declared
 from yolo.settings.train import TrainOptions  # declared with its flags; here for `from yolo.engine import TrainOptions`
 
 logger = logging.getLogger(__name__)
@@ -114,6 +115,8 @@ class Hyperparameters(ScheduleSettings):
 _FIELDS = {f.name: f for f in fields(Hyperparameters)}
 # The keys Darknet's [net] does not have.
 TRAINER_KEYS = tuple(_FIELDS)[tuple(_FIELDS).index("epochs"):]
+# The flag that overrides each hyperparameter it names (batch: --batch-size), as TrainOptions declares it.
+_FLAG_OF = {flag.overrides: flag.name for _, flag in declared(TrainOptions) if flag.overrides}
 
 
 def read_hyp(hyp: Union[str, Path, Mapping[str, Any], None]) -> Dict[str, Any]:
@@ -254,7 +257,7 @@ _BELOW = ("momentum", "decay", "B1", "B2")
 def _origin(key: str, user: Mapping[str, Any], flags: Mapping[str, Any], net, where: str) -> str:
     """Where the value of ``key`` came from: a flag, the --hyp file, else the cfg's [net] line."""
     if flags.get(key) is not None:
-        return "--batch-size" if key == "batch" else f"--{key.replace('_', '-')}"
+        return _FLAG_OF.get(key, f"--{key.replace('_', '-')}")
     if key in user:
         return where
     return f"{net.source}:{net.option_lines.get(key, net.line)}" if hasattr(net, "option_lines") else where
@@ -263,7 +266,7 @@ def _origin(key: str, user: Mapping[str, Any], flags: Mapping[str, Any], net, wh
 def _img_size_source(user: Mapping[str, Any], flags: Mapping[str, Any], net, where: str) -> str:
     """Where ``img_size`` came from, for its errors: ``--img-size``, the --hyp file's key, else the cfg's [net]."""
     if flags.get("img_size") is not None:
-        return "--img-size"
+        return _FLAG_OF["img_size"]
     if "img_size" in user:
         return f"{where}: img_size"
     return f"{_origin('height', user, flags, net, where)}: [net] height, width"
