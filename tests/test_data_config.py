@@ -56,7 +56,7 @@ def test_env_default_and_missing_variable(tmp_path, monkeypatch):
 
 def test_names_from_names_file_and_mapping(tmp_path):
     _layout(tmp_path)
-    _write(tmp_path / "my.names", "cat\n\ndog\nbird\n")
+    _write(tmp_path / "my.names", "cat\ndog\nbird\n\n")  # a blank line at the end is no class
     cfg = load_data_config(_write(tmp_path / "a.yaml", "train: images/train\nval: images/val\nnames: my.names\n"))
     assert cfg.names == ["cat", "dog", "bird"] and cfg.root == tmp_path.resolve()
     cfg = load_data_config(_write(tmp_path / "b.yaml", "train: images/train\nval: images/val\nnames: {1: dog, 0: cat}\n"))

@@ -5,6 +5,9 @@ and ``tools/benchmark.py --data`` end to end.
 
 Darknet's C code itself is the reference of tests/test_augment_darknet.py, unchanged.
 """
+import os
+
+import cv2
 import numpy as np
 import pytest
 import torch
@@ -13,6 +16,7 @@ import yaml
 from darknet_parity import AUGMENT_HYP
 from yolo.benchmark.darknet_reference import reference_augment_image, reference_darknet_item
 from yolo.data import DetectionDataset, EpochLoader, EpochShuffleSampler, create_dataloader, ensure_shapes_dataset, set_epoch
+from yolo.data.loader import default_workers
 from yolo.data.darknet_augment import (DarknetDraw, _to_uint8, augment_image, augment_image_uint8, darknet_item,
                                        draw_darknet)
 from yolo.data.transforms import augment_config
@@ -181,6 +185,21 @@ def test_benchmark_data_mode_runs(tmp_path, capsys, assets, keep_threads):
         assert name in out
     assert figures["darknet_identical"] == 1.0 and figures["darknet_speedup"] > 0 and figures["darknet_RAM_cache_ms"] > 0
     assert figures["darknet_ms"] > 0 and figures["darknet_opencv_ms"] > 0 and figures["affine_ms"] > 0
+    assert figures["darknet_per_decode"] == pytest.approx(figures["darknet_ms"] / figures["JPEG_decode_ms"])
+    assert "darknet item / JPEG decode" in out
+
+
+def test_benchmark_loader_workers_times_the_loader_with_each_count(tmp_path, capsys, assets, keep_threads):
+    from yolo.cli.benchmark import main as bench_main, parse_args as bench_args
+
+    data, _ = _shapes(tmp_path)
+    figures = bench_main(bench_args(["--data", str(data), "--cfg", str(assets("cfg/yolov3-tiny.cfg")),
+                                     "--img-size", "64", "--images", "4", "--iters", "1", "--warmup", "0",
+                                     "--batch-size", "2", "--loader-workers", "0", "1"]))
+    assert "training loader alone" in capsys.readouterr().out
+    for count in (0, 1):
+        assert figures[f"loader_{count}w_images_per_s"] > 0 and figures[f"loader_{count}w_main_cpu_ms"] >= 0
+    assert figures["loader_1w_threads"] >= 1  # a worker process was there to count
 
 
 def test_benchmark_data_mode_names_a_missing_dataset(tmp_path, capsys, assets, keep_threads):
@@ -189,3 +208,37 @@ def test_benchmark_data_mode_names_a_missing_dataset(tmp_path, capsys, assets, k
     with pytest.raises(SystemExit):
         bench_main(bench_args(["--data", str(tmp_path / "nope.yaml"), "--cfg", str(assets("cfg/yolov3-tiny.cfg"))]))
     assert "nope.yaml" in capsys.readouterr().err
+
+
+class _OpenCVThreads(torch.utils.data.Dataset):
+    """Each item: OpenCV's thread count in its process, after a resize large enough to run in parallel."""
+    img_size = (2, 2)
+
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, item):
+        cv2.resize(np.zeros((1200, 1600, 3), np.uint8), (800, 600))
+        return torch.zeros(3, 2, 2), torch.zeros(0, 6), {"opencv": cv2.getNumThreads()}
+
+
+def test_each_worker_runs_opencv_without_a_thread_pool_of_its_own():
+    """OpenCV in a forked worker, after the parent's thread pool ran: no pool of its own (OpenCV reports one
+    thread), and the worker does not crash (a count of 1 instead of 0 would, see one_thread_per_worker)."""
+    cv2.setNumThreads(4)  # the parent's pool starts, with threads a fork does not copy
+    try:
+        cv2.resize(np.zeros((1200, 1600, 3), np.uint8), (800, 600))
+        loader = EpochLoader(_OpenCVThreads(), batch_size=1, num_workers=2).epoch(range(4), 0)
+        infos = [infos[0] for _, _, infos in loader]
+    finally:
+        cv2.setNumThreads(-1)
+    assert [i["opencv"] for i in infos] == [1] * 4
+
+
+def test_default_workers_from_the_cpus_of_the_process():
+    assert default_workers(mini_batch=8, cpus=16) == 8  # at most a mini-batch's images
+    assert default_workers(mini_batch=64, cpus=16) == 15  # all but one
+    assert default_workers(mini_batch=64, processes_per_machine=8, cpus=64) == 7  # 63 shared by 8 processes
+    assert default_workers(mini_batch=64, cpus=1) == 0  # one CPU: the training process loads
+    if hasattr(os, "sched_getaffinity"):  # by default, the CPUs this process may use
+        assert default_workers(mini_batch=10_000) == len(os.sched_getaffinity(0)) - 1

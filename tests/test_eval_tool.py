@@ -165,11 +165,21 @@ def test_tool_writes_metrics_results_and_plots(tmp_path, small_data):
 
 
 def test_tool_never_overwrites_a_run(tmp_path, small_data):
+    """--save-dir is exactly that folder: a second run into it is refused (nothing overwritten); under --project
+    each run gets a new folder."""
     first, _ = run_tool(tmp_path, "--fast", "--no-plots", data=small_data, save_dir=tmp_path / "exp")
-    second, _ = run_tool(tmp_path, "--fast", "--no-plots", data=small_data, save_dir=tmp_path / "exp")
-    assert first["save_dir"] != second["save_dir"]
-    assert (Path(first["save_dir"]) / "metrics.json").exists() and (Path(second["save_dir"]) / "metrics.json").exists()
-    assert first["mAP50"] == second["mAP50"] and first["source"] == "fast"
+    assert first["save_dir"] == str(tmp_path / "exp")
+    with pytest.raises(SystemExit):
+        run_tool(tmp_path, "--fast", "--no-plots", data=small_data, save_dir=tmp_path / "exp")
+    tool = load_tool()
+    argv = ["--cfg", str(asset("cfg/yolov3-tiny.cfg")), "--weights", str(asset("weights/yolov3-tiny.weights")),
+            "--data", str(small_data), "--img-size", str(SIZE), "--device", "cpu", "--workers", "0",
+            "--batch-size", "16", "--fast", "--no-plots", "--project", str(tmp_path / "runs")]
+    with contextlib.redirect_stdout(io.StringIO()):
+        runs = [tool.main(tool.parse_args(argv))["save_dir"] for _ in range(2)]
+    assert runs == [str(tmp_path / "runs" / "exp"), str(tmp_path / "runs" / "exp2")]
+    assert all((Path(run) / "metrics.json").exists() for run in runs)
+    assert first["source"] == "fast"
 
 
 def test_tool_rejects_a_class_count_mismatch(tmp_path, capsys):

@@ -158,3 +158,54 @@ def test_a_network_whose_output_overflows_says_so(tiny, tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         Detector(None, pt, device="cpu")([image])
     assert "NaN or infinite" not in caplog.text
+
+
+# ------------------------------------------------------------------------------------------- damaged bytes
+def test_a_byte_flipped_inside_a_tensor_is_refused_by_the_zip_crc(tiny, tmp_path, capsys):
+    """torch.load reads a tensor whose bytes changed without a word; the member's CRC-32 in the zip says so."""
+    import zipfile
+    pt = tmp_path / "flipped.pt"
+    pt.write_bytes(tiny[1].read_bytes())
+    with zipfile.ZipFile(pt) as archive:  # the largest tensor record, and where its bytes lie in the file
+        info = max((i for i in archive.infolist() if "/data/" in i.filename), key=lambda i: i.file_size)
+    data = bytearray(pt.read_bytes())
+    name_length, extra_length = (int.from_bytes(data[info.header_offset + o:info.header_offset + o + 2], "little")
+                                 for o in (26, 28))
+    start = info.header_offset + 30 + name_length + extra_length
+    data[start + info.file_size // 2] ^= 0x40
+    pt.write_bytes(bytes(data))
+    with pytest.raises(WeightsError) as exc:
+        load_model(None, pt)
+    assert str(exc.value) == (f"{pt}: damaged checkpoint: the member {info.filename!r} fails its CRC check (the "
+                              "file's bytes changed after it was written): write or copy it again")
+    image = tmp_path / "a.png"
+    image.write_bytes(b"")  # never read: the checkpoint fails first
+    err = one_line_error(capsys, lambda: detect.main(detect.parse_args(
+        ["--weights", str(pt), "--source", str(image), "--device", "cpu", "--nosave"])))
+    assert err == f"error: {exc.value}"
+
+
+def test_an_intact_checkpoint_passes_the_crc_check(tiny):
+    assert load_checkpoint_file(tiny[1])["num_classes"] == 5
+
+
+def test_convert_writes_a_legal_name_too_long_for_a_temp_name_beside_it(tiny, tmp_path):
+    """A 254-character output name is legal; the temporary file written before the rename must be too."""
+    cfg, _, weights = tiny
+    output = tmp_path / ("x" * 251 + ".pt")
+    convert.main(convert.parse_args(["--weights", str(weights), "--cfg", str(cfg), "--output", str(output)]))
+    assert load_checkpoint_file(output)["num_classes"] == 5
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temp file left
+
+
+def test_a_checkpoint_whose_names_do_not_fit_its_model_is_named(tiny, tmp_path, capsys):
+    path = edited(tiny[1], tmp_path, "names.pt", names=["a", "b", "c"])
+    message = f"{path}: damaged or foreign checkpoint: its names list 3 classes but the model has 5"
+    with pytest.raises(WeightsError) as exc:
+        load_model(None, path)
+    assert str(exc.value) == message
+    image = tmp_path / "a.png"
+    image.write_bytes(b"")  # never read: the checkpoint fails first
+    err = one_line_error(capsys, lambda: detect.main(detect.parse_args(
+        ["--weights", str(path), "--source", str(image), "--device", "cpu", "--nosave"])))
+    assert err == f"error: {message}"

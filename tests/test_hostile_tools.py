@@ -9,6 +9,7 @@ import os
 import re
 
 import cv2
+import numpy as np
 import pytest
 import torch
 
@@ -240,6 +241,40 @@ def test_eval_error_for_label_paths_that_are_folders_is_one_clean_line(tmp_path,
                       f"{labels[0]}: {problem}; {labels[1]}: {problem}"]
 
 
+def test_eval_warns_when_the_data_names_differ_from_the_checkpoints(shapes, tmp_path, caplog):
+    """The metrics pair the model's class i with the data file's class i: names in another order are said."""
+    import yaml
+    from training_helpers import write_one_head_model
+    _, pt, _ = write_one_head_model(tmp_path)  # names: the shapes' five, in order
+    values = yaml.safe_load((shapes / "data.yaml").read_text())
+    names = values["names"]
+    values["names"] = [names[1], names[0], *names[2:]]
+    data = tmp_path / "swapped.yaml"
+    data.write_text(yaml.safe_dump(values))
+    argv = ["--weights", str(pt), "--data", str(data), "--device", "cpu", "--workers", "0", "--fast", "--no-plots",
+            "--project", str(tmp_path / "runs"), "--no-progress"]
+    with caplog.at_level(logging.WARNING):
+        eval_cli.main(eval_cli.parse_args(argv))
+    assert (f"warning: {pt} was trained with other class names than {data} names: the class names reordered (class "
+            f"0 was '{names[0]}', now '{names[1]}'; class 1 was '{names[1]}', now '{names[0]}'); each class is scored "
+            "by its number, so check that they mean the same classes") in caplog.text, caplog.text
+
+
+def test_eval_save_dir_is_exactly_that_folder_and_a_non_empty_one_is_refused(shapes, tmp_path, capsys):
+    from training_helpers import write_one_head_model
+    _, pt, _ = write_one_head_model(tmp_path)
+    save = tmp_path / "results"
+    argv = ["--weights", str(pt), "--data", str(shapes / "data.yaml"), "--device", "cpu", "--workers", "0", "--fast",
+            "--no-plots", "--save-dir", str(save), "--no-progress"]
+    assert eval_cli.main(eval_cli.parse_args(argv))["save_dir"] == str(save)
+    capsys.readouterr()
+    before = (save / "metrics.json").read_bytes()
+    err = one_line_error(capsys, lambda: eval_cli.main(eval_cli.parse_args(argv)))
+    assert err.startswith(f"error: --save-dir {save}: the folder is not empty; give an empty or new folder"), err
+    assert (save / "metrics.json").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("results")) == ["results"]
+
+
 # ------------------------------------------------------------------------------------ detect output names
 def sources_sharing_stems(folder):
     """``a.jpg``, ``a.png``, ``clip_0.jpg`` and a 2-frame ``clip.mp4``: two images with one stem, and an image
@@ -417,3 +452,33 @@ def test_detect_names_weights_it_cannot_read(tmp_path, capsys, name, cfg, expect
     err = one_line_error(capsys, lambda: detect_cli.main(detect_cli.parse_args(argv)))
     assert err == "error: " + expected.format(w=weights)
     assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------------------------------ devices, sources
+@pytest.mark.parametrize("device", ["mps", "xpu", "meta", "hip", "vulkan", "xla", "lazy"])
+def test_a_device_type_other_than_cpu_or_cuda_is_one_line(shapes, tmp_path, capsys, device):
+    from training_helpers import write_one_head_model
+    _, pt, _ = write_one_head_model(tmp_path)
+    err = one_line_error(capsys, lambda: detect_cli.main(detect_cli.parse_args(
+        ["--weights", str(pt), "--source", str(asset("images/dog.jpg")), "--device", device, "--nosave"])))
+    assert err == f"error: --device: device '{device}': only cpu, cuda, cuda:N or N are supported (not {device})", err
+
+
+def test_a_camera_index_too_large_for_opencv_is_one_line(shapes, tmp_path, capsys, monkeypatch):
+    from training_helpers import write_one_head_model
+    _, pt, _ = write_one_head_model(tmp_path)
+    monkeypatch.chdir(tmp_path)  # no file of that name
+    err = one_line_error(capsys, lambda: detect_cli.main(detect_cli.parse_args(
+        ["--weights", str(pt), "--source", "99999999999", "--device", "cpu", "--nosave"])))
+    assert err == ("error: --source 99999999999: not a file, and too large for a camera index (0 to "
+                   "2,147,483,647)"), err
+
+
+def test_a_gif_in_a_folder_or_glob_is_detected_as_when_named_alone(tmp_path):
+    from yolo.inference.sources import collect_sources
+    image = np.zeros((32, 48, 3), np.uint8)
+    assert cv2.imwrite(str(tmp_path / "a.gif"), image) and cv2.imwrite(str(tmp_path / "b.png"), image)
+    alone = collect_sources(str(tmp_path / "a.gif"))
+    assert [(i.kind, i.path.name) for i in alone] == [("image", "a.gif")]
+    for source in (tmp_path, tmp_path / "*"):
+        assert [(i.kind, i.path.name) for i in collect_sources(str(source))] == [("image", "a.gif"), ("image", "b.png")]

@@ -64,7 +64,8 @@ def line_of(text: str, start: str) -> int:
 # ------------------------------------------------------------------------------ flags
 def test_freeze_beyond_the_models_layers_is_one_line(capsys, setup, tmp_path):
     err = train_error(capsys, base_flags(setup, tmp_path, freeze=999))
-    assert err == "error: --freeze 999: the model has 5 layers (0..5)", err
+    assert err == ("error: --freeze 999 is out of range: the model has 5 layers (0..4); --freeze N freezes layers "
+                   "0..N-1, so N is 0 to 5"), err
 
 
 def test_a_seed_numpy_and_torch_cannot_take_is_refused_by_the_flag(capsys):
@@ -183,6 +184,127 @@ def test_a_damaged_opt_yaml_is_rewritten_from_the_checkpoint_on_resume(capsys, c
     assert f"{run_copy / 'opt.yaml'}: not a readable settings record: rewritten from the checkpoint" in caplog.text
     opt = yaml.safe_load((run_copy / "opt.yaml").read_text())
     assert opt["epochs"] == 2 and opt["cfg"].endswith("tiny.cfg") and opt["data"].endswith("data.yaml")
+
+
+def edited_last(run_dir, train=None, **top):
+    """``run_dir/last.pt`` with ``train`` entries (``hyp`` and ``options`` merged key by key) and ``top`` entries
+    replaced, written back in place (a hand-edited checkpoint)."""
+    import torch
+    from yolo.models.checkpoint import load_checkpoint_file
+    last = run_dir / "last.pt"
+    ckpt = load_checkpoint_file(last)
+    for key, value in (train or {}).items():
+        ckpt["train"][key] = {**ckpt["train"][key], **value} if key in ("hyp", "options") else value
+    ckpt.update(top)
+    torch.save(ckpt, last)
+    return last
+
+
+@pytest.mark.parametrize("train, message", [
+    ({"epoch": -5}, "epoch=-5 is out of range: it must be 0 or more"),
+    ({"epoch_step": 999}, "epoch_step=999 is out of range: it must be between 0 and 2 (this run has 2 updates an "
+                          "epoch)"),
+    # 2 (= the updates of an epoch) is a stop after the epoch's last update, its evaluation left to the resume
+    ({"epoch_step": 3}, "epoch_step=3 is out of range: it must be between 0 and 2 (this run has 2 updates an "
+                        "epoch)"),
+    ({"global_step": -100}, "global_step=-100 is out of range: it must be at least epoch_step=0 (the updates done "
+                            "in the run)"),
+    ({"epoch": 1.5}, "epoch=1.5 is not a whole number"),
+])
+def test_resume_refuses_update_counters_out_of_range(capsys, run_copy, train, message):
+    last = edited_last(run_copy, train=train)
+    err = train_error(capsys, ["--resume", last, "--epochs", "2", "--device", "cpu", "--no-progress"])
+    assert err == f"error: {last}: damaged training state: {message}", err
+
+
+@pytest.mark.parametrize("hyp, message", [
+    ({"learning_rate": -1}, "learning_rate=-1.0 is out of range: it must be between 0 and 1e+30"),
+    ({"workers": 1000}, "workers=1000 is out of range: it must be between 0 and 64 (as --workers)"),
+    ({"momentum": "fast"}, "momentum='fast' is not a number"),
+])
+def test_resume_checks_the_saved_hyperparameters_as_a_hyp_file(capsys, run_copy, hyp, message):
+    last = edited_last(run_copy, train={"hyp": hyp})
+    err = train_error(capsys, ["--resume", last, "--epochs", "2", "--device", "cpu", "--no-progress"])
+    assert err == f"error: {last}: saved hyp: {message}", err
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"workers": 1000}, "workers=1000 is out of range: it must be between 0 and 64 (as --workers)"),
+    ({"learning_rate": 1e308}, "learning_rate=1e+308 is out of range: it must be between 0 and 1e+30"),
+])
+def test_a_hyp_file_value_beyond_its_flags_range_is_refused(capsys, setup, tmp_path, values, message):
+    hyp = tmp_path / "hyp.yaml"
+    hyp.write_text(yaml.safe_dump({**HYP, **values}))
+    err = train_error(capsys, base_flags(setup, tmp_path, hyp=hyp))
+    assert err == f"error: {hyp}: {message}", err
+
+
+def test_resume_of_a_finished_run_leaves_its_settings_records(capsys, caplog, run_copy):
+    """A 2-epoch run that has finished, resumed with --epochs 1: nothing to train, and opt.yaml and hyp.yaml still
+    say 2 epochs."""
+    edited_last(run_copy, train={"epoch": 2, "hyp": {"epochs": 2}, "options": {"epochs": 2}}, epoch=2)
+    for name in ("opt.yaml", "hyp.yaml"):
+        record = run_copy / name
+        record.write_text(record.read_text().replace("epochs: 1", "epochs: 2"))
+    before = {name: (run_copy / name).read_bytes() for name in ("opt.yaml", "hyp.yaml", "last.pt")}
+    with caplog.at_level("INFO"):
+        status = train_cli.main(train_cli.parse_args(["--resume", str(run_copy / "last.pt"), "--epochs", "1",
+                                                      "--device", "cpu", "--no-progress"]))
+    assert status == 0
+    assert "the run already finished its 1 epochs: nothing to resume" in caplog.text
+    assert {name: (run_copy / name).read_bytes() for name in before} == before
+
+
+def private_data(setup, tmp_path, **changes):
+    """A data YAML of the setup's dataset with ``changes`` (names, train) in ``tmp_path``."""
+    values = yaml.safe_load((setup / "data.yaml").read_text())
+    values.update(changes)
+    path = tmp_path / "data.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return path
+
+
+def test_resume_refuses_a_dataset_whose_names_were_reordered(capsys, setup, run_copy, tmp_path):
+    names = yaml.safe_load((setup / "data.yaml").read_text())["names"]
+    data = private_data(setup, tmp_path, names=[names[1], names[0], *names[2:]])
+    last = edited_last(run_copy, train={"options": {"data": str(data)}})
+    err = train_error(capsys, ["--resume", last, "--epochs", "2", "--device", "cpu", "--no-progress"])
+    assert err == (f"error: --resume {last}: {data} is not the dataset the run started with: the class names "
+                   f"reordered (class 0 was '{names[0]}', now '{names[1]}'; class 1 was '{names[1]}', now "
+                   f"'{names[0]}'); resume with the dataset as it was, or start a new run with --weights {last}"), err
+
+
+def test_resume_refuses_a_dataset_with_an_image_removed(capsys, setup, run_copy, tmp_path):
+    images = sorted((setup / "data" / "images" / "train").glob("*.jpg"))
+    listing = tmp_path / "train.txt"
+    listing.write_text("".join(f"{p}\n" for p in images[1:]))
+    data = private_data(setup, tmp_path, train=str(listing))
+    last = edited_last(run_copy, train={"options": {"data": str(data)}})
+    err = train_error(capsys, ["--resume", last, "--epochs", "2", "--device", "cpu", "--no-progress"])
+    assert err == (f"error: --resume {last}: {data} is not the dataset the run started with: the train split has "
+                   f"{len(images) - 1} usable images, {len(images)} at the start (1 removed); resume with the dataset "
+                   f"as it was, or start a new run with --weights {last}"), err
+
+
+def test_resume_accepts_the_same_dataset_moved_to_another_folder(setup, run_copy, tmp_path):
+    """The record is of the images relative to their split's folder: the dataset moved (with a config naming its
+    new place) is the same dataset."""
+    moved = shutil.copytree(setup / "data", tmp_path / "moved")
+    data = private_data(setup, tmp_path, path=str(moved))
+    last = edited_last(run_copy, train={"options": {"data": str(data)}})
+    status = train_cli.main(train_cli.parse_args(["--resume", str(last), "--epochs", "2", "--device", "cpu",
+                                                  "--no-progress"]))
+    assert status == 0
+
+
+def test_an_opt_yaml_nested_too_deep_is_rewritten_from_the_checkpoint_on_resume(capsys, caplog, run_copy):
+    (run_copy / "opt.yaml").write_text("epochs: " + "[" * 5000 + "]" * 5000 + "\n")
+    with caplog.at_level("WARNING"):
+        status = train_cli.main(train_cli.parse_args(["--resume", str(run_copy / "last.pt"), "--epochs", "2",
+                                                      "--device", "cpu", "--no-progress"]))
+    assert status == 0
+    assert f"{run_copy / 'opt.yaml'}: not a readable settings record: rewritten from the checkpoint" in caplog.text
+    assert yaml.safe_load((run_copy / "opt.yaml").read_text())["epochs"] == 2
 
 
 # ------------------------------------------------------------------------------ failures said once, and rightly

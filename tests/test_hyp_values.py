@@ -44,7 +44,7 @@ def error_of(tmp_path, hyp_text: str, cfg: str = ONE_HEAD_CFG, flags: Optional[d
      "HYP: max_steps_per_epoch=-3 is out of range: it must be at least 1 (leave it out, or null, for no cap)"),
     ("max_steps_per_epoch: 0",
      "HYP: max_steps_per_epoch=0 is out of range: it must be at least 1 (leave it out, or null, for no cap)"),
-    ("workers: -2", "HYP: workers=-2 is out of range: it must be 0 or more"),
+    ("workers: -2", "HYP: workers=-2 is out of range: it must be between 0 and 64 (as --workers)"),
     ("max_batches: -5", "HYP: max_batches=-5 is out of range: it must be 0 or more"),
     # multi_scale_range
     ("multi_scale: true\nmulti_scale_range: 0.5", f"HYP: multi_scale_range=0.5 {RANGE_WORDS}"),

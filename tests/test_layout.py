@@ -155,7 +155,7 @@ SIZE_ENTRIES = {
     "yolo/ops/sizes.py": "the normaliser itself (checked_image_size)",
     "yolo/settings/values.py": "a tool's --img-size (size_from_flag)",
     "yolo/engine/config.py": "a hyp file's img_size, a training flag, the cfg's [net] (resolve_hyp); a saved run's "
-                             "hyp (Hyperparameters.from_dict)",
+                             "hyp (Hyperparameters.from_dict, from_saved)",
     "yolo/models/preprocessing.py": "a checkpoint's record, the cfg's [net], a tool's or the Detector's img_size",
     "yolo/data/dataset.py": "the datasets' img_size (DetectionDataset(..., img_size=416), build_dataset)",
     "yolo/models/summary.py": "model.summary(img_size), layer_rows, total_bflops",

@@ -54,7 +54,7 @@ def test_the_drawn_line_follows_the_series(tmp_path, series, rising):
 def test_a_panel_per_column_of_results_csv(tmp_path):
     rows = [[e] + [f"{0.1 * e:.3f}"] * (len(RESULTS_COLUMNS) - 1) for e in (1, 2)]
     png = write_results_chart(write_csv(tmp_path / "results.csv", RESULTS_COLUMNS, rows), tmp_path / "results.png")
-    charted = len(RESULTS_COLUMNS) - 2  # not epoch, not time_s: 9 panels, 5 a row
+    charted = len(RESULTS_COLUMNS) - 6  # not epoch, the four times, workers: 9 panels, 5 a row
     assert cv2.imread(str(png)).shape == (2 * 260, 5 * 300, 3) and charted == 9
 
 

@@ -217,3 +217,19 @@ def test_the_gpu_report_runs_square_inputs(capsys):
         gpu_report.settings_from(gpu_report.parse_args(["--img-size", "320", "416"]))
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: --img-size: the report runs square inputs") and "\n" not in err, err
+
+
+def test_train_and_eval_choose_their_loader_workers_by_one_rule(monkeypatch):
+    """``--workers`` means the same in train and eval: one help, and without the flag the training loader's rule
+    (the CPUs this process may use but one, at most a batch); a count above the CPUs is cut to them."""
+    import yolo.cli.eval as eval_cli
+    from yolo.data.loader import default_workers
+
+    helps = {tool: [a.help for a in parser(tool)._actions if "--workers" in a.option_strings] for tool in ("train", "eval")}
+    assert helps["train"] == helps["eval"] and len(helps["eval"]) == 1, helps
+    assert parser("eval").parse_args(["--cfg", "c", "--weights", "w", "--data", "d"]).workers is None
+    monkeypatch.setattr(eval_cli, "usable_cpus", lambda: 8)
+    assert eval_cli.usable_workers(None, 16) == 7 == default_workers(16, cpus=8)
+    assert eval_cli.usable_workers(None, 2) == 2  # never more than a batch
+    assert eval_cli.usable_workers(12, 16) == 8
+    assert eval_cli.usable_workers(0, 16) == 0

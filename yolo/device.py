@@ -27,6 +27,7 @@ def parse_device(name: Union[str, int, torch.device, None], local_rank: int = 0)
     is a ``TypeError``. Under ``torchrun`` (``WORLD_SIZE`` > 1) each process takes ``cuda:LOCAL_RANK``.
     """
     device = name if isinstance(name, torch.device) else named_device(name)
+    check_device_type(device)
     if device.type == "cuda":
         if not torch.cuda.is_available():
             raise ConfigError(f"device '{device}': CUDA is not available on this machine")
@@ -47,6 +48,15 @@ def named_device(name: Union[str, int, None]) -> torch.device:
     if name.isdigit():
         name = f"cuda:{name}"
     try:
-        return torch.device(name)
+        device = torch.device(name)
     except RuntimeError:
         raise ConfigError(f"device '{name}' is not one of cpu, cuda, cuda:N or N") from None
+    check_device_type(device)
+    return device
+
+
+def check_device_type(device: torch.device) -> None:
+    """Refuse a device type other than cpu and cuda: torch knows more (mps, xpu, meta, hip, ...) than this project
+    runs on, and they would fail later, deep in the model, with a traceback."""
+    if device.type not in ("cpu", "cuda"):
+        raise ConfigError(f"device '{device}': only cpu, cuda, cuda:N or N are supported (not {device.type})")

@@ -19,7 +19,8 @@ from matplotlib.figure import Figure  # noqa: E402
 
 __all__ = ["pr_curves_figure", "pr_curves_grid_figure", "confusion_matrix_figure", "results_figure", "save_figure"]
 
-RESULTS_NOT_CHARTED = ("epoch", "time_s")  # the x axis, and a duration that says nothing of the learning
+# the x axis, and the durations and worker count, which say nothing of the learning
+RESULTS_NOT_CHARTED = ("epoch", "time_s", "time_data_s", "time_step_s", "time_other_s", "workers")
 RESULTS_LINE_COLOUR = "#1f77b4"  # matplotlib's tab:blue
 RESULTS_PANEL_INCHES = (3.0, 2.6)  # width, height of one panel (100 dpi)
 RESULTS_PANELS_PER_ROW = 5
@@ -50,7 +51,7 @@ def _series(rows: Sequence[Mapping[str, str]], column: str) -> Tuple[List[float]
 
 def results_figure(rows: Sequence[Mapping[str, str]]) -> Figure:
     """The training chart: one panel per column of ``results.csv`` rows (losses, lr, precision, recall,
-    mAP50, mAP50_95; not ``epoch`` and ``time_s``) against the epoch, :data:`RESULTS_PANELS_PER_ROW` panels a
+    mAP50, mAP50_95; not ``epoch``, the times and ``workers``) against the epoch, :data:`RESULTS_PANELS_PER_ROW` panels a
     row, each :data:`RESULTS_PANEL_INCHES` at 100 dpi."""
     columns = [c for c in (rows[0].keys() if rows else ()) if c not in RESULTS_NOT_CHARTED]
     per_row = max(1, min(RESULTS_PANELS_PER_ROW, len(columns)))

@@ -18,13 +18,13 @@ import torch
 from yolo.benchmark.darknet_reference import reference_darknet_item
 from yolo.benchmark.timing import median_ms, time_interleaved
 from yolo.data.darknet_augment import darknet_item
-from yolo.data.dataset import DetectionDataset
+from yolo.data.dataset import DetectionDataset, read_image
 from yolo.data.transforms import PIPELINES, augment_from_cfg, item_rng
 from yolo.models.cfg import parse_cfg
 from yolo.models.cfg_options import TRAINED_HEADS
 from yolo.ops.sizes import ImageSize
 
-__all__ = ["pipeline_settings", "data_figures"]
+__all__ = ["pipeline_settings", "data_figures", "training_settings"]
 
 
 def pipeline_settings(cfg: Path) -> Tuple[Dict[str, Dict[str, float]], Dict[str, str]]:
@@ -42,10 +42,25 @@ def pipeline_settings(cfg: Path) -> Tuple[Dict[str, Dict[str, float]], Dict[str,
     return settings, refused
 
 
+def training_settings(cfg: Path) -> Dict[str, float]:
+    """The augmentation a training run of ``cfg`` takes by default (its pipeline and values)."""
+    sections = parse_cfg(cfg)
+    return augment_from_cfg(sections[0], [s for s in sections if s.type in TRAINED_HEADS])
+
+
 def _item_task(dataset: DetectionDataset, count: int, size: ImageSize) -> Callable[[], None]:
     def run() -> None:
         for index in range(count):
             dataset[(index, size)]
+    return run
+
+
+def _decode_task(dataset: DetectionDataset, count: int) -> Callable[[], None]:
+    """The JPEG decode alone (the dataset's own read), the unit the items are compared with: machines of one kind
+    differ in absolute milliseconds, the item's cost in decodes of the same image does not."""
+    def run() -> None:
+        for index in range(count):
+            read_image(dataset.records[index].path)
     return run
 
 
@@ -67,7 +82,8 @@ def data_figures(dataset: DetectionDataset, cfg: Path, img_size: ImageSize, imag
     settings) and Darknet's against its previous implementation; print the table and return the figures:
     ``<pipeline>_ms`` per image, ``darknet_RAM_cache_ms`` (images decoded beforehand), ``darknet_previous_ms``,
     ``darknet_now_ms`` and ``darknet_speedup`` (previous / now), ``darknet_identical`` (1.0 when both made the same
-    tensors)."""
+    tensors), ``JPEG_decode_ms`` (the decode alone) and ``darknet_per_decode`` (a Darknet item in decodes of its
+    image; ``darknet_per_decode_fastest`` from the fastest rounds)."""
     count = min(int(images), len(dataset))
     settings, refused = pipeline_settings(cfg)
     tasks: Dict[str, Callable[[], None]] = {}
@@ -87,6 +103,7 @@ def data_figures(dataset: DetectionDataset, cfg: Path, img_size: ImageSize, imag
         _darknet_task(reference_darknet_item, dataset, count, img_size, darknet, previous)()
         tasks["darknet now"] = _darknet_task(darknet_item, dataset, count, img_size, darknet)
         tasks["darknet previous"] = _darknet_task(reference_darknet_item, dataset, count, img_size, darknet)
+    tasks["JPEG decode"] = _decode_task(dataset, count)
     times = time_interleaved(tasks, rounds, warmup)
     figures: Dict[str, float] = {}
     print(f"\ntraining data path, {torch.get_num_threads()} torch / {cv2.getNumThreads()} OpenCV thread(s), {count} "
@@ -98,6 +115,13 @@ def data_figures(dataset: DetectionDataset, cfg: Path, img_size: ImageSize, imag
         print(f"{name:<22}{ms:>10.2f}{1e3 / ms:>10.1f}")
     for pipeline, why in refused.items():
         print(f"{pipeline:<22}{'-':>10}{'-':>10}  ({why})")
+    if darknet is not None:
+        # in the JPEG decodes of the same images, same run; the fastest rounds too: on a busy machine the other
+        # processes lengthen the longer task more often
+        figures["darknet_per_decode"] = figures["darknet_ms"] / figures["JPEG_decode_ms"]
+        figures["darknet_per_decode_fastest"] = min(times["darknet"]) / min(times["JPEG decode"])
+        print(f"darknet item / JPEG decode: {figures['darknet_per_decode']:.2f} (medians), "
+              f"{figures['darknet_per_decode_fastest']:.2f} (fastest rounds)")
     if darknet is not None:
         identical = len(now) == len(previous) and all(torch.equal(a, b) for a, b in zip(now, previous))
         figures["darknet_identical"] = float(identical)

@@ -21,7 +21,7 @@ from yolo.cli.flags.anchors import parse_args
 from yolo.counts import MAX_ANCHORS
 from yolo.files.overwrite import refuse_overwriting_inputs
 from yolo.data.config import load_data_config
-from yolo.data.dataset import build_dataset
+from yolo.data.dataset import build_dataset, dataset_inputs
 from yolo.errors import AnchorCfgError, CfgError, DataError
 from yolo.models.cfg import parse_cfg
 
@@ -60,6 +60,11 @@ def main(args: argparse.Namespace):
         dataset = build_dataset(config, args.split, img_size=(height, width), augment=False)
     except (DataError, OSError) as exc:
         fail(str(exc).strip().splitlines()[0])
+    if args.write is not None:  # the new cfg must not land on anything the run has read: a label file, an image
+        try:
+            refuse_overwriting_inputs(args.write, dataset_inputs(config, dataset), flag="--write")
+        except ValueError as exc:
+            fail(str(exc))
     sizes = label_sizes(dataset.records, (height, width))
     if len(sizes) < k:
         fail(f"{args.data}: {len(sizes)} label boxes in the {args.split} split, fewer than the {k} anchors asked for")

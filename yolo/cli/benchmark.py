@@ -12,9 +12,12 @@ our time goes, per batch at batch 1 and --batch-size: upload (on CUDA), pre-proc
 
 With ``--data``, it times the training data path instead: milliseconds of one CPU core per training image
 (decode + augmentation + item tensor) for each augmentation pipeline with the cfg's settings, and Darknet's
-pipeline against its previous implementation in the same run (the ratio, and whether both made the same images):
+pipeline against its previous implementation in the same run (the ratio, and whether both made the same images);
+with ``--loader-workers``, also the training loader alone with those worker counts
+(:mod:`yolo.benchmark.loader`):
 
     python tools/benchmark.py --data configs/coco128.yaml --cfg weights/yolov3-tiny.cfg --img-size 416
+    python tools/benchmark.py --data configs/coco128.yaml --cfg weights/yolov3-tiny.cfg --loader-workers 1 2
 """
 from __future__ import annotations
 
@@ -28,11 +31,12 @@ import cv2
 import torch
 
 from yolo.benchmark.compare import cpu_figures, cuda_figures, random_weights_file, synthetic_image
-from yolo.benchmark.data import data_figures
+from yolo.benchmark.data import data_figures, training_settings
 from yolo.benchmark.detection_stages import stage_figures
+from yolo.benchmark.loader import loader_figures
 from yolo.cli.args import fail, run_tool, setup_logging
 from yolo.cli.flags.benchmark import parse_args
-from yolo.data import build_dataset, load_data_config
+from yolo.data import DetectionDataset, build_dataset, load_data_config
 from yolo.device import cpu_threads
 from yolo.errors import CfgError, DataError, ImageReadError
 from yolo.files.images import load_image
@@ -59,7 +63,13 @@ def data_main(args) -> Dict[str, float]:
     try:
         img_size = input_size(args)
         dataset = build_dataset(load_data_config(args.data), "train", img_size, augment=False)
-        return data_figures(dataset, args.cfg, img_size, args.images, args.iters or 5, min(args.warmup, 1))
+        figures = data_figures(dataset, args.cfg, img_size, args.images, args.iters or 5, min(args.warmup, 1))
+        if args.loader_workers:
+            training = DetectionDataset(dataset.records, dataset.names, img_size, augment=True,
+                                        hyp=training_settings(args.cfg), seed=dataset.seed)
+            figures.update(loader_figures(training, args.batch_size, args.loader_workers,
+                                          batches=max(1, args.images // args.batch_size)))
+        return figures
     except (CfgError, DataError, FileNotFoundError) as exc:
         fail(str(exc))
 

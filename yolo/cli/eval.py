@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -19,9 +18,11 @@ from yolo.cli.args import fail, run_tool, setup_logging
 from yolo.cli.flags.common import settings_from
 from yolo.cli.flags.eval import parse_args
 from yolo.data import build_dataset, create_dataloader, load_data_config
+from yolo.data.loader import default_workers, usable_cpus
 from yolo.device import parse_device
 from yolo.errors import CfgError, ConfigError, DataError, WeightsError
 from yolo.evaluation import Evaluator, evaluate_model
+from yolo.files.names import names_difference
 from yolo.models.model import load_model
 from yolo.models.preprocessing import default_resize, model_input_choice
 from yolo.progress import use_bars
@@ -31,10 +32,13 @@ from yolo.settings.evaluate import EvalOptions
 logger = logging.getLogger("yolo.eval")
 
 
-def usable_workers(requested: int) -> int:
+def usable_workers(requested: Optional[int], batch_size: int) -> int:
     """``--workers``, at most the CPUs this process may run on: more only slow loading down (torch warns of a
-    freeze over several lines), and the results do not depend on the count."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    freeze over several lines), and the results do not depend on the count. Without it, the rule of the
+    training loader (:func:`yolo.data.loader.default_workers`): those CPUs but one, at most ``batch_size``."""
+    cpus = usable_cpus()
+    if requested is None:
+        return default_workers(batch_size, cpus=cpus)
     if requested > cpus:
         logger.warning("warning: --workers %d is more than the %d CPUs this process may use: using %d", requested,
                        cpus, cpus)
@@ -45,6 +49,10 @@ def usable_workers(requested: int) -> int:
 def main(args: argparse.Namespace) -> Dict[str, Any]:
     """Evaluate as described by ``args`` (see :func:`parse_args`); returns the metrics dict."""
     opts = settings_from(args, EvalOptions)
+    if opts.save_dir and Path(opts.save_dir).is_dir() and any(Path(opts.save_dir).iterdir()):
+        fail(f"--save-dir {opts.save_dir}: the folder is not empty; give an empty or new folder (the results go "
+             "exactly there, and nothing in it is overwritten), or leave --save-dir out for a new folder under "
+             "--project")
     try:
         device = parse_device(opts.device)
         data = load_data_config(opts.data, training=opts.split == "train")  # valid= alone does for val
@@ -52,6 +60,11 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
         if model.num_classes != data.num_classes:
             fail(f"the model predicts {model.num_classes} classes but {opts.data} names {data.num_classes}: "
                  "wrong --data or --cfg?")
+        difference = names_difference(model.class_names, data.names) if model.class_names else None
+        if difference:  # the metrics pair the model's class i with the data's class i, whatever their names
+            logger.warning("warning: %s was trained with other class names than %s names: %s; each class is "
+                           "scored by its number, so check that they mean the same classes", opts.weights,
+                           opts.data, difference)
         model.eval().fuse()
         img_size, img_size_from = model_input_choice(model, opts.img_size, "--img-size")
         dataset = build_dataset(data, opts.split, img_size=img_size, augment=False)
@@ -64,10 +77,8 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
     except (CfgError, ConfigError, WeightsError, DataError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))
     loader = create_dataloader(dataset, batch_size=opts.batch_size, shuffle=False,
-                               num_workers=usable_workers(opts.workers), pin_memory=device.type == "cuda")
-    save_dir = Path(opts.save_dir) if opts.save_dir else Path(opts.project) / run_name(opts.name)
-    if not opts.save_dir or (save_dir.exists() and any(save_dir.iterdir())):  # never overwrite a run
-        save_dir = increment_path(save_dir)
+                               num_workers=usable_workers(opts.workers, opts.batch_size), pin_memory=device.type == "cuda")
+    save_dir = Path(opts.save_dir) if opts.save_dir else increment_path(Path(opts.project) / run_name(opts.name))
     save_dir.mkdir(parents=True, exist_ok=True)
 
     logger.info("evaluating %s on %s (%d images) at %dx%d (%s), %s, conf %g, NMS IoU %g", opts.weights, opts.data,

@@ -1,4 +1,4 @@
-"""Label-scan cache: a JSON file keyed by each image's and label file's size and mtime.
+"""Label-scan cache: a JSON file keyed per image (size, mtime) and per label file (size, mtime, content hash).
 
 The preferred place is next to the labels (``labels/train2017.cache.json``). When that folder is
 read-only, or lies under ``$YOLO_ASSETS`` (shared assets are never written to), the cache goes to
@@ -20,7 +20,7 @@ from yolo.files.atomic import write_text_atomic
 
 logger = logging.getLogger(__name__)
 
-CACHE_VERSION = 2
+CACHE_VERSION = 3
 _MEMORY: Dict[str, Dict[str, Any]] = {}
 
 

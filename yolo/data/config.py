@@ -26,7 +26,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import yaml
 
@@ -34,7 +34,7 @@ from yolo.counts import MAX_CLASSES
 from yolo.data.darknet_data import is_darknet_data, read_darknet_data
 from yolo.data.shapes import ensure_shapes_dataset
 from yolo.errors import DataError, shown
-from yolo.files.yaml_files import load_yaml
+from yolo.files.yaml_files import load_yaml, yaml_problem
 from yolo.files.names import read_names
 
 logger = logging.getLogger(__name__)
@@ -82,6 +82,7 @@ class DataConfig:
         train_images, val_images: image folders of COCO JSON splits (default ``root``).
         generate: ``{"name": "shapes", ...kwargs}`` when the data is synthesized on first use.
         source: the YAML file this config came from (for error messages).
+        names_file: the ``.names`` file the names were read from (None when the YAML lists them).
     """
 
     root: Path
@@ -93,6 +94,7 @@ class DataConfig:
     val_images: Optional[Path] = None
     generate: Optional[Dict[str, Any]] = None
     source: Optional[Path] = None
+    names_file: Optional[Path] = None
     check_paths: bool = field(default=True, repr=False)
 
     def __post_init__(self):
@@ -155,7 +157,8 @@ def _checked_names(raw: Any, yaml_path: Path) -> Any:
     return raw
 
 
-def _parse_names(raw: Any, yaml_path: Path, root: Path) -> List[str]:
+def _parse_names(raw: Any, yaml_path: Path, root: Path) -> Tuple[List[str], Optional[Path]]:
+    """The class names of ``names:`` and the ``.names`` file they came from (None for a list or mapping)."""
     if isinstance(raw, dict):
         try:
             keys = sorted(int(k) for k in raw)
@@ -164,9 +167,9 @@ def _parse_names(raw: Any, yaml_path: Path, root: Path) -> List[str]:
                             yaml_path) from None
         if keys != list(range(len(keys))):
             raise DataError(f"'names' keys must be 0..{len(keys) - 1} without gaps, got {keys}", yaml_path)
-        return [str(raw[k] if k in raw else raw[str(k)]) for k in keys]
+        return [str(raw[k] if k in raw else raw[str(k)]) for k in keys], None
     if isinstance(raw, (list, tuple)):
-        return [str(n) for n in raw]
+        return [str(n) for n in raw], None
     if isinstance(raw, str):
         text = expand_env(raw, yaml_path)
         candidates = [Path(text)] if os.path.isabs(text) else [root / text, yaml_path.parent / text]
@@ -175,7 +178,7 @@ def _parse_names(raw: Any, yaml_path: Path, root: Path) -> List[str]:
                 names = read_names(candidate)
                 if not names:
                     raise DataError(f"'names' file {candidate} is empty", yaml_path)
-                return names
+                return names, candidate.resolve()
         raise DataError(f"'names' file {text} not found (looked in {', '.join(str(c.parent) for c in candidates)})",
                         yaml_path)
     raise DataError(f"'names' must be a list, a mapping or a .names file, got {type(raw).__name__}", yaml_path)
@@ -263,16 +266,19 @@ def load_data_config(path: PathLike, prepare: bool = True, training: bool = True
     try:
         raw = load_yaml(yaml_path)
     except yaml.YAMLError as e:
-        line = getattr(getattr(e, "problem_mark", None), "line", None)
-        raise DataError(f"not valid YAML: {shown(e)}", yaml_path, None if line is None else line + 1) from None
+        problem, line = yaml_problem(e)
+        raise DataError(f"not valid YAML: {shown(problem)}", yaml_path, line) from None
     except (ValueError, UnicodeDecodeError) as e:
         raise DataError(f"cannot read it: {shown(e)}", yaml_path) from None
     if not isinstance(raw, dict):
         raise DataError("a dataset config must be a mapping with keys path, train, val, names", yaml_path)
-    known = {"path", "train", "val", "names", "nc", "train_images", "val_images", "generate", "test", "download"}
-    unknown = sorted(set(raw) - known)
+    # An unknown key is refused, as in a --hyp file: a misspelt one (vall:, name:) would otherwise be dropped
+    # without a word. test and download are read by other tools' dataset files and are ignored here.
+    known = ("path", "train", "val", "names", "nc", "train_images", "val_images", "generate", "test", "download")
+    unknown = [key for key in raw if key not in known]
     if unknown:
-        logger.warning("%s: ignoring unknown keys %s", yaml_path, unknown)
+        raise DataError(f"unknown key {shown(repr(unknown[0]))} (known: {', '.join(known)})", yaml_path,
+                        _key_line(yaml_path, unknown[0]))
     for key in ("train", "val"):
         if key not in raw:
             raise DataError(f"missing required key '{key}'", yaml_path)
@@ -295,8 +301,9 @@ def load_data_config(path: PathLike, prepare: bool = True, training: bool = True
             kwargs = {k: v for k, v in generate.items() if k != "name"}
             ensure_shapes_dataset(root, **kwargs)
 
+    names_file = None
     if "names" in raw:
-        names = _parse_names(_checked_names(raw["names"], yaml_path), yaml_path, root)
+        names, names_file = _parse_names(_checked_names(raw["names"], yaml_path), yaml_path, root)
     elif is_coco_json(train) and train.is_file():
         names = _names_from_coco(train)
     else:
@@ -307,4 +314,5 @@ def load_data_config(path: PathLike, prepare: bool = True, training: bool = True
         raise DataError(f"'nc' must be an integer, got {nc!r}", yaml_path)
     return DataConfig(root=root, train=train, val=val, names=names, num_classes=nc,
                       train_images=images.get("train_images"), val_images=images.get("val_images"),
-                      generate=generate, source=yaml_path, check_paths=prepare or generate is None)
+                      generate=generate, source=yaml_path, names_file=names_file,
+                      check_paths=prepare or generate is None)

@@ -80,7 +80,7 @@ def _resolve(value: str, key: str, line: int, data_path: Path) -> Path:
 def read_darknet_data(path, training: bool = True) -> Dict[str, Any]:
     """The fields of a :class:`yolo.data.config.DataConfig` from the ``.data`` file ``path``: ``root`` (the
     working directory, the base Darknet reads relative paths from), ``train``, ``val``, ``names`` and
-    ``num_classes``. Every problem is a :class:`DataError` naming the file and line.
+    ``num_classes``, and ``names_file``. Every problem is a :class:`DataError` naming the file and line.
 
     ``training=False`` (evaluation): ``train=`` may be absent when ``valid=`` is there (``train`` is then the
     ``valid`` list, never read), and keys only training reads (``backup=``) pass without a note."""
@@ -120,7 +120,8 @@ def read_darknet_data(path, training: bool = True) -> Dict[str, Any]:
             raise DataError(f"classes={value} is not an integer", data_path, line) from None
         if num_classes != len(names):
             raise DataError(f"classes={num_classes} but {names_file} lists {len(names)} names", data_path, line)
-    return {"root": Path.cwd().resolve(), "train": train, "val": val, "names": names, "num_classes": num_classes}
+    return {"root": Path.cwd().resolve(), "train": train, "val": val, "names": names, "num_classes": num_classes,
+            "names_file": names_file}
 
 
 __all__ = ["IGNORED_KEYS", "is_darknet_data", "read_darknet_data", "read_data_options"]

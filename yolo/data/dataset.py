@@ -21,6 +21,7 @@ A split is a folder of images or a list file with one image path per line (Darkn
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import logging
 import os
@@ -41,7 +42,7 @@ from yolo.ops.sizes import ImageSize, SizeLike
 from yolo.data.cache import LabelCache
 from yolo.data.config import DataConfig, is_coco_json
 from yolo.data.image_cache import ImageCache
-from yolo.errors import DataError, ImageReadError
+from yolo.errors import DataError, ImageReadError, shown
 from yolo.files.images import DATASET_IMAGE_SUFFIXES, image_file_size, load_image
 from yolo.data.transforms import (NO_AUGMENT, augment_config, item_rng, matrix_to_letterbox, mosaic_tile, reduced_size,
                                   resize_sample, resized_boxes, train_transform)
@@ -297,7 +298,8 @@ def list_images(source: Path, search_dirs: Sequence[Path] = ()) -> Tuple[List[Pa
     if source.suffix.lower() in DATASET_IMAGE_SUFFIXES:
         raise DataError("an image, not a text list of image paths: give the folder of the split's images or a "
                         ".txt list of them", source)
-    images, problems, listed = [], [], 0
+    images, listed = [], 0
+    bad: Dict[str, List[Tuple[int, str]]] = {"missing_image": [], "bad_image": []}  # code -> (line, entry)
     bases = [source.parent, *search_dirs, Path.cwd()]
     with open(source, "rb") as f:
         for lineno, raw in enumerate(f, start=1):
@@ -309,14 +311,25 @@ def list_images(source: Path, search_dirs: Sequence[Path] = ()) -> Tuple[List[Pa
             candidates = [path] if path.is_absolute() else [b / path for b in bases]
             found = next((c for c in candidates if c.is_file()), None)
             if found is None:
-                problems.append(Problem(str(source), f"image {candidates[0]} not found", lineno, "image",
-                                        "missing_image"))
+                bad["missing_image"].append((lineno, entry))
             elif found.suffix.lower() not in DATASET_IMAGE_SUFFIXES:
-                problems.append(Problem(str(source), f"{found} is not an image file "
-                                        f"(extensions: {' '.join(DATASET_IMAGE_SUFFIXES)})", lineno, "image", "bad_image"))
+                bad["bad_image"].append((lineno, entry))
             else:
                 images.append(found.resolve())
+    problems = [_bad_list_lines(source, code, lines, listed) for code, lines in bad.items() if lines]
     return images, problems, listed
+
+
+def _bad_list_lines(source: Path, code: str, lines: List[Tuple[int, str]], listed: int) -> Problem:
+    """One problem for the lines of a list file that name no image (``code`` missing_image) or a file that is no
+    image (bad_image): their count and line numbers, and only the first entry, cut short and escaped. A list file
+    may be anything a dataset config names (``train: /etc/passwd``, a private key): its lines never go to a log."""
+    numbers = ", ".join(str(n) for n, _ in lines[:10]) + (", ..." if len(lines) > 10 else "")
+    what = ("name no existing file" if code == "missing_image"
+            else f"name a file that is not an image (extensions: {' '.join(DATASET_IMAGE_SUFFIXES)})")
+    first_line, first = lines[0]
+    return Problem(str(source), f"{len(lines):,} of {listed:,} entries {what} (line{'s' if len(lines) > 1 else ''} "
+                   f"{numbers}); the first: '{shown(first, 40)}'", first_line, "image", code, len(lines))
 
 
 def _list_line(raw: bytes, source: Path, lineno: int) -> str:
@@ -336,10 +349,27 @@ def _cache_file(source: Path) -> Path:
 
 
 def _fingerprint(path: Optional[Path]) -> List[int]:
+    """An image's cache key: its size and mtime (decoding it again is what the cache saves)."""
     if path is None:
         return [-1, -1]
     st = path.stat()
     return [st.st_size, st.st_mtime_ns]
+
+
+def _label_fingerprint(path: Optional[Path]) -> list:
+    """A label file's cache key: its size, mtime and a hash of its bytes, so a label edited in place with its mtime
+    kept (``cp -p``, ``rsync -t``, ``touch -r``, a file system with 1-second times) is read again. Hashing a label
+    file costs little next to decoding its image. A folder (reported by the scan) has no bytes to hash."""
+    if path is None:
+        return [-1, -1, ""]
+    st = path.stat()
+    if not path.is_file():
+        return [st.st_size, st.st_mtime_ns, ""]
+    try:
+        digest = hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
+    except OSError:  # unreadable: the scan reports it; the key then never matches a readable file's
+        digest = "unreadable"
+    return [st.st_size, st.st_mtime_ns, digest]
 
 
 def scan_yolo(source: PathLike, num_classes: int, search_dirs: Sequence[Path] = (), cache: bool = True
@@ -347,7 +377,8 @@ def scan_yolo(source: PathLike, num_classes: int, search_dirs: Sequence[Path] = 
     """Check every image and label file of a YOLO-layout split.
 
     Returns the usable records (boxes in original pixels) and the report listing everything
-    dropped. Results are cached per file (size and mtime) so a second scan reads no images.
+    dropped. Results are cached per file (an image's size and mtime, a label file's size, mtime and content hash)
+    so a second scan reads no images.
     """
     source = Path(source).resolve()
     images, problems, listed = list_images(source, search_dirs)
@@ -369,7 +400,7 @@ def scan_yolo(source: PathLike, num_classes: int, search_dirs: Sequence[Path] = 
         key = str(image_path)
         label_path = find_label_file(image_path)
         try:
-            fingerprint = _fingerprint(image_path) + [str(label_path)] + _fingerprint(label_path)
+            fingerprint = _fingerprint(image_path) + [str(label_path)] + _label_fingerprint(label_path)
         except OSError as e:
             problems.append(Problem(key, f"cannot stat file: {e}", None, "image", "missing_image"))
             continue
@@ -570,6 +601,29 @@ class CocoDataset(DetectionDataset):
 
 
 # ---------------------------------------------------------------------------- from a config
+def dataset_inputs(config: DataConfig, dataset: DetectionDataset) -> Dict[str, Path]:
+    """Every file a run reads for ``dataset`` (a split of ``config``), keyed by what it is, for
+    :func:`yolo.files.overwrite.refuse_overwriting_inputs`: the config and its ``.names`` file, the split's list
+    file (or COCO JSON) and label cache, and each image with its label file."""
+    inputs: Dict[str, Path] = {}
+    if config.source is not None:
+        inputs["the dataset config"] = Path(config.source)
+    if config.names_file is not None:
+        inputs["the names file"] = config.names_file
+    source = Path(dataset.source)
+    if source.is_file():
+        inputs["the split's list"] = source
+    if not is_coco_json(source):
+        inputs["the label cache"] = _cache_file(source.resolve())
+    for record in dataset.records:
+        inputs[f"the image {record.path}"] = Path(record.path)
+        label = find_label_file(Path(record.path)) if not is_coco_json(source) else None
+        if label is not None:
+            inputs[f"the label file of {record.path}"] = label
+    return inputs
+
+
+
 def build_dataset(config: DataConfig, split: str = "train", img_size: SizeLike = 416,
                   augment: Optional[bool] = None, hyp: Optional[Dict[str, Any]] = None, seed: int = 0,
                   cache: bool = True) -> DetectionDataset:
@@ -583,3 +637,4 @@ def build_dataset(config: DataConfig, split: str = "train", img_size: SizeLike =
     if is_coco_json(path):
         return CocoDataset(path, config.images_dir(split) or config.root, config.names, img_size, augment, hyp, seed)
     return YoloDataset(path, config.names, img_size, augment, hyp, seed, cache=cache, search_dirs=[config.root])
+

@@ -1,8 +1,10 @@
 """A DataLoader with the project's collate and a seeded shuffle; the training loader of a whole run."""
 from __future__ import annotations
 
+import os
 from typing import Callable, Iterator, List, Optional, Tuple
 
+import cv2
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
@@ -64,10 +66,36 @@ class SizedBatchSampler(Sampler[List[Tuple[int, Tuple[int, int], int]]]):
 
 
 def one_thread_per_worker(worker_id: int) -> None:
-    """``worker_init_fn``: one torch thread in each loader worker (the workers are the parallelism; more threads
-    per worker only compete for the same cores). OpenCV's thread count is left alone: reconfiguring its thread
-    pool in a forked worker can wait forever for the parent's pool threads, which the fork did not copy."""
+    """``worker_init_fn``: one thread in each loader worker, torch's and OpenCV's (the workers are the
+    parallelism; more threads per worker only compete for the same cores: OpenCV would otherwise start its own
+    pool of one thread per core in every worker, at the worker's first resize).
+
+    OpenCV's count is set to 0 (no threading at all), never to 1: in a forked worker, a count other than 0
+    reconfigures the thread pool inherited from the parent, whose threads the fork did not copy, and crashes
+    the worker when the parent's pool had started (OpenCV 4.14 with pthreads); 0 only switches the pool off.
+    Results do not depend on it: OpenCV splits the rows of an image among threads, each row computed alike."""
     torch.set_num_threads(1)
+    cv2.setNumThreads(0)
+
+
+def default_workers(mini_batch: int, processes_per_machine: int = 1, cpus: Optional[int] = None) -> int:
+    """The loader workers of one training process when ``--workers`` is not given: the CPUs this process may use
+    (its affinity mask, ``os.sched_getaffinity``; ``cpus`` overrides it), all but one (the training loop's),
+    shared among the ``processes_per_machine`` training processes of the machine (DDP: ``LOCAL_WORLD_SIZE``), and
+    never more than ``mini_batch`` (a worker makes one mini-batch at a time, and the loader asks each for two
+    ahead: more workers than images in a mini-batch only hold memory)."""
+    if cpus is None:
+        cpus = usable_cpus()
+    share = max(0, cpus - 1) // max(1, int(processes_per_machine))
+    return max(0, min(share, int(mini_batch)))
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on: its affinity mask where the system has one (Linux), else the count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def init_worker(worker_id: int) -> None:

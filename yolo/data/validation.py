@@ -10,6 +10,7 @@ from __future__ import annotations
 import codecs
 import logging
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
@@ -25,6 +26,16 @@ logger = logging.getLogger(__name__)
 EDGE_TOLERANCE = 0.01
 # Boxes narrower or lower than this (normalized) after clipping are degenerate.
 MIN_BOX_SIDE = 1e-4
+# A label file none of whose lines reads as a label, with at least this many lines, is not listed line by line.
+NOT_LABELS_AFTER = 3
+
+# A label line's values as Darknet's read_boxes (src/data.c) reads them with fscanf("%d %f %f %f %f"): separated
+# by C whitespace only, the class a whole decimal number, the others plain decimal numbers. Python's own int() and
+# float() take more (``0.48_9``, Arabic-Indic digits, non-breaking spaces) and would read such a line as Darknet
+# never does, so anything else is refused at its line.
+_C_WHITESPACE = re.compile(r"[ \t\n\v\f\r]+")
+_C_INTEGER = re.compile(r"[+-]?[0-9]+")
+_C_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 @dataclass(frozen=True)
@@ -39,13 +50,15 @@ class Problem:
     kind: str = "box"
     # What went wrong, for the report's hints: unknown_class, pixel_coords, malformed, ... ("" if unclassified).
     code: str = ""
+    # How many dropped entries this one problem stands for (the lines of a list file that name no image, said once).
+    count: int = 1
 
     def __str__(self) -> str:
         where = self.path if self.line is None else f"{self.path}:{self.line}"
         return shown(f"{where}: {self.reason}", MAX_MESSAGE)  # a label line may hold terminal escapes
 
     def to_json(self) -> list:
-        return [self.path, self.reason, self.line, self.kind, self.code]
+        return [self.path, self.reason, self.line, self.kind, self.code, self.count]
 
     @classmethod
     def from_json(cls, row: list) -> "Problem":
@@ -75,14 +88,14 @@ class ValidationReport:
 
     @property
     def num_dropped_images(self) -> int:
-        return sum(1 for p in self.problems if p.kind in ("image", "file"))
+        return sum(p.count for p in self.problems if p.kind in ("image", "file"))
 
     @property
     def num_dropped_boxes(self) -> int:
-        return sum(1 for p in self.problems if p.kind == "box")
+        return sum(p.count for p in self.problems if p.kind == "box")
 
     def count(self, code: str) -> int:
-        return sum(1 for p in self.problems if p.code == code)
+        return sum(p.count for p in self.problems if p.code == code)
 
     def hints(self) -> List[str]:
         """Likely causes behind the problems (the usual reasons for a mAP of 0)."""
@@ -110,7 +123,7 @@ class ValidationReport:
         text = (f"{self.source}: {self.num_kept_images}/{self.num_images} images usable "
                 f"({self.num_background} background), {self.num_boxes} boxes")
         if self.problems:
-            text += (f"; {len(self.problems)} problems: {self.num_dropped_images} images and "
+            text += (f"; {sum(p.count for p in self.problems)} problems: {self.num_dropped_images} images and "
                      f"{self.num_dropped_boxes} labels dropped")
         for hint in self.hints():
             text += f"\n  hint: {hint}"
@@ -180,28 +193,33 @@ def parse_label_lines(lines: List[str], path: str, num_classes: int
         problems.append(Problem(path, reason, lineno, "box", code))
 
     for lineno, raw in enumerate(lines, start=1):
-        text = raw.strip()
+        text = raw.strip(" \t\n\v\f\r")
         if not text or text.startswith("#"):
             continue
-        fields = text.replace(",", " ").split()
+        if "," in text:
+            drop(lineno, f"malformed label line '{text[:60]}': values separated by ','; Darknet reads them "
+                         "separated by spaces ('class cx cy w h')")
+            continue
+        fields = _C_WHITESPACE.split(text)
         if len(fields) != 5:
             extra = " (polygon/segment labels are not supported)" if len(fields) > 5 else ""
             drop(lineno, f"malformed label line '{text[:60]}': expected 5 values 'class cx cy w h', "
                          f"got {len(fields)}{extra}")
             continue
-        try:
-            values = [float(v) for v in fields]
-        except ValueError:
-            bad = next(v for v in fields if not _is_float(v))
-            drop(lineno, f"malformed label line '{text[:60]}': '{bad}' is not a number")
+        bad = next((v for v in fields if not _C_DECIMAL.fullmatch(v)), None)
+        if bad is not None:
+            drop(lineno, f"malformed label line '{text[:60]}': '{bad}' is not a number (plain decimal digits "
+                         "0-9, as Darknet reads labels)")
             continue
+        if not _C_INTEGER.fullmatch(fields[0]):
+            drop(lineno, f"malformed label line: class '{fields[0]}' is not an integer (Darknet would read its "
+                         "leading digits as the class and the rest as the next value)")
+            continue
+        values = [float(v) for v in fields]
         if not all(math.isfinite(v) for v in values):
             drop(lineno, f"malformed label line '{text[:60]}': non-finite value")
             continue
         cls, cx, cy, w, h = values
-        if cls != int(cls):
-            drop(lineno, f"malformed label line: class '{fields[0]}' is not an integer")
-            continue
         cls = int(cls)
         if not 0 <= cls < num_classes:
             drop(lineno, f"unknown class {cls}: the dataset has {num_classes} classes (0..{num_classes - 1}); "
@@ -237,14 +255,6 @@ def parse_label_lines(lines: List[str], path: str, num_classes: int
     return labels, problems
 
 
-def _is_float(text: str) -> bool:
-    try:
-        float(text)
-        return True
-    except ValueError:
-        return False
-
-
 def read_label_file(path: Path, num_classes: int) -> Tuple[np.ndarray, List[Problem]]:
     """Parse one label file; an unreadable file is one problem (and no boxes).
 
@@ -272,4 +282,16 @@ def read_label_file(path: Path, num_classes: int) -> Tuple[np.ndarray, List[Prob
             undecodable.append(Problem(str(path), f"malformed label line {raw[:40]!r}: not UTF-8 text", lineno,
                                        "box", "malformed"))
     labels, problems = parse_label_lines(lines, str(path), num_classes)
-    return labels, sorted(undecodable + problems, key=lambda problem: problem.line or 0)
+    problems = sorted(undecodable + problems, key=lambda problem: problem.line or 0)
+    if len(labels) == 0 and len(problems) >= NOT_LABELS_AFTER and all(p.code == "malformed" for p in problems):
+        problems = [_not_a_label_file(path, problems)]
+    return labels, problems
+
+
+def _not_a_label_file(path: Path, problems: List[Problem]) -> Problem:
+    """One problem, without the lines' text, for a "label file" that is some other file: a dataset may point an
+    image's label path anywhere (a link to a private key, ``/etc/passwd``), and its lines must not reach a log."""
+    numbers = ", ".join(str(p.line) for p in problems[:10]) + (", ..." if len(problems) > 10 else "")
+    return Problem(str(path), f"not a label file: none of its {len(problems):,} lines reads as 'class cx cy w h' "
+                   f"(lines {numbers}; their text is not shown); its image is kept without boxes",
+                   problems[0].line, "box", "malformed", len(problems))

@@ -20,13 +20,14 @@ import torch.nn as nn
 from yolo.data import load_data_config
 from yolo.device import parse_device
 from yolo.engine.config import Hyperparameters, TrainOptions, resolve_hyp
+from yolo.engine.dataset_record import check_same_dataset
 from yolo.engine.distributed import DistInfo, barrier, cleanup_distributed, init_distributed
 from yolo.engine.ema import ModelEMA
 from yolo.engine.epoch_batches import EpochBatches
 from yolo.engine.optimizer import optimizer_from_hyp
 from yolo.engine.parts import TrainingParts
-from yolo.engine.resume import (MACHINE_SETTINGS, ResumeState, load_training_state, read_resume_checkpoint,
-                                saved_hyp)
+from yolo.engine.resume import (MACHINE_SETTINGS, ResumeState, check_resume_counters, load_training_state,
+                                read_resume_checkpoint, saved_hyp)
 from yolo.engine.rng import seed_everything
 from yolo.engine.run_hooks import open_run_folder, run_folder
 from yolo.engine.run_plan import build_datasets, multi_scale_rule, plan_run, run_schedule
@@ -109,7 +110,9 @@ def _build(options: TrainOptions, ckpt: Optional[Dict[str, Any]], resume_path: O
     criterion = YoloLoss(model)
     start = ResumeState()
     if ckpt is not None:  # before the DDP wrap, which broadcasts rank 0's weights
+        check_same_dataset(ckpt["train"].get("dataset"), ckpt.get("names"), data, train_set, val_set, resume_path)
         start = load_training_state(ckpt, model, optimizer, scaler, ema)
+        check_resume_counters(start, plan.steps_per_epoch, resume_path)
         if main:
             logger.info("resuming %s at epoch %d, update %d of the epoch (update %d overall)", resume_path,
                         start.epoch + 1, start.epoch_step, start.global_step)
@@ -120,7 +123,8 @@ def _build(options: TrainOptions, ckpt: Optional[Dict[str, Any]], resume_path: O
     run_dir = run_folder(options, resume_path, main)
     hooks, writer = [], None
     if main:
-        hooks, writer = open_run_folder(run_dir, ckpt is not None, options, hyp, model.cfg_text, data)
+        hooks, writer = open_run_folder(run_dir, ckpt is not None, options, hyp, model.cfg_text, data,
+                                        finished=ckpt is not None and start.epoch >= plan.epochs)
         logger.info("run folder %s: %d epochs x %d updates of %d images (%d mini-batch(es) of %d x %d "
                     "process(es)), img %dx%d, lr %g, %s (%s)", run_dir, plan.epochs, plan.steps_per_epoch,
                     hyp.batch, plan.accumulate, plan.mini_batch, dist.world_size, plan.img_size[0],

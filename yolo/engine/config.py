@@ -25,7 +25,7 @@ import logging
 import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 import yaml
 
@@ -33,10 +33,11 @@ from yolo.counts import MAX_BATCH, MAX_IMAGE_SIDE
 from yolo.data.transforms import augment_from_cfg
 from yolo.engine.schedule import SCHEDULE_DEFAULTS, LRSchedule, ScheduleSettings, read_net_schedule, resolve_steps
 from yolo.errors import ConfigError, shown
-from yolo.files.yaml_files import load_yaml
+from yolo.files.yaml_files import load_yaml, yaml_problem
 from yolo.models.cfg_options import check_training_options, last_head
 from yolo.ops.sizes import ImageSize, check_stride, image_size
 from yolo.settings.declare import declared
+from yolo.settings.values import MAX_WORKERS
 from yolo.settings.train import TrainOptions  # declared with its flags; here for `from yolo.engine import TrainOptions`
 
 logger = logging.getLogger(__name__)
@@ -111,6 +112,17 @@ class Hyperparameters(ScheduleSettings):
             kept["img_size"] = image_size(kept["img_size"], f"{where}: img_size")
         return cls(**kept)
 
+    @classmethod
+    def from_saved(cls, values: Any, where: str) -> "Hyperparameters":
+        """A saved run's values (a checkpoint's ``hyp``) checked as a ``--hyp`` file's are: the types of the
+        fields and :data:`HYP_RANGES`; a value out of them is a :class:`ConfigError` naming ``where``. The size
+        becomes an ``ImageSize`` as in :meth:`from_dict`."""
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"{where}: not a mapping of hyperparameters")
+        typed = {key: _typed(key, value, where) for key, value in values.items() if key in _FIELDS}
+        check_ranges(typed, lambda key: where)
+        return cls.from_dict(typed, where)
+
 
 _FIELDS = {f.name: f for f in fields(Hyperparameters)}
 # The keys Darknet's [net] does not have.
@@ -131,7 +143,9 @@ def read_hyp(hyp: Union[str, Path, Mapping[str, Any], None]) -> Dict[str, Any]:
     try:
         data = load_yaml(path) or {}
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {shown(exc)}") from None
+        problem, line = yaml_problem(exc)
+        where = f"{path}:{line}" if line is not None else str(path)
+        raise ConfigError(f"{where}: not valid YAML: {shown(problem)}") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read it: {shown(exc)}") from None
     if not isinstance(data, dict):
@@ -178,11 +192,7 @@ def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, 
     # Types (from the fields of Hyperparameters) and ranges.
     for key, value in hyp.items():
         hyp[key] = _typed(key, value, _origin(key, user, flags, net, where))
-    for key, (low, high, text) in HYP_RANGES.items():
-        value = hyp.get(key)
-        if value is not None and not (low <= value and (value < high if key in _BELOW else value <= high)):
-            raise ConfigError(f"{_origin(key, user, flags, net, where)}: {key}={value!r} is out of range: it must "
-                              f"be {text}")
+    check_ranges(hyp, lambda key: _origin(key, user, flags, net, where))
     for key in ("steps", "scales"):
         hyp[key] = _number_list(key, hyp[key], _origin(key, user, flags, net, where))
     _check_rate_signs(hyp, lambda key: _origin(key, user, flags, net, where))
@@ -227,9 +237,12 @@ def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, 
     return Hyperparameters(**hyp)
 
 
+# The optimizer steps in float32 (largest 3.4e38): a rate past this overflows in its arithmetic (learning_rate: 1e308
+# was an OverflowError from deep in torch); any real rate is far below (Darknet's cfgs: 0.0001 to 0.1).
+MAX_LEARNING_RATE = 1e30
 # The numeric hyperparameters with a range (low, high, in words); those in _BELOW must stay under high.
 HYP_RANGES = {
-    "learning_rate": (0.0, math.inf, "0 or more"),
+    "learning_rate": (0.0, MAX_LEARNING_RATE, f"between 0 and {MAX_LEARNING_RATE:g}"),
     "momentum": (0.0, 1.0, "at least 0 and below 1"),
     "decay": (0.0, 1.0, "at least 0 and below 1"),
     "B1": (0.0, 1.0, "at least 0 and below 1"),
@@ -249,9 +262,17 @@ HYP_RANGES = {
     "epochs": (1, math.inf, "at least 1"),
     "max_batches": (0, math.inf, "0 or more"),
     "max_steps_per_epoch": (1, math.inf, "at least 1 (leave it out, or null, for no cap)"),
-    "workers": (0, math.inf, "0 or more"),
+    "workers": (0, MAX_WORKERS, f"between 0 and {MAX_WORKERS} (as --workers)"),
 }
 _BELOW = ("momentum", "decay", "B1", "B2")
+
+
+def check_ranges(hyp: Mapping[str, Any], origin: Callable[[str], str]) -> None:
+    """Refuse a value of ``hyp`` outside :data:`HYP_RANGES`, naming where it came from (``origin(key)``)."""
+    for key, (low, high, text) in HYP_RANGES.items():
+        value = hyp.get(key)
+        if value is not None and not (low <= value and (value < high if key in _BELOW else value <= high)):
+            raise ConfigError(f"{origin(key)}: {key}={value!r} is out of range: it must be {text}")
 
 
 def _origin(key: str, user: Mapping[str, Any], flags: Mapping[str, Any], net, where: str) -> str:

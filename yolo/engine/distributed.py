@@ -48,6 +48,15 @@ def dist_info_from_env() -> DistInfo:
     return DistInfo(rank, local, world)
 
 
+def local_world_size(info: DistInfo) -> int:
+    """The training processes on this machine: ``torchrun``'s ``LOCAL_WORLD_SIZE``; without it, all of them."""
+    try:
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", info.world_size))
+    except ValueError:
+        local = info.world_size
+    return max(1, min(local, info.world_size))
+
+
 def init_distributed(device: torch.device, timeout_minutes: float = 30.0) -> DistInfo:
     """Join the process group when launched by ``torchrun`` (NCCL for CUDA devices, gloo otherwise)."""
     info = dist_info_from_env()

@@ -6,6 +6,7 @@ What a checkpoint holds is written by :func:`yolo.engine.hooks.checkpointing.tra
 from __future__ import annotations
 
 import logging
+import numbers
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
@@ -108,7 +109,7 @@ def refuse_settings_on_resume(options: TrainOptions, resume_path: Path) -> None:
 def saved_hyp(ckpt: Dict[str, Any], options: TrainOptions) -> Hyperparameters:
     """The resumed run's hyperparameters: the saved ones, with the run length, the workers and the machine
     settings the options give."""
-    hyp = Hyperparameters.from_dict(ckpt["train"]["hyp"], f"{options.resume or 'the resumed run'}'s hyp")
+    hyp = Hyperparameters.from_saved(ckpt["train"].get("hyp"), f"{options.resume}: saved hyp")
     if options.epochs is not None:
         hyp.epochs = int(options.epochs)
     if options.workers is not None:
@@ -131,10 +132,37 @@ def load_training_state(ckpt: Dict[str, Any], model, optimizer, scaler, ema) -> 
         ema.load_state_dict(state["ema"], ckpt["model"])
     # A checkpoint written before the hooks had states keeps the best fitness at the top only.
     hooks = state.get("hooks") or {"EvalHook": {"best_fitness": float(state["best_fitness"])}}
-    return ResumeState(epoch=int(state["epoch"]), epoch_step=int(state["epoch_step"]),
-                       global_step=int(state["global_step"]), last_metrics=dict(state.get("metrics") or {}),
-                       rng=state["rng"], epoch_sums=state.get("epoch_sums"), hooks=hooks)
+    return ResumeState(epoch=_whole(state["epoch"]), epoch_step=_whole(state["epoch_step"]),
+                       global_step=_whole(state["global_step"]), last_metrics=dict(state.get("metrics") or {}), rng=state["rng"],
+                       epoch_sums=state.get("epoch_sums"), hooks=hooks)
 
 
-__all__ = ["MACHINE_SETTINGS", "RESUME_MAY_CHANGE", "ResumeState", "load_training_state", "read_resume_checkpoint",
-           "refuse_settings_on_resume", "saved_hyp"]
+def _whole(value: Any) -> Any:
+    """An integer counter as an ``int`` (a numpy integer too); anything else as it is, for
+    :func:`check_resume_counters` to refuse."""
+    return int(value) if isinstance(value, numbers.Integral) and not isinstance(value, bool) else value
+
+
+def check_resume_counters(start: ResumeState, steps_per_epoch: int, resume_path: Path) -> None:
+    """Refuse a checkpoint whose update counters cannot be a place in this run (a damaged or hand-edited file):
+    ``epoch >= 0``, ``0 <= epoch_step <= steps_per_epoch`` (a finished epoch is saved as the next one's update 0;
+    ``steps_per_epoch`` is a stop after the epoch's last update, its evaluation left to the resumed run) and
+    ``global_step >= epoch_step``; each a whole number. Otherwise ``epoch_step=999`` would skip the rest of an
+    epoch without a word and ``epoch=-5`` fail deep in the data order."""
+    counters = {"epoch": start.epoch, "epoch_step": start.epoch_step, "global_step": start.global_step}
+    for key, value in counters.items():
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise WeightsError(f"{resume_path}: damaged training state: {key}={value!r} is not a whole number")
+    ranges = {"epoch": (start.epoch >= 0, "0 or more"),
+              "epoch_step": (0 <= start.epoch_step <= steps_per_epoch,
+                             f"between 0 and {steps_per_epoch} (this run has {steps_per_epoch} updates an epoch)"),
+              "global_step": (start.global_step >= start.epoch_step,
+                              f"at least epoch_step={start.epoch_step} (the updates done in the run)")}
+    for key, (valid, text) in ranges.items():
+        if not valid:
+            raise WeightsError(f"{resume_path}: damaged training state: {key}={counters[key]} is out of range: it "
+                               f"must be {text}")
+
+
+__all__ = ["MACHINE_SETTINGS", "RESUME_MAY_CHANGE", "ResumeState", "check_resume_counters", "load_training_state",
+           "read_resume_checkpoint", "refuse_settings_on_resume", "saved_hyp"]

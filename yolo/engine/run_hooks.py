@@ -27,17 +27,19 @@ def run_folder(options: TrainOptions, resume_path: Optional[Path], main: bool) -
 
 
 def open_run_folder(run_dir: Path, resumed: bool, options: TrainOptions, hyp: Hyperparameters, cfg_text: str,
-                    data) -> Tuple[List[HookBase], Any]:
+                    data, finished: bool = False) -> Tuple[List[HookBase], Any]:
     """Lock ``run_dir``, undo what a kill left there, write (or, resumed, update) the settings files; returns the
     hooks (lock, progress, evaluation, results.csv, chart, TensorBoard, checkpoints) and the TensorBoard
-    ``SummaryWriter`` (None when off). Main process only. On failure the lock is released."""
+    ``SummaryWriter`` (None when off). A resumed run that has ``finished`` already trains nothing, so its records
+    stay as they are (``--epochs 1`` must not rewrite a 3-epoch run's opt.yaml). Main process only. On failure the
+    lock is released."""
     lock = RunFolderLock(run_dir)  # before anything in the folder is touched
     hooks: List[HookBase] = [lock]
     try:
         recover_run_folder(run_dir)
         if not resumed:  # a resumed run keeps the settings files it started with, but for its new run length
             write_settings(run_dir, cfg_text, hyp.to_dict(), options.to_dict(), data)
-        else:
+        elif not finished:
             update_settings(run_dir, options.to_dict(), hyp.to_dict())
         hooks += [Guarded(ProgressWriter(use_bars(options.progress)), "progress display"),
                   EvalHook(hyp.eval_interval, run_dir / "best.pt"), ResultsCSVWriter(run_dir / "results.csv")]

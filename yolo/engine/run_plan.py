@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from typing import Callable, Optional, Tuple
 
 from yolo.data import MultiScale, build_dataset
 from yolo.data.darknet_multiscale import DarknetMultiScale
+from yolo.data.loader import default_workers, usable_cpus
 from yolo.engine.config import Hyperparameters
-from yolo.engine.distributed import DistInfo, barrier
+from yolo.engine.distributed import DistInfo, barrier, local_world_size
 from yolo.engine.parts import RunPlan
 from yolo.engine.schedule import LRSchedule, burn_in_outlasts_run, rate_warnings, schedule_from_hyp
 from yolo.engine.shared_images import cache_train_images
@@ -46,7 +46,9 @@ def build_datasets(data, hyp: Hyperparameters, stride: int, seed: int, main: boo
 
 def plan_run(hyp: Hyperparameters, train_images: int, dist: DistInfo) -> RunPlan:
     """Mini-batch per process, updates per epoch (``max_steps_per_epoch`` caps them), epochs (enough for
-    ``max_batches`` updates when not given: ``hyp.epochs`` is set) and loader workers."""
+    ``max_batches`` updates when not given: ``hyp.epochs`` is set) and loader workers (``hyp.workers``, else
+    :func:`yolo.data.loader.default_workers`: the CPUs of this process's affinity mask but one, per process on
+    the machine, at most a mini-batch's images)."""
     world = dist.world_size
     per_update = hyp.batch // hyp.subdivisions
     if per_update % world:
@@ -62,7 +64,17 @@ def plan_run(hyp: Hyperparameters, train_images: int, dist: DistInfo) -> RunPlan
         steps_per_epoch = min(steps_per_epoch, hyp.max_steps_per_epoch)
     if hyp.epochs is None:
         hyp.epochs = max(1, math.ceil(hyp.max_batches / steps_per_epoch))
-    workers = hyp.workers if hyp.workers is not None else min(4, max(0, (os.cpu_count() or 1) - 1))
+    if hyp.workers is not None:
+        workers = hyp.workers
+        why = "--workers"
+    else:
+        cpus, local = usable_cpus(), local_world_size(dist)
+        workers = default_workers(mini_batch, local, cpus)
+        why = (f"{cpus} CPU(s) this process may use, all but one"
+               + (f", shared by {local} training processes" if local > 1 else "")
+               + f", at most the {mini_batch} images of a mini-batch; --workers sets it")
+    if dist.is_main:
+        logger.info("data loading: %d loader worker process(es) per training process (%s)", workers, why)
     return RunPlan(epochs=hyp.epochs, steps_per_epoch=steps_per_epoch, accumulate=hyp.subdivisions,
                    mini_batch=mini_batch, img_size=hyp.img_size, workers=workers)
 

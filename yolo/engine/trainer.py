@@ -33,6 +33,10 @@ CPU-GPU syncs are deliberate: the losses stay on the device; one sync per update
 flag, so that the GradScaler adds no sync of its own), brings the numbers the writers need and, under DDP, the
 processes' stop requests; one per epoch brings the epoch's means; a checkpoint copies the state to the CPU. (The
 loss's target assignment selects with data-dependent shapes, which syncs inside the loss.)
+
+Each epoch's training time is split into the wait for data, the step and the rest
+(:mod:`yolo.engine.epoch_times`: the host clock, CUDA events on the GPU read with the epoch's sync); the epoch's
+line and ``results.csv`` carry them, and a line says so when the wait for data takes over a quarter of the epoch.
 """
 from __future__ import annotations
 
@@ -49,6 +53,7 @@ import torch.nn as nn
 from yolo.engine.build import build_training
 from yolo.engine.config import TrainOptions
 from yolo.engine.distributed import any_true, barrier, cleanup_distributed, lost_peer
+from yolo.engine.epoch_times import EpochTimes, EpochTimeSplit
 from yolo.engine.hooks import CallbackHook, EvalHook, HookBase, StepLog, evaluate_run
 from yolo.engine.parts import TrainingParts
 from yolo.engine.rng import set_rng_state
@@ -147,6 +152,8 @@ class Trainer(UpdateStep):
         self.epoch_seconds = 0.0
         self.epoch_images = 0
         self.throughput = 0.0
+        self.epoch_times = EpochTimes(self.device)  # the clock of the epoch's parts
+        self.epoch_split = EpochTimeSplit(0.0, 0.0, 0.0, 0.0)  # the last epoch's: data wait, step, other
 
     @classmethod
     def from_options(cls, options: TrainOptions) -> "Trainer":
@@ -294,6 +301,7 @@ class Trainer(UpdateStep):
         self._call_hooks("before_epoch")
         self.optimizer.zero_grad(set_to_none=True)
         self.epoch_start = time.perf_counter()
+        self.epoch_times.start()
         iterator = iter(batches) if num_batches else iter(())
         for i in range(num_batches):
             try:
@@ -305,8 +313,12 @@ class Trainer(UpdateStep):
                     raise
                 self._worker_died(str(exc))  # last.pt at the last completed update
                 return True
-            if not self.run_step(images, targets, start_step * self.accumulate + i):
+            self.epoch_times.data_ready()
+            updated = self.run_step(images, targets, start_step * self.accumulate + i)
+            self.epoch_times.step_done()
+            if not updated:
                 continue
+            self._after_update()
             self.epoch_step += 1
             if self._sums_at_update is not None:
                 self._sums_at_update = self.loss_sums.clone()
@@ -318,7 +330,8 @@ class Trainer(UpdateStep):
                 self._call_hooks("after_interrupt")  # last.pt at this update
                 barrier()
                 return True
-        self.epoch_seconds = time.perf_counter() - self.epoch_start
+        self.epoch_split = self.epoch_times.finish()
+        self.epoch_seconds = self.epoch_split.total
         self.epoch_images = (self.steps_per_epoch - start_step) * self.hyp.batch
         self.throughput = self.epoch_images / max(self.epoch_seconds, 1e-9)  # images/s, all processes
         self._call_hooks("after_epoch_updates")

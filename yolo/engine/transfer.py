@@ -250,7 +250,8 @@ def freeze_layers(model: nn.Module, count: int) -> List[str]:
     """
     layers = model.module_list
     if not 0 <= count <= len(layers):
-        raise ValueError(f"--freeze {count}: the model has {len(layers)} layers (0..{len(layers)})")
+        raise ValueError(f"--freeze {count} is out of range: the model has {len(layers)} layers "
+                         f"(0..{len(layers) - 1}); --freeze N freezes layers 0..N-1, so N is 0 to {len(layers)}")
     names = []
     for i in range(count):
         for name, p in layers[i].named_parameters():

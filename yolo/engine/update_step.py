@@ -98,7 +98,8 @@ class UpdateStep:
 
     def _optimizer_step(self) -> None:
         """Darknet's update: the learning rate of update ``global_step``, gradients held for layers not updated
-        yet (``dont_update``/``burnin_update``), optional norm clipping, the step, weight clipping, EMA."""
+        yet (``dont_update``/``burnin_update``), optional norm clipping, the step, weight clipping (the EMA follows
+        in :meth:`_after_update`)."""
         self.global_step += 1
         self.lr = self.schedule(self.global_step)
         set_lr(self.optimizer, self.lr)
@@ -116,6 +117,9 @@ class UpdateStep:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         clip_weights(self.optimizer, self.global_step)
+
+    def _after_update(self) -> None:
+        """What follows an update outside the step proper (the epoch's clock counts it apart): the EMA."""
         if self.ema is not None:
             self.ema.update(self.model)
 

@@ -6,6 +6,7 @@ its temp file behind; :func:`remove_stale_temp_files` deletes those of dead writ
 """
 from __future__ import annotations
 
+import hashlib
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,10 +17,22 @@ from yolo.files.write_errors import writing
 PathLike = Union[str, "os.PathLike[str]"]
 
 
+NAME_MAX = 255  # bytes in one file name (Linux, macOS and Windows file systems)
+
+
 def temp_path(path: PathLike) -> Path:
-    """Where ``path`` is written before the rename: ``.NAME.PID.tmp`` in the same folder."""
+    """Where ``path`` is written before the rename: ``.NAME.PID.tmp`` in the same folder. A legal name too long to
+    take the 6 to 16 extra characters is cut and given a hash of the whole name (``.NAME-START~HASH.PID.tmp``), so
+    writing it never fails with "File name too long" on a temporary name the user never gave."""
     path = Path(path)
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    suffix = f".{os.getpid()}.tmp"
+    name = path.name
+    if len(f".{name}{suffix}".encode("utf-8", "surrogateescape")) > NAME_MAX:
+        digest = hashlib.sha1(name.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+        room = NAME_MAX - len(f".~{digest}{suffix}")
+        start = name.encode("utf-8", "surrogateescape")[:room].decode("utf-8", "ignore")
+        name = f"{start}~{digest}"
+    return path.with_name(f".{name}{suffix}")
 
 
 @contextmanager

@@ -19,8 +19,9 @@ __all__ = ["IMAGE_SUFFIXES", "DATASET_IMAGE_SUFFIXES", "MIN_IMAGE_SIDE", "load_i
 
 # The photo formats a dataset folder is scanned for (their headers are checked by PIL before training).
 DATASET_IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
-# Everything detection accepts from a folder or glob: the above and the other formats OpenCV decodes.
-IMAGE_SUFFIXES = DATASET_IMAGE_SUFFIXES + (".ppm", ".pgm", ".pbm", ".jp2")
+# Everything detection accepts from a folder or glob: the above and the other formats OpenCV decodes (a GIF's
+# first frame, as for a GIF named alone).
+IMAGE_SUFFIXES = DATASET_IMAGE_SUFFIXES + (".ppm", ".pgm", ".pbm", ".jp2", ".gif")
 # Smaller images are reported as unusable by dataset scans.
 MIN_IMAGE_SIDE = 2
 

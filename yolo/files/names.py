@@ -6,13 +6,15 @@ from pathlib import Path
 from typing import List, Optional, Union
 
 from yolo.counts import MAX_CLASSES
-from yolo.errors import DataError
+from yolo.errors import DataError, shown
 
 
 def read_names(path: Union[str, "os.PathLike[str]"]) -> List[str]:
-    """Class names, one per line; blank lines and surrounding spaces ignored. A missing file is a one-line
-    ``FileNotFoundError`` naming it; a file that is not UTF-8 text (UTF-16, binary) a :class:`DataError` naming it;
-    more than :data:`yolo.counts.MAX_CLASSES` names a ``ValueError``."""
+    """Class names, one per line, surrounding spaces ignored. Darknet (``get_labels``) reads every line as a class,
+    a blank one too, so a blank line before the last name would be a class here and not there, or shift every name
+    after it: it is a :class:`DataError` at its line; blank lines after the last name are ignored. A missing file
+    is a one-line ``FileNotFoundError`` naming it; a file that is not UTF-8 text (UTF-16, binary) a
+    :class:`DataError` naming it; more than :data:`yolo.counts.MAX_CLASSES` names a ``ValueError``."""
     path = Path(path)
     try:
         lines = path.read_text(encoding="utf-8-sig").splitlines()
@@ -21,10 +23,31 @@ def read_names(path: Union[str, "os.PathLike[str]"]) -> List[str]:
     except UnicodeDecodeError as exc:  # the codec's own message does not say which file
         raise DataError(f"names file is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}): "
                         "save it as UTF-8, one name a line", path) from None
-    names = [line.strip() for line in lines if line.strip()]
+    names = [line.strip() for line in lines]
+    while names and not names[-1]:
+        names.pop()
+    if "" in names:
+        line = names.index("") + 1
+        raise DataError(f"line {line} is blank: Darknet reads it as class {line - 1}, a class without a name; name "
+                        "the class, or remove the line if it is none (each line is the class of its number, from 0)",
+                        path, line)
     if len(names) > MAX_CLASSES:
         raise ValueError(f"{path}: {len(names):,} class names, more than the {MAX_CLASSES:,} allowed")
     return names
+
+
+def names_difference(before: List[str], now: List[str]) -> Optional[str]:
+    """How the class names ``now`` differ from ``before``, in words (None: the same list): the counts, or the first
+    classes whose name moved (``class 0 was 'cat', now 'dog'``), with whether the same names were reordered."""
+    before, now = list(before), list(now)
+    if before == now:
+        return None
+    if len(before) != len(now):
+        return f"{len(before)} class names before, {len(now)} now"
+    moved = [f"class {i} was '{shown(a, 40)}', now '{shown(b, 40)}'" for i, (a, b) in enumerate(zip(before, now))
+             if a != b]
+    what = "reordered" if sorted(before) == sorted(now) else "changed"
+    return f"the class names {what} ({'; '.join(moved[:3])}{'; ...' if len(moved) > 3 else ''})"
 
 
 def check_names_count(names: List[str], num_classes: int, source: Optional[Union[str, "os.PathLike[str]"]]) -> None:

@@ -44,12 +44,18 @@ def _kind_of(path: Path) -> Optional[str]:
     return None
 
 
+MAX_CAMERA_INDEX = 2 ** 31 - 1
+
+
 def collect_sources(source: str) -> List[SourceItem]:
     """Expand ``--source``: a camera index (``0``), a file, a folder (its images and videos, sorted)
     or a glob. Raises ``FileNotFoundError`` with a one-line message when nothing matches."""
     if not source.strip():  # Path("") is the current folder: an empty --source must not scan it
         raise FileNotFoundError("--source is empty: give an image or video file, a folder, a glob or a camera index")
-    if source.isdigit() and not Path(source).exists():
+    if source.isascii() and source.isdigit() and not Path(source).exists():
+        if int(source) > MAX_CAMERA_INDEX:  # OpenCV takes the index as a C int
+            raise FileNotFoundError(f"--source {source}: not a file, and too large for a camera index (0 to "
+                                    f"{MAX_CAMERA_INDEX:,})")
         return [SourceItem("camera", camera=int(source))]
     path = Path(source)
     if path.is_dir():

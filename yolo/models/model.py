@@ -350,6 +350,9 @@ def load_model(cfg: Union[str, Path, None] = None, weights: Union[str, Path, Non
         check_finite_state(state, weights)
         _warn_if_partial(ckpt.get("cutoff"), len(model.module_list), weights)
         model.class_names = ckpt.get("names")
+        if model.class_names is not None and len(model.class_names) != model.num_classes:
+            raise WeightsError(f"{weights}: damaged or foreign checkpoint: its names list {len(model.class_names)} "
+                               f"classes but the model has {model.num_classes}")
         header = ckpt.get("darknet_header")
         if header:
             model.darknet_header = tuple(int(v) for v in header)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 from yolo.ops.sizes import ImageSize
 from yolo.settings.common import img_size_setting
@@ -44,6 +44,10 @@ class BenchmarkOptions:
         None, "--data", type=Path,
         help="time the training data path on this dataset YAML's train split instead of detection")
     images: int = setting(64, "--images", type=positive_int, help="with --data: training images per round")
+    loader_workers: Optional[List[int]] = setting(
+        None, "--loader-workers", type=non_negative_int, nargs="+",
+        help="with --data: also time the training loader alone with each of these worker counts (images/s, the main "
+             "process's CPU time per mini-batch of --batch-size, threads per worker)")
 
 
 __all__ = ["BenchmarkOptions"]

@@ -1,7 +1,6 @@
 """What ``tools/eval.py`` takes: :class:`EvalOptions`, each setting declared once with its flag and help."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Optional
 
@@ -39,8 +38,8 @@ class EvalOptions:
              "(resize_image); default: how a checkpoint of ours was trained and validated, else the cfg's, as "
              "Darknet's detector map (letter_box=1 in [net]: letterbox, else stretch)")
     batch_size: int = setting(16, "--batch-size", type=positive_int, help="images per batch (default: %(default)s)")
-    workers: int = setting(min(4, os.cpu_count() or 1), "--workers", type=worker_count,
-                           help="data loading processes (default: %(default)s)")
+    workers: Optional[int] = setting(None, "--workers", type=worker_count,
+                                     help="data-loading processes (default: automatic)")
     device: Optional[str] = device_setting()
     amp: bool = setting(False, "--amp", action="store_true", help="mixed precision inference (CUDA)")
     fast: bool = setting(False, "--fast", action="store_true",
@@ -54,7 +53,8 @@ class EvalOptions:
         if self.weights is None or self.data is None:
             raise TypeError("EvalOptions needs weights and data")
     save_dir: Optional[str] = setting(
-        None, "--save-dir", help="exactly this output folder instead of a new one under --project (default: none)")
+        None, "--save-dir",
+        help="exactly this output folder (new or empty) instead of a new one under --project (default: none)")
     project: str = setting("runs/eval", "--project", help="parent of the run folders (default: %(default)s)")
     name: str = setting("exp", "--name", help="run folder name under --project: exp, then exp2, ... "
                                               "(default: %(default)s)")

@@ -19,6 +19,7 @@ import torch.nn as nn
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
+from yolo.engine.epoch_times import data_wait_warning
 from yolo.engine.hooks.base import HookBase
 from yolo.files.atomic import atomic_path
 from yolo.models.heads import has_gaussian_heads
@@ -31,7 +32,11 @@ from yolo.visualize import draw_detections
 logger = logging.getLogger(__name__)
 
 RESULTS_COLUMNS = ("epoch", "box_loss", "obj_loss", "cls_loss", "loss", "lr", "precision", "recall",
-                   "mAP50", "mAP50_95", "time_s")
+                   "mAP50", "mAP50_95", "time_s", "time_data_s", "time_step_s", "time_other_s", "workers")
+# time_s: the whole epoch (its evaluation and checkpoints too); time_data_s + time_step_s + time_other_s: its
+# updates (yolo.engine.epoch_times); workers: the loader's processes. A results.csv of an older run lacks the last
+# four: its rows keep them blank.
+RESULTS_TIME_COLUMNS = ("time_s", "time_data_s", "time_step_s", "time_other_s", "workers")
 
 
 class ProgressWriter(HookBase):
@@ -43,6 +48,7 @@ class ProgressWriter(HookBase):
         self.show_bars = show_bars
         self.bar: Optional[tqdm] = None
         self.lines: Optional[ProgressLines] = None
+        self.warned_data_wait = False
 
     def before_epoch(self, trainer) -> None:
         self.bar = tqdm(total=trainer.steps_per_epoch, initial=trainer.epoch_step, disable=not self.show_bars,
@@ -69,9 +75,17 @@ class ProgressWriter(HookBase):
         if s is None:  # resumed after the epoch's last update: no update ran here
             logger.info("epoch %d/%d: its updates were done before the resume", trainer.epoch + 1, trainer.epochs)
             return
+        split = trainer.epoch_split
         logger.info("epoch %d/%d: box %.3f obj %.3f cls %.3f lr %.2e; trained on %d images in %.1f s "
-                    "(%.2f images/s)", trainer.epoch + 1, trainer.epochs, s.mean_box, s.mean_obj, s.mean_cls,
-                    trainer.lr, trainer.epoch_images, trainer.epoch_seconds, trainer.throughput)
+                    "(%.2f images/s; data wait %.1f s, step %.1f s, other %.1f s; %d loader workers)",
+                    trainer.epoch + 1, trainer.epochs, s.mean_box, s.mean_obj, s.mean_cls, trainer.lr,
+                    trainer.epoch_images, trainer.epoch_seconds, trainer.throughput, split.data, split.step,
+                    split.other, trainer.workers)
+        if not self.warned_data_wait:  # once a run: the advice does not change from epoch to epoch
+            warning = data_wait_warning(split, trainer.workers, bool(trainer.hyp.cache_images))
+            if warning:
+                logger.warning("%s", warning)
+                self.warned_data_wait = True
 
     def after_interrupt(self, trainer) -> None:
         self.close()
@@ -94,7 +108,9 @@ class ResultsCSVWriter(HookBase):
         row = {"epoch": done, **losses, "lr": trainer.lr,
                "precision": metrics.get("precision", ""), "recall": metrics.get("recall", ""),
                "mAP50": metrics.get("mAP50", ""), "mAP50_95": metrics.get("mAP50_95", ""),
-               "time_s": time.perf_counter() - trainer.epoch_start}
+               "time_s": time.perf_counter() - trainer.epoch_start, "time_data_s": trainer.epoch_split.data,
+               "time_step_s": trainer.epoch_split.step, "time_other_s": trainer.epoch_split.other,
+               "workers": trainer.workers}
         rows = read_results(self.path, before_epoch=done)
         rows.append({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
         with atomic_path(self.path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
@@ -189,5 +205,5 @@ def read_results(path: Path, before_epoch: int) -> List[Dict[str, str]]:
         return [r for r in csv.DictReader(f) if r.get("epoch", "").isdigit() and int(r["epoch"]) < before_epoch]
 
 
-__all__ = ["ProgressWriter", "RESULTS_COLUMNS", "ResultsCSVWriter", "ResultsChartWriter", "TensorBoardWriter",
+__all__ = ["ProgressWriter", "RESULTS_COLUMNS", "RESULTS_TIME_COLUMNS", "ResultsCSVWriter", "ResultsChartWriter", "TensorBoardWriter",
            "read_results", "sample_predictions", "write_results_chart"]
