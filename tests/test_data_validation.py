@@ -149,7 +149,7 @@ def test_scan_is_cached_and_invalidated_by_changes(tmp_path, monkeypatch, privat
     def no_reads(path):
         raise AssertionError(f"{path} was read again despite the cache")
 
-    monkeypatch.setattr(dataset_module, "image_size", no_reads)
+    monkeypatch.setattr(dataset_module, "image_file_size", no_reads)
     assert YoloDataset(images, NAMES).records[0].labels.tolist() == [0]
 
     label.write_text("1 0.5 0.5 0.4 0.4\n0 0.2 0.2 0.1 0.1\n")

@@ -123,9 +123,9 @@ def test_eval_refuses_a_thousand_workers(capsys):
 def test_eval_uses_at_most_the_cpus_it_may_run_on(monkeypatch, caplog):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     with caplog.at_level(logging.WARNING, logger="yolo.eval"):
-        assert eval_cli.usable_workers(2) == 2
+        assert eval_cli.usable_workers(2, 16) == 2
         assert not caplog.records
-        assert eval_cli.usable_workers(8) == 2
+        assert eval_cli.usable_workers(8, 16) == 2
     assert [r.getMessage() for r in caplog.records] == [
         "warning: --workers 8 is more than the 2 CPUs this process may use: using 2"]
 

@@ -221,6 +221,7 @@ def test_resume_refuses_update_counters_out_of_range(capsys, run_copy, train, me
     ({"learning_rate": -1}, "learning_rate=-1.0 is out of range: it must be between 0 and 1e+30"),
     ({"workers": 1000}, "workers=1000 is out of range: it must be between 0 and 64 (as --workers)"),
     ({"momentum": "fast"}, "momentum='fast' is not a number"),
+    ({"img_size": [64, 64, 3]}, "img_size: an image size is one integer or two (height width), got [64, 64, 3]"),
 ])
 def test_resume_checks_the_saved_hyperparameters_as_a_hyp_file(capsys, run_copy, hyp, message):
     last = edited_last(run_copy, train={"hyp": hyp})

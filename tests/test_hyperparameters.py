@@ -15,7 +15,7 @@ def test_resolved_values_are_typed_and_survive_a_save(tmp_path):
     hyp_file.write_text("ema_tau: 100\neval_interval: 2.0\nbn_momentum: 0.03\nsteps: [0.5]\nscales: [0.1]\n")
     hyp = resolve_hyp(parse_cfg_text(NET)[0], [], hyp_file, {"epochs": 3})
     assert isinstance(hyp, Hyperparameters)
-    assert (hyp.batch, hyp.subdivisions, hyp.img_size, hyp.epochs) == (16, 2, [96, 64], 3)
+    assert (hyp.batch, hyp.subdivisions, hyp.img_size, hyp.epochs) == (16, 2, (96, 64), 3)
     assert type(hyp.ema_tau) is float and hyp.ema_tau == 100.0
     assert type(hyp.eval_interval) is int and hyp.eval_interval == 2
     assert hyp["learning_rate"] == hyp.learning_rate == 0.01 and hyp.get("bn_momentum") == 0.03

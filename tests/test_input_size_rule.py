@@ -39,8 +39,8 @@ def wide_model(tmp_path):
 def test_the_rule_in_order():
     net = parse_cfg_text(wide_cfg_text())[0]
     no_size = parse_cfg_text("[net]\nchannels=3\n\n[maxpool]\n")[0]
-    assert chosen_input_size([320, 416], "--img-size", [128, 128], net) == ((320, 416), "--img-size")
-    assert chosen_input_size(None, "--img-size", [128, 160], net) == ((128, 160), "the checkpoint's training size")
+    assert chosen_input_size([320, 416], "--img-size", (128, 128), net) == ((320, 416), "--img-size")
+    assert chosen_input_size(None, "--img-size", (128, 160), net) == ((128, 160), "the checkpoint's training size")
     assert chosen_input_size(None, "--img-size", None, net) == ((64, 96), CFG_REASON)
     size, why = chosen_input_size(None, "--img-size", None, no_size)
     assert size == (416, 416) and "416" in why and "no size" in why

@@ -140,10 +140,11 @@ def test_ops_is_the_bottom_layer():
 
 def test_the_settings_sit_on_the_ops_layer():
     """The tools' parsers import the settings, so the settings import nothing that loads torch: only the error
-    types, the size helpers and the post-processing defaults of yolo.ops (tests/test_tool_flags.py checks --help
-    in a fresh process)."""
+    types, the counts' bounds (yolo.counts), the size helpers and the post-processing defaults of yolo.ops and the
+    path check of yolo.files (tests/test_tool_flags.py checks --help in a fresh process)."""
     edges = package_graph(import_graph())
-    assert set(edges["yolo.settings"]) <= {"yolo.errors", "yolo.ops", "yolo.files"}
+    assert set(edges["yolo.settings"]) <= {"yolo.errors", "yolo.ops", "yolo.files", "yolo.counts"}
+    assert not edges.get("yolo.counts"), "yolo.counts imports from yolo: " + str(edges.get("yolo.counts"))
     light = ("yolo.ops.sizes", "yolo.ops.postprocess_defaults", "yolo.files.paths")
     assert all(d in light for m, deps in import_graph().items()
                if m.startswith("yolo.settings") for d in deps if d.startswith(("yolo.ops", "yolo.files")))
@@ -163,6 +164,75 @@ def test_forbidden_package_edges(importer, imported, why):
     edges = package_graph(import_graph())
     assert imported not in edges.get(importer, {}), f"{importer} imports {imported} ({why}): " + \
         ", ".join(edges[importer][imported])
+
+
+# Where an image size enters, the one place each is turned into an ImageSize (yolo.ops.sizes.image_size); every
+# function inside takes the (height, width) it is given.
+SIZE_ENTRIES = {
+    "yolo/ops/sizes.py": "the normaliser itself (checked_image_size)",
+    "yolo/settings/values.py": "a tool's --img-size (size_from_flag)",
+    "yolo/engine/config.py": "a hyp file's img_size, a training flag, the cfg's [net] (resolve_hyp); a saved run's "
+                             "hyp (Hyperparameters.from_dict, from_saved)",
+    "yolo/models/preprocessing.py": "a checkpoint's record, the cfg's [net], a tool's or the Detector's img_size",
+    "yolo/data/dataset.py": "the datasets' img_size (DetectionDataset(..., img_size=416), build_dataset)",
+    "yolo/models/summary.py": "model.summary(img_size), layer_rows, total_bflops",
+    "yolo/cli/demo.py": "the demo's trained run's hyp.yaml",
+}
+
+
+def size_normaliser_calls(path: Path) -> List[int]:
+    """The lines of ``path`` that call the size normaliser (``image_size(...)``, ``sizes.image_size(...)``,
+    ``checked_image_size(...)``)."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call):
+            name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
+            if name in ("image_size", "checked_image_size"):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_sizes_are_normalised_only_where_they_enter():
+    calls = {str(p.relative_to(REPO)): size_normaliser_calls(p) for p in python_files("yolo", "tools")}
+    inside = {path: lines for path, lines in calls.items() if lines and path not in SIZE_ENTRIES}
+    assert not inside, f"image sizes normalised inside (take an ImageSize, annotated so, instead): {inside}"
+    assert all(calls[path] for path in SIZE_ENTRIES), "an entry that no longer normalises: drop it from SIZE_ENTRIES"
+
+
+def test_the_size_rule_finds_a_call_inside(tmp_path):
+    module = tmp_path / "inner.py"
+    module.write_text("from yolo.ops import sizes\n\ndef f(x):\n    return sizes.image_size(x, 'x')\n")
+    assert size_normaliser_calls(module) == [4]
+
+
+def add_argument_calls(path: Path) -> List[str]:
+    """``function:line`` of each ``add_argument`` call in ``path``."""
+    found = []
+    for function in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(function, ast.FunctionDef):
+            found += [f"{function.name}:{node.lineno}" for node in ast.walk(function)
+                      if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument"]
+    return found
+
+
+def test_every_tool_flag_comes_from_a_declaration():
+    """The tools' parsers add their flags from the settings dataclasses (yolo/settings; yolo.cli.flags.common's
+    add_setting_flags) and hidden older spellings (hidden_alias): no tool module writes an add_argument."""
+    for path in python_files("yolo/cli", "tools"):
+        calls = add_argument_calls(path)
+        if path == PACKAGE / "cli" / "flags" / "common.py":
+            assert {call.split(":")[0] for call in calls} == {"add_setting_flags", "hidden_alias"}
+        else:
+            assert not calls, f"{path.relative_to(REPO)} adds flags itself: {calls}"
+
+
+def test_img_size_is_declared_once():
+    """One declaration of --img-size (yolo.settings.common.img_size_setting) that every tool's settings use."""
+    declared = [str(p.relative_to(REPO)) for p in python_files("yolo", "tools")
+                for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))) if isinstance(node, ast.Call)
+                and (getattr(node.func, "id", None) == "setting" or getattr(node.func, "attr", None) == "add_argument")
+                and any(isinstance(a, ast.Constant) and a.value == "--img-size" for a in node.args)]
+    assert declared == ["yolo/settings/common.py"], declared
 
 
 def test_the_cycle_check_finds_a_package_cycle():

@@ -166,7 +166,7 @@ def test_hyp_precedence_cfg_then_yaml_then_flags(tmp_path):
     assert hyp["momentum"] == pytest.approx(0.949) and hyp["decay"] == pytest.approx(0.0005)  # cfg
     assert hyp["learning_rate"] == pytest.approx(0.005)  # YAML over cfg
     assert hyp["batch"] == 16 and hyp["subdivisions"] == 2  # flag over YAML over cfg
-    assert hyp["img_size"] == [320, 256]
+    assert hyp["img_size"] == (320, 256)
     assert hyp["augment"]["flip"] == 0.0 and hyp["augment"]["hue"] == pytest.approx(0.1)
     bad = tmp_path / "bad.yaml"
     bad.write_text("learning_rat: 0.1\n")

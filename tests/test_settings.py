@@ -219,3 +219,16 @@ def test_detect_reads_the_device_and_the_checkpoint_once(tiny_pt, tmp_path, monk
     detect.main(detect.parse_args(["--weights", str(tiny_pt), "--source", str(image), "--device", "cpu",
                                    "--nosave", "--save-txt", "--project", str(tmp_path / "runs")]))
     assert calls == {"parse_device": 1, "torch.load": 1}
+
+
+def test_the_training_settings_that_override_hyperparameters_are_declared_with_them():
+    from yolo.engine.config import Hyperparameters
+
+    overrides = TrainOptions().hyp_overrides()
+    assert set(overrides) == {"epochs", "batch", "img_size", "workers", "tf32", "compile", "cache_images"}
+    assert set(overrides) <= {f.name for f in dataclasses.fields(Hyperparameters)}  # each names a hyperparameter
+    assert set(overrides.values()) == {None}  # not given: the cfg's / --hyp's value stands
+    given = TrainOptions(epochs=3, batch_size=16, img_size=(64, 96), workers=0, tf32=True, compile=False,
+                         cache_images=True).hyp_overrides()
+    assert given == {"epochs": 3, "batch": 16, "img_size": (64, 96), "workers": 0, "tf32": True, "compile": False,
+                     "cache_images": True}

@@ -120,17 +120,19 @@ def resolve(hyp=None, flags=None, stride=32, h=96, w=64):
     return resolve_hyp(parse_cfg_text(NET.format(h=h, w=w), "n.cfg")[0], [], hyp, flags or {}, stride=stride)
 
 
-@pytest.mark.parametrize("flag, expected", [(None, [96, 64]), (128, [128, 128]), ([160], [160, 160]),
-                                            ((64, 128), [64, 128]), ([320, 416], [320, 416])])
+@pytest.mark.parametrize("flag, expected", [(None, (96, 64)), (128, (128, 128)), ([160], (160, 160)),
+                                            ((64, 128), (64, 128)), ([320, 416], (320, 416))])
 def test_training_takes_the_flag_else_the_cfg_as_height_width(flag, expected):
-    assert resolve(flags={"img_size": flag}).img_size == expected  # hyp.yaml's list form
+    hyp = resolve(flags={"img_size": flag})
+    assert hyp.img_size == expected  # an ImageSize from where it enters
+    assert hyp.to_dict()["img_size"] == list(expected)  # hyp.yaml's list form
 
 
 def test_training_takes_a_hyp_file_size(tmp_path):
     hyp_file = tmp_path / "hyp.yaml"
     hyp_file.write_text("img_size: [128, 96]\n")
-    assert resolve(hyp_file).img_size == [128, 96]
-    assert resolve(hyp_file, {"img_size": 64}).img_size == [64, 64]  # the flag wins
+    assert resolve(hyp_file).img_size == (128, 96)
+    assert resolve(hyp_file, {"img_size": 64}).img_size == (64, 64)  # the flag wins
 
 
 def test_training_size_errors_name_the_flag_the_file_or_the_cfg_line(tmp_path):
@@ -150,7 +152,7 @@ def test_training_size_errors_name_the_flag_the_file_or_the_cfg_line(tmp_path):
         resolve(hyp_file)
     with pytest.raises(ConfigError, match="^--img-size: image sides must be positive, got 0x0$"):
         resolve(flags={"img_size": 0})
-    assert resolve(flags={"img_size": 100}, stride=None).img_size == [100, 100]  # no network: no stride check
+    assert resolve(flags={"img_size": 100}, stride=None).img_size == (100, 100)  # no network: no stride check
 
 
 def test_the_dataset_holds_height_width():
@@ -165,6 +167,39 @@ def test_the_dataset_holds_height_width():
 def test_multi_scale_base_size_is_checked_against_its_stride():
     from yolo.data.collate import MultiScale
 
-    assert MultiScale(416).base_hw == (416, 416) and MultiScale([320, 416]).base_hw == (320, 416)
+    assert MultiScale((320, 416)).base_hw == (320, 416)
     with pytest.raises(ConfigError, match=r"^multi-scale base size: 400x416 must be a multiple of the network stride 32"):
         MultiScale((400, 416))
+
+
+def test_a_saved_hyp_size_is_read_back_as_height_width():
+    from yolo.engine.config import Hyperparameters
+
+    assert Hyperparameters.from_dict({"img_size": [96, 64]}).img_size == (96, 64)  # hyp.yaml's / a checkpoint's
+    assert Hyperparameters.from_dict({"img_size": 64}).img_size == (64, 64)
+    with pytest.raises(ConfigError, match=r"^last.pt's hyp: img_size: an image size is one integer or two"):
+        Hyperparameters.from_dict({"img_size": [1, 2, 3]}, "last.pt's hyp")
+
+
+@pytest.mark.parametrize("saved", [[64, 64], 64])
+def test_a_run_whose_checkpoint_holds_the_size_as_a_list_or_one_side_resumes(tmp_path, saved):
+    """Checkpoints record hyp.img_size as YAML does ([height, width]; one side in hand-written or older
+    files): they load and the run resumes at that size."""
+    from training_helpers import write_one_head_training
+    from yolo.engine import TrainOptions, Trainer
+    from yolo.models.checkpoint import load_checkpoint_file, save_checkpoint
+
+    folder = write_one_head_training(tmp_path)
+    options = dict(data=str(folder / "data.yaml"), hyp=str(folder / "hyp.yaml"), device="cpu", progress=False)
+    first = Trainer.from_options(TrainOptions(cfg=str(folder / "tiny.cfg"), epochs=1, img_size=64,
+                                              project=str(tmp_path / "runs"), **options)).fit()
+    last = first.run_dir / "last.pt"
+    ckpt = load_checkpoint_file(last)
+    assert ckpt["train"]["hyp"]["img_size"] == [64, 64]  # YAML's safe dumper has no tuples
+    ckpt["train"]["hyp"]["img_size"] = saved
+    save_checkpoint(ckpt, last)
+    resumed = Trainer.from_options(TrainOptions(resume=str(last), epochs=2, progress=False, workers=0))
+    assert resumed.hyp.img_size == (64, 64)
+    result = resumed.fit()
+    assert result.status == "finished" and result.epochs_done == 2
+    assert load_checkpoint_file(last)["train"]["hyp"]["img_size"] == [64, 64]

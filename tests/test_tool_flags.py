@@ -72,7 +72,7 @@ def test_anchors_refuses_two_sizes(capsys):
 
 
 def test_export_formats_are_the_exporters():
-    from yolo.cli.flags.export import FORMATS
+    from yolo.settings.export import FORMATS
     from yolo.export.checked import SUFFIXES
 
     assert sorted(FORMATS) == sorted(SUFFIXES)
@@ -163,15 +163,70 @@ def test_help_examples_and_readme_name_the_files_where_download_sh_puts_them():
     assert named and all(path.startswith("weights/") for path in named), sorted(named)
 
 
+def settings_classes():
+    """Every settings dataclass of yolo.settings (the declarations the tools' flags come from)."""
+    import dataclasses
+    import pkgutil
+
+    import yolo.settings
+
+    modules = [importlib.import_module(f"yolo.settings.{m.name}") for m in pkgutil.iter_modules(yolo.settings.__path__)]
+    from yolo.settings.declare import Flag
+
+    return {obj for module in modules for obj in vars(module).values() if dataclasses.is_dataclass(obj)
+            and isinstance(obj, type) and obj.__module__ == module.__name__ and obj is not Flag}
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_every_shown_flag_is_a_declared_setting(tool):
+    """Each flag --help shows is one field of a settings dataclass: its spellings, destination, default and help
+    as declared (a hand-written add_argument in a tool would have none)."""
+    from yolo.settings.declare import declared
+
+    declarations = [pair for cls in settings_classes() for pair in declared(cls) if pair[1].name is not None]
+    for action in tool_parser(tool)._actions:
+        if action.help == argparse.SUPPRESS or not action.option_strings or action.dest == "help":
+            continue
+        matches = [flag for field, flag in declarations if field.name == action.dest and flag.help == action.help
+                   and flag.option_strings == tuple(action.option_strings)[:len(flag.option_strings)]]
+        assert matches, (tool, action.option_strings)
+
+
+@pytest.mark.parametrize("tool", ["anchors", "benchmark", "export", "gpu_report"])
+def test_img_size_is_height_width_once_parsed(tool, capsys):
+    module = importlib.import_module(f"yolo.cli.flags.{tool}")
+    required = {"anchors": ["--data", "d.yaml"], "benchmark": ["--cfg", "c.cfg"],
+                "export": ["--weights", "w.pt", "--format", "onnx"], "gpu_report": []}[tool]
+    assert module.parse_args([*required, "--img-size", "256", "320"]).img_size == (256, 320)
+    assert module.parse_args([*required, "--img-size", "256"]).img_size == (256, 256)
+    assert module.parse_args(required).img_size is None  # the tool's default rule
+    with pytest.raises(SystemExit):
+        module.parse_args([*required, "--img-size", "1", "2", "3"])
+    err = capsys.readouterr().err.strip()
+    assert err == "error: --img-size takes one value or two (height width), got 3", err
+
+
+def test_the_gpu_report_runs_square_inputs(capsys):
+    from yolo.cli import gpu_report
+
+    assert gpu_report.settings_from(gpu_report.parse_args(["--img-size", "320"])).img_size == 320
+    assert gpu_report.settings_from(gpu_report.parse_args([])).img_size == 416
+    with pytest.raises(SystemExit):
+        gpu_report.settings_from(gpu_report.parse_args(["--img-size", "320", "416"]))
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --img-size: the report runs square inputs") and "\n" not in err, err
+
+
 def test_train_and_eval_choose_their_loader_workers_by_one_rule(monkeypatch):
     """``--workers`` means the same in train and eval: one help, and without the flag the training loader's rule
     (the CPUs this process may use but one, at most a batch); a count above the CPUs is cut to them."""
     import yolo.cli.eval as eval_cli
     from yolo.data.loader import default_workers
 
-    helps = {tool: [a.help for a in parser(tool)._actions if "--workers" in a.option_strings] for tool in ("train", "eval")}
+    helps = {tool: [a.help for a in tool_parser(tool)._actions if "--workers" in a.option_strings]
+             for tool in ("train", "eval")}
     assert helps["train"] == helps["eval"] and len(helps["eval"]) == 1, helps
-    assert parser("eval").parse_args(["--cfg", "c", "--weights", "w", "--data", "d"]).workers is None
+    assert tool_parser("eval").parse_args(["--cfg", "c", "--weights", "w", "--data", "d"]).workers is None
     monkeypatch.setattr(eval_cli, "usable_cpus", lambda: 8)
     assert eval_cli.usable_workers(None, 16) == 7 == default_workers(16, cpus=8)
     assert eval_cli.usable_workers(None, 2) == 2  # never more than a batch

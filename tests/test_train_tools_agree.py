@@ -40,7 +40,7 @@ def train(shapes, tmp_path, name, epochs, augment, **hyp):
 def evaluate(weights, data, tmp_path, *extra):
     return eval_cli.main(eval_cli.parse_args(["--weights", str(weights), "--data", str(data), "--device", "cpu",
                                               "--workers", "0", "--no-plots", "--no-progress",
-                                              "--save-dir", str(tmp_path / "eval"), *extra]))
+                                              "--project", str(tmp_path / "eval"), *extra]))
 
 
 def test_training_and_eval_agree_on_best_pt(shapes, tmp_path, capsys):

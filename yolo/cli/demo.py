@@ -24,28 +24,19 @@ import yaml
 from yolo.cli import detect as detect_cli
 from yolo.cli import eval as eval_cli
 from yolo.cli import train as train_cli
-from yolo.cli.args import ToolParser, non_negative_int, positive_int, run_tool, setup_logging
+from yolo.cli.args import ToolParser, run_tool, setup_logging
+from yolo.cli.flags.common import add_setting_flags
 from yolo.data import ensure_shapes_dataset
 from yolo.ops.sizes import ImageSize, image_size
 from yolo.runs import run_name
-
-REPO = Path(__file__).resolve().parents[2]  # the clone: configs/, and where runs/ and datasets/ go
+from yolo.settings.demo import REPO, DemoOptions
 
 TARGET_MAP50 = 0.9
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = ToolParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--cfg", default=str(REPO / "configs" / "yolov3-tiny-shapes.cfg"), help="model cfg")
-    p.add_argument("--data", default=str(REPO / "configs" / "shapes.yaml"), help="dataset YAML")
-    p.add_argument("--hyp", default=str(REPO / "configs" / "hyp.shapes.yaml"), help="training settings")
-    p.add_argument("--epochs", type=positive_int, default=None, help="default: the hyp file's (60)")
-    p.add_argument("--device", default="cpu", help="default: cpu")
-    p.add_argument("--name", default="shapes", help="run folder name under runs/train, runs/eval, runs/detect")
-    p.add_argument("--heldout", type=positive_int, default=8, help="held-out images to draw detections on (default: 8)")
-    p.add_argument("--seed", type=non_negative_int, default=0,
-                   help="training seed: initialization, data order and augmentation (default: 0)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars (logs only)")
+    add_setting_flags(p, DemoOptions)
     return p.parse_args(argv)
 
 

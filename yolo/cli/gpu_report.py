@@ -22,14 +22,16 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Optional
 
 from yolo.benchmark.gpu_environment import cuda_device, find_assets
 from yolo.benchmark.gpu_report import ReportSettings, run_report
 from yolo.benchmark.gpu_schedule import RowStream, process_age
 from yolo.benchmark.report_table import figure_label, figure_text
 from yolo.cli.args import fail, run_tool
-from yolo.cli.flags.gpu_report import CLONE, parse_args
-from yolo.ops.sizes import check_stride
+from yolo.cli.flags.gpu_report import parse_args
+from yolo.ops.sizes import ImageSize, check_stride
+from yolo.settings.gpu_report import CLONE, DEFAULT_SIDE
 
 DARKNET_STRIDE = 32  # the stride of the measured models (yolov3-tiny, yolov3)
 EXIT_STOPPED = {"SIGINT": 130, "SIGTERM": 143}  # the shell's 128 + the signal's number
@@ -38,7 +40,7 @@ EXIT_STOPPED = {"SIGINT": 130, "SIGTERM": 143}  # the shell's 128 + the signal's
 def settings_from(args) -> ReportSettings:
     assets = args.assets or Path(os.environ.get("YOLO_ASSETS") or CLONE.parent / "shared" / "assets")
     s = ReportSettings(assets=assets, darknet_src=args.darknet_src, device=args.device, models=tuple(args.models),
-                       img_size=args.img_size, batch=args.batch_size, subdivisions=args.subdivisions,
+                       img_size=square_side(args.img_size), batch=args.batch_size, subdivisions=args.subdivisions,
                        updates=args.updates, warmup=args.warmup, rounds=args.rounds, workers=args.workers,
                        darknet=not args.no_darknet, build_dir=args.build_dir, budget=args.budget,
                        started=getattr(args, "started", None))
@@ -47,6 +49,15 @@ def settings_from(args) -> ReportSettings:
         s.updates, s.warmup, s.rounds, s.images, s.workers = 2, 0, 3, 8, args.workers or 0
     check_stride((s.img_size, s.img_size), DARKNET_STRIDE, "--img-size")  # a square input, as Darknet's harness runs
     return s
+
+
+def square_side(size: Optional[ImageSize]) -> int:
+    """``--img-size`` as the one side of the square input Darknet's harness runs (None: the default)."""
+    if size is None:
+        return DEFAULT_SIDE
+    if size[0] != size[1]:
+        fail(f"--img-size: the report runs square inputs, as Darknet's harness: give one side, not {size[0]} {size[1]}")
+    return size[0]
 
 
 def main(args) -> str:

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from yolo.ops.pixels import images_to_float
-from yolo.ops.sizes import ImageSize, SizeLike, checked_image_size
+from yolo.ops.sizes import ImageSize, check_stride
 
 Batch = Tuple[torch.Tensor, torch.Tensor, List[Dict[str, Any]]]
 
@@ -97,9 +97,9 @@ class MultiScale:
             images, targets, infos = resize_batch(images, targets, sizes(b), infos)
     """
 
-    def __init__(self, base_hw: SizeLike, stride: int = 32, low: float = 0.7, high: float = 1.3,
+    def __init__(self, base_hw: ImageSize, stride: int = 32, low: float = 0.7, high: float = 1.3,
                  every: int = 10, seed: int = 0):
-        self.base_hw: ImageSize = checked_image_size(base_hw, stride, "multi-scale base size")
+        self.base_hw: ImageSize = check_stride(base_hw, stride, "multi-scale base size")
         if not 0 < low <= 1.0 <= high:
             raise ValueError(f"need 0 < low <= 1 <= high, got low={low}, high={high}")
         if every < 1:

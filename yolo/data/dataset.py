@@ -43,7 +43,7 @@ from yolo.data.cache import LabelCache
 from yolo.data.config import DataConfig, is_coco_json
 from yolo.data.image_cache import ImageCache
 from yolo.errors import DataError, ImageReadError, shown
-from yolo.files.images import DATASET_IMAGE_SUFFIXES, image_size, load_image
+from yolo.files.images import DATASET_IMAGE_SUFFIXES, image_file_size, load_image
 from yolo.data.transforms import (NO_AUGMENT, augment_config, item_rng, matrix_to_letterbox, mosaic_tile, reduced_size,
                                   resize_sample, resized_boxes, train_transform)
 from yolo.data.validation import Problem, ValidationReport, read_label_file
@@ -121,20 +121,20 @@ class DetectionDataset(Dataset):
         would keep the old epoch)."""
         self.epoch = int(epoch)
 
-    def cache_shapes(self, size_hw: Optional[SizeLike] = None) -> np.ndarray:
+    def cache_shapes(self, size_hw: Optional[ImageSize] = None) -> np.ndarray:
         """``Int64[N, 3]``: the ``(h, w, 3)`` each image is kept at by :meth:`cache_images`; ``ImageCache.nbytes_of``
         of it is the memory the cache takes. That is the size the label scan checked, or, when every training item
         is made at the one size ``size_hw`` and the pipeline first reduces each image to a size of its own
         (:func:`yolo.data.transforms.reduced_size`), that smaller size."""
         return np.array([(*self._kept_hw(r, size_hw), 3) for r in self.records], np.int64).reshape(-1, 3)
 
-    def _kept_hw(self, record: ImageRecord, size_hw: Optional[SizeLike]) -> Tuple[int, int]:
+    def _kept_hw(self, record: ImageRecord, size_hw: Optional[ImageSize]) -> Tuple[int, int]:
         original = (record.height, record.width)
         if not self.augment or size_hw is None:
             return original
-        return reduced_size(self.hyp, original, sizes.image_size(size_hw, "size_hw"))
+        return reduced_size(self.hyp, original, size_hw)
 
-    def cache_images(self, progress: bool = False, size_hw: Optional[SizeLike] = None) -> int:
+    def cache_images(self, progress: bool = False, size_hw: Optional[ImageSize] = None) -> int:
         """Decode every image once and keep it in this process's memory (opt-in; returns the bytes held): items
         then skip the JPEG decode and are otherwise the same. ``size_hw``: the one size every training item is
         made at, where the images may be kept smaller (:meth:`cache_shapes`); items at another size then read
@@ -147,13 +147,13 @@ class DetectionDataset(Dataset):
         self.use_image_cache(cache, size_hw)
         return cache.nbytes
 
-    def image_to_cache(self, index: int, size_hw: Optional[SizeLike] = None) -> np.ndarray:
+    def image_to_cache(self, index: int, size_hw: Optional[ImageSize] = None) -> np.ndarray:
         """Image ``index`` as :meth:`cache_images` keeps it: decoded, and reduced as its pipeline would first do."""
         image = self.decode_image(index)
         kept = self._kept_hw(self.records[index], size_hw)
-        return image if kept == image.shape[:2] else mosaic_tile(image, sizes.image_size(size_hw, "size_hw"))
+        return image if kept == image.shape[:2] else mosaic_tile(image, size_hw)
 
-    def use_image_cache(self, cache: Optional[ImageCache], size_hw: Optional[SizeLike] = None) -> None:
+    def use_image_cache(self, cache: Optional[ImageCache], size_hw: Optional[ImageSize] = None) -> None:
         """Read images from ``cache`` (laid out as ``cache_shapes(size_hw)``, filled by :meth:`image_to_cache`),
         or from disk again (None)."""
         shapes = self.cache_shapes(size_hw)
@@ -161,7 +161,7 @@ class DetectionDataset(Dataset):
             raise ValueError("the image cache was laid out for other images")
         reduced = cache is not None and not np.array_equal(shapes, self.cache_shapes())
         self.images = cache
-        self.images_for = sizes.image_size(size_hw, "size_hw") if reduced else None
+        self.images_for = size_hw if reduced else None
 
     def decode_image(self, index: int) -> np.ndarray:
         """Image ``index`` read from disk: RGB ``uint8`` ``h x w x 3`` at its checked size."""
@@ -406,7 +406,7 @@ def scan_yolo(source: PathLike, num_classes: int, search_dirs: Sequence[Path] = 
             continue
         entry = old.get(key)
         if entry is None or entry["fp"] != fingerprint:
-            shape, reason = image_size(image_path)
+            shape, reason = image_file_size(image_path)
             labels, label_problems = (read_label_file(label_path, num_classes) if label_path is not None
                                       else (np.zeros((0, 5), np.float32), []))
             entry = {"fp": fingerprint, "shape": shape, "reason": reason, "labels": labels.tolist(),
@@ -538,7 +538,7 @@ class CocoDataset(DetectionDataset):
         for image_id in sorted(coco.imgs):
             info = coco.imgs[image_id]
             path = image_dir / info.get("file_name", "")
-            shape, reason = image_size(path)
+            shape, reason = image_file_size(path)
             if shape is None:
                 problems.append(Problem(str(path), f"{reason} (image id {image_id} in {annotation_file.name})",
                                         None, "image", "bad_image"))

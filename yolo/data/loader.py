@@ -10,6 +10,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from yolo.data.collate import collate_fn, collate_uint8
 from yolo.data.worker_signals import ignore_stop_signals
+from yolo.ops.sizes import ImageSize
 
 
 class EpochShuffleSampler(Sampler[int]):
@@ -31,7 +32,7 @@ class EpochShuffleSampler(Sampler[int]):
         return self.num_items
 
 
-class SizedBatchSampler(Sampler[List[Tuple[int, Tuple[int, int], int]]]):
+class SizedBatchSampler(Sampler[List[Tuple[int, ImageSize, int]]]):
     """Mini-batches of ``(index, (h, w), epoch)``: every image of mini-batch ``i`` is loaded at
     ``size_of(first + i)`` and augmented as in ``epoch`` (the last :meth:`set_epoch`).
 
@@ -41,7 +42,7 @@ class SizedBatchSampler(Sampler[List[Tuple[int, Tuple[int, int], int]]]):
     ``first`` is the run-wide index of the first mini-batch (a resumed epoch starts past 0).
     """
 
-    def __init__(self, sampler: Sampler[int], batch_size: int, size_of: Callable[[int], Tuple[int, int]],
+    def __init__(self, sampler: Sampler[int], batch_size: int, size_of: Callable[[int], ImageSize],
                  first: int = 0):
         self.sampler, self.batch_size, self.size_of, self.first = sampler, int(batch_size), size_of, int(first)
         self.epoch = 0
@@ -118,9 +119,9 @@ class EpochLoader:
     """
 
     def __init__(self, dataset: Dataset, batch_size: int, num_workers: int = 0, seed: int = 0,
-                 pin_memory: bool = False, size_of: Optional[Callable[[int], Tuple[int, int]]] = None,
+                 pin_memory: bool = False, size_of: Optional[Callable[[int], ImageSize]] = None,
                  uint8_images: bool = False):
-        img_size = tuple(dataset.img_size)
+        img_size: ImageSize = dataset.img_size
         self.batches = SizedBatchSampler([], batch_size, size_of or (lambda number: img_size))
         generator = torch.Generator()
         generator.manual_seed(int(seed))
@@ -155,7 +156,7 @@ def set_epoch(loader: DataLoader, epoch: int) -> None:
 def create_dataloader(dataset: Dataset, batch_size: int, shuffle: bool = False, num_workers: int = 0,
                       seed: int = 0, drop_last: bool = False, sampler: Optional[Sampler] = None,
                       pin_memory: bool = False,
-                      size_of: Optional[Callable[[int], Tuple[int, int]]] = None, first_batch: int = 0
+                      size_of: Optional[Callable[[int], ImageSize]] = None, first_batch: int = 0
                       ) -> DataLoader:
     """``DataLoader`` yielding ``(images Float[B,3,H,W], targets Float[M,6], infos)``.
 

@@ -186,9 +186,7 @@ def run_hyp(model: Darknet, data, options: TrainOptions, ckpt: Optional[Dict[str
             "[convolutional] before it, or pass --adapt-classes")
     if ckpt is None:
         hyp = resolve_hyp(model.net, [s for s in model.sections if s.type in TRAINED_HEADS], options.hyp,
-                          {"epochs": options.epochs, "batch": options.batch_size, "img_size": options.img_size,
-                           "workers": options.workers, **{key: getattr(options, key) for key in MACHINE_SETTINGS}},
-                          stride=model.stride)
+                          options.hyp_overrides(), stride=model.stride)
     else:
         hyp = saved_hyp(ckpt, options)
     for key in MACHINE_SETTINGS:  # opt.yaml records the values used
@@ -218,7 +216,7 @@ def initialize_model(model: Darknet, options: TrainOptions, hyp: Hyperparameters
                 for line in report.summary().splitlines():
                     logger.info("%s", line)
         if hyp.head_prior:
-            prior_head_biases(model, tuple(hyp.img_size), fresh)
+            prior_head_biases(model, hyp.img_size, fresh)
     frozen = frozen_layers(model, options.freeze) if options.freeze else []
     if frozen and main:
         logger.info("froze layers 0..%d (%d parameter tensors)", options.freeze - 1, len(frozen))

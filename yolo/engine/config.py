@@ -36,7 +36,8 @@ from yolo.errors import ConfigError, shown
 from yolo.files.yaml_files import load_yaml, yaml_problem
 from yolo.models.cfg_options import check_training_options, last_head
 from yolo.ops.postprocess_defaults import EVAL_CONF_THRES, EVAL_IOU_THRES
-from yolo.ops.sizes import check_stride, image_size
+from yolo.ops.sizes import ImageSize, check_stride, image_size
+from yolo.settings.declare import declared
 from yolo.settings.values import MAX_WORKERS
 from yolo.settings.train import TrainOptions  # declared with its flags; here for `from yolo.engine import TrainOptions`
 
@@ -60,7 +61,7 @@ class Hyperparameters(ScheduleSettings):
     B1: float = 0.9
     B2: float = 0.999
     eps: float = 0.000001
-    img_size: List[int] = field(default_factory=lambda: [416, 416])  # [height, width]; [net] height, width
+    img_size: ImageSize = (416, 416)  # (height, width); [net] height, width; hyp.yaml holds [height, width]
     # The trainer's own settings (Darknet's [net] does not have them).
     epochs: Optional[int] = None  # None: enough epochs to reach max_batches updates
     max_steps_per_epoch: Optional[int] = None  # cap on optimizer updates per epoch (None: the whole split)
@@ -96,28 +97,39 @@ class Hyperparameters(ScheduleSettings):
         return getattr(self, key, default)
 
     def to_dict(self) -> Dict[str, Any]:
-        """Plain types, as ``hyp.yaml`` and checkpoints hold them."""
-        return asdict(self)
+        """Plain types, as ``hyp.yaml`` and checkpoints hold them (``img_size`` as ``[height, width]``: YAML's
+        safe dumper has no tuples)."""
+        values = asdict(self)
+        values["img_size"] = list(self.img_size)
+        return values
 
     @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> "Hyperparameters":
-        """From :meth:`to_dict`'s output (a saved run's)."""
-        return cls(**{k: v for k, v in values.items() if k in _FIELDS})
+    def from_dict(cls, values: Mapping[str, Any], where: str = "hyp") -> "Hyperparameters":
+        """From :meth:`to_dict`'s output (a saved run's, ``where``: its file, for the errors). A saved
+        ``img_size`` (``[height, width]``, or one side in a run saved by an older version) becomes an
+        :data:`~yolo.ops.sizes.ImageSize` here, where it enters."""
+        kept = {k: v for k, v in values.items() if k in _FIELDS}
+        if "img_size" in kept:
+            kept["img_size"] = image_size(kept["img_size"], f"{where}: img_size")
+        return cls(**kept)
 
     @classmethod
     def from_saved(cls, values: Any, where: str) -> "Hyperparameters":
         """A saved run's values (a checkpoint's ``hyp``) checked as a ``--hyp`` file's are: the types of the
-        fields and :data:`HYP_RANGES`; a value out of them is a :class:`ConfigError` naming ``where``."""
+        fields and :data:`HYP_RANGES`; a value out of them is a :class:`ConfigError` naming ``where``. The size
+        becomes an ``ImageSize`` as in :meth:`from_dict`."""
         if not isinstance(values, Mapping):
             raise ConfigError(f"{where}: not a mapping of hyperparameters")
         typed = {key: _typed(key, value, where) for key, value in values.items() if key in _FIELDS}
         check_ranges(typed, lambda key: where)
-        return cls(**typed)
+        return cls.from_dict(typed, where)
 
 
 _FIELDS = {f.name: f for f in fields(Hyperparameters)}
 # The keys Darknet's [net] does not have.
 TRAINER_KEYS = tuple(_FIELDS)[tuple(_FIELDS).index("epochs"):]
+# The flag that overrides each hyperparameter it names (batch: --batch-size), as TrainOptions declares it.
+_FLAG_OF = {flag.overrides: flag.name for _, flag in declared(TrainOptions) if flag.overrides}
 
 
 def read_hyp(hyp: Union[str, Path, Mapping[str, Any], None]) -> Dict[str, Any]:
@@ -148,7 +160,7 @@ def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, 
 
     ``flags`` may hold ``epochs``, ``batch``, ``img_size``, ``workers``, ``tf32``, ``compile`` and ``cache_images``
     (None values are ignored).
-    ``img_size`` comes out as [h, w] (:func:`yolo.ops.sizes.image_size`), a multiple of the network's
+    ``img_size`` comes out as ``(h, w)`` (:func:`yolo.ops.sizes.image_size`), a multiple of the network's
     ``stride`` when one is given, and ``augment`` as the full augmentation settings of
     :func:`yolo.data.transforms.augment_from_cfg`. A bad value is a one-line :class:`ConfigError` naming the
     YAML (or the cfg's file and line for a [net] key).
@@ -165,7 +177,7 @@ def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, 
         hyp[key] = net.get_float(key, _FIELDS[key].default)
     for key in ("B1", "B2", "eps"):  # Darknet reads them only with adam=1
         hyp[key] = net.get_float(key, _FIELDS[key].default) if hyp["adam"] else _FIELDS[key].default
-    hyp["img_size"] = [net.get_int("height", 416), net.get_int("width", 416)]
+    hyp["img_size"] = (net.get_int("height", 416), net.get_int("width", 416))
     defaults = Hyperparameters()
     hyp.update({k: getattr(defaults, k) for k in TRAINER_KEYS})
 
@@ -201,7 +213,7 @@ def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, 
                           f"each side must be between 1 and {MAX_IMAGE_SIDE:,}")
     if stride is not None:
         check_stride(size, stride, size_source)
-    hyp["img_size"] = list(size)  # hyp.yaml's form of (height, width)
+    hyp["img_size"] = size
     if hyp["batch"] < 1 or hyp["subdivisions"] < 1:
         raise ConfigError(f"batch={hyp['batch']} and subdivisions={hyp['subdivisions']} must be positive")
     if hyp["batch"] % hyp["subdivisions"]:  # Darknet: mini-batch = batch / subdivisions, rounded down
@@ -267,7 +279,7 @@ def check_ranges(hyp: Mapping[str, Any], origin: Callable[[str], str]) -> None:
 def _origin(key: str, user: Mapping[str, Any], flags: Mapping[str, Any], net, where: str) -> str:
     """Where the value of ``key`` came from: a flag, the --hyp file, else the cfg's [net] line."""
     if flags.get(key) is not None:
-        return "--batch-size" if key == "batch" else f"--{key.replace('_', '-')}"
+        return _FLAG_OF.get(key, f"--{key.replace('_', '-')}")
     if key in user:
         return where
     return f"{net.source}:{net.option_lines.get(key, net.line)}" if hasattr(net, "option_lines") else where
@@ -276,7 +288,7 @@ def _origin(key: str, user: Mapping[str, Any], flags: Mapping[str, Any], net, wh
 def _img_size_source(user: Mapping[str, Any], flags: Mapping[str, Any], net, where: str) -> str:
     """Where ``img_size`` came from, for its errors: ``--img-size``, the --hyp file's key, else the cfg's [net]."""
     if flags.get("img_size") is not None:
-        return "--img-size"
+        return _FLAG_OF["img_size"]
     if "img_size" in user:
         return f"{where}: img_size"
     return f"{_origin('height', user, flags, net, where)}: [net] height, width"

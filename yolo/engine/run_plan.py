@@ -16,7 +16,7 @@ from yolo.engine.schedule import LRSchedule, burn_in_outlasts_run, rate_warnings
 from yolo.engine.shared_images import cache_train_images
 from yolo.errors import ConfigError
 from yolo.models.preprocessing import training_preprocessing
-from yolo.ops.sizes import checked_image_size
+from yolo.ops.sizes import check_stride
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ def build_datasets(data, hyp: Hyperparameters, stride: int, seed: int, main: boo
     from (the hyp or the resumed checkpoint) in the stride check's error. With ``hyp.cache_images`` the train
     images are decoded into memory when they fit, one copy per machine (:mod:`yolo.engine.shared_images`; a bar
     while it fills when ``progress``)."""
-    img_size = checked_image_size(hyp.img_size, stride, size_source)  # resolve_hyp's [h, w] or the checkpoint's
+    img_size = check_stride(hyp.img_size, stride, size_source)  # a checkpoint's size may not fit this cfg
     train_set = val_set = None
     for turn in (True, False):
         if main == turn:
@@ -76,7 +76,7 @@ def plan_run(hyp: Hyperparameters, train_images: int, dist: DistInfo) -> RunPlan
     if dist.is_main:
         logger.info("data loading: %d loader worker process(es) per training process (%s)", workers, why)
     return RunPlan(epochs=hyp.epochs, steps_per_epoch=steps_per_epoch, accumulate=hyp.subdivisions,
-                   mini_batch=mini_batch, img_size=tuple(hyp.img_size), workers=workers)
+                   mini_batch=mini_batch, img_size=hyp.img_size, workers=workers)
 
 
 def run_schedule(hyp: Hyperparameters, plan: RunPlan, seed: int, main: bool) -> LRSchedule:

@@ -1,5 +1,5 @@
 """The one image reader: files to ``uint8`` pixels (:func:`load_image`), in-memory images checked and made
-BGR (:func:`as_bgr`), and the header-only size check that dataset scans use (:func:`image_size`).
+BGR (:func:`as_bgr`), and the header-only size check that dataset scans use (:func:`image_file_size`).
 
 Pixels are ``numpy`` ``uint8`` ``H x W x 3``, BGR as OpenCV reads them unless ``rgb`` is asked for; EXIF
 rotations are applied (``cv2.imdecode`` does, as ``cv2.imread``). Shapes are ``(height, width)``.
@@ -15,7 +15,7 @@ from PIL import Image, UnidentifiedImageError
 
 from yolo.errors import ImageReadError
 
-__all__ = ["IMAGE_SUFFIXES", "DATASET_IMAGE_SUFFIXES", "MIN_IMAGE_SIDE", "load_image", "as_bgr", "image_size"]
+__all__ = ["IMAGE_SUFFIXES", "DATASET_IMAGE_SUFFIXES", "MIN_IMAGE_SIDE", "load_image", "as_bgr", "image_file_size"]
 
 # The photo formats a dataset folder is scanned for (their headers are checked by PIL before training).
 DATASET_IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
@@ -68,7 +68,7 @@ def as_bgr(image: np.ndarray, where: str = "image") -> np.ndarray:
     return image
 
 
-def image_size(path: Path) -> Tuple[Optional[Tuple[int, int]], Optional[str]]:
+def image_file_size(path: Path) -> Tuple[Optional[Tuple[int, int]], Optional[str]]:
     """``((height, width), None)`` for a readable image, ``(None, reason)`` otherwise.
 
     Reads the header only (PIL), checks that JPEG files end with their end-of-image marker

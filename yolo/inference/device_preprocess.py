@@ -82,7 +82,7 @@ def _placement(shape_hw: ImageSize, img_size: ImageSize,
     if mode == "letterbox":
         (rh, rw), (pad_x, pad_y) = letterbox_params((h, w), img_size)
     elif mode == "stretch":
-        (rh, rw), (pad_x, pad_y) = tuple(img_size), (0, 0)
+        (rh, rw), (pad_x, pad_y) = img_size, (0, 0)
     else:
         raise ValueError(f"unknown resize mode {mode!r}: use 'letterbox' or 'stretch'")
     info = LetterboxInfo(scale_x=rw / w, scale_y=rh / h, pad_x=float(pad_x), pad_y=float(pad_y))

@@ -12,14 +12,14 @@ import numpy as np
 import torch
 
 from yolo.ops.letterbox import LETTERBOX_FILL, LetterboxInfo, fit_image
-from yolo.ops.sizes import SizeLike, image_size
+from yolo.ops.sizes import ImageSize
 
 __all__ = ["preprocess"]
 
 
 def preprocess(
     images: Sequence[np.ndarray],
-    img_size: SizeLike,
+    img_size: ImageSize,
     mode: str = "letterbox",
     device: Union[str, torch.device] = "cpu",
     dtype: torch.dtype = torch.float32,
@@ -34,7 +34,7 @@ def preprocess(
         ``(batch, infos)``: ``batch`` is ``Float[N, 3, h, w]`` RGB 0..1 in channels-last memory on ``device``;
         ``infos[i]`` maps boxes of image ``i`` back (:meth:`LetterboxInfo.to_original`).
     """
-    net_h, net_w = image_size(img_size, "img_size")  # (height, width)
+    net_h, net_w = img_size
     batch = torch.empty((len(images), net_h, net_w, 3), dtype=dtype, device=device)  # NHWC storage
     infos: List[LetterboxInfo] = []
     for i, image in enumerate(images):

@@ -79,10 +79,11 @@ def net_input_size(net) -> Optional[ImageSize]:
     neither; ``net`` is the cfg's first section (:class:`yolo.models.cfg.Section`)."""
     if not (net.has("height") or net.has("width")):
         return None
-    return net.get_int("height", FALLBACK_SIZE), net.get_int("width", FALLBACK_SIZE)
+    return image_size((net.get_int("height", FALLBACK_SIZE), net.get_int("width", FALLBACK_SIZE)),
+                      "the cfg's [net] width/height")
 
 
-def chosen_input_size(value: Optional[SizeLike], where: str, recorded: Optional[SizeLike],
+def chosen_input_size(value: Optional[SizeLike], where: str, recorded: Optional[ImageSize],
                       net) -> Tuple[ImageSize, str]:
     """The one rule every tool (detect, the Detector, eval, export, benchmark) picks its input size by:
     ``value`` (the tool's ``--img-size``), else the training size a checkpoint of ours ``recorded``, else the
@@ -94,10 +95,10 @@ def chosen_input_size(value: Optional[SizeLike], where: str, recorded: Optional[
     if value is not None:
         return image_size(value, where), where
     if recorded is not None:
-        return image_size(recorded, "preprocessing: img_size"), "the checkpoint's training size"
+        return recorded, "the checkpoint's training size"
     from_cfg = net_input_size(net) if net is not None else None
     if from_cfg is not None:
-        return image_size(from_cfg, "the cfg's [net] width/height"), "the cfg's [net] width/height"
+        return from_cfg, "the cfg's [net] width/height"
     return (FALLBACK_SIZE, FALLBACK_SIZE), f"{FALLBACK_SIZE}, the default (the cfg's [net] gives no size)"
 
 

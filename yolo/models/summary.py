@@ -21,7 +21,7 @@ from yolo.models.layer_types.route import Route
 from yolo.models.layer_types.shortcut import Shortcut
 from yolo.models.layer_types.upsample import Upsample
 from yolo.models.weights import float_count
-from yolo.ops.sizes import SizeLike, image_size
+from yolo.ops.sizes import ImageSize, SizeLike, image_size
 
 
 # The short names Darknet prints in its layer table.
@@ -41,11 +41,16 @@ class LayerRow:
 
 
 def layer_rows(model: nn.Module, img_size: Optional[SizeLike] = None) -> List[LayerRow]:
-    """One row per layer at ``img_size`` (height, width; default the cfg's [net] size).
+    """One row per layer at ``img_size`` (one side, or height, width; default the cfg's [net] size).
 
     Shapes come from a forward pass with hooks, so they are what the model really computes.
     """
-    h, w = image_size(img_size, "img_size", model.input_size)
+    return _rows_at(model, image_size(img_size, "img_size", model.input_size))
+
+
+def _rows_at(model: nn.Module, size: ImageSize) -> List[LayerRow]:
+    """:func:`layer_rows` at ``size`` ``(height, width)``."""
+    h, w = size
     shapes = {}
     hooks = []
     for i, module in enumerate(model.module_list):
@@ -100,7 +105,8 @@ def layer_rows(model: nn.Module, img_size: Optional[SizeLike] = None) -> List[La
 
 def model_summary(model: nn.Module, img_size: Optional[SizeLike] = None) -> str:
     """The summary table as text, with totals of parameters, weights-file floats and BFLOPs."""
-    rows = layer_rows(model, img_size)
+    h, w = image_size(img_size, "img_size", model.input_size)
+    rows = _rows_at(model, (h, w))
     fmt = "{:>4} {:<9}{:>8} {:>11}  {:>16} -> {:>16} {:>8}"
     lines = [fmt.format("", "layer", "filters", "size/strd", "input", "output", "BFLOPs")]
     for r in rows:
@@ -110,7 +116,6 @@ def model_summary(model: nn.Module, img_size: Optional[SizeLike] = None) -> str:
                                 f"{r.bflops:.3f}" if r.bflops else ""))
     n_params = sum(p.numel() for p in model.parameters())
     total = sum(r.bflops for r in rows)
-    h, w = image_size(img_size, "img_size", model.input_size)
     lines.append(f"{len(rows)} layers, {n_params:,} parameters, {float_count(model):,} weights-file floats, "
                  f"{total:.3f} BFLOPs at {w}x{h}")
     return "\n".join(lines)

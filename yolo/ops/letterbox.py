@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from yolo.ops.boxes import clip_boxes
-from yolo.ops.sizes import ImageSize, SizeLike, image_size
+from yolo.ops.sizes import ImageSize
 
 __all__ = [
     "LETTERBOX_FILL",
@@ -79,7 +79,7 @@ class LetterboxInfo:
         return boxes * scale + pad
 
 
-def letterbox_params(original_shape_hw: ImageSize, new_shape: SizeLike) -> Tuple[ImageSize, Tuple[int, int]]:
+def letterbox_params(original_shape_hw: ImageSize, new_shape: ImageSize) -> Tuple[ImageSize, Tuple[int, int]]:
     """Darknet's ``letterbox_image`` geometry.
 
     Returns ``((new_h, new_w), (pad_x, pad_y))``: the integer size of the resized image and the
@@ -89,7 +89,7 @@ def letterbox_params(original_shape_hw: ImageSize, new_shape: SizeLike) -> Tuple
     ``((w_net - new_w) // 2, (h_net - new_h) // 2)``.
     """
     h, w = original_shape_hw
-    net_h, net_w = image_size(new_shape, "new_shape")
+    net_h, net_w = new_shape
     if h <= 0 or w <= 0:
         raise ValueError(f"cannot letterbox an image of shape {(h, w)}")
     # Darknet compares float ratios: (float)w_net / w < (float)h_net / h.
@@ -101,7 +101,7 @@ def letterbox_params(original_shape_hw: ImageSize, new_shape: SizeLike) -> Tuple
     return (new_h, new_w), ((net_w - new_w) // 2, (net_h - new_h) // 2)
 
 
-def fit_image(image: np.ndarray, new_shape: SizeLike, mode: str = "letterbox",
+def fit_image(image: np.ndarray, new_shape: ImageSize, mode: str = "letterbox",
               interpolation: int = cv2.INTER_LINEAR) -> Tuple[np.ndarray, LetterboxInfo]:
     """Resize ``image`` (``H x W x C``, any dtype and channel order) as ``mode`` places it in the input.
 
@@ -110,7 +110,7 @@ def fit_image(image: np.ndarray, new_shape: SizeLike, mode: str = "letterbox",
     does not change.
     """
     h, w = image.shape[:2]
-    net_h, net_w = image_size(new_shape, "new_shape")
+    net_h, net_w = new_shape
     if mode == "letterbox":
         (rh, rw), (pad_x, pad_y) = letterbox_params((h, w), (net_h, net_w))
     elif mode == "stretch":
@@ -128,7 +128,7 @@ def _darknet_gray(dtype: np.dtype) -> float:
 
 def letterbox(
     image: np.ndarray,
-    new_shape: SizeLike,
+    new_shape: ImageSize,
     fill: Union[None, float, Tuple[float, ...]] = None,
     interpolation: int = cv2.INTER_LINEAR,
 ) -> Tuple[np.ndarray, LetterboxInfo]:
@@ -136,7 +136,7 @@ def letterbox(
 
     Args:
         image: ``uint8`` (or float) ``H x W x C`` array, any channel order.
-        new_shape: network input ``(h, w)`` or a single int for square.
+        new_shape: network input ``(h, w)``.
         fill: border value in the image's units; default Darknet's gray (0.5 on float images, 128 on
             ``uint8``, see the module docstring).
         interpolation: OpenCV interpolation flag for the resize.
@@ -144,7 +144,7 @@ def letterbox(
     Returns:
         ``(out, info)``: ``out`` is ``new_h x new_w x C`` of the input dtype; ``info`` maps boxes back.
     """
-    net_h, net_w = image_size(new_shape, "new_shape")
+    net_h, net_w = new_shape
     resized, info = fit_image(image, (net_h, net_w), "letterbox", interpolation)
     if resized.ndim == 2:
         resized = resized[:, :, None]
@@ -156,7 +156,7 @@ def letterbox(
 
 
 def stretch(
-    image: np.ndarray, new_shape: SizeLike, interpolation: int = cv2.INTER_LINEAR
+    image: np.ndarray, new_shape: ImageSize, interpolation: int = cv2.INTER_LINEAR
 ) -> Tuple[np.ndarray, LetterboxInfo]:
     """Plain resize to ``new_shape = (h, w)`` ignoring the aspect ratio (``cv2.dnn.blobFromImage``).
 
@@ -166,7 +166,7 @@ def stretch(
 
 
 def resize_image(
-    image: np.ndarray, new_shape: SizeLike, mode: str = "letterbox"
+    image: np.ndarray, new_shape: ImageSize, mode: str = "letterbox"
 ) -> Tuple[np.ndarray, LetterboxInfo]:
     """:func:`letterbox` (``mode="letterbox"``) or :func:`stretch` (``mode="stretch"``) on a ``uint8`` image."""
     if mode == "letterbox":

@@ -1,11 +1,12 @@
 """The settings several tools share, declared once, so each flag has one name, one default and one help text
-wherever it appears: ``--device``, ``--verbose``, ``--no-progress``.
+wherever it appears: ``--device``, ``--verbose``, ``--no-progress``, and ``--img-size`` (one declaration; each
+tool words its default).
 
 The settings classes of train, detect and eval declare their fields with :func:`device_setting` and
-:func:`progress_setting`; the tools without such a class (benchmark, export, anchors, convert) take these flags
-from :class:`ToolOptions` (:func:`yolo.cli.flags.common.add_common_flags`).
+:func:`progress_setting`; the tools whose settings have no Python API (benchmark, export, anchors, convert) take
+these flags from :class:`ToolOptions` (:func:`yolo.cli.flags.common.add_common_flags`).
 
-Imports only the standard library and :mod:`yolo.settings.declare`.
+Imports only the standard library, :mod:`yolo.settings.declare` and :mod:`yolo.settings.values`.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from yolo.settings.declare import setting
+from yolo.settings.values import image_side, size_from_flag
 
 DEVICE_HELP = "cpu, cuda, cuda:N or a GPU index (default: cuda if available)"
 PROGRESS_HELP = "no progress bars (always off when stderr is not a terminal)"
@@ -34,6 +36,15 @@ def verbose_setting() -> Any:
     return setting(False, "--verbose", action="store_true", help=VERBOSE_HELP)
 
 
+def img_size_setting(help: str, **declaration: Any) -> Any:
+    """``--img-size``: the network input, ``S`` (square) or ``H W``, parsed into an
+    :data:`~yolo.ops.sizes.ImageSize` (:func:`~yolo.settings.values.size_from_flag`); None, not given: the
+    tool's default, which ``help`` words. ``declaration``: more of :func:`~yolo.settings.declare.setting`'s
+    arguments (``overrides="img_size"`` for training)."""
+    return setting(None, "--img-size", type=image_side, nargs="+", from_flag=size_from_flag, help=help,
+                   **declaration)
+
+
 @dataclass
 class ToolOptions:
     """The shared settings, for the tools whose other flags are their own."""
@@ -43,5 +54,5 @@ class ToolOptions:
     progress: bool = progress_setting()
 
 
-__all__ = ["DEVICE_HELP", "PROGRESS_HELP", "VERBOSE_HELP", "ToolOptions", "device_setting", "progress_setting",
-           "verbose_setting"]
+__all__ = ["DEVICE_HELP", "PROGRESS_HELP", "VERBOSE_HELP", "ToolOptions", "device_setting", "img_size_setting",
+           "progress_setting", "verbose_setting"]

@@ -33,17 +33,28 @@ class Flag:
     options: Dict[str, Any]  # add_argument's other arguments: type, nargs, choices, action, const, required
     # The parsed value -> the field's value, called as from_flag(value, name); None: the parsed value as it is.
     from_flag: Optional[Callable[[Any, str], Any]] = None
+    # The training hyperparameter the setting overrides when given ("batch" for --batch-size); None: none.
+    overrides: Optional[str] = None
+    short: Optional[str] = None  # a one-letter form of the flag ("-n"), listed with it in --help
+
+    @property
+    def option_strings(self) -> Tuple[str, ...]:
+        """The flag's spellings, as ``add_argument`` takes them: ``("-n", "--num-of-clusters")``."""
+        return tuple(name for name in (self.short, self.name) if name)
 
 
 def setting(default: Any = dataclasses.MISSING, flag: Optional[str] = None, *, help: str,
-            from_flag: Optional[Callable[[Any, str], Any]] = None, **options: Any) -> Any:
+            from_flag: Optional[Callable[[Any, str], Any]] = None, overrides: Optional[str] = None,
+            short: Optional[str] = None, **options: Any) -> Any:
     """A dataclass field declaring one setting: ``default`` (none: a required setting), its ``flag``
     (``"--batch-size"``; None: no flag), its ``help`` text, and ``options`` for ``argparse``'s
     ``add_argument``. ``from_flag(value, flag)`` turns the parsed value into the field's, where they differ
-    (``--img-size 416`` -> ``(416, 416)``)."""
+    (``--img-size 416`` -> ``(416, 416)``). ``overrides``: the hyperparameter a training setting replaces when
+    given (``"batch"`` for ``batch_size``). ``short``: a one-letter spelling of the flag too (``"-n"``)."""
     if not help.strip():
         raise ValueError(f"the setting {flag or ''} needs a help text")
-    return dataclasses.field(default=default, metadata={_KEY: Flag(flag, help, dict(options), from_flag)})
+    return dataclasses.field(default=default, metadata={_KEY: Flag(flag, help, dict(options), from_flag, overrides,
+                                                                   short)})
 
 
 def declaration(field: dataclasses.Field) -> Flag:

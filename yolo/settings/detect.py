@@ -10,10 +10,9 @@ from typing import TYPE_CHECKING, Optional, Sequence, Union
 from yolo.ops.postprocess_defaults import DETECT_CONF_THRES, DETECT_IOU_THRES, MAX_DET, NMS_KINDS
 from yolo.ops.sizes import SIZE_RULE, SizeLike
 from yolo.settings.checks import check_int_sequence, check_number, check_optional_number, check_sequence
-from yolo.settings.common import device_setting
+from yolo.settings.common import device_setting, img_size_setting
 from yolo.settings.declare import setting
-from yolo.settings.values import (fraction, image_side, nms_exponent, non_negative_int, positive_int, size_from_flag,
-                                 worker_count)
+from yolo.settings.values import fraction, nms_exponent, non_negative_int, positive_int, worker_count
 
 if TYPE_CHECKING:  # the annotation's name only: this module loads no torch
     import torch
@@ -44,9 +43,7 @@ class DetectorOptions:
 
     names: Union[str, Path, Sequence[str], None] = setting(None, "--names", type=Path,
                                                            help=".names file (one class name a line)")
-    img_size: Optional[SizeLike] = setting(
-        None, "--img-size", type=image_side, nargs="+", from_flag=size_from_flag,
-        help=f"network input: S or H W (default: {SIZE_RULE})")
+    img_size: Optional[SizeLike] = img_size_setting(f"network input: S or H W (default: {SIZE_RULE})")
     conf_thres: float = setting(DETECT_CONF_THRES, "--conf-thres", type=fraction, help="score threshold (objectness x class)")
     iou_thres: float = setting(DETECT_IOU_THRES, "--iou-thres", type=fraction, help="NMS IoU threshold")
     resize: Optional[str] = setting(
@@ -114,4 +111,22 @@ class DetectRunOptions:
         check_optional_number("workers", self.workers, worker_count)
 
 
-__all__ = ["DetectRunOptions", "DetectorOptions", "NMS_KINDS", "RESIZE_MODES"]
+@dataclass
+class DetectToolOptions:
+    """What the detect tool reads and where and what it saves (the tool's own; the Detector's are
+    :class:`DetectorOptions`)."""
+
+    cfg: Optional[Path] = setting(None, "--cfg", type=Path,
+                                  help="Darknet .cfg (optional for a .pt carrying its cfg)")
+    weights: Path = setting(None, "--weights", type=Path, required=True, help="Darknet .weights or our .pt")
+    source: str = setting(None, "--source", required=True, help="image, video, folder, glob or camera index")
+    project: Path = setting(Path("runs/detect"), "--project", type=Path, help="parent of the run folders")
+    name: str = setting("exp", "--name", help="run folder name (exp, exp2, ... never overwritten)")
+    save_txt: bool = setting(False, "--save-txt", action="store_true", help="save YOLO txt labels")
+    save_conf: bool = setting(False, "--save-conf", action="store_true",
+                              help="add the score to each txt label line")
+    save_json: bool = setting(False, "--save-json", action="store_true", help="save COCO-format results.json")
+    nosave: bool = setting(False, "--nosave", action="store_true", help="do not save annotated images/videos")
+
+
+__all__ = ["DetectRunOptions", "DetectToolOptions", "DetectorOptions", "NMS_KINDS", "RESIZE_MODES"]

@@ -6,10 +6,10 @@ from typing import Optional
 
 from yolo.ops.postprocess_defaults import EVAL_CONF_THRES, EVAL_IOU_THRES, MAX_DET
 from yolo.ops.sizes import SIZE_RULE, SizeLike
-from yolo.settings.common import device_setting, progress_setting
+from yolo.settings.common import device_setting, img_size_setting, progress_setting
 from yolo.settings.declare import setting
 from yolo.settings.detect import RESIZE_MODES
-from yolo.settings.values import fraction, image_side, positive_int, size_from_flag, worker_count
+from yolo.settings.values import fraction, positive_int, worker_count
 
 
 @dataclass
@@ -24,9 +24,7 @@ class EvalOptions:
     data: str = setting(None, "--data", required=True,
                         help="dataset YAML or Darknet .data file (its val split, valid= in a .data, is evaluated)")
     split: str = setting("val", "--split", choices=("val", "train"), help="which split to evaluate (default: val)")
-    img_size: Optional[SizeLike] = setting(
-        None, "--img-size", type=image_side, nargs="+", from_flag=size_from_flag,
-        help=f"network input: S or H W (default: {SIZE_RULE})")
+    img_size: Optional[SizeLike] = img_size_setting(f"network input: S or H W (default: {SIZE_RULE})")
     conf_thres: float = setting(EVAL_CONF_THRES, "--conf-thres", type=fraction,
                                 help="keep detections scoring above this (default: %(default)s)")
     iou_thres: float = setting(EVAL_IOU_THRES, "--iou-thres", type=fraction, help="NMS IoU threshold (default: %(default)s)")

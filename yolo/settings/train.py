@@ -15,9 +15,9 @@ from typing import Any, Dict, Optional, Union
 from yolo.ops.sizes import SizeLike
 from yolo.files.paths import check_path
 from yolo.settings.checks import check_device, check_number, check_optional_number
-from yolo.settings.common import device_setting, progress_setting
-from yolo.settings.declare import setting
-from yolo.settings.values import image_side, non_negative_int, positive_int, seed_value, size_from_flag, worker_count
+from yolo.settings.common import device_setting, img_size_setting, progress_setting
+from yolo.settings.declare import declared, setting
+from yolo.settings.values import non_negative_int, positive_int, seed_value, worker_count
 
 
 @dataclass
@@ -40,14 +40,13 @@ class TrainOptions:
                                     help="read only layers 0..N-1 of a Darknet .weights file")
     hyp: Union[str, Dict[str, Any], None] = setting(None, "--hyp",
                                                     help="hyperparameter YAML (overrides the cfg's [net])")
-    epochs: Optional[int] = setting(None, "--epochs", type=positive_int,
+    epochs: Optional[int] = setting(None, "--epochs", overrides="epochs", type=positive_int,
                                     help="default: enough epochs for the cfg's max_batches")
     batch_size: Optional[int] = setting(
-        None, "--batch-size", type=positive_int,
+        None, "--batch-size", type=positive_int, overrides="batch",
         help="images per optimizer update over all processes (Darknet's batch; default: the cfg's)")
-    img_size: Optional[SizeLike] = setting(
-        None, "--img-size", type=image_side, nargs="+", from_flag=size_from_flag,
-        help="training input: one side or height width (default: the cfg's [net] size)")
+    img_size: Optional[SizeLike] = img_size_setting(
+        "training input: one side or height width (default: the cfg's [net] size)", overrides="img_size")
     device: Optional[str] = device_setting()
     project: str = setting("runs/train", "--project", help="parent of the run folders (default: runs/train)")
     name: str = setting("exp", "--name", help="run folder name (default: exp; then exp2, exp3, ...: never overwritten)")
@@ -57,7 +56,7 @@ class TrainOptions:
         help="continue a run from its last.pt (or run folder); alone: the newest run under --project")
     freeze: int = setting(0, "--freeze", type=non_negative_int,
                           help="freeze the first N layers (their BatchNorm statistics too)")
-    workers: Optional[int] = setting(None, "--workers", type=worker_count,
+    workers: Optional[int] = setting(None, "--workers", overrides="workers", type=worker_count,
                                      help="data-loading processes (default: automatic)")
     seed: int = setting(0, "--seed", type=seed_value,
                         help="seed of initialization, data order and augmentation (default: 0)")
@@ -67,14 +66,14 @@ class TrainOptions:
         help="set the cfg's heads to the dataset's class count (classes and the filters before each head)")
     # None: the hyperparameter's; the run's opt.yaml records the value used (compile and cache_images too).
     tf32: Optional[bool] = setting(
-        None, "--tf32", action=argparse.BooleanOptionalAction,
+        None, "--tf32", action=argparse.BooleanOptionalAction, overrides="tf32",
         help="TF32 matmuls/convolutions on CUDA: faster, but not Darknet's float32 step (default: the "
              "hyperparameter tf32, false)")
     compile: Optional[bool] = setting(
-        None, "--compile", action=argparse.BooleanOptionalAction,
+        None, "--compile", action=argparse.BooleanOptionalAction, overrides="compile",
         help="train through torch.compile (falls back with a warning; default: the hyperparameter compile, false)")
     cache_images: Optional[bool] = setting(
-        None, "--cache-images", action=argparse.BooleanOptionalAction,
+        None, "--cache-images", action=argparse.BooleanOptionalAction, overrides="cache_images",
         help="decode the train images once and keep them in memory, one copy per machine, where they fit (else "
              "one warning and the images are read from disk; default: the hyperparameter cache_images, false)")
     progress: bool = progress_setting()
@@ -98,6 +97,11 @@ class TrainOptions:
         check_optional_number("workers", self.workers, worker_count)
         check_number("freeze", self.freeze, non_negative_int)
         check_number("seed", self.seed, seed_value)
+
+    def hyp_overrides(self) -> Dict[str, Any]:
+        """``{hyperparameter: value}`` for the settings that override one (declared with ``overrides=``:
+        ``--epochs``, ``--batch-size``, ``--img-size``, ...); None where not given (the hyperparameter stands)."""
+        return {flag.overrides: getattr(self, field.name) for field, flag in declared(type(self)) if flag.overrides}
 
     def to_dict(self) -> Dict[str, Any]:
         d = asdict(self)

@@ -1,11 +1,9 @@
 """The flags of ``tools/benchmark.py`` (:mod:`yolo.cli.benchmark`)."""
 from __future__ import annotations
 
-from pathlib import Path
-
-from yolo.cli.args import DefaultsHelpFormatter, ToolParser, fraction, image_side, non_negative_int, positive_int
-from yolo.cli.flags.common import add_common_flags, hidden_alias
-from yolo.ops.postprocess_defaults import DETECT_CONF_THRES, DETECT_IOU_THRES
+from yolo.cli.args import DefaultsHelpFormatter, ToolParser, positive_int
+from yolo.cli.flags.common import add_common_flags, add_setting_flags, hidden_alias, parse_declared
+from yolo.settings.benchmark import BenchmarkOptions
 
 DESCRIPTION = "Time our detection pipeline against OpenCV DNN on the same cfg, weights, input size and threads."
 EXAMPLES = """\
@@ -28,36 +26,12 @@ examples:
 
 def build_parser() -> ToolParser:
     p = ToolParser(description=DESCRIPTION, epilog=EXAMPLES, formatter_class=DefaultsHelpFormatter)
-    p.add_argument("--cfg", required=True, type=Path, help="Darknet .cfg")
-    p.add_argument("--weights", type=Path, default=None, help="Darknet .weights (default: random weights)")
-    p.add_argument("--img-size", type=image_side, nargs="+", default=None,
-                   help="network input: S or H W (default: the cfg's [net] width/height, else 416)")
-    p.add_argument("--image", type=Path, default=None, help="image to run on (default: a synthetic 768x576)")
-    p.add_argument("--threads", type=positive_int, default=None,
-                   help="CPU threads for both (default: the cores this process may use; 1 with --data)")
-    p.add_argument("--batch-size", type=positive_int, default=8, help="batch size for the throughput figures")
+    add_setting_flags(p, BenchmarkOptions)
     hidden_alias(p, "--batch", "batch_size", type=positive_int)  # the former name of --batch-size
-    p.add_argument("--iters", type=positive_int, default=None,
-                   help="timed rounds per measurement (default: 20; 5 with --data)")
-    p.add_argument("--warmup", type=non_negative_int, default=3, help="untimed rounds first")
-    p.add_argument("--resize", default="stretch", choices=["stretch", "letterbox"],
-                   help="our pre-processing (OpenCV always stretches)")
-    p.add_argument("--conf-thres", type=fraction, default=DETECT_CONF_THRES,
-                   help="score threshold of the post-processing")
-    p.add_argument("--iou-thres", type=fraction, default=DETECT_IOU_THRES,
-                   help="NMS IoU threshold of the post-processing")
-    p.add_argument("--compile", action="store_true", help="also time our model under torch.compile")
-    p.add_argument("--no-opencv", action="store_true", help="time only our pipeline")
-    p.add_argument("--no-gpu", action="store_true", help="skip the CUDA figures (run when CUDA is available)")
-    p.add_argument("--data", type=Path, default=None,
-                   help="time the training data path on this dataset YAML's train split instead of detection")
-    p.add_argument("--images", type=positive_int, default=64, help="with --data: training images per round")
-    p.add_argument("--loader-workers", type=non_negative_int, nargs="+", default=None,
-                   help="with --data: also time the training loader alone with each of these worker counts "
-                        "(images/s, the main process's CPU time per mini-batch of --batch-size, threads per worker)")
     add_common_flags(p, "verbose")
     return p
 
 
 def parse_args(argv=None):
-    return build_parser().parse_args(argv)
+    """The flags, ``--img-size`` as ``(height, width)`` (None where not given)."""
+    return parse_declared(build_parser(), argv, BenchmarkOptions)

@@ -23,7 +23,7 @@ def add_setting_flags(parser: argparse.ArgumentParser, cls: type, only: Optional
         if flag.name is None or (only is not None and field.name not in only):  # None: the Python API only
             continue
         default = None if field.default is dataclasses.MISSING else field.default
-        parser.add_argument(flag.name, dest=field.name, default=default, help=flag.help, **flag.options)
+        parser.add_argument(*flag.option_strings, dest=field.name, default=default, help=flag.help, **flag.options)
 
 
 def add_common_flags(parser: argparse.ArgumentParser, *names: str) -> None:
@@ -33,6 +33,22 @@ def add_common_flags(parser: argparse.ArgumentParser, *names: str) -> None:
     if unknown:
         raise ValueError(f"no shared flag {sorted(unknown)}")
     add_setting_flags(parser, ToolOptions, only=names)
+
+
+def parse_declared(parser: argparse.ArgumentParser, argv: Optional[Iterable[str]], *classes: type
+                   ) -> argparse.Namespace:
+    """``parser``'s flags parsed from ``argv``, each declared setting of ``classes`` as its field holds it (through
+    the declaration's ``from_flag``: ``--img-size 416`` -> ``(416, 416)``), for the tools that read the parsed
+    flags themselves. A value the declaration refuses (``--img-size 1 2 3``) is the tool's one-line error."""
+    args = parser.parse_args(argv)
+    try:
+        for cls in classes:
+            for field, flag in declared(cls):
+                if flag.name is not None and flag.from_flag is not None:
+                    setattr(args, field.name, flag.from_flag(getattr(args, field.name), flag.name))
+    except ConfigError as exc:
+        fail(str(exc))
+    return args
 
 
 def settings_from(args: argparse.Namespace, cls: Type[S], **given: Any) -> S:

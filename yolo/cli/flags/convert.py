@@ -1,8 +1,9 @@
 """The flags of ``tools/convert.py`` (:mod:`yolo.cli.convert`)."""
 from __future__ import annotations
 
-from yolo.cli.args import DefaultsHelpFormatter, ToolParser, positive_int
-from yolo.cli.flags.common import add_common_flags
+from yolo.cli.args import DefaultsHelpFormatter, ToolParser
+from yolo.cli.flags.common import add_common_flags, add_setting_flags
+from yolo.settings.convert import ConvertOptions
 
 DESCRIPTION = ("Convert weights between Darknet .weights and our .pt checkpoints (the extensions of --weights and "
                "--output decide: .pt or .pth is a checkpoint, anything else Darknet weights).")
@@ -23,12 +24,7 @@ examples:
 
 def build_parser() -> ToolParser:
     p = ToolParser(description=DESCRIPTION, epilog=EXAMPLES, formatter_class=DefaultsHelpFormatter)
-    p.add_argument("--cfg", help="Darknet .cfg (needed for .weights input; optional for .pt)")
-    p.add_argument("--weights", required=True, help="input: Darknet .weights or our .pt")
-    p.add_argument("--output", required=True, help="output: a .pt/.pth checkpoint, else Darknet .weights")
-    p.add_argument("--cutoff", type=positive_int, default=None,
-                   help="use only layers 0..N-1 (read a partial file / write a partial file)")
-    p.add_argument("--names", help="optional .names file stored in the .pt")
+    add_setting_flags(p, ConvertOptions)
     add_common_flags(p, "verbose")
     return p
 

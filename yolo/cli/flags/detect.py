@@ -6,7 +6,7 @@ from pathlib import Path
 
 from yolo.cli.args import DefaultsHelpFormatter, ToolParser
 from yolo.cli.flags.common import add_common_flags, add_setting_flags, hidden_alias
-from yolo.settings.detect import DetectorOptions, DetectRunOptions
+from yolo.settings.detect import DetectorOptions, DetectRunOptions, DetectToolOptions
 
 DESCRIPTION = "Run a Darknet detector on images, folders, globs, videos or a camera; save annotated results."
 EXAMPLES = """\
@@ -25,21 +25,18 @@ examples:
   python tools/detect.py --weights runs/train/exp/best.pt --source 0      # the first camera
 """
 
+# The tool's own settings before the Detector's in --help (what it reads), and after them (what it saves).
+READS = ("cfg", "weights", "source")
+SAVES = ("project", "name", "save_txt", "save_conf", "save_json", "nosave")
+
 
 def build_parser() -> ToolParser:
     p = ToolParser(description=DESCRIPTION, epilog=EXAMPLES, formatter_class=DefaultsHelpFormatter)
-    p.add_argument("--cfg", type=Path, default=None, help="Darknet .cfg (optional for a .pt carrying its cfg)")
-    p.add_argument("--weights", type=Path, required=True, help="Darknet .weights or our .pt")
-    p.add_argument("--source", required=True, help="image, video, folder, glob or camera index")
+    add_setting_flags(p, DetectToolOptions, only=READS)
     add_setting_flags(p, DetectorOptions)
     add_setting_flags(p, DetectRunOptions)
-    p.add_argument("--project", type=Path, default=Path("runs/detect"), help="parent of the run folders")
+    add_setting_flags(p, DetectToolOptions, only=SAVES)
     hidden_alias(p, "--output", "project", type=Path)  # the former name of --project
-    p.add_argument("--name", default="exp", help="run folder name (exp, exp2, ... never overwritten)")
-    p.add_argument("--save-txt", action="store_true", help="save YOLO txt labels")
-    p.add_argument("--save-conf", action="store_true", help="add the score to each txt label line")
-    p.add_argument("--save-json", action="store_true", help="save COCO-format results.json")
-    p.add_argument("--nosave", action="store_true", help="do not save annotated images/videos")
     add_common_flags(p, "progress", "verbose")
     return p
 

@@ -1,13 +1,10 @@
 """The flags of ``tools/gpu_report.py`` (:mod:`yolo.cli.gpu_report`)."""
 from __future__ import annotations
 
-from pathlib import Path
+from yolo.cli.args import DefaultsHelpFormatter, ToolParser, positive_int
+from yolo.cli.flags.common import add_setting_flags, hidden_alias, parse_declared
+from yolo.settings.gpu_report import GpuReportOptions
 
-from yolo.cli.args import DefaultsHelpFormatter, ToolParser, image_side, non_negative_int, positive_int
-from yolo.cli.flags.common import hidden_alias
-from yolo.settings.values import positive_float
-
-CLONE = Path(__file__).resolve().parents[3]
 DESCRIPTION = "Measure ours against Darknet's GPU build on this GPU and print one markdown table with the ratios."
 EXAMPLES = """\
 Ours: end-to-end training images/s (the trainer), the training step alone (fp32, AMP), the Detector pipeline
@@ -33,35 +30,8 @@ examples:
 
 def build_parser() -> ToolParser:
     p = ToolParser(description=DESCRIPTION, epilog=EXAMPLES, formatter_class=DefaultsHelpFormatter)
-    p.add_argument("--assets", type=Path, default=None,
-                   help="assets folder with cfg/, weights/, coco128/ (default: $YOLO_ASSETS, else ../shared/assets)")
-    p.add_argument("--darknet-src", type=Path, default=CLONE.parent / "shared" / "darknet",
-                   help="Darknet's source folder (src/, include/, Makefile)")
-    p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto",
-                   help="auto/cuda: measure on the GPU (without one: say so and exit 0); cpu: ours on the CPU")
-    p.add_argument("--models", nargs="+", default=["yolov3-tiny", "yolov3"], choices=["yolov3-tiny", "yolov3"],
-                   help="the cfgs to measure (from the assets' cfg/)")
-    p.add_argument("--img-size", type=image_side, default=416, help="input side (a multiple of 32)")
-    p.add_argument("--batch-size", type=positive_int, default=64,
-                   help="training batch and the large detection batch")
+    add_setting_flags(p, GpuReportOptions)
     hidden_alias(p, "--batch", "batch_size", type=positive_int)  # the name used by earlier versions
-    p.add_argument("--subdivisions", type=positive_int, default=None,
-                   help="mini-batches per update (default: the cfg's training value, else 2)")
-    p.add_argument("--updates", type=positive_int, default=10, help="timed training updates (ours and Darknet's)")
-    p.add_argument("--warmup", type=non_negative_int, default=3, help="untimed updates and rounds first")
-    p.add_argument("--rounds", type=positive_int, default=20, help="timed detection rounds at batch 1")
-    p.add_argument("--workers", type=non_negative_int, default=None,
-                   help="our loader's processes (default: the trainer's)")
-    p.add_argument("--no-darknet", action="store_true", help="skip Darknet's GPU build and its timings")
-    p.add_argument("--build-dir", type=Path, default=None, help="build Darknet here and keep it (default: temporary)")
-    p.add_argument("--quick", action="store_true",
-                   help="a small run: yolov3-tiny at 64x64, batch 4, 2 timed updates, 8 images, 3 rounds (not with "
-                        "the flags it sets)")
-    p.add_argument("--budget", type=positive_float(86400, "--budget"), default=240.0,
-                   help="seconds for the whole report, Darknet's build included: rounds and updates are shortened, "
-                        "or the least important measurements left out, to end within it")
-    p.add_argument("--output", type=Path, default=None,
-                   help="also write the figures (each as it is measured) and then the tables and notes to this file")
     return p
 
 
@@ -74,7 +44,7 @@ _NOT_GIVEN = object()
 def parse_args(argv=None):
     """The flags; ``--quick`` together with a flag it sets is refused (one line naming them)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_declared(parser, argv, GpuReportOptions)
     replaced = given_flags(argv, QUICK_SETS) if args.quick else []
     if replaced:
         parser.error(f"--quick sets {', '.join(replaced)} itself: give either --quick or {' and '.join(replaced)}")
