@@ -158,3 +158,15 @@ class FakeClock:
 
     def spend_s(self, seconds: float) -> None:
         self.now += seconds
+
+
+def write_mjpg_video(path: Path, frames, fps: float) -> Path:
+    """Write ``frames`` (``uint8[H, W, 3]`` BGR, all one size) as an MJPG ``.avi`` at ``fps``; returns ``path``."""
+    frames = list(frames)
+    height, width = frames[0].shape[:2]
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), fps, (width, height))
+    for frame in frames:
+        writer.write(frame)
+    writer.release()
+    return path
+

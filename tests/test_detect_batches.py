@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from conftest import asset
-from helpers import assert_same_detections, one_line_error
+from helpers import assert_same_detections, one_line_error, write_mjpg_video
 from yolo.cli.detect import cli, main, parse_args
 from yolo.files.images import load_image
 from yolo.inference.batch import boxes_to_original, postprocess_batch
@@ -204,10 +204,7 @@ def folder_and_video(tmp_path_factory):
     (src / "broken.jpg").write_bytes(b"\xff\xd8\xff not a jpeg")  # reported and skipped in any batch
     frame = cv2.resize(cv2.imread(str(asset("images/dog.jpg"))), (320, 240))
     video = src / "clip.avi"
-    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 5, (320, 240))
-    for i in range(3):
-        writer.write(np.roll(frame, 15 * i, axis=1))
-    writer.release()
+    write_mjpg_video(video, (np.roll(frame, 15 * i, axis=1) for i in range(3)), 5)
     return src
 
 

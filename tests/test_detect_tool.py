@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import asset
-from helpers import run_tool
+from helpers import run_tool, write_mjpg_video
 from yolo.runs import increment_path
 from yolo.cli.detect import main, parse_args
 from yolo.inference.sources import collect_sources
@@ -114,10 +114,7 @@ def test_glob_and_video(tmp_path):
     src.mkdir()
     frame = cv2.resize(cv2.imread(str(asset("images/dog.jpg"))), (320, 240))
     video = src / "clip.avi"
-    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 5, (320, 240))
-    for i in range(3):
-        writer.write(np.roll(frame, 10 * i, axis=1))
-    writer.release()
+    write_mjpg_video(video, (np.roll(frame, 10 * i, axis=1) for i in range(3)), 5)
     shutil.copy(asset("images/person.jpg"), src / "person.jpg")
     items = collect_sources(str(src / "*"))
     assert [(i.kind, i.path.name) for i in items] == [("video", "clip.avi"), ("image", "person.jpg")]

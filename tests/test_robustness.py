@@ -13,7 +13,7 @@ import torch
 import yaml
 
 from cfg_snippets import ONE_HEAD_CFG
-from helpers import one_line_error
+from helpers import one_line_error, write_mjpg_video
 from training_helpers import write_one_head_training
 from yolo.models.cfg import parse_cfg, parse_cfg_text
 from yolo.errors import CfgError
@@ -173,11 +173,8 @@ def test_truncated_video_reports_expected_and_read_frames(tiny_pt, tmp_path, cap
     from yolo.cli import detect
 
     video = tmp_path / "clip.avi"
-    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 10, (64, 64))
     rng = np.random.default_rng(0)
-    for _ in range(20):
-        writer.write(rng.integers(0, 255, (64, 64, 3), dtype=np.uint8))
-    writer.release()
+    write_mjpg_video(video, (rng.integers(0, 255, (64, 64, 3), dtype=np.uint8) for _ in range(20)), 10)
     capture = cv2.VideoCapture(str(video))
     assert int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) == 20  # the header's count
     capture.release()

@@ -25,6 +25,7 @@ import pytest
 import torch
 
 from training_helpers import assert_same_state, write_one_head_model, write_one_head_training
+from helpers import write_mjpg_video
 from yolo.data import build_dataset, collate_fn, load_data_config
 from yolo.engine import TrainOptions, Trainer
 from yolo.evaluation import EvaluationStopped, Evaluator, evaluate_model
@@ -290,12 +291,10 @@ def video_setup(tmp_path_factory):
     folder = tmp_path_factory.mktemp("video")
     cfg, pt, _weights = write_one_head_model(folder)
     video = folder / "clip.avi"
-    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 10, (96, 64))
-    for i in range(30):
-        frame = np.full((64, 96, 3), 40, np.uint8)
+    frames = [np.full((64, 96, 3), 40, np.uint8) for _ in range(30)]
+    for i, frame in enumerate(frames):
         cv2.circle(frame, (10 + 2 * i, 32), 12, (0, 200, 255), -1)
-        writer.write(frame)
-    writer.release()
+    write_mjpg_video(video, frames, 10)
     return {"pt": pt, "video": video}
 
 
