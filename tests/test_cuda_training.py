@@ -113,8 +113,8 @@ def test_two_amp_channels_last_updates_are_finite_and_close_to_float32(shapes, t
         memory_format=torch.channels_last))}
     amp = train_on(cuda_device, shapes, tmp_path, "amp", hooks=hook)
     fp32 = train_on(cuda_device, shapes, tmp_path, "fp32", amp=False)
-    assert amp.precision.amp and amp.precision.channels_last and layouts == [True]
-    assert not fp32.precision.amp and not fp32.precision.channels_last
+    assert amp.step_runner.precision.amp and amp.step_runner.precision.channels_last and layouts == [True]
+    assert not fp32.step_runner.precision.amp and not fp32.step_runner.precision.channels_last
     a, b = train_state(amp.result.run_dir), train_state(fp32.result.run_dir)
     assert a["train"]["global_step"] == b["train"]["global_step"] == 2
     weights_a = torch.cat([v.flatten().double() for k, v in a["train"]["model"].items() if v.is_floating_point()])

@@ -289,7 +289,7 @@ def test_cuda_fp16_channels_last_matches_fp32_at_every_batch(cuda_device, yolov3
 def test_cuda_graph_replays_follow_alternating_small_batches(cuda_device, yolov3_tiny, images):
     graphed = Detector(*yolov3_tiny, device=cuda_device, cuda_graph=True)
     eager = Detector(*yolov3_tiny, device=cuda_device, cuda_graph=False)
-    for batch_images in (images[:1], images[1:5], images[2:3], images[:4], images[4:5]):
+    for batch_images in (images[:1], images[:4], images[2:3], images[:4], images[3:4]):
         got, expected = graphed(batch_images), eager(batch_images)
         for g, e in zip(got, expected):
             assert torch.equal(g["labels"], e["labels"])

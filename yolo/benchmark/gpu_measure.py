@@ -59,7 +59,7 @@ def training_batch(paths: Sequence[Path], size: int) -> Tuple[torch.Tensor, torc
 
 
 def _synchronize(device: torch.device) -> Optional[Callable[[], None]]:
-    return torch.cuda.synchronize if device.type == "cuda" else None
+    return (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else None
 
 
 def _fitted_medians(tasks: Dict[str, Callable[[], object]], rounds: int, warmup: int, sync,

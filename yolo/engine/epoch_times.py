@@ -46,6 +46,7 @@ class EpochTimes:
     for, mark each mini-batch, and :meth:`finish` after the last one."""
 
     def __init__(self, device: torch.device, clock: Callable[[], float] = time.perf_counter):
+        self.device = device
         self.cuda = device.type == "cuda"
         self.clock = clock  # seconds, monotonic
         self.start()
@@ -64,7 +65,7 @@ class EpochTimes:
         self.last = now
         if self.cuda:
             self._open_event = torch.cuda.Event(enable_timing=True)
-            self._open_event.record()
+            self._open_event.record(torch.cuda.current_stream(self.device))  # the model's device, whichever is current
 
     def step_done(self) -> None:
         """The step on that batch was made (queued, on CUDA)."""
@@ -72,7 +73,7 @@ class EpochTimes:
         if self.cuda:
             if self._open_event is not None:
                 end = torch.cuda.Event(enable_timing=True)
-                end.record()
+                end.record(torch.cuda.current_stream(self.device))
                 self.events.append((self._open_event, end))
                 self._open_event = None
         else:
@@ -82,10 +83,11 @@ class EpochTimes:
     def finish(self) -> EpochTimeSplit:
         """The epoch's split. On CUDA this waits for the last step's event: call it where the epoch syncs
         anyway (its losses are read right after)."""
+        if self.events:  # first: the epoch's queued GPU work belongs to its total
+            self.events[-1][1].synchronize()
         total = self.clock() - self.begin
         step = self.step
         if self.events:
-            self.events[-1][1].synchronize()
             step = sum(start.elapsed_time(end) for start, end in self.events) / 1e3
             self.events = []
         data = min(self.data, total)

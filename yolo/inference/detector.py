@@ -179,9 +179,10 @@ class Detector:
         # On CUDA the host does not wait for the model: the post-processing queues behind it on the device, and
         # its one copy of the detections to the host is the batch's only wait. Events time the model.
         model_start, model_end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        model_start.record()
+        stream = torch.cuda.current_stream(self.device)  # the model's device, whichever is current
+        model_start.record(stream)
         predictions = self.forward(batch)
-        model_end.record()
+        model_end.record(stream)
         results = self.postprocess(predictions, infos, [im.shape[:2] for im in loaded])
         model_end.synchronize()  # done already, unless nothing was copied (no detections at all)
         t3 = time.perf_counter()

@@ -72,24 +72,28 @@ class GraphedForward:
         entry = self._graphs[key]
         if entry is None:
             return self.model(x)
-        entry.static_input.copy_(x)
-        entry.graph.replay()
+        with torch.cuda.device(x.device):  # replay on the graph's device, whichever is current
+            entry.static_input.copy_(x)
+            entry.graph.replay()
         # A copy: the next replay overwrites the static output.
         return entry.static_output.clone()
 
     def _capture(self, x: torch.Tensor) -> Optional[_Captured]:
         static_input = x.clone()  # same shape, dtype and memory format
         try:
-            side = torch.cuda.Stream(x.device)
-            side.wait_stream(torch.cuda.current_stream(x.device))
-            with torch.cuda.stream(side):
-                for _ in range(self.warmup):
-                    self.model(static_input)
-            torch.cuda.current_stream(x.device).wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                static_output = self.model(static_input)
-            torch.cuda.synchronize(x.device)
+            # The input's device made current, and a capture stream of its own: torch.cuda.graph's default
+            # stream belongs to whichever device was current when it was first made (cuda:0 for a model on cuda:1).
+            with torch.cuda.device(x.device):
+                side = torch.cuda.Stream(x.device)
+                side.wait_stream(torch.cuda.current_stream(x.device))
+                with torch.cuda.stream(side):
+                    for _ in range(self.warmup):
+                        self.model(static_input)
+                torch.cuda.current_stream(x.device).wait_stream(side)
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, stream=torch.cuda.Stream(x.device)):
+                    static_output = self.model(static_input)
+                torch.cuda.synchronize(x.device)
         except Exception as exc:  # any capture failure: this shape runs eagerly from now on
             warnings.warn(f"CUDA graph capture failed for input {tuple(x.shape)} {x.dtype} "
                           f"({type(exc).__name__}: {exc}); running the model eagerly for it", RuntimeWarning)
