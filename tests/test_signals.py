@@ -298,12 +298,12 @@ def video_setup(tmp_path_factory):
     return {"pt": pt, "video": video}
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 128 + signal.SIGTERM), (signal.SIGINT, 0)])
-def test_a_signal_during_video_detection_finishes_the_video_and_results(video_setup, tmp_path, signum, status):
+def paused_detect(source: Path, pt: Path, tmp_path: Path, signum: int):
+    """``tools/detect.py`` on ``source`` paused after its 6th result, sent ``signum`` (the group, as a terminal or
+    ``timeout`` does) and run to its end; returns ``(process, stdout, stderr)``."""
     marker = tmp_path / "paused"
     cmd = [sys.executable, "-c", DETECT_DRIVER.format(repo=str(REPO)), "5", str(marker),
-           "--weights", str(video_setup["pt"]), "--source", str(video_setup["video"]), "--save-json",
+           "--weights", str(pt), "--source", str(source), "--save-json",
            "--device", "cpu", "--conf-thres", "0.001", "--project", str(tmp_path), "--name", "run", "--no-progress"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
@@ -317,8 +317,15 @@ def test_a_signal_during_video_detection_finishes_the_video_and_results(video_se
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == status, err[-3000:]
     assert "Traceback" not in err, err[-3000:]
+    return proc, out, err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_during_video_detection_finishes_the_video_and_results(video_setup, tmp_path, signum):
+    proc, out, err = paused_detect(video_setup["video"], video_setup["pt"], tmp_path, signum)
+    assert proc.returncode == 128 + signum, err[-3000:]  # a file not done is not a success (a camera's Ctrl-C is)
     name = signal.Signals(signum).name
     assert [line for line in err.splitlines() if "stopped" in line] == [
         f"{video_setup['video'].name}: stopped ({name}) after 6 frame(s); what was done is saved"], err[-3000:]
@@ -329,6 +336,31 @@ def test_a_signal_during_video_detection_finishes_the_video_and_results(video_se
     capture.release()
     images = json.loads((run / "image_ids.json").read_text())
     assert [image["file_name"] for image in images] == [f"clip_{i}" for i in range(6)]
+    detections = json.loads((run / "results.json").read_text())
+    assert f"6 image(s)/frame(s), {len(detections)} detection(s)" in out, out
+
+
+@pytest.mark.slow
+def test_sigterm_during_image_detection_keeps_what_was_done(video_setup, tmp_path):
+    """A folder of images stops after the image in progress (batch 1 on the CPU): the 6 done are saved, drawn and
+    in results.json, and one line says so."""
+    folder = tmp_path / "images"
+    folder.mkdir()
+    capture = cv2.VideoCapture(str(video_setup["video"]))
+    for i in range(12):
+        ok, frame = capture.read()
+        assert ok
+        cv2.imwrite(str(folder / f"shot_{i:02d}.png"), frame)
+    capture.release()
+    (tmp_path / "out").mkdir()
+    proc, out, err = paused_detect(folder, video_setup["pt"], tmp_path / "out", signal.SIGTERM)
+    assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
+    assert [line for line in err.splitlines() if "stopped" in line] == [
+        "stopped (SIGTERM) after 6 image(s); what was done is saved"], err[-3000:]
+    run = tmp_path / "out" / "run"
+    assert sorted(p.name for p in run.glob("*.png")) == [f"shot_{i:02d}.png" for i in range(6)]
+    images = json.loads((run / "image_ids.json").read_text())
+    assert [Path(image["file_name"]).name for image in images] == [f"shot_{i:02d}.png" for i in range(6)]
     detections = json.loads((run / "results.json").read_text())
     assert f"6 image(s)/frame(s), {len(detections)} detection(s)" in out, out
 

@@ -88,26 +88,31 @@ def main(args) -> Optional[Path]:
     streams = [it for it in items if it.kind != "image"]
     position = {id(it): i + 1 for i, it in enumerate(items)}
     stop = StreamStop()
+    camera_ended = False  # Ctrl-C is how a camera ends: then status 0
+    # A signal ends the work after the batch of images or the frame in progress; what was done is saved.
     with tqdm(total=len(items), desc="detect", unit="src", file=sys.stderr,
-              disable=not use_bars(args.progress)) as progress:
+              disable=not use_bars(args.progress)) as progress, stop:
         n_images, n_dets, skipped = detect_images(images, detector, writer, batch_size, progress, position,
-                                                  len(items), workers)
-        with stop:  # a signal ends the video in progress after its frame (a camera runs until one comes)
-            for item in streams:
-                if stop():
-                    break
-                frames_done = 0
-                try:
-                    frames_done, dets_done = detect_video(item, detector, writer, progress, batch_size, workers, stop)
-                    n_images += frames_done
-                    n_dets += dets_done
-                except ImageReadError as exc:
-                    skipped.append(shown(exc, MAX_MESSAGE))
-                    progress.write(f"warning: {skipped[-1]}; skipped", file=sys.stderr)
-                if stop():
-                    progress.write(f"{shown(item.name, MAX_MESSAGE)}: stopped ({stop.signal_name}) after "
-                                   f"{frames_done} frame(s); what was done is saved", file=sys.stderr)
-                progress.update(1)
+                                                  len(items), workers, stop)
+        if stop():
+            progress.write(f"stopped ({stop.signal_name}) after {n_images} image(s); what was done is saved",
+                           file=sys.stderr)
+        for item in streams:
+            if stop():
+                break
+            frames_done = 0
+            try:
+                frames_done, dets_done = detect_video(item, detector, writer, progress, batch_size, workers, stop)
+                n_images += frames_done
+                n_dets += dets_done
+            except ImageReadError as exc:
+                skipped.append(shown(exc, MAX_MESSAGE))
+                progress.write(f"warning: {skipped[-1]}; skipped", file=sys.stderr)
+            if stop():
+                camera_ended = item.kind == "camera" and stop.signal_name == "SIGINT"
+                progress.write(f"{shown(item.name, MAX_MESSAGE)}: stopped ({stop.signal_name}) after "
+                               f"{frames_done} frame(s); what was done is saved", file=sys.stderr)
+            progress.update(1)
     if skipped and n_images == 0:  # nothing could be read at all: the warnings alone would not say it failed
         _remove_empty_run(out_dir)
         fail(f"none of the {len(items)} source(s) could be read", code=1)
@@ -117,7 +122,7 @@ def main(args) -> Optional[Path]:
           + (f"results in {out_dir}" if out_dir is not None else "nothing saved (--nosave)")
           + (f"; COCO results {json_path}" if json_path else "")
           + (f"; {len(skipped)} source(s) skipped" if skipped else ""))
-    if stop.signal_name is not None and stop.signal_name != "SIGINT":  # Ctrl-C is how a camera ends: status 0
+    if stop.signal_name is not None and not camera_ended:
         raise SystemExit(stop.exit_status)
     return out_dir
 

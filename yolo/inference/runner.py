@@ -100,9 +100,10 @@ def _read_image(item: SourceItem) -> Tuple[SourceItem, Optional[np.ndarray], Opt
 
 
 def detect_images(items: Sequence[SourceItem], detector: Detector, writer: Writer, batch_size: int,
-                  progress: tqdm, position: dict, count: int, workers: int = 0) -> Tuple[int, int, List[str]]:
-    """Detect on image ``items``, ``batch_size`` readable images per call; ``position[id(item)]`` numbers the
-    lines ``image i/count``. ``workers`` threads read and decode the next images while the model runs
+                  progress: tqdm, position: dict, count: int, workers: int = 0,
+                  stop: Optional[Callable[[], bool]] = None) -> Tuple[int, int, List[str]]:
+    """Detect on image ``items``, ``batch_size`` readable images per call, until ``stop()`` (asked before each
+    batch) is True; ``position[id(item)]`` numbers the lines ``image i/count``. ``workers`` threads read and decode the next images while the model runs
     (:func:`~yolo.inference.read_ahead.map_ahead`) and save the annotated ones behind it
     (:class:`~yolo.inference.write_behind.WriteBehind`); 0: everything in order in this thread. The results
     do not depend on either. Returns ``(images, detections, skipped messages)``."""
@@ -122,6 +123,8 @@ def detect_images(items: Sequence[SourceItem], detector: Detector, writer: Write
 
     with WriteBehind(workers) as saves, contextlib.closing(reads):
         for batch in _in_batches(readable(), step):
+            if stop is not None and stop():
+                break
             dets = detector([image for _, image in batch])
             timing = timing_text(detector.timings, len(batch))
             for (item, image), det in zip(batch, dets):
