@@ -235,6 +235,23 @@ def test_a_killed_loader_worker_is_one_line_and_last_pt_is_saved(setup, referenc
     resume_and_compare(tmp_path / "run", reference)
 
 
+@pytest.mark.slow
+def test_a_loader_worker_killed_in_the_evaluation_is_one_line_and_the_epoch_is_kept(setup, reference, tmp_path):
+    """The evaluation's workers killed (the out-of-memory killer, say): the epoch's updates are saved with its
+    evaluation left to the resumed run, which ends as an uninterrupted one."""
+    def kill_the_workers(pgid, paused):
+        for pid in paused["pids"]:
+            os.kill(pid, signal.SIGKILL)
+
+    proc, paused = interrupted_run(setup, tmp_path, "evaluation", 1, kill_the_workers)
+    assert paused["pids"], "the evaluation's loader workers were running"
+    assert_one_clean_line(proc, 4, "stopped: a data loader worker died (DataLoader worker (pid ")
+    assert group_is_gone(proc.pid)
+    state = load_checkpoint_file(tmp_path / "run" / "last.pt")["train"]
+    assert (state["epoch"], state["epoch_step"], state["global_step"]) == (0, 2, 2)
+    resume_and_compare(tmp_path / "run", reference)
+
+
 def test_the_evaluation_ends_within_one_batch_of_a_stop(setup):
     """With no worker processes a stop during the evaluation is honoured at the next batch, not at its end."""
     data = load_data_config(str(setup / "data.yaml"))
