@@ -14,9 +14,10 @@ pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:F
 
 
 @pytest.fixture
-def tiny():
+def tiny(yolov3_tiny):
     """``--cfg``/``--weights`` of yolov3-tiny from the assets (the test skips without them)."""
-    return ["--cfg", asset("cfg/yolov3-tiny.cfg"), "--weights", asset("weights/yolov3-tiny.weights")]
+    cfg, weights = yolov3_tiny
+    return ["--cfg", cfg, "--weights", weights]
 
 
 def error_of(argv, capsys):

@@ -256,18 +256,9 @@ def test_resume_of_a_finished_run_leaves_its_settings_records(capsys, caplog, ru
     assert {name: (run_copy / name).read_bytes() for name in before} == before
 
 
-def private_data(setup, tmp_path, **changes):
-    """A data YAML of the setup's dataset with ``changes`` (names, train) in ``tmp_path``."""
-    values = yaml.safe_load((setup / "data.yaml").read_text())
-    values.update(changes)
-    path = tmp_path / "data.yaml"
-    path.write_text(yaml.safe_dump(values))
-    return path
-
-
 def test_resume_refuses_a_dataset_whose_names_were_reordered(capsys, setup, run_copy, tmp_path):
     names = yaml.safe_load((setup / "data.yaml").read_text())["names"]
-    data = private_data(setup, tmp_path, names=[names[1], names[0], *names[2:]])
+    data = write_data_yaml(setup, tmp_path, names=[names[1], names[0], *names[2:]])
     last = edited_last(run_copy, train={"options": {"data": str(data)}})
     err = train_error(capsys, ["--resume", last, "--epochs", "2", "--device", "cpu", "--no-progress"])
     assert err == (f"error: --resume {last}: {data} is not the dataset the run started with: the class names "
@@ -279,7 +270,7 @@ def test_resume_refuses_a_dataset_with_an_image_removed(capsys, setup, run_copy,
     images = sorted((setup / "data" / "images" / "train").glob("*.jpg"))
     listing = tmp_path / "train.txt"
     listing.write_text("".join(f"{p}\n" for p in images[1:]))
-    data = private_data(setup, tmp_path, train=str(listing))
+    data = write_data_yaml(setup, tmp_path, train=str(listing))
     last = edited_last(run_copy, train={"options": {"data": str(data)}})
     err = train_error(capsys, ["--resume", last, "--epochs", "2", "--device", "cpu", "--no-progress"])
     assert err == (f"error: --resume {last}: {data} is not the dataset the run started with: the train split has "
@@ -291,7 +282,7 @@ def test_resume_accepts_the_same_dataset_moved_to_another_folder(setup, run_copy
     """The record is of the images relative to their split's folder: the dataset moved (with a config naming its
     new place) is the same dataset."""
     moved = shutil.copytree(setup / "data", tmp_path / "moved")
-    data = private_data(setup, tmp_path, path=str(moved))
+    data = write_data_yaml(setup, tmp_path, path=str(moved))
     last = edited_last(run_copy, train={"options": {"data": str(data)}})
     status = train_cli.main(train_cli.parse_args(["--resume", str(last), "--epochs", "2", "--device", "cpu",
                                                   "--no-progress"]))

@@ -91,6 +91,6 @@ def test_kill_during_final_save_then_resume_loses_nothing(setup, tmp_path, monke
     last, best = load_checkpoint_file(run_dir / "last.pt"), load_checkpoint_file(run_dir / "best.pt")
     assert last["train"]["epoch"] == 2 and last["train"]["global_step"] == 4
     # The best epoch is the last one (rising metrics); best.pt must be that epoch, with the recorded score.
-    expected = fitness(made_up_evaluation(type("T", (), {})(), 1, True))
+    expected = fitness(made_up_evaluation(None, 1, True))
     assert last["train"]["best_fitness"] == pytest.approx(expected)
     assert best["train"]["epoch"] == 2 and best["train"]["best_fitness"] == pytest.approx(expected)

@@ -53,7 +53,9 @@ def pause(where):
     if where != point or seen[where] != occurrence or trainer.dist.rank != int(os.environ.get("PAUSE_RANK", 0)):
         return
     pids = [p.pid for p in multiprocessing.active_children()]
-    marker.write_text(json.dumps({{"pids": pids, "pid": os.getpid(), "global_step": trainer.global_step}}))
+    written = Path(str(marker) + ".tmp")  # whole or absent: the test reads it as soon as it exists
+    written.write_text(json.dumps({{"pids": pids, "pid": os.getpid(), "global_step": trainer.global_step}}))
+    os.replace(written, marker)
     deadline = time.time() + 60
     while not trainer.stop_request.requested and time.time() < deadline:
         time.sleep(0.01)
@@ -145,14 +147,14 @@ def interrupted_run(setup, tmp_path, point: str, occurrence: int, send, processe
         while not marker.exists() and proc.poll() is None and time.time() < deadline:
             time.sleep(0.02)
         assert marker.exists(), proc.communicate(timeout=60)
-        time.sleep(0.05)  # the marker is written whole
-        send(proc.pid, json.loads(marker.read_text()))
+        paused = json.loads(marker.read_text())
+        send(proc.pid, paused)
         out, err = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     proc.stdout_text, proc.stderr_text = out, err
-    return proc, json.loads(marker.read_text())
+    return proc, paused
 
 
 def group_is_gone(pgid: int) -> bool:

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from training_helpers import write_one_head_training
+from training_helpers import made_up_evaluation, write_one_head_training
 from yolo.engine import RunPlan, TrainingParts, TrainOptions, Trainer, build_training
 from yolo.engine.distributed import DistInfo
 from yolo.engine.hooks import EvalHook, HookBase
@@ -105,13 +105,8 @@ class CountingHook(HookBase):
         self.updates = state["updates"]
 
 
-def rising_evaluation(self, epoch, final):
-    """Stands in for Trainer._evaluate: metrics that rise every epoch (no model run)."""
-    return {"mAP50": (epoch + 1) / 10, "mAP50_95": (epoch + 1) / 20, "precision": 0.5, "recall": 0.5}
-
-
 def test_a_hooks_state_survives_a_resume(setup, tmp_path, monkeypatch):
-    monkeypatch.setattr(Trainer, "_evaluate", rising_evaluation)
+    monkeypatch.setattr(Trainer, "_evaluate", made_up_evaluation)
     options = TrainOptions(cfg=str(setup / "tiny.cfg"), data=str(setup / "data.yaml"), hyp=dict(HYP), epochs=2,
                            device="cpu", project=str(tmp_path), name="run", progress=False)
     first = Trainer.from_options(options)
@@ -120,10 +115,10 @@ def test_a_hooks_state_survives_a_resume(setup, tmp_path, monkeypatch):
     assert first.fit().status == "interrupted"  # in epoch 2, after its first update
     last = tmp_path / "run" / "last.pt"
     saved = load_checkpoint_file(last)["train"]
-    best_after_epoch_1 = fitness(rising_evaluation(None, 0, False))
+    best_after_epoch_1 = fitness(made_up_evaluation(None, 0, False))
     assert saved["hooks"] == {"CountingHook": {"updates": 3}}  # the best fitness is the trainer's state
     assert saved["best_fitness"] == pytest.approx(best_after_epoch_1)
-    assert saved["metrics"] == rising_evaluation(None, 0, False)
+    assert saved["metrics"] == made_up_evaluation(None, 0, False)
     ckpt = load_checkpoint_file(last)
     # Two earlier formats: the evaluation hook held the best fitness (its state beside the others), and before
     # that hooks had no states. Each keeps the best fitness at the top too.
@@ -148,7 +143,7 @@ def test_a_hooks_state_survives_a_resume(setup, tmp_path, monkeypatch):
     assert seen == [(pytest.approx(best_after_epoch_1), 3)]
     assert result.status == "finished" and result.global_step == 4 and counter.updates == 4
     assert load_checkpoint_file(last)["train"]["hooks"]["CountingHook"] == {"updates": 4}
-    assert result.best_fitness == pytest.approx(fitness(rising_evaluation(None, 1, True)))
+    assert result.best_fitness == pytest.approx(fitness(made_up_evaluation(None, 1, True)))
 
     # The earlier formats: the best fitness comes back; a hook they knew nothing of starts afresh.
     for name, updates_before in (("eval_hook", 3), ("no_hooks", 0)):
@@ -160,11 +155,11 @@ def test_a_hooks_state_survives_a_resume(setup, tmp_path, monkeypatch):
         result = resumed.fit()
         assert seen == [(pytest.approx(best_after_epoch_1), updates_before)], name
         assert result.global_step == 4 and counter.updates == updates_before + 1, name
-        assert result.best_fitness == pytest.approx(fitness(rising_evaluation(None, 1, True))), name
+        assert result.best_fitness == pytest.approx(fitness(made_up_evaluation(None, 1, True))), name
 
 
 def test_a_best_fitness_without_its_best_pt_is_dropped_on_resume(setup, tmp_path, monkeypatch, caplog):
-    monkeypatch.setattr(Trainer, "_evaluate", rising_evaluation)
+    monkeypatch.setattr(Trainer, "_evaluate", made_up_evaluation)
     options = TrainOptions(cfg=str(setup / "tiny.cfg"), data=str(setup / "data.yaml"), hyp=dict(HYP), epochs=1,
                            device="cpu", project=str(tmp_path), name="run", progress=False)
     Trainer.from_options(options).fit()
@@ -195,7 +190,7 @@ def test_ctrl_c_while_the_parts_are_built_stops_at_the_first_update(setup, tmp_p
         return build_training(options)
 
     monkeypatch.setattr(trainer_module, "build_training", interrupted_build)
-    monkeypatch.setattr(Trainer, "_evaluate", rising_evaluation)
+    monkeypatch.setattr(Trainer, "_evaluate", made_up_evaluation)
     before = signal.getsignal(signal.SIGINT)
     options = TrainOptions(cfg=str(setup / "tiny.cfg"), data=str(setup / "data.yaml"), hyp=dict(HYP), epochs=1,
                            device="cpu", project=str(tmp_path), name="run", progress=False)
@@ -227,7 +222,7 @@ class NoWritesIntoTheTrainer(Trainer):
 
 
 def test_hooks_write_nothing_into_the_trainer_the_evaluation_flows_through_the_state(setup, tmp_path, monkeypatch):
-    monkeypatch.setattr(Trainer, "_evaluate", rising_evaluation)
+    monkeypatch.setattr(Trainer, "_evaluate", made_up_evaluation)
     options = TrainOptions(cfg=str(setup / "tiny.cfg"), data=str(setup / "data.yaml"), hyp=dict(HYP, eval_interval=2),
                            epochs=3, device="cpu", project=str(tmp_path), name="run", progress=False)
     trainer = NoWritesIntoTheTrainer(build_training(options))
@@ -236,7 +231,7 @@ def test_hooks_write_nothing_into_the_trainer_the_evaluation_flows_through_the_s
                                                              t.state.is_best, t.state.best_fitness)))
     result = trainer.fit()
     assert result.status == "finished"
-    first, last = rising_evaluation(None, 1, False), rising_evaluation(None, 2, True)
+    first, last = made_up_evaluation(None, 1, False), made_up_evaluation(None, 2, True)
     assert seen == [(1, {}, False, -1.0), (2, first, True, pytest.approx(fitness(first))),
                     (3, last, True, pytest.approx(fitness(last)))]  # every 2 epochs and the last
     assert trainer.state.metrics == last and result.metrics == last
