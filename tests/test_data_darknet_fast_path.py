@@ -202,6 +202,20 @@ def test_benchmark_loader_workers_times_the_loader_with_each_count(tmp_path, cap
     assert figures["loader_1w_threads"] >= 1  # a worker process was there to count
 
 
+def test_benchmark_loader_workers_refuses_a_batch_larger_than_the_dataset(tmp_path, capsys, assets, keep_threads):
+    """The loader makes whole mini-batches only: 12 images in batches of 16 would time nothing, forever."""
+    from yolo.cli.benchmark import main as bench_main, parse_args as bench_args
+
+    data, _ = _shapes(tmp_path)
+    with pytest.raises(SystemExit):
+        bench_main(bench_args(["--data", str(data), "--cfg", str(assets("cfg/yolov3-tiny.cfg")), "--img-size", "64",
+                               "--images", "4", "--iters", "1", "--warmup", "0", "--batch-size", "16",
+                               "--loader-workers", "0"]))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"error: {data}: 12 train image(s), fewer than --batch-size 16: the loader alone cannot be "
+                       "timed; give a smaller --batch-size"), err
+
+
 def test_benchmark_data_mode_names_a_missing_dataset(tmp_path, capsys, assets, keep_threads):
     from yolo.cli.benchmark import main as bench_main, parse_args as bench_args
 

@@ -121,7 +121,7 @@ def test_on_cuda_the_step_is_the_gpu_time_between_events(cuda_device):
 def test_the_plan_takes_the_default_workers_per_process_and_names_them(monkeypatch, caplog):
     """Without --workers: the CPUs of the affinity mask but one, shared by torchrun's local processes, at most
     a mini-batch; the log names the number. With --workers: that number."""
-    monkeypatch.setattr(run_plan, "usable_cpus", lambda: 16)
+    monkeypatch.setattr(run_plan, "cpu_threads", lambda: 16)
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
     caplog.set_level(logging.INFO, logger="yolo")
     hyp = Hyperparameters(batch=64, subdivisions=1, epochs=1)

@@ -210,6 +210,9 @@ def edited_last(run_dir, train=None, **top):
     ({"global_step": -100}, "global_step=-100 is out of range: it must be at least epoch_step=0 (the updates done "
                             "in the run)"),
     ({"epoch": 1.5}, "epoch=1.5 is not a whole number"),
+    ({"best_fitness": None}, "best_fitness=None is not a number"),
+    ({"epoch_sums": [1.0, 2.0]}, "epoch_sums is not 4 numbers (the epoch's box, obj and cls loss sums and its "
+                                 "mini-batches)"),
 ])
 def test_resume_refuses_update_counters_out_of_range(capsys, run_copy, train, message):
     last = edited_last(run_copy, train=train)

@@ -227,7 +227,7 @@ def test_train_and_eval_choose_their_loader_workers_by_one_rule(monkeypatch):
              for tool in ("train", "eval")}
     assert helps["train"] == helps["eval"] and len(helps["eval"]) == 1, helps
     assert tool_parser("eval").parse_args(["--cfg", "c", "--weights", "w", "--data", "d"]).workers is None
-    monkeypatch.setattr(eval_cli, "usable_cpus", lambda: 8)
+    monkeypatch.setattr(eval_cli, "cpu_threads", lambda: 8)
     assert eval_cli.usable_workers(None, 16) == 7 == default_workers(16, cpus=8)
     assert eval_cli.usable_workers(None, 2) == 2  # never more than a batch
     assert eval_cli.usable_workers(12, 16) == 8

@@ -15,7 +15,7 @@ def cpu_threads() -> int:
     fewer than ``os.cpu_count()``, the machine's; a thread per core and no more."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # no affinity API (macOS, Windows)
+    except (AttributeError, OSError):  # no affinity API (macOS, Windows)
         return os.cpu_count() or 1
 
 

@@ -17,7 +17,8 @@ from typing import Dict, Sequence
 from torch.utils.data import Dataset
 
 from yolo.data import EpochLoader
-from yolo.data.loader import EpochShuffleSampler, usable_cpus
+from yolo.data.loader import EpochShuffleSampler
+from yolo.device import cpu_threads
 
 __all__ = ["loader_figures"]
 
@@ -43,7 +44,7 @@ def loader_figures(dataset: Dataset, mini_batch: int, workers: Sequence[int], ba
     worker, after its batches)."""
     figures: Dict[str, float] = {}
     print(f"\ntraining loader alone, mini-batches of {mini_batch} at {dataset.img_size[0]}x{dataset.img_size[1]}, "
-          f"{batches} timed after {warmup}, {usable_cpus()} CPU(s) usable:")
+          f"{batches} timed after {warmup}, {cpu_threads()} CPU(s) usable:")
     print(f"{'workers':<10}{'img/s':>10}{'main CPU ms/batch':>20}{'threads/worker':>16}")
     for count in workers:
         loader = EpochLoader(dataset, mini_batch, num_workers=count, seed=seed, uint8_images=True)

@@ -67,6 +67,9 @@ def data_main(args) -> Dict[str, float]:
         if args.loader_workers:
             training = DetectionDataset(dataset.records, dataset.names, img_size, augment=True,
                                         hyp=training_settings(args.cfg), seed=dataset.seed)
+            if len(training) < args.batch_size:  # the loader makes whole mini-batches only: it would make none
+                fail(f"{args.data}: {len(training)} train image(s), fewer than --batch-size {args.batch_size}: the "
+                     "loader alone cannot be timed; give a smaller --batch-size")
             figures.update(loader_figures(training, args.batch_size, args.loader_workers,
                                           batches=max(1, args.images // args.batch_size)))
         return figures

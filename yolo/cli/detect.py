@@ -113,10 +113,10 @@ def main(args) -> Optional[Path]:
                 progress.write(f"{shown(item.name, MAX_MESSAGE)}: stopped ({stop.signal_name}) after "
                                f"{frames_done} frame(s); what was done is saved", file=sys.stderr)
             progress.update(1)
-    if skipped and n_images == 0:  # nothing could be read at all: the warnings alone would not say it failed
-        _remove_empty_run(out_dir)
-        fail(f"none of the {len(items)} source(s) could be read", code=1)
-    json_path = writer.finish()
+        if skipped and n_images == 0 and not stop():  # nothing could be read: the warnings alone would not say so
+            _remove_empty_run(out_dir)
+            fail(f"none of the {len(items)} source(s) could be read", code=1)
+        json_path = writer.finish()  # with the signals still turned into requests: a second one waits for it
     elapsed = time.perf_counter() - t_start
     print(f"{n_images} image(s)/frame(s), {n_dets} detection(s) in {elapsed:.2f}s; "
           + (f"results in {out_dir}" if out_dir is not None else "nothing saved (--nosave)")

@@ -18,8 +18,8 @@ from yolo.cli.args import fail, run_tool, setup_logging
 from yolo.cli.flags.common import settings_from
 from yolo.cli.flags.eval import parse_args
 from yolo.data import build_dataset, create_dataloader, load_data_config
-from yolo.data.loader import default_workers, usable_cpus
-from yolo.device import parse_device
+from yolo.data.loader import default_workers
+from yolo.device import cpu_threads, parse_device
 from yolo.errors import CfgError, ConfigError, DataError, WeightsError
 from yolo.evaluation import Evaluator, evaluate_model
 from yolo.files.names import names_difference
@@ -36,7 +36,7 @@ def usable_workers(requested: Optional[int], batch_size: int) -> int:
     """``--workers``, at most the CPUs this process may run on: more only slow loading down (torch warns of a
     freeze over several lines), and the results do not depend on the count. Without it, the rule of the
     training loader (:func:`yolo.data.loader.default_workers`): those CPUs but one, at most ``batch_size``."""
-    cpus = usable_cpus()
+    cpus = cpu_threads()
     if requested is None:
         return default_workers(batch_size, cpus=cpus)
     if requested > cpus:

@@ -23,6 +23,7 @@ import numpy as np
 from tqdm import tqdm
 
 from yolo.data.memory import Available
+from yolo.device import cpu_threads
 from yolo.progress import ProgressLines
 
 logger = logging.getLogger(__name__)
@@ -135,7 +136,7 @@ class ImageCache:
         lines = ProgressLines(what, len(self), not progress, logger)
         done = 0
         try:
-            with ThreadPoolExecutor(max(1, min(threads, usable_cores()))) as pool:
+            with ThreadPoolExecutor(max(1, min(threads, cpu_threads()))) as pool:
                 for _ in pool.map(lambda i: self.put(i, load(i)), range(len(self))):
                     done += 1
                     bar.update(1)
@@ -146,11 +147,6 @@ class ImageCache:
             self.buffer.flush()
 
 
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity, as under ``taskset`` or a container's cpuset)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def shared_folder(need: int, candidates: Sequence[Path] = (SHARED_MEMORY_FOLDER,)) -> Path:

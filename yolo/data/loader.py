@@ -1,7 +1,6 @@
 """A DataLoader with the project's collate and a seeded shuffle; the training loader of a whole run."""
 from __future__ import annotations
 
-import os
 from typing import Callable, Iterator, List, Optional, Tuple
 
 import cv2
@@ -10,6 +9,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from yolo.data.collate import collate_fn, collate_uint8
 from yolo.data.worker_signals import ignore_stop_signals
+from yolo.device import cpu_threads
 from yolo.ops.sizes import ImageSize
 
 
@@ -86,17 +86,9 @@ def default_workers(mini_batch: int, processes_per_machine: int = 1, cpus: Optio
     never more than ``mini_batch`` (a worker makes one mini-batch at a time, and the loader asks each for two
     ahead: more workers than images in a mini-batch only hold memory)."""
     if cpus is None:
-        cpus = usable_cpus()
+        cpus = cpu_threads()
     share = max(0, cpus - 1) // max(1, int(processes_per_machine))
     return max(0, min(share, int(mini_batch)))
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on: its affinity mask where the system has one (Linux), else the count."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def init_worker(worker_id: int) -> None:

@@ -134,7 +134,7 @@ def load_training_state(ckpt: Dict[str, Any], model, optimizer, scaler, ema) -> 
     # Every checkpoint keeps the best fitness at the top (those of earlier versions also under hooks["EvalHook"],
     # the same number: the evaluation hook held it then).
     return ResumeState(epoch=_whole(state["epoch"]), epoch_step=_whole(state["epoch_step"]),
-                       global_step=_whole(state["global_step"]), best_fitness=float(state["best_fitness"]),
+                       global_step=_whole(state["global_step"]), best_fitness=state.get("best_fitness"),
                        last_metrics=dict(state.get("metrics") or {}), rng=state["rng"],
                        epoch_sums=state.get("epoch_sums"), hooks=dict(state.get("hooks") or {}))
 
@@ -149,7 +149,8 @@ def check_resume_counters(start: ResumeState, steps_per_epoch: int, resume_path:
     """Refuse a checkpoint whose update counters cannot be a place in this run (a damaged or hand-edited file):
     ``epoch >= 0``, ``0 <= epoch_step <= steps_per_epoch`` (a finished epoch is saved as the next one's update 0;
     ``steps_per_epoch`` is a stop after the epoch's last update, its evaluation left to the resumed run) and
-    ``global_step >= epoch_step``; each a whole number. Otherwise ``epoch_step=999`` would skip the rest of an
+    ``global_step >= epoch_step``; each a whole number; ``best_fitness`` a number and ``epoch_sums`` absent or 4
+    floats. Otherwise ``epoch_step=999`` would skip the rest of an
     epoch without a word and ``epoch=-5`` fail deep in the data order."""
     counters = {"epoch": start.epoch, "epoch_step": start.epoch_step, "global_step": start.global_step}
     for key, value in counters.items():
@@ -164,6 +165,15 @@ def check_resume_counters(start: ResumeState, steps_per_epoch: int, resume_path:
         if not valid:
             raise WeightsError(f"{resume_path}: damaged training state: {key}={counters[key]} is out of range: it "
                                f"must be {text}")
+    if isinstance(start.best_fitness, bool) or not isinstance(start.best_fitness, numbers.Real):
+        raise WeightsError(f"{resume_path}: damaged training state: best_fitness={start.best_fitness!r} is not a "
+                           "number")
+    start.best_fitness = float(start.best_fitness)
+    sums = start.epoch_sums
+    if sums is not None and not (isinstance(sums, torch.Tensor) and sums.is_floating_point()
+                                 and tuple(sums.shape) == (4,)):
+        raise WeightsError(f"{resume_path}: damaged training state: epoch_sums is not 4 numbers (the epoch's box, "
+                           "obj and cls loss sums and its mini-batches)")
 
 
 __all__ = ["MACHINE_SETTINGS", "RESUME_MAY_CHANGE", "ResumeState", "check_resume_counters", "load_training_state",

@@ -8,7 +8,8 @@ from typing import Callable, Optional, Tuple
 
 from yolo.data import MultiScale, build_dataset
 from yolo.data.darknet_multiscale import DarknetMultiScale
-from yolo.data.loader import default_workers, usable_cpus
+from yolo.data.loader import default_workers
+from yolo.device import cpu_threads
 from yolo.engine.config import Hyperparameters
 from yolo.engine.distributed import DistInfo, barrier, local_world_size
 from yolo.engine.parts import RunPlan
@@ -68,7 +69,7 @@ def plan_run(hyp: Hyperparameters, train_images: int, dist: DistInfo) -> RunPlan
         workers = hyp.workers
         why = "--workers"
     else:
-        cpus, local = usable_cpus(), local_world_size(dist)
+        cpus, local = cpu_threads(), local_world_size(dist)
         workers = default_workers(mini_batch, local, cpus)
         why = (f"{cpus} CPU(s) this process may use, all but one"
                + (f", shared by {local} training processes" if local > 1 else "")

@@ -17,6 +17,7 @@ import torch
 
 from yolo.ops.boxes import xyxy_to_cxcywh, xyxy_to_xywh
 from yolo.ops.coco import coco_category_ids, coco_image_ids, detections_to_coco_results
+from yolo.files.atomic import write_text_atomic
 from yolo.files.write_errors import check_written, writing
 from yolo.visualize import draw_box_uncertainty, draw_detections
 
@@ -139,14 +140,10 @@ class Writer:
         results: List[dict] = []
         for image_id, (boxes, scores, labels) in zip(ids, self.json_detections):
             results += detections_to_coco_results(image_id, boxes, scores, labels, self.category_ids)
-        path = self.out_dir / "results.json"
-        with writing(path):
-            path.write_text(json.dumps(results))
+        path = write_text_atomic(self.out_dir / "results.json", json.dumps(results))  # whole or absent
         if is_index:  # the ids are positions: say which image each one is (COCO's "images" entries)
             images = [{"id": image_id, **image} for image_id, image in zip(ids, self.json_images)]
-            ids_path = self.out_dir / IMAGE_IDS_FILE
-            with writing(ids_path):
-                ids_path.write_text(json.dumps(images, indent=1))
+            write_text_atomic(self.out_dir / IMAGE_IDS_FILE, json.dumps(images, indent=1))
         return path
 
 
