@@ -29,9 +29,9 @@ from yolo.cli.flags.common import settings_from
 from yolo.cli.flags.detect import parse_args
 from yolo.cli.stream_stop import StreamStop
 from yolo.device import parse_device
-from yolo.errors import MAX_MESSAGE, CfgError, ConfigError, ImageReadError, WeightsError, shown
+from yolo.errors import CfgError, ConfigError, WeightsError
 from yolo.inference.detector import Detector
-from yolo.inference.runner import detect_images, detect_video, input_text, names_hint, run_defaults
+from yolo.inference.runner import detect_images, detect_streams, input_text, names_hint, run_defaults
 from yolo.inference.sources import camera_opens, collect_sources
 from yolo.inference.writer import Writer
 from yolo.progress import use_bars
@@ -87,9 +87,7 @@ def main(args) -> Optional[Path]:
     images = [it for it in items if it.kind == "image"]
     streams = [it for it in items if it.kind != "image"]
     position = {id(it): i + 1 for i, it in enumerate(items)}
-    stop = StreamStop()
-    camera_ended = False  # Ctrl-C is how a camera ends: then status 0
-    # A signal ends the work after the batch of images or the frame in progress; what was done is saved.
+    stop = StreamStop()  # a signal ends the work after the batch or frame in progress; what was done is saved
     with tqdm(total=len(items), desc="detect", unit="src", file=sys.stderr,
               disable=not use_bars(args.progress)) as progress, stop:
         n_images, n_dets, skipped = detect_images(images, detector, writer, batch_size, progress, position,
@@ -97,22 +95,9 @@ def main(args) -> Optional[Path]:
         if stop():
             progress.write(f"stopped ({stop.signal_name}) after {n_images} image(s); what was done is saved",
                            file=sys.stderr)
-        for item in streams:
-            if stop():
-                break
-            frames_done = 0
-            try:
-                frames_done, dets_done = detect_video(item, detector, writer, progress, batch_size, workers, stop)
-                n_images += frames_done
-                n_dets += dets_done
-            except ImageReadError as exc:
-                skipped.append(shown(exc, MAX_MESSAGE))
-                progress.write(f"warning: {skipped[-1]}; skipped", file=sys.stderr)
-            if stop():
-                camera_ended = item.kind == "camera" and stop.signal_name == "SIGINT"
-                progress.write(f"{shown(item.name, MAX_MESSAGE)}: stopped ({stop.signal_name}) after "
-                               f"{frames_done} frame(s); what was done is saved", file=sys.stderr)
-            progress.update(1)
+        frames, dets, stream_skips, camera_ended = detect_streams(streams, detector, writer, progress, batch_size,
+                                                                  workers, stop)
+        n_images, n_dets, skipped = n_images + frames, n_dets + dets, skipped + stream_skips
         if skipped and n_images == 0 and not stop():  # nothing could be read: the warnings alone would not say so
             _remove_empty_run(out_dir)
             fail(f"none of the {len(items)} source(s) could be read", code=1)

@@ -33,7 +33,7 @@ def output_columns(model) -> str:
 
 def opencv_reads(model) -> bool:
     """Whether OpenCV's Darknet importer knows ``model``'s heads (it has no ``[detection]`` or ``[Gaussian_yolo]``
-    layer: :func:`yolo.benchmark.opencv_dnn.opencv_lacks`)."""
+    layer: :func:`yolo.models.opencv_importer.opencv_lacks`)."""
     return opencv_lacks(model) is None
 
 

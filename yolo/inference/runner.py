@@ -31,7 +31,8 @@ from yolo.inference.write_behind import WriteBehind
 from yolo.inference.writer import Writer
 from yolo.settings.detect import DetectRunOptions
 
-__all__ = ["describe", "input_text", "names_hint", "timing_text", "run_defaults", "detect_images", "detect_video"]
+__all__ = ["describe", "input_text", "names_hint", "timing_text", "run_defaults", "detect_images", "detect_streams",
+           "detect_video"]
 
 T = TypeVar("T")
 
@@ -139,6 +140,31 @@ def detect_images(items: Sequence[SourceItem], detector: Detector, writer: Write
                                f"{describe(det, detector.names)}, {timing}")
                 progress.update(1)
     return n_images, n_dets, skipped
+
+
+def detect_streams(items: Sequence[SourceItem], detector: Detector, writer: Writer, progress: tqdm,
+                   batch_size: int, workers: int, stop: Callable[[], bool]) -> Tuple[int, int, List[str], bool]:
+    """:func:`detect_video` on each video/camera of ``items`` in turn, until ``stop()``; a stopped one is said in
+    a line. Returns ``(frames, detections, skipped messages, camera_ended)``: ``camera_ended`` when Ctrl-C
+    (``stop.signal_name == "SIGINT"``) ended a camera, which is how a camera ends (not a failure)."""
+    frames = detections = 0
+    skipped: List[str] = []
+    for item in items:
+        if stop():
+            break
+        done = 0
+        try:
+            done, found = detect_video(item, detector, writer, progress, batch_size, workers, stop)
+            frames, detections = frames + done, detections + found
+        except ImageReadError as exc:
+            skipped.append(shown(exc, MAX_MESSAGE))
+            progress.write(f"warning: {skipped[-1]}; skipped", file=sys.stderr)
+        progress.update(1)
+        if stop():
+            progress.write(f"{shown(item.name, MAX_MESSAGE)}: stopped ({stop.signal_name}) after {done} "
+                           "frame(s); what was done is saved", file=sys.stderr)
+            return frames, detections, skipped, item.kind == "camera" and stop.signal_name == "SIGINT"
+    return frames, detections, skipped, False
 
 
 def detect_video(item: SourceItem, detector: Detector, writer: Writer, progress: tqdm, batch_size: int = 1,

@@ -13,6 +13,6 @@ command-line flag and help text (:func:`yolo.settings.declare.setting`).
 * :mod:`~yolo.settings.values` - reading command-line values (checked numbers, ``--img-size``).
 
 The tools' parsers are generated from these declarations (:mod:`yolo.cli.flags`). Nothing here loads torch
-(``--help`` answers at once); it imports only the standard library, :mod:`yolo.errors`, :mod:`yolo.counts` and
-:mod:`yolo.ops.sizes`.
+(``--help`` answers at once); it imports only the standard library, :mod:`yolo.errors`, :mod:`yolo.counts`,
+:mod:`yolo.ops.sizes`, :mod:`yolo.ops.postprocess_defaults` and :mod:`yolo.files.paths`.
 """

@@ -40,7 +40,8 @@ class HookBase:
         ``trainer.state.epoch_losses``."""
 
     def after_interrupt(self, trainer) -> None:
-        """A stop was requested mid-epoch, at an update boundary: the run ends after this."""
+        """The run stops here: after an update, after the epoch's updates with its evaluation dropped, or at the
+        last completed update when a loader worker died; ``last.pt`` is written by the checkpoint hook."""
 
     def close(self) -> None:
         """The run ended (normally or not): release files."""

@@ -34,7 +34,8 @@ logger = logging.getLogger(__name__)
 
 RESULTS_COLUMNS = ("epoch", "box_loss", "obj_loss", "cls_loss", "loss", "lr", "precision", "recall",
                    "mAP50", "mAP50_95", "time_s", "time_data_s", "time_step_s", "time_other_s", "workers")
-# time_s: the whole epoch (its evaluation and checkpoints too); time_data_s + time_step_s + time_other_s: its
+# time_s: from the epoch's first update to its results row (its evaluation included; the TensorBoard images and
+# checkpoints come after); time_data_s + time_step_s + time_other_s: its
 # updates (yolo.engine.epoch_times); workers: the loader's processes. A results.csv of an older run lacks the last
 # four: its rows keep them blank.
 RESULTS_TIME_COLUMNS = ("time_s", "time_data_s", "time_step_s", "time_other_s", "workers")
