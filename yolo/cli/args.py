@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from pathlib import Path
-from typing import Callable, NoReturn, TypeVar
+from typing import Callable, NoReturn, Optional, TypeVar
 
 from yolo.errors import MAX_MESSAGE, ConfigError, shown
 from yolo.files.write_errors import as_output_error
@@ -14,6 +15,13 @@ from yolo.settings.values import fraction, image_side, non_negative_int, number,
 
 T = TypeVar("T")
 EXIT_INTERRUPTED = 130
+
+
+def signal_exit_status(name: Optional[str]) -> Optional[int]:
+    """128 + the number of the signal ``name`` (``"SIGTERM"``: 143), as a shell reports a process killed by it;
+    None for anything that is not a signal's name (no stop, a stop asked from code)."""
+    number = getattr(signal.Signals, name, None) if name and name.startswith("SIG") else None
+    return 128 + int(number) if number is not None else None
 
 
 class VisibleFormatter(logging.Formatter):

@@ -28,13 +28,12 @@ from yolo.benchmark.gpu_environment import cuda_device, find_assets
 from yolo.benchmark.gpu_report import ReportSettings, run_report
 from yolo.benchmark.gpu_schedule import RowStream, process_age
 from yolo.benchmark.report_table import figure_label, figure_text
-from yolo.cli.args import fail, run_tool
+from yolo.cli.args import fail, run_tool, signal_exit_status
 from yolo.cli.flags.gpu_report import parse_args
 from yolo.ops.sizes import ImageSize, check_stride
 from yolo.settings.gpu_report import CLONE, DEFAULT_SIDE
 
 DARKNET_STRIDE = 32  # the stride of the measured models (yolov3-tiny, yolov3)
-EXIT_STOPPED = {"SIGINT": 130, "SIGTERM": 143}  # the shell's 128 + the signal's number
 
 
 def settings_from(args) -> ReportSettings:
@@ -81,7 +80,7 @@ def main(args) -> str:
     if args.output is not None:
         print(f"written to {args.output}")
     if report.stopped is not None:
-        raise SystemExit(EXIT_STOPPED.get(report.stopped, 1))
+        raise SystemExit(signal_exit_status(report.stopped) or 1)
     return text
 
 

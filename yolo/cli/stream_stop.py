@@ -7,6 +7,7 @@ import signal
 import threading
 from typing import Dict, Optional
 
+from yolo.cli.args import signal_exit_status
 from yolo.data.worker_signals import STOP_SIGNALS
 
 
@@ -41,7 +42,7 @@ class StreamStop:
     @property
     def exit_status(self) -> int:
         """128 + the signal's number (as a shell reports a process killed by it); 0 when none came."""
-        return 128 + int(getattr(signal, self.signal_name)) if self.signal_name else 0
+        return signal_exit_status(self.signal_name) or 0
 
 
 __all__ = ["StreamStop"]

@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 from pathlib import Path
 from typing import List, Optional
 
-from yolo.cli.args import fail, run_tool, setup_logging
+# EXIT_INTERRUPTED: Ctrl-C or Trainer.request_stop; another signal N: 128 + N (SIGTERM 143, SIGHUP 129)
+from yolo.cli.args import EXIT_INTERRUPTED, fail, run_tool, setup_logging, signal_exit_status
 from yolo.cli.flags.common import settings_from
 from yolo.cli.flags.train import parse_args
 from yolo.cli.invocation import invoked_command
@@ -43,7 +43,6 @@ from yolo.settings.train import TrainOptions
 
 logger = logging.getLogger("yolo.train")
 
-EXIT_INTERRUPTED = 130  # Ctrl-C or Trainer.request_stop; another signal N: 128 + N (SIGTERM 143, SIGHUP 129)
 EXIT_NON_FINITE = 3
 EXIT_WORKER_DIED = 4  # a data loader worker died (kill -9, the OOM killer): last.pt holds the last completed update
 EXIT_PROCESS_LOST = 5  # another process of a distributed run died
@@ -113,8 +112,8 @@ def interrupted_status(stopped_by: str) -> int:
     worker that died; :data:`EXIT_INTERRUPTED` for a stop asked from code."""
     if stopped_by == "worker":
         return EXIT_WORKER_DIED
-    number = getattr(signal, stopped_by, None) if stopped_by.startswith("SIG") else None
-    return 128 + int(number) if number is not None else EXIT_INTERRUPTED
+    status = signal_exit_status(stopped_by)
+    return status if status is not None else EXIT_INTERRUPTED
 
 
 def cli(argv: Optional[List[str]] = None) -> None:
