@@ -15,6 +15,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from yolo.data.darknet_batched import PendingBatch, PendingImage
 from yolo.ops.pixels import images_to_float
 from yolo.ops.sizes import ImageSize, check_stride
 
@@ -25,25 +26,33 @@ def collate_fn(batch: Sequence[Tuple[torch.Tensor, torch.Tensor, Dict[str, Any]]
     """Stack dataset items into ``(images, targets, infos)``.
 
     Items carry ``uint8`` images (a quarter of float32's size between worker processes); they are
-    converted to float 0..1 here (:func:`images_to_float`). Float items are taken as already 0..1.
+    converted to float 0..1 here (:func:`images_to_float`). Float items are taken as already 0..1; pending
+    images (:class:`yolo.data.darknet_batched.PendingImage`) are finished here, on the CPU.
     """
     images, targets, infos = _stack(batch)
+    if isinstance(images, PendingBatch):
+        images = images.finish()
     return images_to_float(images), targets, infos
 
 
 def collate_uint8(batch: Sequence[Tuple[torch.Tensor, torch.Tensor, Dict[str, Any]]]) -> Batch:
-    """:func:`collate_fn` that leaves ``uint8`` images as they are (``UInt8[B, 3, H, W]``): the trainer converts
-    them with :func:`images_to_float` on its device, after a copy a quarter of float32's size."""
+    """:func:`collate_fn` that leaves ``uint8`` images as they are (``UInt8[B, 3, H, W]``), and pending images
+    packed, unfinished (a :class:`yolo.data.darknet_batched.PendingBatch`): the trainer finishes and converts
+    them on its device (:meth:`yolo.engine.step_precision.StepPrecision.images_to`)."""
     return _stack(batch)
 
 
 def _stack(batch: Sequence[Tuple[torch.Tensor, torch.Tensor, Dict[str, Any]]]) -> Batch:
-    """Images stacked as they are, targets with their image index, infos as a list."""
+    """Images stacked as they are (pending ones packed), targets with their image index, infos as a list."""
     images, targets, infos = zip(*batch)
-    shapes = {tuple(im.shape) for im in images}
-    if len(shapes) != 1:
-        raise ValueError(f"images in a batch must share one size, got {sorted(shapes)}: give the dataset one img_size")
-    stacked = torch.stack(images)
+    if isinstance(images[0], PendingImage):
+        stacked = PendingBatch.pack(images)
+    else:
+        shapes = {tuple(im.shape) for im in images}
+        if len(shapes) != 1:
+            raise ValueError(f"images in a batch must share one size, got {sorted(shapes)}: give the dataset one "
+                             "img_size")
+        stacked = torch.stack(images)
     rows = []
     for i, t in enumerate(targets):
         t = t.clone()

@@ -592,12 +592,32 @@ def darknet_sample(image: np.ndarray, boxes: np.ndarray, labels: np.ndarray, rng
     return augment_image_uint8(image, draw, net_hw), boxes, labels, matrix
 
 
+@dataclass(frozen=True)
+class ImageSteps:
+    """How a training item's pixels are made from its draws: ``single(image, draw, net_hw)`` for one image,
+    ``mixed(new_image, new_draw, image, draw, net_hw)`` for a ``mixup`` pair. :data:`FINISHED_IMAGES` makes the
+    ``uint8`` network input at once; :data:`yolo.data.darknet_batched.PENDING_IMAGES` leaves the float work for
+    the training device."""
+
+    single: Callable[[np.ndarray, DarknetDraw, Tuple[int, int]], object]
+    mixed: Callable[[np.ndarray, DarknetDraw, np.ndarray, DarknetDraw, Tuple[int, int]], object]
+
+
+def _mixed_uint8(new_image: np.ndarray, new_draw: DarknetDraw, image: np.ndarray, draw: DarknetDraw,
+                 net_hw: Tuple[int, int]) -> np.ndarray:
+    """``mixup``'s image: the two augmented images averaged in float32, then rounded to ``uint8`` levels."""
+    return _to_uint8(mixup_images(augment_image(new_image, new_draw, net_hw), augment_image(image, draw, net_hw)))
+
+
+FINISHED_IMAGES = ImageSteps(single=augment_image_uint8, mixed=_mixed_uint8)
+
+
 def darknet_item(load: Callable[[int], tuple], index: int, num_items: int, rng: np.random.Generator,
-                 net_hw: Tuple[int, int], hyp: Mapping[str, float]
+                 net_hw: Tuple[int, int], hyp: Mapping[str, float], steps: ImageSteps = FINISHED_IMAGES
                  ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, Optional[np.ndarray]]:
     """Training item ``index`` as Darknet makes it, with ``mixup`` (``load(i) -> (image, boxes, labels)``).
 
-    Returns :func:`darknet_sample`'s tuple; the matrix is ``None`` for a mixed image.
+    Returns :func:`darknet_sample`'s tuple, its image made by ``steps``; the matrix is ``None`` for a mixed image.
     """
     image, boxes, labels = load(index)
     image = np.asarray(image, dtype=np.uint8)
@@ -608,14 +628,12 @@ def darknet_item(load: Callable[[int], tuple], index: int, num_items: int, rng: 
         new_image = np.asarray(new_image, dtype=np.uint8)
         new_draw, new_boxes, new_labels, _ = _draw_one(new_image, new_boxes, new_labels, rng, net_hw, hyp)
         cap = int(hyp.get("max_boxes", 200))
-        pixels = mixup_images(augment_image(new_image, new_draw, net_hw), augment_image(image, draw, net_hw))
-        boxes = mixup_truths(new_boxes, boxes, cap)
-        labels = mixup_truths(new_labels, labels, cap)
-        return _to_uint8(pixels), boxes, labels, None
-    return augment_image_uint8(image, draw, net_hw), boxes, labels, matrix
+        return (steps.mixed(new_image, new_draw, image, draw, net_hw), mixup_truths(new_boxes, boxes, cap),
+                mixup_truths(new_labels, labels, cap), None)
+    return steps.single(image, draw, net_hw), boxes, labels, matrix
 
 
-__all__ = ["DarknetDraw", "ImageRandoms", "augment_image", "augment_image_uint8", "augment_truths", "crop_image",
+__all__ = ["DarknetDraw", "FINISHED_IMAGES", "ImageRandoms", "ImageSteps", "augment_image", "augment_image_uint8", "augment_truths", "crop_image",
            "crop_resize", "darknet_crop", "darknet_item", "darknet_sample", "distort_image", "draw_darknet",
            "draw_image_randoms", "hsv_to_rgb", "input_matrix", "mixup_images", "mixup_truths", "resize_image",
            "rgb_to_hsv"]

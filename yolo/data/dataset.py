@@ -41,6 +41,7 @@ from yolo.ops import sizes
 from yolo.ops.sizes import ImageSize, SizeLike
 from yolo.data.cache import LabelCache
 from yolo.data.config import DataConfig, is_coco_json
+from yolo.data.darknet_batched import PendingImage
 from yolo.data.image_cache import ImageCache
 from yolo.errors import DataError, ImageReadError, shown
 from yolo.files.images import DATASET_IMAGE_SUFFIXES, image_file_size, load_image
@@ -194,16 +195,19 @@ class DetectionDataset(Dataset):
 
     def __getitem__(self, item):
         """Item ``index`` at ``img_size``, or ``(index, (h, w))`` at that size (multi-scale batches), or
-        ``(index, (h, w), epoch)`` augmented as in ``epoch`` (else :meth:`set_epoch`'s)."""
-        index, size_hw, epoch = (item, self.img_size, self.epoch) if isinstance(item, (int, np.integer)) \
-            else (*item, self.epoch)[:3]
+        ``(index, (h, w), epoch)`` augmented as in ``epoch`` (else :meth:`set_epoch`'s), or ``(index, (h, w),
+        epoch, pending)``: with ``pending``, a ``darknet`` pipeline's training image is a
+        :class:`yolo.data.darknet_batched.PendingImage`, its float steps left for the training device."""
+        request = (item,) if isinstance(item, (int, np.integer)) else tuple(item)
+        index, size_hw, epoch, pending = request + (self.img_size, self.epoch, False)[len(request) - 1:]
         record = self.records[index]
         # images kept reduced (cache_images) serve the training items of their one size only
         reduced_fits = self.images_for is None or (self.augment and tuple(size_hw) == tuple(self.images_for))
         load = self.load_sample if reduced_fits else self.load_from_disk
         if self.augment:
             rng = item_rng(self.seed, epoch, index)
-            image, boxes, labels, matrix = train_transform(load, index, len(self), rng, size_hw, self.hyp)
+            image, boxes, labels, matrix = train_transform(load, index, len(self), rng, size_hw, self.hyp,
+                                                           pending=pending)
             letterbox = matrix_to_letterbox(matrix) if matrix is not None else None
         else:
             image, boxes, labels = load(index)
@@ -214,13 +218,16 @@ class DetectionDataset(Dataset):
         if len(labels):
             targets[:, 1] = torch.from_numpy(labels.astype(np.float32))
             targets[:, 2:] = xyxy_to_cxcywh(torch.from_numpy(boxes.astype(np.float32)))
-        tensor = torch.from_numpy(np.ascontiguousarray(image.transpose(2, 0, 1)))
+        if isinstance(image, PendingImage):  # UInt8[3, h, w] once its batch is finished
+            tensor, input_shape = image, tuple(size_hw)
+        else:
+            tensor, input_shape = torch.from_numpy(np.ascontiguousarray(image.transpose(2, 0, 1))), image.shape[:2]
         info = {
             "index": index,
             "image_id": record.image_id,
             "path": record.path,
             "orig_shape": (record.height, record.width),
-            "input_shape": tuple(image.shape[:2]),
+            "input_shape": tuple(input_shape),
             "letterbox": letterbox,
             "transform": matrix,
         }

@@ -46,6 +46,7 @@ class SizedBatchSampler(Sampler[List[Tuple[int, ImageSize, int]]]):
                  first: int = 0):
         self.sampler, self.batch_size, self.size_of, self.first = sampler, int(batch_size), size_of, int(first)
         self.epoch = 0
+        self.pending_images = False  # ask the dataset for pending images (yolo.data.darknet_batched)
 
     def __iter__(self):
         batch: List[int] = []
@@ -54,7 +55,7 @@ class SizedBatchSampler(Sampler[List[Tuple[int, ImageSize, int]]]):
             batch.append(index)
             if len(batch) == self.batch_size:  # whole mini-batches only (drop_last)
                 hw = tuple(int(v) for v in self.size_of(number))
-                yield [(i, hw, self.epoch) for i in batch]
+                yield [(i, hw, self.epoch, True) if self.pending_images else (i, hw, self.epoch) for i in batch]
                 batch, number = [], number + 1
 
     def __len__(self) -> int:
@@ -107,14 +108,19 @@ class EpochLoader:
     (:class:`SizedBatchSampler`), so the data stay a function of ``(seed, epoch, index)`` and a resumed run sees
     the same batches. Batches as :func:`create_dataloader`'s, whole mini-batches only; ``size_of`` as there (None:
     the dataset's ``img_size``). With ``uint8_images`` the images stay ``UInt8[B, 3, H, W]``
-    (:func:`yolo.data.collate.collate_uint8`) for the consumer to convert.
+    (:func:`yolo.data.collate.collate_uint8`) for the consumer to convert; with ``pending_images`` as well, the
+    ``darknet`` pipeline's images come as a :class:`yolo.data.darknet_batched.PendingBatch` for the consumer to
+    finish on its device (the workers then only decode, draw and pack).
     """
 
     def __init__(self, dataset: Dataset, batch_size: int, num_workers: int = 0, seed: int = 0,
                  pin_memory: bool = False, size_of: Optional[Callable[[int], ImageSize]] = None,
-                 uint8_images: bool = False):
+                 uint8_images: bool = False, pending_images: bool = False):
+        if pending_images and not uint8_images:
+            raise ValueError("pending_images needs uint8_images (the consumer finishes the batch)")
         img_size: ImageSize = dataset.img_size
         self.batches = SizedBatchSampler([], batch_size, size_of or (lambda number: img_size))
+        self.batches.pending_images = bool(pending_images)
         generator = torch.Generator()
         generator.manual_seed(int(seed))
         self.loader = DataLoader(dataset, batch_sampler=self.batches, num_workers=num_workers,

@@ -66,7 +66,8 @@ import numpy as np
 
 from yolo.errors import shown
 from yolo.ops.letterbox import LETTERBOX_FILL_UINT8, LetterboxInfo, letterbox, letterbox_params, stretch
-from yolo.data.darknet_augment import darknet_item
+from yolo.data.darknet_augment import FINISHED_IMAGES, darknet_item
+from yolo.data.darknet_batched import PENDING_IMAGES
 from yolo.data.darknet_opencv_augment import darknet_opencv_item, effective_mixup
 
 logger = logging.getLogger(__name__)
@@ -491,7 +492,7 @@ def _mosaic(samples: Sequence[Sample], rng: np.random.Generator, out_hw: Tuple[i
 
 
 def train_transform(load: Callable[[int], Sample], index: int, num_items: int, rng: np.random.Generator,
-                    out_hw: Tuple[int, int], hyp: Mapping[str, float]
+                    out_hw: Tuple[int, int], hyp: Mapping[str, float], pending: bool = False
                     ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, Optional[np.ndarray]]:
     """The training pipeline for item ``index``: mosaic or single-image placement, HSV, flip.
 
@@ -502,6 +503,8 @@ def train_transform(load: Callable[[int], Sample], index: int, num_items: int, r
         rng: the item's generator (:func:`item_rng`).
         out_hw: network input ``(h, w)``.
         hyp: augmentation hyperparameters (:func:`augment_config`).
+        pending: the ``darknet`` pipeline leaves its float image steps for the training device (the image is
+            then a :class:`yolo.data.darknet_batched.PendingImage`); the other pipelines ignore it.
 
     Returns:
         ``(image, boxes, labels, matrix)``: ``out_hw`` RGB image, xyxy boxes in its pixels, labels,
@@ -509,7 +512,7 @@ def train_transform(load: Callable[[int], Sample], index: int, num_items: int, r
     """
     matrix: Optional[np.ndarray]
     if hyp["pipeline"] == "darknet":
-        return darknet_item(load, index, num_items, rng, out_hw, hyp)
+        return darknet_item(load, index, num_items, rng, out_hw, hyp, PENDING_IMAGES if pending else FINISHED_IMAGES)
     if hyp["pipeline"] == "darknet_opencv":
         return darknet_opencv_item(load, index, num_items, rng, out_hw, hyp)
     if hyp["mosaic"] > 0 and rng.random() < hyp["mosaic"]:

@@ -15,7 +15,7 @@ from yolo.data.loader import EpochShuffleSampler
 from yolo.data.worker_signals import QuietStart
 from yolo.engine.distributed import DistInfo, DistributedEpochSampler, SkipSampler
 
-# (images UInt8[B, 3, H, W] or Float[B, 3, H, W] 0..1, targets Float[M, 6], infos) per mini-batch
+# (images UInt8[B, 3, H, W], Float[B, 3, H, W] 0..1 or a PendingBatch, targets Float[M, 6], infos) per mini-batch
 Batches = Callable[[int, int], Iterable[Tuple[torch.Tensor, torch.Tensor, object]]]
 
 
@@ -43,11 +43,12 @@ class EpochBatches:
         if first_update:
             sampler = SkipSampler(sampler, first_update * self.accumulate * self.mini_batch)
         if self.loader is None:
-            # On CUDA the batches travel pinned and as uint8 (a quarter of the bytes), converted on the device;
-            # on the CPU the workers convert them, in parallel.
+            # On CUDA the batches travel pinned and as uint8 (a quarter of the bytes), converted on the device,
+            # where the darknet pipeline's float image steps also run (the workers only decode, draw and pack);
+            # on the CPU the workers make and convert them, in parallel.
             cuda = self.device.type == "cuda"
             self.loader = EpochLoader(self.dataset, self.mini_batch, self.workers, self.seed, cuda, self.multi_scale,
-                                      uint8_images=cuda)
+                                      uint8_images=cuda, pending_images=cuda)
         return QuietStart(self.loader.epoch(sampler, epoch,
                                             (epoch * self.steps_per_epoch + first_update) * self.accumulate))
 

@@ -16,11 +16,12 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Union
 
 import torch
 import torch.nn as nn
 
+from yolo.data.darknet_batched import PendingBatch
 from yolo.ops.pixels import images_to_float
 
 
@@ -51,11 +52,14 @@ class StepPrecision:
             model.to(memory_format=torch.channels_last)
         return model
 
-    def images_to(self, images: torch.Tensor, device: torch.device) -> torch.Tensor:
+    def images_to(self, images: Union[torch.Tensor, PendingBatch], device: torch.device) -> torch.Tensor:
         """The loader's ``UInt8[B, 3, H, W]`` (or float 0..1) images as ``Float[B, 3, H, W]`` 0..1 on ``device``
         in the step's memory format: the uint8 batch is copied (asynchronously from the loader's pinned memory
-        on CUDA, a quarter of float32's bytes) and converted there, by the collate's own conversion."""
+        on CUDA, a quarter of float32's bytes) and converted there, by the collate's own conversion. A
+        :class:`~yolo.data.darknet_batched.PendingBatch` is copied the same way and finished there first."""
         images = images.to(device, non_blocking=True)
+        if isinstance(images, PendingBatch):
+            images = images.finish()
         if self.channels_last:  # the layout change on the uint8 batch; the conversion keeps it
             images = images.contiguous(memory_format=torch.channels_last)
         return images_to_float(images)
