@@ -12,7 +12,7 @@ from yolo.data import EpochLoader, EpochShuffleSampler, build_dataset, ensure_sh
 from yolo.data.collate import collate_fn, collate_uint8
 from yolo.data.darknet_augment import (DarknetDraw, _to_uint8, augment_image, augment_image_uint8, draw_darknet,
                                        mixup_images)
-from yolo.data.darknet_batched import PENDING_IMAGES, PendingBatch, PendingImage, pending_image
+from yolo.data.darknet_batched import PENDING_IMAGES, PendingBatch, PendingImage, SharedBuffers, pending_image
 from yolo.data.transforms import augment_config
 from yolo.engine.step_precision import step_precision
 
@@ -160,6 +160,39 @@ def test_run_loader_with_pending_images_gives_the_same_batches(tmp_path):
         pending.close()
     with pytest.raises(ValueError, match="uint8_images"):
         EpochLoader(dataset, batch_size=4, pending_images=True)
+
+
+def test_a_worker_reuses_its_shared_buffer_once_released():
+    buffers = SharedBuffers(keep=2)
+    first = buffers.take(1000)
+    assert first.is_shared() and buffers.take(1000).untyped_storage().data_ptr() != first.untyped_storage().data_ptr()
+    SharedBuffers.release(first)
+    again = buffers.take(900)  # fits the released buffer
+    assert again.untyped_storage().data_ptr() == first.untyped_storage().data_ptr()
+    assert buffers.take(900).untyped_storage().data_ptr() != first.untyped_storage().data_ptr()  # in use again
+    SharedBuffers.release(again)
+    assert buffers.take(5000).untyped_storage().data_ptr() != first.untyped_storage().data_ptr()  # too small
+    other = torch.zeros(64, dtype=torch.uint8).share_memory_()
+    SharedBuffers.release(other[16:])  # not one of the buffers: untouched
+    assert not other.any()
+
+
+def test_released_buffers_reused_by_a_worker_keep_every_batch_intact(tmp_path):
+    """The consumer releases each batch after copying it (as pinning does): the worker writes the next batches
+    into the same shared memory, and every batch read before its release is still the right one."""
+    dataset = _shapes_dataset(tmp_path, mixup=1)
+    pending = EpochLoader(dataset, batch_size=4, num_workers=1, seed=5, uint8_images=True, pending_images=True)
+    finished = EpochLoader(dataset, batch_size=4, num_workers=0, seed=5, uint8_images=True)
+    try:
+        for epoch in range(4):
+            expected = list(finished.epoch(EpochShuffleSampler(len(dataset), 5), epoch))
+            for (batch, _, _), (images, _, _) in zip(pending.epoch(EpochShuffleSampler(len(dataset), 5), epoch),
+                                                     expected):
+                copy = PendingBatch(**{name: t.clone() for name, t in batch._tensors().items()})
+                batch.release()
+                assert torch.equal(copy.finish(), images)
+    finally:
+        pending.close()
 
 
 def test_step_input_from_a_pending_batch(tmp_path):

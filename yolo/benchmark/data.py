@@ -5,11 +5,18 @@ One training image is what a loader worker makes of it: the JPEG decoded, augmen
 in the ``uint8`` ``3 x H x W`` tensor the collate stacks (:meth:`yolo.data.DetectionDataset.__getitem__`). The
 tasks run interleaved round by round (:mod:`yolo.timing`); a round makes every image once. Figures are
 medians over the rounds, in milliseconds per image.
+
+Darknet's pipeline is also timed as the trainer runs it on CUDA (:mod:`yolo.data.darknet_batched`): the worker's
+part (decode, draws, truths, the pending image and the batch's packing) and, apart, the device stage that
+finishes the packed batch (copy and float steps), in the training process's CPU time and in wall time, on CUDA
+where there is one, else on this CPU.
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
+
+import time
 
 import cv2
 import numpy as np
@@ -18,6 +25,7 @@ import torch
 from yolo.benchmark.darknet_reference import reference_darknet_item
 from yolo.timing import median_ms, time_interleaved
 from yolo.data.darknet_augment import darknet_item
+from yolo.data.darknet_batched import PendingBatch
 from yolo.data.dataset import DetectionDataset, read_image
 from yolo.data.transforms import PIPELINES, augment_from_cfg, item_rng
 from yolo.models.cfg import parse_cfg
@@ -76,14 +84,46 @@ def _darknet_task(make_item: Callable, dataset: DetectionDataset, count: int, si
     return run
 
 
-def data_figures(dataset: DetectionDataset, cfg: Path, img_size: ImageSize, images: int, rounds: int, warmup: int = 1
-                 ) -> Dict[str, float]:
+def _pending_task(dataset: DetectionDataset, count: int, size: ImageSize, batches: List[PendingBatch]
+                  ) -> Callable[[], None]:
+    """A worker's part with the image steps left for the device: the items (decode, draws, truths, pending
+    images) and their packing into one batch in shared memory, as a worker packs it (the previous batch
+    released first, as the training process releases each once it has pinned it); kept in ``batches``."""
+    def run() -> None:
+        if batches:
+            batches[0].release()
+        batches[:] = [PendingBatch.pack([dataset[(index, size, 0, True)][0] for index in range(count)], shared=True)]
+    return run
+
+
+def device_stage_ms(batch: PendingBatch, device: torch.device, rounds: int) -> Tuple[float, float]:
+    """The device stage of one packed batch (copy to ``device`` and :meth:`PendingBatch.finish`), per image:
+    ``(CPU ms of this process, wall ms)``, medians of ``rounds`` synchronized runs after one untimed."""
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    if device.type == "cuda":
+        batch = batch.pin_memory()
+    cpu, wall = [], []
+    for _ in range(rounds + 1):
+        c0, t0 = time.process_time(), time.perf_counter()
+        batch.to(device, non_blocking=True).finish()
+        sync()
+        cpu.append(time.process_time() - c0)
+        wall.append(time.perf_counter() - t0)
+    count = batch.shape[0]
+    return median_ms(cpu[1:]) / count, median_ms(wall[1:]) / count
+
+
+def data_figures(dataset: DetectionDataset, cfg: Path, img_size: ImageSize, images: int, rounds: int, warmup: int = 1,
+                 stage_device: Optional[torch.device] = None) -> Dict[str, float]:
     """Time every pipeline on the first ``images`` items of ``dataset`` (augmented at ``img_size`` with ``cfg``'s
     settings) and Darknet's against its previous implementation; print the table and return the figures:
     ``<pipeline>_ms`` per image, ``darknet_RAM_cache_ms`` (images decoded beforehand), ``darknet_previous_ms``,
     ``darknet_now_ms`` and ``darknet_speedup`` (previous / now), ``darknet_identical`` (1.0 when both made the same
     tensors), ``JPEG_decode_ms`` (the decode alone) and ``darknet_per_decode`` (a Darknet item in decodes of its
-    image; ``darknet_per_decode_fastest`` from the fastest rounds)."""
+    image; ``darknet_per_decode_fastest`` from the fastest rounds); with the image steps on ``stage_device``
+    (default the CPU): ``darknet_worker_ms`` (the worker's part), ``darknet_stage_cpu_ms`` and
+    ``darknet_stage_wall_ms`` (the device stage, per image), ``darknet_worker_per_decode`` and
+    ``darknet_worker_and_stage_per_decode`` (the worker's part plus the stage's CPU time, in decodes)."""
     count = min(int(images), len(dataset))
     settings, refused = pipeline_settings(cfg)
     tasks: Dict[str, Callable[[], None]] = {}
@@ -96,6 +136,10 @@ def data_figures(dataset: DetectionDataset, cfg: Path, img_size: ImageSize, imag
                                      seed=dataset.seed)
         in_memory.cache_images()
         tasks["darknet, RAM cache"] = _item_task(in_memory, count, img_size)
+    pending: List[PendingBatch] = []
+    if darknet is not None:  # the worker's part when the image steps run on the device
+        steps = DetectionDataset(dataset.records, dataset.names, img_size, augment=True, hyp=darknet, seed=dataset.seed)
+        tasks["darknet, device steps"] = _pending_task(steps, count, img_size, pending)
     now: List[torch.Tensor] = []
     previous: List[torch.Tensor] = []
     if darknet is not None:
@@ -122,6 +166,18 @@ def data_figures(dataset: DetectionDataset, cfg: Path, img_size: ImageSize, imag
         figures["darknet_per_decode_fastest"] = min(times["darknet"]) / min(times["JPEG decode"])
         print(f"darknet item / JPEG decode: {figures['darknet_per_decode']:.2f} (medians), "
               f"{figures['darknet_per_decode_fastest']:.2f} (fastest rounds)")
+    if pending:
+        device = stage_device or torch.device("cpu")
+        stage_cpu, stage_wall = device_stage_ms(pending[0], device, rounds)
+        figures.update(darknet_worker_ms=figures["darknet_device_steps_ms"], darknet_stage_cpu_ms=stage_cpu,
+                       darknet_stage_wall_ms=stage_wall)
+        figures["darknet_worker_per_decode"] = figures["darknet_worker_ms"] / figures["JPEG_decode_ms"]
+        figures["darknet_worker_and_stage_per_decode"] = (figures["darknet_worker_ms"] + stage_cpu) / \
+            figures["JPEG_decode_ms"]
+        print(f"darknet with the image steps on {device.type}: the worker's part {figures['darknet_worker_ms']:.2f} "
+              f"ms/img ({figures['darknet_worker_per_decode']:.2f} decodes); the device stage (batch of {count}) "
+              f"{stage_cpu:.2f} ms/img of this process's CPU, {stage_wall:.2f} ms/img wall; worker + stage CPU: "
+              f"{figures['darknet_worker_and_stage_per_decode']:.2f} decodes")
     if darknet is not None:
         identical = len(now) == len(previous) and all(torch.equal(a, b) for a, b in zip(now, previous))
         figures["darknet_identical"] = float(identical)

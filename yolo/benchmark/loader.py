@@ -1,8 +1,9 @@
 """The training loader alone, with several worker counts: images per second, the training process's CPU time
 per mini-batch and the threads of each worker.
 
-The loader is the trainer's (:class:`yolo.data.EpochLoader`, persistent workers, ``uint8`` batches as on CUDA);
-nothing consumes the batches, so the figures are the most the loader can feed a step. Each worker count gets a
+The loader is the trainer's on CUDA (:class:`yolo.data.EpochLoader`, persistent workers, ``uint8`` batches, the
+``darknet`` pipeline's image steps left for the device, each batch's shared buffer released as pinning releases
+it); nothing else consumes the batches, so the figures are the most the loader can feed a step. Each worker count gets a
 fresh loader; its first ``warmup`` mini-batches (worker start-up, first touches) are not timed. The main
 process's CPU time (user + system, all its threads: collation of the workers' batches arrives ready, so this is
 the cost of receiving them) is what the training loop pays per mini-batch on top of its step.
@@ -17,6 +18,7 @@ from typing import Dict, Sequence
 from torch.utils.data import Dataset
 
 from yolo.data import EpochLoader
+from yolo.data.darknet_batched import PendingBatch
 from yolo.data.loader import EpochShuffleSampler
 from yolo.device import cpu_threads
 
@@ -47,14 +49,17 @@ def loader_figures(dataset: Dataset, mini_batch: int, workers: Sequence[int], ba
           f"{batches} timed after {warmup}, {cpu_threads()} CPU(s) usable:")
     print(f"{'workers':<10}{'img/s':>10}{'main CPU ms/batch':>20}{'threads/worker':>16}")
     for count in workers:
-        loader = EpochLoader(dataset, mini_batch, num_workers=count, seed=seed, uint8_images=True)
+        loader = EpochLoader(dataset, mini_batch, num_workers=count, seed=seed, uint8_images=True,
+                             pending_images=True)
         sampler = EpochShuffleSampler(len(dataset), seed)
         epochs, done, threads = 0, 0, []
         t0 = cpu0 = 0.0
         iterator = None
         while done < batches + warmup:
             iterator = iter(loader.epoch(sampler, epochs))
-            for _ in iterator:
+            for images, _, _ in iterator:
+                if isinstance(images, PendingBatch):
+                    images.release()
                 done += 1
                 if done == warmup:
                     t0, cpu0 = time.perf_counter(), _cpu_seconds()

@@ -63,7 +63,9 @@ def data_main(args) -> Dict[str, float]:
     try:
         img_size = input_size(args)
         dataset = build_dataset(load_data_config(args.data), "train", img_size, augment=False)
-        figures = data_figures(dataset, args.cfg, img_size, args.images, args.iters or 5, min(args.warmup, 1))
+        stage_device = torch.device("cuda" if torch.cuda.is_available() and not args.no_gpu else "cpu")
+        figures = data_figures(dataset, args.cfg, img_size, args.images, args.iters or 5, min(args.warmup, 1),
+                               stage_device)
         if args.loader_workers:
             training = DetectionDataset(dataset.records, dataset.names, img_size, augment=True,
                                         hyp=training_settings(args.cfg), seed=dataset.seed)

@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.utils.data import get_worker_info
 
 from yolo.data.darknet_batched import PendingBatch, PendingImage
 from yolo.ops.pixels import images_to_float
@@ -46,7 +47,7 @@ def _stack(batch: Sequence[Tuple[torch.Tensor, torch.Tensor, Dict[str, Any]]]) -
     """Images stacked as they are (pending ones packed), targets with their image index, infos as a list."""
     images, targets, infos = zip(*batch)
     if isinstance(images[0], PendingImage):
-        stacked = PendingBatch.pack(images)
+        stacked = PendingBatch.pack(images, shared=get_worker_info() is not None)
     else:
         shapes = {tuple(im.shape) for im in images}
         if len(shapes) != 1:

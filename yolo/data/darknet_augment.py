@@ -506,10 +506,9 @@ def augment_truths(truths: np.ndarray, draw: DarknetDraw, orig_hw: Tuple[int, in
     top, bottom = (y - half_h) * inv_sy - dy, (y + half_h) * inv_sy - dy
     if draw.flip:
         left, right = F32(1) - right, F32(1) - left
-    left, right = np.clip(left, 0, 1), np.clip(right, 0, 1)
-    top, bottom = np.clip(top, 0, 1), np.clip(bottom, 0, 1)
+    left, right, top, bottom = np.clip(np.stack([left, right, top, bottom]), 0, 1)  # one clip for the four
     nx, ny = (left + right) / F32(2), (top + bottom) / F32(2)
-    nw, nh = np.clip(right - left, 0, 1), np.clip(bottom - top, 0, 1)
+    nw, nh = np.clip(np.stack([right - left, bottom - top]), 0, 1)
     net_h, net_w = net_hw
     keep = (~invalid & (nw >= F32(1) / F32(net_w)) & (nh >= F32(1) / F32(net_h))
             & (nx > 0) & (nx <= 1) & (ny > 0) & (ny <= 1))

@@ -23,6 +23,7 @@ on random draws, on the CPU and, where there is one, on a GPU.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
@@ -31,7 +32,7 @@ import torch
 
 from yolo.data.darknet_augment import F32, ONE, DarknetDraw, ImageSteps, _axis
 
-__all__ = ["PENDING_IMAGES", "PendingBatch", "PendingImage", "pending_image"]
+__all__ = ["PENDING_IMAGES", "PendingBatch", "PendingImage", "SharedBuffers", "pending_image"]
 
 
 @dataclass
@@ -152,8 +153,10 @@ class PendingBatch:
     partners: torch.Tensor
 
     @classmethod
-    def pack(cls, images: Sequence[PendingImage]) -> "PendingBatch":
-        """One batch from the items' pending images (they must share one network input size)."""
+    def pack(cls, images: Sequence[PendingImage], shared: bool = False) -> "PendingBatch":
+        """One batch from the items' pending images (they must share one network input size). ``shared``: the
+        pixels go straight into shared memory (a loader worker's batch: the queue to the training process would
+        otherwise copy them there)."""
         sizes = {image.size_hw for image in images}
         if len(sizes) != 1:
             raise ValueError(f"images in a batch must share one size, got {sorted(sizes)}")
@@ -165,7 +168,7 @@ class PendingBatch:
                 sources.append(image.partner)
         counts = [source.pixels.size for source in sources]
         offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-        pixels = torch.empty(int(sum(counts)), dtype=torch.uint8)
+        pixels = _WORKER_BUFFERS.take(int(sum(counts))) if shared else torch.empty(int(sum(counts)), dtype=torch.uint8)
         flat = pixels.numpy()
         for source, offset, count in zip(sources, offsets, counts):
             np.copyto(flat[offset:offset + count].reshape(source.pixels.shape), source.pixels)
@@ -183,8 +186,16 @@ class PendingBatch:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
     def pin_memory(self) -> "PendingBatch":
-        """The same batch in pinned memory (the DataLoader's ``pin_memory`` calls this)."""
-        return PendingBatch(**{name: t.pin_memory() for name, t in self._tensors().items()})
+        """The same batch in pinned memory (the DataLoader's ``pin_memory`` calls this); a worker's shared buffer
+        is handed back to it once copied (:meth:`release`)."""
+        pinned = PendingBatch(**{name: t.pin_memory() for name, t in self._tensors().items()})
+        self.release()
+        return pinned
+
+    def release(self) -> None:
+        """Let the worker that packed this batch reuse its shared buffer: nothing may read ``pixels`` after this.
+        A batch not packed into a worker's buffer is left alone."""
+        SharedBuffers.release(self.pixels)
 
     def to(self, device: torch.device, non_blocking: bool = False) -> "PendingBatch":
         """The same batch on ``device``."""
@@ -224,6 +235,56 @@ class PendingBatch:
             rows.append(left.mul_(self.col_weights[:, None, 0, :]).add_(right.mul_(self.col_weights[:, None, 1, :])))
         above, below = rows
         return above.mul_(self.row_weights[:, 0, :, None]).add_(below.mul_(self.row_weights[:, 1, :, None]))
+
+
+class SharedBuffers:
+    """A loader worker's shared-memory buffers for the pixels of the batches it packs, reused once the training
+    process has copied a batch out (:meth:`PendingBatch.pin_memory` then sets the buffer's first byte).
+
+    Fresh shared memory costs more to fill than the copy itself (creating it, then a page fault per 4 KiB page):
+    about half a millisecond per training image, as much as the rest of a worker's part of an item besides the
+    decode. A buffer starts with a small header (``HEADER`` bytes: the in-use flag, then a mark that tells these
+    buffers from any other shared tensor); the pixels follow. A buffer the training process never releases
+    (a batch not pinned, or dropped) is never written again: at most ``keep`` buffers are remembered, a new one
+    is made whenever none is free.
+    """
+
+    HEADER = 16
+    MARK = np.frombuffer(b"yolo-pixels", np.uint8)
+    IN_USE, FREE = 1, 0
+
+    def __init__(self, keep: int = 8):
+        self.keep, self.owner, self.buffers = int(keep), os.getpid(), []
+
+    def take(self, count: int) -> torch.Tensor:
+        """UInt8[count] in shared memory: a free buffer's pixels, or a new buffer's (a quarter larger, so that
+        the next batches, a little larger or smaller, fit)."""
+        if self.owner != os.getpid():  # a forked worker starts with no buffers of its own
+            self.owner, self.buffers = os.getpid(), []
+        for buffer in self.buffers:
+            flags = buffer.numpy()
+            if flags[0] == self.FREE and buffer.numel() - self.HEADER >= count:
+                flags[0] = self.IN_USE
+                return buffer[self.HEADER:self.HEADER + count]
+        size = self.HEADER + count + count // 4
+        buffer = torch.empty(0, dtype=torch.uint8).set_(torch.UntypedStorage._new_shared(size))
+        header = buffer.numpy()[:self.HEADER]
+        header[0] = self.IN_USE
+        header[1:1 + self.MARK.size] = self.MARK
+        self.buffers = (self.buffers + [buffer])[-self.keep:]
+        return buffer[self.HEADER:self.HEADER + count]
+
+    @classmethod
+    def release(cls, pixels: torch.Tensor) -> None:
+        """Mark the buffer holding ``pixels`` free (where it is one of these buffers)."""
+        if not pixels.is_shared() or pixels.storage_offset() != cls.HEADER:
+            return
+        whole = torch.empty(0, dtype=torch.uint8).set_(pixels.untyped_storage()).numpy()
+        if np.array_equal(whole[1:1 + cls.MARK.size], cls.MARK):
+            whole[0] = cls.FREE
+
+
+_WORKER_BUFFERS = SharedBuffers()
 
 
 def _distorted_hsv(r: torch.Tensor, g: torch.Tensor, b: torch.Tensor, hsv: torch.Tensor, six: torch.Tensor):

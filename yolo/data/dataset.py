@@ -36,7 +36,6 @@ from pycocotools.coco import COCO
 from torch.utils.data import Dataset
 from tqdm import tqdm
 
-from yolo.ops.boxes import xyxy_to_cxcywh
 from yolo.ops import sizes
 from yolo.ops.sizes import ImageSize, SizeLike
 from yolo.data.cache import LabelCache
@@ -214,10 +213,7 @@ class DetectionDataset(Dataset):
             image, boxes, letterbox = resize_sample(image, boxes, size_hw, self.hyp["fill"], self.resize)
             matrix = np.array([[letterbox.scale_x, 0, letterbox.pad_x],
                                [0, letterbox.scale_y, letterbox.pad_y], [0, 0, 1]], np.float64)
-        targets = torch.zeros((len(labels), 6), dtype=torch.float32)
-        if len(labels):
-            targets[:, 1] = torch.from_numpy(labels.astype(np.float32))
-            targets[:, 2:] = xyxy_to_cxcywh(torch.from_numpy(boxes.astype(np.float32)))
+        targets = torch.from_numpy(item_targets(boxes, labels))
         if isinstance(image, PendingImage):  # UInt8[3, h, w] once its batch is finished
             tensor, input_shape = image, tuple(size_hw)
         else:
@@ -265,6 +261,17 @@ class DetectionDataset(Dataset):
 
 
 # ---------------------------------------------------------------------------- YOLO layout
+def item_targets(boxes: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """An item's target rows, Float32[N, 6] ``(0, class, cx, cy, w, h)`` (the collate fills in the image index),
+    from Float[N, 4] xyxy ``boxes`` in input pixels and Int[N] ``labels``: the centre and size computed as
+    ``xyxy_to_cxcywh`` does, in numpy (one item's few boxes cost less there than as tensors)."""
+    b = np.asarray(boxes, np.float32).reshape(-1, 4)
+    targets = np.zeros((len(labels), 6), np.float32)
+    targets[:, 1] = labels
+    targets[:, 2:] = np.stack([(b[:, 0] + b[:, 2]) / 2, (b[:, 1] + b[:, 3]) / 2, b[:, 2] - b[:, 0], b[:, 3] - b[:, 1]], 1)
+    return targets
+
+
 def label_path_for(image_path: PathLike) -> Path:
     """Where the label file of an image is expected: the last ``images`` (or Darknet's ``JPEGImages``)
     folder of the path becomes ``labels``, the extension ``.txt``; without such a folder, next to it."""
