@@ -39,6 +39,7 @@ from yolo.models.cfg import Section, parse_cfg, parse_cfg_text
 from yolo.models.head_sections import CLASS_COUNT_HEADS, TRAINED_HEADS
 from yolo.models.head_prior import prior_head_biases
 from yolo.models.model import Darknet
+from yolo.ops.sizes import size_text
 from yolo.progress import use_bars
 
 logger = logging.getLogger(__name__)
@@ -126,9 +127,9 @@ def _build(options: TrainOptions, ckpt: Optional[Dict[str, Any]], resume_path: O
         hooks, writer = open_run_folder(run_dir, ckpt is not None, options, hyp, model.cfg_text, data,
                                         finished=ckpt is not None and start.epoch >= plan.epochs)
         logger.info("run folder %s: %d epochs x %d updates of %d images (%d mini-batch(es) of %d x %d "
-                    "process(es)), img %dx%d, lr %g, %s (%s)", run_dir, plan.epochs, plan.steps_per_epoch,
-                    hyp.batch, plan.accumulate, plan.mini_batch, dist.world_size, plan.img_size[0],
-                    plan.img_size[1], hyp.learning_rate, device, precision.describe())
+                    "process(es)), img %s, lr %g, %s (%s)", run_dir, plan.epochs, plan.steps_per_epoch,
+                    hyp.batch, plan.accumulate, plan.mini_batch, dist.world_size, size_text(plan.img_size),
+                    hyp.learning_rate, device, precision.describe())
     batches = EpochBatches(train_set, plan.mini_batch, plan.accumulate, plan.steps_per_epoch, plan.workers,
                            options.seed, device, dist, multi_scale)
     return TrainingParts(model=model, optimizer=optimizer, schedule=schedule, criterion=criterion, batches=batches,
