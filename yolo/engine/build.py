@@ -20,7 +20,7 @@ import torch.nn as nn
 from yolo.data import load_data_config
 from yolo.device import parse_device
 from yolo.engine.config import Hyperparameters, TrainOptions, resolve_hyp
-from yolo.engine.dataset_record import check_same_dataset
+from yolo.engine.dataset_record import check_same_dataset, dataset_record
 from yolo.engine.distributed import DistInfo, barrier, cleanup_distributed, init_distributed
 from yolo.engine.ema import ModelEMA
 from yolo.engine.epoch_batches import EpochBatches
@@ -110,8 +110,11 @@ def _build(options: TrainOptions, ckpt: Optional[Dict[str, Any]], resume_path: O
     multi_scale = multi_scale_rule(hyp, plan, model.stride, options.seed)
     criterion = YoloLoss(model)
     start = ResumeState()
+    # what the checkpoints record of the dataset, and what a resume compares with the saved record
+    record = dataset_record(data, train_set, val_set) if main or ckpt is not None else None
     if ckpt is not None:  # before the DDP wrap, which broadcasts rank 0's weights
-        check_same_dataset(ckpt["train"].get("dataset"), ckpt.get("names"), data, train_set, val_set, resume_path)
+        check_same_dataset(ckpt["train"].get("dataset"), ckpt.get("names"), record, getattr(data, "source", None),
+                           resume_path)
         start = load_training_state(ckpt, model, optimizer, scaler, ema)
         check_resume_counters(start, plan.steps_per_epoch, resume_path)
         if main:
@@ -124,7 +127,7 @@ def _build(options: TrainOptions, ckpt: Optional[Dict[str, Any]], resume_path: O
     run_dir = run_folder(options, resume_path, main)
     hooks, writer = [], None
     if main:
-        hooks, writer = open_run_folder(run_dir, ckpt is not None, options, hyp, model.cfg_text, data,
+        hooks, writer = open_run_folder(run_dir, ckpt is not None, options, hyp, model.cfg_text, data, record,
                                         finished=ckpt is not None and start.epoch >= plan.epochs)
         logger.info("run folder %s: %d epochs x %d updates of %d images (%d mini-batch(es) of %d x %d "
                     "process(es)), img %s, lr %g, %s (%s)", run_dir, plan.epochs, plan.steps_per_epoch,
