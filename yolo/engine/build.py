@@ -92,7 +92,7 @@ def _build(options: TrainOptions, ckpt: Optional[Dict[str, Any]], resume_path: O
     hyp = run_hyp(model, data, options, ckpt)
     precision = step_precision(device, hyp)
     apply_tf32(precision.tf32)
-    transfer_report, frozen = initialize_model(model, options, hyp, precision, device, ckpt is None, main)
+    initialize_model(model, options, hyp, precision, device, ckpt is None, main)
     optimizer = optimizer_from_hyp(model, hyp)
     scaler = torch.amp.GradScaler("cuda", enabled=precision.amp)
     # Only rank 0 evaluates and saves, so only it keeps the moving average.
@@ -140,8 +140,7 @@ def _build(options: TrainOptions, ckpt: Optional[Dict[str, Any]], resume_path: O
                          scaler=scaler, ema=ema, train_model=train_model,
                          forward=CompiledForward(train_model) if precision.compile else train_model,
                          hooks=hooks, start=start, run_dir=run_dir, data=data, train_set=train_set,
-                         val_set=val_set, multi_scale=multi_scale, writer=writer, resume_path=resume_path,
-                         transfer_report=transfer_report, frozen=frozen)
+                         val_set=val_set, writer=writer)
 
 
 def read_cfg_and_data(options: TrainOptions, ckpt: Optional[Dict[str, Any]], resume_path: Optional[Path],
@@ -202,15 +201,13 @@ def run_hyp(model: Darknet, data, options: TrainOptions, ckpt: Optional[Dict[str
 
 
 def initialize_model(model: Darknet, options: TrainOptions, hyp: Hyperparameters, precision: StepPrecision,
-                     device: torch.device, fresh_run: bool, main: bool):
+                     device: torch.device, fresh_run: bool, main: bool) -> None:
     """BatchNorm momentum, pretrained weights (--weights), head priors, frozen layers; to the device, in the
-    step's memory format (before the optimizer and the EMA copy see the weights). Returns the transfer report
-    (None without --weights) and the frozen parameter names."""
+    step's memory format (before the optimizer and the EMA copy see the weights)."""
     if hyp.bn_momentum is not None:
         for m in model.modules():
             if isinstance(m, nn.modules.batchnorm._BatchNorm):
                 m.momentum = hyp.bn_momentum
-    report = None
     if fresh_run:
         fresh = None  # heads starting from scratch: all of them without --weights
         if options.weights:
@@ -226,7 +223,6 @@ def initialize_model(model: Darknet, options: TrainOptions, hyp: Hyperparameters
         logger.info("froze layers 0..%d (%d parameter tensors)", options.freeze - 1, len(frozen))
     model.to(device)
     precision.prepare_model(model)
-    return report, frozen
 
 
 def frozen_layers(model: Darknet, count: int) -> List[str]:
