@@ -65,13 +65,19 @@ def cuda_device() -> torch.device:
 
 
 @pytest.fixture
-def no_tf32():
-    """Full float32 matmuls and convolutions on CUDA while the test runs (TF32 would move outputs ~1e-3);
-    the flags are restored after."""
+def keep_tf32():
+    """The test (or the run it starts) may set PyTorch's TF32 flags (matmul and cuDNN); later tests get theirs
+    back (use it in a whole module with ``pytestmark = pytest.mark.usefixtures("keep_tf32")``)."""
     saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     yield
     torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+@pytest.fixture
+def no_tf32(keep_tf32):
+    """Full float32 matmuls and convolutions on CUDA while the test runs (TF32 would move outputs ~1e-3);
+    the flags are restored after (:func:`keep_tf32`)."""
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,8 @@
 """Helpers that several test modules share: running a command-line tool as a user does (or the export tool in this
 process), expecting its one-line error, Darknet's letterbox written out independently of the package, and ground
 truth for the Evaluator, detections compared across devices and precisions, random but well-scaled weights
-for a model (no OpenCV needed: the OpenCV reference is tests/reference.py), and a fake clock."""
+for a model (no OpenCV needed: the OpenCV reference is tests/reference.py), a fake clock, and the trainer's step
+runner for a model alone on the CPU."""
 from __future__ import annotations
 
 import importlib
@@ -9,7 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Tuple
+from typing import Callable, Optional, Tuple
 
 import cv2
 import numpy as np
@@ -17,6 +18,11 @@ import pytest
 import torch
 import torchvision
 import yaml
+
+from yolo.engine.distributed import DistInfo
+from yolo.engine.stop import StopRequest
+from yolo.engine.train_state import TrainState
+from yolo.engine.update_step import StepRunner
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -170,3 +176,14 @@ def write_mjpg_video(path: Path, frames, fps: float) -> Path:
     writer.release()
     return path
 
+
+def cpu_step_runner(model, optimizer, schedule: Callable[[int], float], criterion: Optional[Callable] = None, *,
+                    accumulate: int = 1, steps_per_epoch: int = 1, state: Optional[TrainState] = None,
+                    **options) -> StepRunner:
+    """The trainer's :class:`StepRunner` for ``model`` and ``optimizer`` alone: one process on the CPU, one epoch of
+    ``steps_per_epoch`` updates of ``accumulate`` mini-batches, a fresh :class:`TrainState` unless ``state`` is
+    given, no stop asked; ``options`` are StepRunner's other keywords (``precision``, ``scaler``, ``forward``,
+    ``max_grad_norm``, ...)."""
+    return StepRunner(model, optimizer, schedule, criterion, state if state is not None else TrainState(),
+                      accumulate=accumulate, steps_per_epoch=steps_per_epoch, epochs=1, device=torch.device("cpu"),
+                      dist=DistInfo(), stop=StopRequest(), **options)

@@ -127,21 +127,17 @@ def test_two_amp_channels_last_updates_are_finite_and_close_to_float32(shapes, t
         assert v.is_contiguous()
 
 
-def test_tf32_setting_is_applied_and_recorded(shapes, tmp_path, cuda_device):
+def test_tf32_setting_is_applied_and_recorded(shapes, tmp_path, cuda_device, keep_tf32):
     seen = []
     hooks = {"train_start": lambda t: seen.append((torch.backends.cuda.matmul.allow_tf32,
                                                     torch.backends.cudnn.allow_tf32))}
-    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    try:
-        apply_tf32(True)  # PyTorch's cuDNN default: the run must turn it off itself
-        default = train_on(cuda_device, shapes, tmp_path, "default", hooks=hooks)
-        options = TrainOptions(cfg=str(shapes["cfg"]), data=str(shapes["data"]), device=str(cuda_device), epochs=1,
-                               project=str(tmp_path), name="tf32", progress=False, hyp=dict(FAST), tf32=True)
-        with_tf32 = Trainer.from_options(options)
-        with_tf32.add_callback("train_start", hooks["train_start"])
-        result = with_tf32.fit()
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+    apply_tf32(True)  # PyTorch's cuDNN default: the run must turn it off itself
+    default = train_on(cuda_device, shapes, tmp_path, "default", hooks=hooks)
+    options = TrainOptions(cfg=str(shapes["cfg"]), data=str(shapes["data"]), device=str(cuda_device), epochs=1,
+                           project=str(tmp_path), name="tf32", progress=False, hyp=dict(FAST), tf32=True)
+    with_tf32 = Trainer.from_options(options)
+    with_tf32.add_callback("train_start", hooks["train_start"])
+    result = with_tf32.fit()
     assert seen == [(False, False), (True, True)]
     assert yaml.safe_load((default.result.run_dir / "opt.yaml").read_text())["tf32"] is False
     assert yaml.safe_load((result.run_dir / "opt.yaml").read_text())["tf32"] is True

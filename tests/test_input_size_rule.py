@@ -100,14 +100,14 @@ def test_eval_tool_runs_the_cfgs_size_and_logs_why(wide_model, tmp_path, caplog)
                                    "--save-dir", str(tmp_path / "run")]))
     saved = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert saved["settings"]["img_size"] == [64, 96], metrics
-    assert f"at 64x96 ({CFG_REASON})" in caplog.text
+    assert f"at 96x64 ({CFG_REASON})" in caplog.text
 
 
 def test_export_uses_the_cfgs_size_and_prints_why(wide_model, tmp_path, capsys):
     cfg, weights = wide_model
     run_export_cli(["--cfg", cfg, "--weights", weights, "--format", "torchscript", "--no-verify",
                     "--output", tmp_path / "wide.torchscript"])
-    assert f"input size 64x96 ({CFG_REASON})" in capsys.readouterr().out
+    assert f"input size 96x64 ({CFG_REASON})" in capsys.readouterr().out
 
 
 def test_benchmark_uses_the_cfgs_size_and_prints_why(wide_model, capsys, keep_threads):
@@ -118,4 +118,4 @@ def test_benchmark_uses_the_cfgs_size_and_prints_why(wide_model, capsys, keep_th
     main(parse_args(["--cfg", str(cfg), "--weights", str(weights), "--no-opencv", "--no-gpu", "--iters", "1",
                      "--warmup", "0", "--batch-size", "1", "--threads", "1"]))
     out = capsys.readouterr().out
-    assert f"input size 64x96 ({CFG_REASON})" in out and "at 64x96" in out
+    assert f"input size 96x64 ({CFG_REASON})" in out and "at 96x64" in out

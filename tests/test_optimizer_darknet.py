@@ -17,14 +17,11 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import randomize_model
+from helpers import cpu_step_runner, randomize_model
 from yolo import load_model
 from yolo.engine.config import resolve_hyp
 from yolo.engine.schedule import schedule_from_hyp
 from yolo.engine.optimizer import optimizer_from_hyp
-from yolo.engine.distributed import DistInfo
-from yolo.engine.stop import StopRequest
-from yolo.engine.train_state import TrainState
 from yolo.engine.update_step import StepRunner
 from yolo.losses.yolo_loss import YoloLoss
 
@@ -92,9 +89,7 @@ random=0
 def our_update(model, hyp, schedule) -> StepRunner:
     """The trainer's step runner for ``model`` with Darknet's optimizer of ``hyp``: its ``_optimizer_step`` is our
     update (the learning rate of the next update number, held gradients, clipping, the step)."""
-    return StepRunner(model, optimizer_from_hyp(model, hyp), schedule, None, TrainState(), accumulate=1,
-                      steps_per_epoch=1, epochs=1, device=torch.device("cpu"), dist=DistInfo(), stop=StopRequest(),
-                      max_grad_norm=hyp.max_grad_norm)
+    return cpu_step_runner(model, optimizer_from_hyp(model, hyp), schedule, max_grad_norm=hyp.max_grad_norm)
 
 def coco128_batch(assets, n: int):
     """``n`` coco128 images stretched to SIZE x SIZE (Float[n, 3, SIZE, SIZE], RGB 0..1) and their labels as

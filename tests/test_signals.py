@@ -270,6 +270,23 @@ def test_the_evaluation_ends_within_one_batch_of_a_stop(setup):
     assert evaluate_model(model, loader, evaluator, device="cpu", progress=False, stop=lambda: False)["num_images"] == 2
 
 
+def test_the_stop_request_names_a_signal_that_follows_another_request():
+    """A signal received after a stop asked otherwise (a callback's ``request_stop``) is still named, once; a
+    repeated SIGTERM changes nothing."""
+    from yolo.engine.stop import StopRequest
+
+    stop = StopRequest(announce=False)
+    stop.install()
+    try:
+        stop.ask("a callback")
+        assert stop.signal_name is None
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGHUP)
+    finally:
+        stop.restore()
+    assert stop.requested and stop.signal_name == "SIGTERM"
+
+
 # ------------------------------------------------------------------------------------------ detection on a video
 # tools/detect.py, paused inside frame PAUSE_AT (0-based) of the video until the stop signal has arrived.
 DETECT_DRIVER = """

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from yolo.errors import ConfigError
-from yolo.ops.sizes import check_stride, checked_image_size, image_size
+from yolo.ops.sizes import check_stride, checked_image_size, image_size, size_text
 
 
 # ------------------------------------------------------------------------------------ the normaliser
@@ -51,6 +51,10 @@ def test_other_types_and_counts_are_refused(value):
 def test_sides_must_be_positive(value, shown):
     with pytest.raises(ConfigError, match=f"^--img-size: image sides must be positive, got {shown}$"):
         image_size(value, "--img-size")
+
+
+def test_a_size_is_printed_width_first():
+    assert size_text((320, 416)) == "416x320" and size_text(image_size(608, "x")) == "608x608"
 
 
 def test_no_value_and_no_default_is_refused():

@@ -135,18 +135,21 @@ def test_cpu_threads_follow_the_affinity_mask():
 
 
 # tools that run a model (--device), show progress bars (--no-progress); every tool logs (--verbose)
-SHARED_FLAGS = {"--device": ("train", "detect", "eval"), "--no-progress": ("train", "detect", "eval"),
-                "--verbose": ("anchors", "benchmark", "convert", "detect", "eval", "export", "train")}
+SHARED_FLAGS = {"--device": ("train", "detect", "eval"), "--no-progress": ("train", "detect", "eval", "demo"),
+                "--verbose": ("anchors", "benchmark", "convert", "demo", "detect", "eval", "export", "gpu_report",
+                              "train")}
 
 
 @pytest.mark.parametrize("flag, tools", SHARED_FLAGS.items(), ids=list(SHARED_FLAGS))
 def test_shared_flags_have_one_name_and_one_help_across_the_tools(flag, tools):
+    from yolo.cli import demo
     from yolo.settings.common import ToolOptions
     from yolo.settings.declare import declared
 
     (declared_help,) = [f.help for _, f in declared(ToolOptions) if f.name == flag]
     for tool in tools:
-        helps = [a.help for a in tool_parser(tool)._actions if flag in a.option_strings]
+        parser = demo.build_parser() if tool == "demo" else tool_parser(tool)
+        helps = [a.help for a in parser._actions if flag in a.option_strings]
         assert helps == [declared_help], (tool, flag, helps)
 
 

@@ -14,28 +14,20 @@ import torch
 import torch.nn as nn
 import yaml
 
+from helpers import cpu_step_runner
 from training_helpers import read_results, run, shapes_training, train_state
 from yolo.cli.train import parse_args
-from yolo.engine.distributed import DistInfo
 from yolo.engine.step_precision import CompiledForward, StepPrecision, apply_tf32, step_precision
-from yolo.engine.stop import StopRequest
-from yolo.engine.train_state import TrainState
-from yolo.engine.update_step import StepRunner
 from yolo.models.cfg import parse_cfg
 from yolo.models.model import Darknet
+
+pytestmark = pytest.mark.usefixtures("private_cache", "keep_tf32")
 
 
 @pytest.fixture(scope="module")
 def shapes(tmp_path_factory):
     """A tiny generated shapes dataset (16 train, 4 val images) and the two-head test cfg."""
     return shapes_training(tmp_path_factory.mktemp("shapes"), num_train=16, num_val=4, seed=5)
-
-
-@pytest.fixture(autouse=True)
-def _restore_tf32(private_cache):
-    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    yield
-    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
 @pytest.fixture(scope="module")
@@ -209,10 +201,8 @@ def _amp_update(inf_grad: bool, ours: bool):
         scaler.step(optimizer)
         scaler.update()
     else:
-        runner = StepRunner(model, optimizer, lambda step: 0.1, None, TrainState(), accumulate=1, steps_per_epoch=1,
-                            epochs=1, device=torch.device("cpu"), dist=DistInfo(), stop=StopRequest(),
-                            precision=StepPrecision("cpu", amp=True, channels_last=False, tf32=False, compile=False),
-                            scaler=scaler)
+        runner = cpu_step_runner(model, optimizer, lambda step: 0.1, scaler=scaler,
+                                 precision=StepPrecision("cpu", amp=True, channels_last=False, tf32=False, compile=False))
         runner.update_losses[0] = torch.tensor([loss.item(), 1.0, 2.0, 3.0], dtype=torch.float64)
         runner.loss_sums = torch.tensor([1.0, 2.0, 3.0, 1.0], dtype=torch.float64)
         runner._fetch_update(0, (8, 8), 0)

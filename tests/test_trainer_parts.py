@@ -9,15 +9,13 @@ import pytest
 import torch
 import torch.nn as nn
 
+from helpers import cpu_step_runner
 from training_helpers import made_up_evaluation, write_one_head_training
 from yolo.engine import RunPlan, TrainingParts, TrainOptions, Trainer, build_training
-from yolo.engine.distributed import DistInfo
 from yolo.engine.hooks import EvalHook, HookBase
 from yolo.engine.hooks.evaluation import fitness
 from yolo.engine.rng import seed_everything
-from yolo.engine.stop import StopRequest
 from yolo.engine.train_state import TrainState
-from yolo.engine.update_step import StepRunner
 from yolo.errors import ConfigError
 from yolo.losses.yolo_loss import YoloLoss
 from yolo.models.cfg import parse_cfg
@@ -257,9 +255,9 @@ def test_the_step_runner_alone_accumulates_as_plain_pytorch():
         return loss, {"box": loss, "obj": loss * 0, "cls": loss * 0, "num_targets": 4}
 
     state = TrainState()
-    runner = StepRunner(model, torch.optim.SGD(model.parameters(), lr=1.0, momentum=0.9), lambda n: 0.1 * n,
-                        criterion, state, accumulate=2, steps_per_epoch=2, epochs=1, device=torch.device("cpu"),
-                        dist=DistInfo(), stop=StopRequest(), forward=lambda images: model(images.flatten(1)))
+    runner = cpu_step_runner(model, torch.optim.SGD(model.parameters(), lr=1.0, momentum=0.9), lambda n: 0.1 * n,
+                             criterion, accumulate=2, steps_per_epoch=2, state=state,
+                             forward=lambda images: model(images.flatten(1)))
     runner.start_epoch()
     updated = [runner.run(images, targets, b) for b, (images, targets) in enumerate(batches)]
     assert updated == [False, True, False, True] and state.global_step == 2 and state.lr == pytest.approx(0.2)

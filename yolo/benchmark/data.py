@@ -30,7 +30,7 @@ from yolo.data.dataset import DetectionDataset, read_image
 from yolo.data.transforms import PIPELINES, augment_from_cfg, item_rng
 from yolo.models.cfg import parse_cfg
 from yolo.models.head_sections import TRAINED_HEADS
-from yolo.ops.sizes import ImageSize
+from yolo.ops.sizes import ImageSize, size_text
 
 __all__ = ["pipeline_settings", "data_figures", "training_settings"]
 
@@ -151,7 +151,7 @@ def data_figures(dataset: DetectionDataset, cfg: Path, img_size: ImageSize, imag
     times = time_interleaved(tasks, rounds, warmup)
     figures: Dict[str, float] = {}
     print(f"\ntraining data path, {torch.get_num_threads()} torch / {cv2.getNumThreads()} OpenCV thread(s), {count} "
-          f"images at {img_size[0]}x{img_size[1]}, median of {rounds} rounds (decode + augmentation + item tensor):")
+          f"images at {size_text(img_size)}, median of {rounds} rounds (decode + augmentation + item tensor):")
     print(f"{'pipeline':<22}{'ms/img':>10}{'img/s':>10}")
     for name, seconds in times.items():
         ms = median_ms(seconds) / count

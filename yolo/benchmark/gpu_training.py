@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import csv
 import logging
-import signal
-import threading
 import time
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -84,17 +82,6 @@ def train_throughput(cfg: Path, weights: Optional[Path], data: Path, device: str
                 asked.append("time")
                 t.request_stop()
 
-    signals: List[str] = []  # the signals the trainer's own handlers received (they stop it cleanly)
-
-    def note_signals(t: Trainer) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            handler = signal.getsignal(sig)
-            if callable(handler):
-                signal.signal(sig, lambda n, f, handler=handler: (signals.append(signal.Signals(n).name),
-                                                                  handler(n, f)))
-
     def epoch_end(t: Trainer) -> None:
         asked.append("epoch")
         t.request_stop()  # the first epoch is the run: no second one, no evaluation
@@ -104,14 +91,14 @@ def train_throughput(cfg: Path, weights: Optional[Path], data: Path, device: str
     quiet.setLevel(logging.ERROR)  # the run's start and stop lines are not the report's
     try:
         trainer = Trainer.from_options(options)
-        trainer.add_callback("train_start", note_signals)
         trainer.add_callback("step_end", stamp)
         trainer.add_callback("epoch_end", epoch_end)
         result = trainer.fit()
     finally:
         quiet.setLevel(level)
-    if signals or (trainer.stop_request.requested and not asked):
-        raise ReportStopped(signals[0] if signals else "a stop request")
+    stop = trainer.stop_request  # the trainer's signal handlers stop it cleanly and record the signal
+    if stop.signal_name is not None or (stop.requested and not asked):
+        raise ReportStopped(stop.signal_name or "a stop request")
     if len(stamps) < warmup + 2:
         raise RuntimeError(f"the trainer made {len(stamps)} updates, fewer than the {warmup + 2} the timing needs")
     timed = stamps[warmup:]

@@ -21,6 +21,7 @@ from yolo.data import EpochLoader
 from yolo.data.darknet_batched import PendingBatch
 from yolo.data.loader import EpochShuffleSampler
 from yolo.device import cpu_threads
+from yolo.ops.sizes import size_text
 
 __all__ = ["loader_figures"]
 
@@ -45,7 +46,7 @@ def loader_figures(dataset: Dataset, mini_batch: int, workers: Sequence[int], ba
     training process's CPU milliseconds per mini-batch) and ``loader_<n>w_threads`` (the most threads of one
     worker, after its batches)."""
     figures: Dict[str, float] = {}
-    print(f"\ntraining loader alone, mini-batches of {mini_batch} at {dataset.img_size[0]}x{dataset.img_size[1]}, "
+    print(f"\ntraining loader alone, mini-batches of {mini_batch} at {size_text(dataset.img_size)}, "
           f"{batches} timed after {warmup}, {cpu_threads()} CPU(s) usable:")
     print(f"{'workers':<10}{'img/s':>10}{'main CPU ms/batch':>20}{'threads/worker':>16}")
     for count in workers:

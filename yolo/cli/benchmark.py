@@ -42,7 +42,7 @@ from yolo.errors import CfgError, DataError, ImageReadError
 from yolo.files.images import load_image
 from yolo.models.cfg import parse_cfg
 from yolo.models.preprocessing import chosen_input_size
-from yolo.ops.sizes import ImageSize
+from yolo.ops.sizes import ImageSize, size_text
 
 
 def input_size(args) -> ImageSize:
@@ -50,7 +50,7 @@ def input_size(args) -> ImageSize:
     Darknet's, which record no training size); says which on stdout. The stride is checked where the model is
     built."""
     size, size_from = chosen_input_size(args.img_size, "--img-size", None, parse_cfg(args.cfg)[0])
-    print(f"input size {size[0]}x{size[1]} ({size_from})")
+    print(f"input size {size_text(size)} ({size_from})")
     return size
 
 
@@ -107,8 +107,8 @@ def model_main(args) -> Dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         weights = args.weights or random_weights_file(args.cfg, Path(tmp))
         kind = "real" if args.weights else "random"
-        print(f"{args.cfg.name} ({kind} weights) at {img_size[0]}x{img_size[1]}, {threads} CPU threads, "
-              f"image {image.shape[1]}x{image.shape[0]}, torch {torch.__version__}, OpenCV {cv2.__version__}, "
+        print(f"{args.cfg.name} ({kind} weights) at {size_text(img_size)}, {threads} CPU threads, "
+              f"image {size_text(image.shape[:2])}, torch {torch.__version__}, OpenCV {cv2.__version__}, "
               f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
         figures = cpu_figures(args.cfg, weights, opencv=not args.no_opencv, compile=args.compile, **common)
         stage_rounds = max(3, common["rounds"] // 4)

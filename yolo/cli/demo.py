@@ -25,7 +25,7 @@ from yolo.cli import detect as detect_cli
 from yolo.cli import eval as eval_cli
 from yolo.cli import train as train_cli
 from yolo.cli.args import ToolParser, run_tool, setup_logging
-from yolo.cli.flags.common import add_setting_flags
+from yolo.cli.flags.common import add_common_flags, add_setting_flags
 from yolo.data import ensure_shapes_dataset
 from yolo.ops.sizes import ImageSize, image_size
 from yolo.runs import run_name
@@ -34,10 +34,15 @@ from yolo.settings.demo import REPO, DemoOptions
 TARGET_MAP50 = 0.9
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+def build_parser() -> ToolParser:
     p = ToolParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_setting_flags(p, DemoOptions)
-    return p.parse_args(argv)
+    add_common_flags(p, "verbose", "progress")
+    return p
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def heldout_images(count: int) -> Path:
@@ -60,9 +65,8 @@ def main(args: argparse.Namespace) -> int:
                   "--name", args.name, "--seed", str(args.seed)]
     if args.epochs:
         train_argv += ["--epochs", str(args.epochs)]
-    if args.no_progress:
-        train_argv.append("--no-progress")
-    status = train_cli.main(train_cli.parse_args(train_argv))
+    shared = [] if args.progress else ["--no-progress"]
+    status = train_cli.main(train_cli.parse_args(train_argv + shared))
     if status != 0:
         print(f"training did not finish (exit status {status})", file=sys.stderr)
         return status
@@ -74,14 +78,14 @@ def main(args: argparse.Namespace) -> int:
     t = time.perf_counter()
     metrics = eval_cli.main(eval_cli.parse_args(
         ["--weights", str(weights), "--data", args.data, "--img-size", str(img_size[0]), str(img_size[1]),
-         "--device", args.device, "--name", args.name, "--workers", "0"]))
+         "--device", args.device, "--name", args.name, "--workers", "0"] + shared))
     times["evaluate"] = time.perf_counter() - t
 
     t = time.perf_counter()
     source = heldout_images(args.heldout)
     detect_dir = detect_cli.main(detect_cli.parse_args(
         ["--weights", str(weights), "--source", str(source), "--img-size", str(img_size[0]), str(img_size[1]),
-         "--device", args.device, "--name", args.name]))
+         "--device", args.device, "--name", args.name] + shared))
     times["detect"] = time.perf_counter() - t
     total = time.perf_counter() - start
 
@@ -109,5 +113,6 @@ def _train_img_size(run_dir: Path) -> ImageSize:
 
 def cli(argv=None) -> None:
     """Console entry point: ``yolo-demo``."""
-    setup_logging()
-    sys.exit(run_tool(main, parse_args(argv)))
+    args = parse_args(argv)
+    setup_logging(args.verbose)
+    sys.exit(run_tool(main, args))

@@ -25,6 +25,7 @@ from yolo.evaluation import Evaluator, evaluate_model
 from yolo.files.names import names_difference
 from yolo.models.model import load_model
 from yolo.models.preprocessing import default_resize, model_input_choice
+from yolo.ops.sizes import size_text
 from yolo.progress import use_bars
 from yolo.runs import increment_path, remove_if_empty, run_name
 from yolo.settings.evaluate import EvalOptions
@@ -81,8 +82,8 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
     save_dir = Path(opts.save_dir) if opts.save_dir else increment_path(Path(opts.project) / run_name(opts.name))
     save_dir.mkdir(parents=True, exist_ok=True)
 
-    logger.info("evaluating %s on %s (%d images) at %dx%d (%s), %s, conf %g, NMS IoU %g", opts.weights, opts.data,
-                len(dataset), img_size[0], img_size[1], img_size_from, dataset.resize, opts.conf_thres,
+    logger.info("evaluating %s on %s (%d images) at %s (%s), %s, conf %g, NMS IoU %g", opts.weights, opts.data,
+                len(dataset), size_text(img_size), img_size_from, dataset.resize, opts.conf_thres,
                 opts.iou_thres)
     try:
         metrics = evaluate_model(model, loader, evaluator, conf_thres=opts.conf_thres, iou_thres=opts.iou_thres,
@@ -94,7 +95,7 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
     speed = metrics["speed_ms"]
     print(evaluator.summary_text(metrics))
     print(f"Speed: {speed['preprocess']:.1f} ms pre-process, {speed['inference']:.1f} ms inference, "
-          f"{speed['nms']:.1f} ms NMS per image at {img_size[0]}x{img_size[1]} "
+          f"{speed['nms']:.1f} ms NMS per image at {size_text(img_size)} "
           f"(batch {opts.batch_size}, {device.type})")
 
     evaluator.save_results_json(save_dir / "predictions.json")

@@ -20,6 +20,7 @@ from yolo.export.samples import check_inputs
 from yolo.files.overwrite import refuse_overwriting_inputs, same_file
 from yolo.models.model import load_model
 from yolo.models.preprocessing import model_input_choice
+from yolo.ops.sizes import size_text
 from yolo.runs import increment_path, remove_if_empty, run_name
 
 
@@ -48,7 +49,7 @@ def run(args) -> Dict[str, object]:
         raise ValueError(missing)
     model = load_model(args.cfg, args.weights, device="cpu").eval()
     size, size_from = model_input_choice(model, args.img_size, "--img-size")
-    print(f"input size {size[0]}x{size[1]} ({size_from})")
+    print(f"input size {size_text(size)} ({size_from})")
     run_dir = None
     if args.output is None:  # a new run folder, never beside the inputs (an assets folder, say)
         run_dir = increment_path(args.project / run_name(args.name))

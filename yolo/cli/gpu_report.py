@@ -19,6 +19,7 @@ shorter rounds and updates, or the least important measurements left out with a 
 """
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
@@ -28,7 +29,7 @@ from yolo.benchmark.gpu_environment import cuda_device, find_assets
 from yolo.benchmark.gpu_report import ReportSettings, run_report
 from yolo.benchmark.gpu_schedule import RowStream, process_age
 from yolo.benchmark.report_table import figure_label, figure_text
-from yolo.cli.args import fail, run_tool, signal_exit_status
+from yolo.cli.args import fail, run_tool, setup_logging, signal_exit_status
 from yolo.cli.flags.gpu_report import parse_args
 from yolo.ops.sizes import ImageSize, check_stride
 from yolo.settings.gpu_report import CLONE, DEFAULT_SIDE
@@ -88,4 +89,5 @@ def cli(argv=None) -> None:
     """Entry point of ``tools/gpu_report.py``: the budget counts from the process's start (its imports too)."""
     args = parse_args(argv)
     args.started = time.monotonic() - process_age()
+    setup_logging(args.verbose, logging.WARNING)
     run_tool(main, args)

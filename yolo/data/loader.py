@@ -106,7 +106,8 @@ class EpochLoader:
 
     Each epoch takes its own sampler (:meth:`epoch`); the items carry their epoch to the workers
     (:class:`SizedBatchSampler`), so the data stay a function of ``(seed, epoch, index)`` and a resumed run sees
-    the same batches. Batches as :func:`create_dataloader`'s, whole mini-batches only; ``size_of`` as there (None:
+    the same batches. Batches as :func:`create_dataloader`'s, whole mini-batches only. With ``size_of``
+    (multi-scale: run-wide mini-batch index -> ``(h, w)``) the images of each mini-batch load at that size (None:
     the dataset's ``img_size``). With ``uint8_images`` the images stay ``UInt8[B, 3, H, W]``
     (:func:`yolo.data.collate.collate_uint8`) for the consumer to convert; with ``pending_images`` as well, the
     ``darknet`` pipeline's images come as a :class:`yolo.data.darknet_batched.PendingBatch` for the consumer to
@@ -153,30 +154,18 @@ def set_epoch(loader: DataLoader, epoch: int) -> None:
 
 def create_dataloader(dataset: Dataset, batch_size: int, shuffle: bool = False, num_workers: int = 0,
                       seed: int = 0, drop_last: bool = False, sampler: Optional[Sampler] = None,
-                      pin_memory: bool = False,
-                      size_of: Optional[Callable[[int], ImageSize]] = None, first_batch: int = 0
-                      ) -> DataLoader:
+                      pin_memory: bool = False) -> DataLoader:
     """``DataLoader`` yielding ``(images Float[B,3,H,W], targets Float[M,6], infos)``.
 
     The shuffle order is a function of ``(seed, epoch)`` (:class:`EpochShuffleSampler`) and the
     augmentation comes from the dataset's per-item seeding, so batches do not depend on
     ``num_workers`` and a resumed run sees the same data. Call :func:`set_epoch` before each
     epoch. Pass a ``sampler`` (e.g. ``DistributedSampler``) for DDP; ``shuffle`` is then ignored.
-    With ``size_of`` (multi-scale: run-wide mini-batch index -> ``(h, w)``), the images of each mini-batch
-    are loaded at that size (:class:`SizedBatchSampler`, whole mini-batches only); ``first_batch`` is the
-    run-wide index of the first one.
     """
     if sampler is None and shuffle:
         sampler = EpochShuffleSampler(len(dataset), seed)
     generator = torch.Generator()
     generator.manual_seed(int(seed))
-    if size_of is not None:
-        if sampler is None:
-            sampler = torch.utils.data.SequentialSampler(dataset)
-        batches = SizedBatchSampler(sampler, batch_size, size_of, first_batch)
-        return DataLoader(dataset, batch_sampler=batches, num_workers=num_workers, collate_fn=collate_fn,
-                          pin_memory=pin_memory, generator=generator, persistent_workers=False,
-                          worker_init_fn=init_worker if num_workers > 0 else None)
     return DataLoader(
         dataset,
         batch_size=batch_size,

@@ -20,7 +20,7 @@ import torch.nn as nn
 from yolo.data import load_data_config
 from yolo.device import parse_device
 from yolo.engine.config import Hyperparameters, TrainOptions, resolve_hyp
-from yolo.engine.dataset_record import check_same_dataset
+from yolo.engine.dataset_record import check_same_dataset, dataset_record
 from yolo.engine.distributed import DistInfo, barrier, cleanup_distributed, init_distributed
 from yolo.engine.ema import ModelEMA
 from yolo.engine.epoch_batches import EpochBatches
@@ -39,6 +39,7 @@ from yolo.models.cfg import Section, parse_cfg, parse_cfg_text
 from yolo.models.head_sections import CLASS_COUNT_HEADS, TRAINED_HEADS
 from yolo.models.head_prior import prior_head_biases
 from yolo.models.model import Darknet
+from yolo.ops.sizes import size_text
 from yolo.progress import use_bars
 
 logger = logging.getLogger(__name__)
@@ -91,7 +92,7 @@ def _build(options: TrainOptions, ckpt: Optional[Dict[str, Any]], resume_path: O
     hyp = run_hyp(model, data, options, ckpt)
     precision = step_precision(device, hyp)
     apply_tf32(precision.tf32)
-    transfer_report, frozen = initialize_model(model, options, hyp, precision, device, ckpt is None, main)
+    initialize_model(model, options, hyp, precision, device, ckpt is None, main)
     optimizer = optimizer_from_hyp(model, hyp)
     scaler = torch.amp.GradScaler("cuda", enabled=precision.amp)
     # Only rank 0 evaluates and saves, so only it keeps the moving average.
@@ -109,8 +110,11 @@ def _build(options: TrainOptions, ckpt: Optional[Dict[str, Any]], resume_path: O
     multi_scale = multi_scale_rule(hyp, plan, model.stride, options.seed)
     criterion = YoloLoss(model)
     start = ResumeState()
+    # what the checkpoints record of the dataset, and what a resume compares with the saved record
+    record = dataset_record(data, train_set, val_set) if main or ckpt is not None else None
     if ckpt is not None:  # before the DDP wrap, which broadcasts rank 0's weights
-        check_same_dataset(ckpt["train"].get("dataset"), ckpt.get("names"), data, train_set, val_set, resume_path)
+        check_same_dataset(ckpt["train"].get("dataset"), ckpt.get("names"), record, getattr(data, "source", None),
+                           resume_path)
         start = load_training_state(ckpt, model, optimizer, scaler, ema)
         check_resume_counters(start, plan.steps_per_epoch, resume_path)
         if main:
@@ -123,12 +127,12 @@ def _build(options: TrainOptions, ckpt: Optional[Dict[str, Any]], resume_path: O
     run_dir = run_folder(options, resume_path, main)
     hooks, writer = [], None
     if main:
-        hooks, writer = open_run_folder(run_dir, ckpt is not None, options, hyp, model.cfg_text, data,
+        hooks, writer = open_run_folder(run_dir, ckpt is not None, options, hyp, model.cfg_text, data, record,
                                         finished=ckpt is not None and start.epoch >= plan.epochs)
         logger.info("run folder %s: %d epochs x %d updates of %d images (%d mini-batch(es) of %d x %d "
-                    "process(es)), img %dx%d, lr %g, %s (%s)", run_dir, plan.epochs, plan.steps_per_epoch,
-                    hyp.batch, plan.accumulate, plan.mini_batch, dist.world_size, plan.img_size[0],
-                    plan.img_size[1], hyp.learning_rate, device, precision.describe())
+                    "process(es)), img %s, lr %g, %s (%s)", run_dir, plan.epochs, plan.steps_per_epoch,
+                    hyp.batch, plan.accumulate, plan.mini_batch, dist.world_size, size_text(plan.img_size),
+                    hyp.learning_rate, device, precision.describe())
     batches = EpochBatches(train_set, plan.mini_batch, plan.accumulate, plan.steps_per_epoch, plan.workers,
                            options.seed, device, dist, multi_scale)
     return TrainingParts(model=model, optimizer=optimizer, schedule=schedule, criterion=criterion, batches=batches,
@@ -136,8 +140,7 @@ def _build(options: TrainOptions, ckpt: Optional[Dict[str, Any]], resume_path: O
                          scaler=scaler, ema=ema, train_model=train_model,
                          forward=CompiledForward(train_model) if precision.compile else train_model,
                          hooks=hooks, start=start, run_dir=run_dir, data=data, train_set=train_set,
-                         val_set=val_set, multi_scale=multi_scale, writer=writer, resume_path=resume_path,
-                         transfer_report=transfer_report, frozen=frozen)
+                         val_set=val_set, writer=writer)
 
 
 def read_cfg_and_data(options: TrainOptions, ckpt: Optional[Dict[str, Any]], resume_path: Optional[Path],
@@ -198,15 +201,13 @@ def run_hyp(model: Darknet, data, options: TrainOptions, ckpt: Optional[Dict[str
 
 
 def initialize_model(model: Darknet, options: TrainOptions, hyp: Hyperparameters, precision: StepPrecision,
-                     device: torch.device, fresh_run: bool, main: bool):
+                     device: torch.device, fresh_run: bool, main: bool) -> None:
     """BatchNorm momentum, pretrained weights (--weights), head priors, frozen layers; to the device, in the
-    step's memory format (before the optimizer and the EMA copy see the weights). Returns the transfer report
-    (None without --weights) and the frozen parameter names."""
+    step's memory format (before the optimizer and the EMA copy see the weights)."""
     if hyp.bn_momentum is not None:
         for m in model.modules():
             if isinstance(m, nn.modules.batchnorm._BatchNorm):
                 m.momentum = hyp.bn_momentum
-    report = None
     if fresh_run:
         fresh = None  # heads starting from scratch: all of them without --weights
         if options.weights:
@@ -222,7 +223,6 @@ def initialize_model(model: Darknet, options: TrainOptions, hyp: Hyperparameters
         logger.info("froze layers 0..%d (%d parameter tensors)", options.freeze - 1, len(frozen))
     model.to(device)
     precision.prepare_model(model)
-    return report, frozen
 
 
 def frozen_layers(model: Darknet, count: int) -> List[str]:

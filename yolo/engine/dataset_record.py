@@ -47,12 +47,12 @@ def _split_change(split: str, saved: Optional[Dict[str, Any]], now: Optional[Dic
     return f"the {split} split holds other images than at the start (the same count, {now['images']})"
 
 
-def check_same_dataset(saved: Optional[Dict[str, Any]], saved_names: Optional[Sequence[str]], data, train_set,
-                       val_set, resume_path: Path) -> None:
+def check_same_dataset(saved: Optional[Dict[str, Any]], saved_names: Optional[Sequence[str]],
+                       now: Dict[str, Any], source: Optional[str], resume_path: Path) -> None:
     """Refuse to resume on a dataset that is not the one the checkpoint ``resume_path`` recorded (``saved``:
     its ``train["dataset"]``, None in a checkpoint written before it was recorded; ``saved_names``: its
-    ``names``), with a :class:`ConfigError` that says what changed."""
-    now = dataset_record(data, train_set, val_set)
+    ``names``), with a :class:`ConfigError` that says what changed. ``now`` is the dataset as it is
+    (:func:`dataset_record`), ``source`` its config file (None: unnamed)."""
     changes: List[str] = []
     names = saved.get("names") if isinstance(saved, dict) else saved_names
     if isinstance(names, (list, tuple)):
@@ -65,8 +65,7 @@ def check_same_dataset(saved: Optional[Dict[str, Any]], saved_names: Optional[Se
             if change:
                 changes.append(change)
     if changes:
-        source = getattr(data, "source", None) or "the dataset"
-        raise ConfigError(f"--resume {resume_path}: {source} is not the dataset the run started with: "
+        raise ConfigError(f"--resume {resume_path}: {source or 'the dataset'} is not the dataset the run started with: "
                           f"{'; '.join(changes)}; resume with the dataset as it was, or start a new run with "
                           f"--weights {resume_path}")
 

@@ -65,11 +65,7 @@ class TrainingParts:
     data: Any = None  # yolo.data.DataConfig: class names, val split (for evaluation and checkpoints)
     train_set: Any = None
     val_set: Any = None
-    multi_scale: Optional[Callable[[int], Optional[ImageSize]]] = None  # what the batches use
     writer: Any = None  # the TensorBoard SummaryWriter the evaluation writes its curves to
-    resume_path: Optional[Path] = None
-    transfer_report: Any = None  # yolo.engine.transfer.TransferReport of --weights
-    frozen: List[str] = field(default_factory=list)  # parameter names --freeze froze
 
 
 __all__ = ["RunPlan", "TrainingParts"]

@@ -6,7 +6,7 @@ the checkpoints are written, and the lock comes first (it is taken before anythi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from yolo.engine.config import Hyperparameters, TrainOptions
 from yolo.engine.distributed import broadcast_object
@@ -27,12 +27,12 @@ def run_folder(options: TrainOptions, resume_path: Optional[Path], main: bool) -
 
 
 def open_run_folder(run_dir: Path, resumed: bool, options: TrainOptions, hyp: Hyperparameters, cfg_text: str,
-                    data, finished: bool = False) -> Tuple[List[HookBase], Any]:
+                    data, dataset: Optional[Dict[str, Any]], finished: bool = False) -> Tuple[List[HookBase], Any]:
     """Lock ``run_dir``, undo what a kill left there, write (or, resumed, update) the settings files; returns the
     hooks (lock, progress, evaluation, results.csv, chart, TensorBoard, checkpoints) and the TensorBoard
     ``SummaryWriter`` (None when off). A resumed run that has ``finished`` already trains nothing, so its records
-    stay as they are (``--epochs 1`` must not rewrite a 3-epoch run's opt.yaml). Main process only. On failure the
-    lock is released."""
+    stay as they are (``--epochs 1`` must not rewrite a 3-epoch run's opt.yaml). The checkpoints record ``dataset``
+    (:func:`yolo.engine.dataset_record.dataset_record`). Main process only. On failure the lock is released."""
     lock = RunFolderLock(run_dir)  # before anything in the folder is touched
     hooks: List[HookBase] = [lock]
     try:
@@ -51,7 +51,7 @@ def open_run_folder(run_dir: Path, resumed: bool, options: TrainOptions, hyp: Hy
             tensorboard = TensorBoardWriter(run_dir, hyp.tb_images)
             writer = tensorboard.writer
             hooks.append(Guarded(tensorboard, "TensorBoard writer"))
-        hooks.append(CheckpointHook())
+        hooks.append(CheckpointHook(dataset))
     except BaseException:
         for hook in hooks:
             hook.close()

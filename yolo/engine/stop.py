@@ -28,8 +28,9 @@ class StopRequest:
     """Whether a stop was asked for and by what, and the signal handlers that ask (installed from the building
     of the parts to the end of the run, on the main thread only).
 
-    ``signal_name`` is the signal that asked (``"SIGTERM"``, ...; None: none did), ``worker_failure`` the line
-    saying which loader worker died (None: none did)."""
+    ``signal_name`` is the first of these signals received (``"SIGTERM"``, ...; None: none was), also when it
+    came after a stop asked otherwise; ``worker_failure`` the line saying which loader worker died (None: none
+    did)."""
 
     def __init__(self, announce: Optional[bool] = None):
         self.requested = False
@@ -90,6 +91,8 @@ class StopRequest:
             raise KeyboardInterrupt
 
     def _handle(self, signum, frame) -> None:
+        if self.signal_name is None:
+            self.signal_name = signal.Signals(signum).name
         if self.requested:
             if signum == signal.SIGINT:  # a second Ctrl-C: abort now (after a save in progress)
                 if self._saving:
@@ -97,7 +100,6 @@ class StopRequest:
                     return
                 raise KeyboardInterrupt
             return  # a repeated SIGTERM or SIGHUP: the stop is under way
-        self.signal_name = signal.Signals(signum).name
         self.ask(f"{self.signal_name} received")
 
     def _child_exited(self, signum, frame) -> None:

@@ -115,8 +115,7 @@ class Trainer:
         self.model, self.ema = p.model, p.ema  # the model unwrapped, and its EMA (None: off)
         self.batches, self.train_set, self.val_set = p.batches, p.train_set, p.val_set
         self.hooks: List[HookBase] = list(p.hooks)
-        self.run_dir, self.writer, self.resume_path = p.run_dir, p.writer, p.resume_path
-        self.transfer_report, self.frozen = p.transfer_report, p.frozen
+        self.run_dir, self.writer = p.run_dir, p.writer
         self.stop_request = StopRequest(announce=self.main)
         self.start = p.start  # where the run goes on from (its RNG states, the epoch's loss sums, the hooks' states)
         s = p.start

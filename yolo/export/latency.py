@@ -22,6 +22,7 @@ from yolo.export.darknet import export_darknet, opencv_darknet_net
 from yolo.export.heads import opencv_reads
 from yolo.export.onnx import onnxruntime_session, session_feed
 from yolo.inference.prepare import prepare_for_inference
+from yolo.ops.sizes import size_text
 
 PathLike = Union[str, Path]
 
@@ -113,7 +114,7 @@ def _runtimes(model, onnx_path: PathLike, inputs: torch.Tensor, threads: int,
 
 def latency_report(latency: Dict[str, Dict[str, float]], img_size: Tuple[int, int], threads: int, runs: int) -> str:
     """:func:`compare_latency`'s result as the lines ``tools/export.py --benchmark`` prints."""
-    lines = [f"model-only latency, batch 1, {img_size[0]}x{img_size[1]}, {threads} threads, {runs} interleaved "
+    lines = [f"model-only latency, batch 1, {size_text(img_size)}, {threads} threads, {runs} interleaved "
              f"rounds (torch {torch.__version__}, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}):"]
     lines += [f"  {name:<15} median {ms['median_ms']:8.2f} ms   min {ms['min_ms']:8.2f} ms"
               for name, ms in latency.items()]

@@ -17,10 +17,9 @@ from typing import Callable, Dict, Optional, Tuple
 
 import torch
 
-__all__ = ["GRAPH_MAX_BATCH", "GraphedForward"]
+from yolo.counts import GRAPH_MAX_BATCH
 
-# Graphs pay off where launches dominate, i.e. small batches; each captured shape keeps its own activations.
-GRAPH_MAX_BATCH = 16
+__all__ = ["GRAPH_MAX_BATCH", "GraphedForward"]
 
 
 @dataclass

@@ -29,6 +29,7 @@ from yolo.inference.read_ahead import map_ahead, read_ahead
 from yolo.inference.sources import SourceItem, VideoReader
 from yolo.inference.write_behind import WriteBehind
 from yolo.inference.writer import Writer
+from yolo.ops.sizes import size_text
 from yolo.settings.detect import DetectRunOptions
 
 __all__ = ["describe", "input_text", "names_hint", "timing_text", "run_defaults", "detect_images", "detect_streams",
@@ -47,9 +48,8 @@ def describe(det: dict, names: Sequence[str]) -> str:
 
 
 def input_text(detector: Detector) -> str:
-    """The network input an image is resized to, width first as image sizes are printed: ``416x416 letterbox``."""
-    height, width = detector.img_size
-    return f"{width}x{height} {detector.resize}"
+    """The network input an image is resized to: ``416x416 letterbox``."""
+    return f"{size_text(detector.img_size)} {detector.resize}"
 
 
 def names_hint(names_from: Optional[str]) -> Optional[str]:
@@ -136,7 +136,7 @@ def detect_images(items: Sequence[SourceItem], detector: Detector, writer: Write
                 writer.json(str(item.path), det, image.shape[:2])
                 saves.submit(writer.image, name, image, det)
                 progress.write(f"image {position[id(item)]}/{count} {shown(item.path, MAX_MESSAGE)}: "
-                               f"{image.shape[1]}x{image.shape[0]} -> {input_text(detector)}, "
+                               f"{size_text(image.shape[:2])} -> {input_text(detector)}, "
                                f"{describe(det, detector.names)}, {timing}")
                 progress.update(1)
     return n_images, n_dets, skipped
@@ -199,7 +199,7 @@ def detect_video(item: SourceItem, detector: Detector, writer: Writer, progress:
                         saves.submit(writer.video_frame, out_name, frame, det, video.fps)
                         where = f"{shown(item.name, MAX_MESSAGE)} frame {index + 1}/{video.total or '?'}"
                         progress.set_postfix_str(where)
-                        progress.write(f"{where}: {frame.shape[1]}x{frame.shape[0]} -> {input_text(detector)}, "
+                        progress.write(f"{where}: {size_text(frame.shape[:2])} -> {input_text(detector)}, "
                                        f"{describe(det, detector.names)}, {timing}")
         finally:
             writer.close_video(out_name)

@@ -21,7 +21,7 @@ from yolo.models.layer_types.route import Route
 from yolo.models.layer_types.shortcut import Shortcut
 from yolo.models.layer_types.upsample import Upsample
 from yolo.models.weights import float_count
-from yolo.ops.sizes import ImageSize, SizeLike, image_size
+from yolo.ops.sizes import ImageSize, SizeLike, image_size, size_text
 
 
 # The short names Darknet prints in its layer table.
@@ -117,7 +117,7 @@ def model_summary(model: nn.Module, img_size: Optional[SizeLike] = None) -> str:
     n_params = sum(p.numel() for p in model.parameters())
     total = sum(r.bflops for r in rows)
     lines.append(f"{len(rows)} layers, {n_params:,} parameters, {float_count(model):,} weights-file floats, "
-                 f"{total:.3f} BFLOPs at {w}x{h}")
+                 f"{total:.3f} BFLOPs at {size_text((h, w))}")
     return "\n".join(lines)
 
 

@@ -8,6 +8,10 @@ the size a checkpoint records, else the cfg's ``[net]`` size). :func:`image_size
 multiple of its stride, 32 for YOLOv3). Errors are one :class:`~yolo.errors.ConfigError` line (a
 ``ValueError``) naming where the value came from (``--img-size``, ``hyp.yaml: img_size``).
 
+The tools print a size width first (:func:`size_text`: ``416x320``), as Darknet and OpenCV users write it. An
+error about a value the user gave (``--img-size``, a YAML ``img_size``) shows it in the order it is written
+there, height first, so that its suggestion can be typed back in.
+
 Records written to YAML or a checkpoint hold the same two numbers as a list ``[height, width]`` (YAML's safe
 dumper has no tuples); :func:`image_size` reads them back.
 
@@ -20,7 +24,7 @@ from typing import Optional, Sequence, Tuple, Union
 
 from yolo.errors import ConfigError
 
-__all__ = ["ImageSize", "SizeLike", "SIZE_RULE", "image_size", "check_stride", "checked_image_size"]
+__all__ = ["ImageSize", "SizeLike", "SIZE_RULE", "image_size", "check_stride", "checked_image_size", "size_text"]
 
 ImageSize = Tuple[int, int]  # (height, width) in pixels
 SizeLike = Union[int, Sequence[int]]  # 416, [416], [h, w], (h, w)
@@ -33,6 +37,17 @@ SIZE_RULE = "the training size a checkpoint of ours records, else the cfg's [net
 def _is_int(value) -> bool:
     """An integer side (``numpy`` integers too; not ``bool``, not ``float``)."""
     return not isinstance(value, bool) and hasattr(value, "__index__")
+
+
+def size_text(size: ImageSize) -> str:
+    """``size`` ``(height, width)`` as every tool prints it: width first, ``f"{width}x{height}"``.
+
+    Darknet and OpenCV users write sizes width by height (``416x416``; Darknet's cfg says ``width=`` before
+    ``height=``), so the tools' lines do too, although the size is held height first.
+
+    Example: ``size_text((320, 416)) == "416x320"``.
+    """
+    return f"{size[1]}x{size[0]}"
 
 
 def image_size(value: Optional[SizeLike], where: str, default: Optional[SizeLike] = None) -> ImageSize:

@@ -3,8 +3,8 @@ wherever it appears: ``--device``, ``--verbose``, ``--no-progress``, and ``--img
 tool words its default).
 
 The settings classes of train, detect and eval declare their fields with :func:`device_setting` and
-:func:`progress_setting`; the tools whose settings have no Python API (benchmark, export, anchors, convert) take
-these flags from :class:`ToolOptions` (:func:`yolo.cli.flags.common.add_common_flags`).
+:func:`progress_setting`; the tools whose settings have no Python API (benchmark, export, anchors, convert, the
+demo, the GPU report) take these flags from :class:`ToolOptions` (:func:`yolo.cli.flags.common.add_common_flags`).
 
 Imports only the standard library, :mod:`yolo.settings.declare` and :mod:`yolo.settings.values`.
 """

@@ -28,7 +28,6 @@ class DemoOptions:
                            help="held-out images to draw detections on (default: 8)")
     seed: int = setting(0, "--seed", type=non_negative_int,
                         help="training seed: initialization, data order and augmentation (default: 0)")
-    no_progress: bool = setting(False, "--no-progress", action="store_true", help="no progress bars (logs only)")
 
 
 __all__ = ["DemoOptions", "REPO"]

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence, Union
 
+from yolo.counts import GRAPH_MAX_BATCH
 from yolo.ops.postprocess_defaults import DETECT_CONF_THRES, DETECT_IOU_THRES, MAX_DET, NMS_KINDS
 from yolo.ops.sizes import SIZE_RULE, SizeLike
 from yolo.settings.checks import check_int_sequence, check_number, check_optional_number, check_sequence
@@ -72,8 +73,8 @@ class DetectorOptions:
         None, help="resize and convert the images with torch ops on the model's device (uploading uint8) instead "
                    "of OpenCV on the CPU; default: on CUDA (on the CPU OpenCV is faster)")
     cuda_graph: Optional[bool] = setting(
-        None, help="replay a captured CUDA graph per input shape for batches of at most "
-                   "yolo.inference.graphed.GRAPH_MAX_BATCH images (falls back to eager when a capture fails); "
+        None, help=f"replay a captured CUDA graph per input shape for batches of at most {GRAPH_MAX_BATCH} images "
+                   "(falls back to eager when a capture fails); "
                    "default: on with CUDA unless compile; no effect on the CPU")
 
     def __post_init__(self):
@@ -99,7 +100,7 @@ class DetectRunOptions:
     batch_size: Optional[int] = setting(
         None, "--batch-size", type=positive_int,
         help="images or video frames per batch (default: 1 on the CPU, where the model runs one image at a time "
-             "anyway; 16 on CUDA)")
+             f"anyway; {GRAPH_MAX_BATCH} on CUDA)")
     workers: Optional[int] = setting(
         None, "--workers", type=worker_count,
         help="threads reading and decoding images and video frames ahead of the model, and saving annotated "

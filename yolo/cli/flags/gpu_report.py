@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from yolo.cli.args import DefaultsHelpFormatter, ToolParser, positive_int
-from yolo.cli.flags.common import add_setting_flags, hidden_alias, parse_declared
+from yolo.cli.flags.common import add_common_flags, add_setting_flags, hidden_alias, parse_declared
 from yolo.settings.gpu_report import GpuReportOptions
 
 DESCRIPTION = "Measure ours against Darknet's GPU build on this GPU and print one markdown table with the ratios."
@@ -32,6 +32,7 @@ def build_parser() -> ToolParser:
     p = ToolParser(description=DESCRIPTION, epilog=EXAMPLES, formatter_class=DefaultsHelpFormatter)
     add_setting_flags(p, GpuReportOptions)
     hidden_alias(p, "--batch", "batch_size", type=positive_int)  # the name used by earlier versions
+    add_common_flags(p, "verbose")
     return p
 
 

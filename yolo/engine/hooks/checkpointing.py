@@ -7,8 +7,8 @@ weights (saved as the model), optimizer, GradScaler, update counters, the positi
 epoch's loss sums so far, the best fitness and the last evaluation's metrics (the saved part of
 :class:`yolo.engine.train_state.TrainState`), the torch / numpy / Python RNG states (:mod:`yolo.engine.rng`) and
 the hooks' states (``hooks``: :meth:`yolo.engine.hooks.base.HookBase.state_dict` by ``state_key``),
-and what the run's dataset was (``dataset``: :func:`yolo.engine.dataset_record.dataset_record`; a resume
-refuses another).
+and what the run's dataset was (``dataset``: :func:`yolo.engine.dataset_record.dataset_record`, made once when
+the run is built; a resume refuses another).
 """
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ import contextlib
 import logging
 from typing import Any, Dict, Optional
 
-from yolo.engine.dataset_record import dataset_record
 from yolo.engine.hooks.base import HookBase
 from yolo.engine.rng import rng_state
 from yolo.models.checkpoint import model_checkpoint, save_checkpoint
@@ -26,27 +25,23 @@ logger = logging.getLogger(__name__)
 
 
 class CheckpointHook(HookBase):
-    """Saves after each epoch (``best.pt`` when ``trainer.state.is_best``) and at a requested stop."""
+    """Saves after each epoch (``best.pt`` when ``trainer.state.is_best``) and at a requested stop, with
+    ``dataset``, the run's dataset record, in each checkpoint (None: none)."""
 
-    def __init__(self):
-        self.dataset: Optional[Dict[str, Any]] = None  # the run's dataset record, made at the first save
+    def __init__(self, dataset: Optional[Dict[str, Any]] = None):
+        self.dataset = dataset
 
     def after_epoch(self, trainer) -> None:
-        save(trainer, best=trainer.state.is_best, dataset=self._dataset(trainer))
+        save(trainer, best=trainer.state.is_best, dataset=self.dataset)
 
     def after_interrupt(self, trainer) -> None:
-        save(trainer, best=False, dataset=self._dataset(trainer))
+        save(trainer, best=False, dataset=self.dataset)
         last = trainer.run_dir / "last.pt"
         state, steps = trainer.state, trainer.plan.steps_per_epoch
         # how to continue is said once, by the caller (tools/train.py names the command the user ran)
         pending = " (its evaluation is left to the resumed run)" if state.epoch_step == steps else ""
         logger.warning("stopped at epoch %d, update %d/%d%s; saved %s", state.epoch + 1, state.epoch_step, steps,
                        pending, last)
-
-    def _dataset(self, trainer) -> Optional[Dict[str, Any]]:
-        if self.dataset is None and trainer.data is not None and trainer.train_set is not None:
-            self.dataset = dataset_record(trainer.data, trainer.train_set, trainer.val_set)
-        return self.dataset
 
 
 def save(trainer, best: bool, dataset: Optional[Dict[str, Any]] = None) -> None:

@@ -26,6 +26,7 @@ from yolo.inference.batch import detections_to_cpu
 from yolo.inference.postprocess import PostprocessConfig
 from yolo.models.heads import has_gaussian_heads
 from yolo.ops.pixels import images_to_float
+from yolo.ops.sizes import size_text
 from yolo.plots import results_figure
 from yolo.progress import ProgressLines
 from yolo.visualize import draw_detections
@@ -62,7 +63,7 @@ class ProgressWriter(HookBase):
     def after_step(self, trainer) -> None:
         state, plan, s = trainer.state, trainer.plan, trainer.state.step_log
         self.bar.set_postfix_str(f"box {s.mean_box:.3f} obj {s.mean_obj:.3f} cls {s.mean_cls:.3f} "
-                                 f"lr {state.lr:.2e} img {s.size_hw[1]}x{s.size_hw[0]} "
+                                 f"lr {state.lr:.2e} img {size_text(s.size_hw)} "
                                  f"targets {s.num_targets}", refresh=False)
         self.bar.update(1)
         self.lines.update(state.epoch_step, f"box {s.mean_box:.3f} obj {s.mean_obj:.3f} cls {s.mean_cls:.3f} "
