@@ -163,15 +163,18 @@ def test_run_loader_with_pending_images_gives_the_same_batches(tmp_path):
 
 
 def test_a_worker_reuses_its_shared_buffer_once_released():
-    buffers = SharedBuffers(keep=2)
-    first = buffers.take(1000)
-    assert first.is_shared() and buffers.take(1000).untyped_storage().data_ptr() != first.untyped_storage().data_ptr()
+    buffers = SharedBuffers(keep=4)
+    ptr = lambda t: t.untyped_storage().data_ptr()  # noqa: E731
+    first, second = buffers.take(1000), buffers.take(1000)
+    assert first.is_shared() and ptr(first) != ptr(second)
     SharedBuffers.release(first)
     again = buffers.take(900)  # fits the released buffer
-    assert again.untyped_storage().data_ptr() == first.untyped_storage().data_ptr()
-    assert buffers.take(900).untyped_storage().data_ptr() != first.untyped_storage().data_ptr()  # in use again
+    assert ptr(again) == ptr(first)
+    third = buffers.take(900)  # none free: a new one
+    assert ptr(third) not in (ptr(first), ptr(second)) and len(buffers.buffers) == 3
     SharedBuffers.release(again)
-    assert buffers.take(5000).untyped_storage().data_ptr() != first.untyped_storage().data_ptr()  # too small
+    larger = buffers.take(5000)  # the free one is too small: let go, a new one made
+    assert [ptr(b) for b in buffers.buffers] == [ptr(second), ptr(third), ptr(larger)]
     other = torch.zeros(64, dtype=torch.uint8).share_memory_()
     SharedBuffers.release(other[16:])  # not one of the buffers: untouched
     assert not other.any()

@@ -114,7 +114,6 @@ def pending_image(image: np.ndarray, draw: DarknetDraw, net_hw: Tuple[int, int])
     return PendingImage(pixels, row_index, col_index, row_weights, np.ascontiguousarray(col_weights), hsv)
 
 
-
 def _pending_mixed(new_image: np.ndarray, new_draw: DarknetDraw, image: np.ndarray, draw: DarknetDraw,
                    net_hw: Tuple[int, int]) -> PendingImage:
     """A ``mixup`` pair: the item's own pending image with the partner's attached (blended on the device)."""
@@ -125,6 +124,7 @@ def _pending_mixed(new_image: np.ndarray, new_draw: DarknetDraw, image: np.ndarr
 
 # darknet_item's images left pending (yolo.data.darknet_augment.ImageSteps)
 PENDING_IMAGES = ImageSteps(single=pending_image, mixed=_pending_mixed)
+
 
 # Darknet's hsv_to_rgb by hue sector 0..5: the channel that takes v and the one that takes p (the third channel
 # takes q or t), as in yolo.data.darknet_augment.
@@ -245,15 +245,16 @@ class SharedBuffers:
     about half a millisecond per training image, as much as the rest of a worker's part of an item besides the
     decode. A buffer starts with a small header (``HEADER`` bytes: the in-use flag, then a mark that tells these
     buffers from any other shared tensor); the pixels follow. A buffer the training process never releases
-    (a batch not pinned, or dropped) is never written again: at most ``keep`` buffers are remembered, a new one
-    is made whenever none is free.
+    (a batch not pinned, or dropped) is never written again. A new buffer is made when no free one is large
+    enough (free ones too small are let go then); at most ``keep`` are remembered, so that a worker holds about
+    as much shared memory as the batches it has in flight (the loader asks each worker for two ahead) plus one.
     """
 
     HEADER = 16
     MARK = np.frombuffer(b"yolo-pixels", np.uint8)
     IN_USE, FREE = 1, 0
 
-    def __init__(self, keep: int = 8):
+    def __init__(self, keep: int = 4):
         self.keep, self.owner, self.buffers = int(keep), os.getpid(), []
 
     def take(self, count: int) -> torch.Tensor:
@@ -266,6 +267,7 @@ class SharedBuffers:
             if flags[0] == self.FREE and buffer.numel() - self.HEADER >= count:
                 flags[0] = self.IN_USE
                 return buffer[self.HEADER:self.HEADER + count]
+        self.buffers = [buffer for buffer in self.buffers if buffer.numpy()[0] != self.FREE]  # all too small
         size = self.HEADER + count + count // 4
         buffer = torch.empty(0, dtype=torch.uint8).set_(torch.UntypedStorage._new_shared(size))
         header = buffer.numpy()[:self.HEADER]
