@@ -409,6 +409,22 @@ def test_demo_reads_relative_paths_from_the_callers_folder(tmp_path, capsys, mon
     assert err == f"error: {folder / 'bad.cfg'}:35: [convolutional] (layer 3): option 'filters=abc' is not an integer"
 
 
+@pytest.mark.parametrize("device, workers", [("cpu", ["--workers", "0"]), ("cuda", []), ("cuda:1", []), ("0", []),
+                                             ("tpu", [])])
+def test_demo_loads_in_the_training_process_on_the_cpu_only(monkeypatch, device, workers):
+    """On the CPU the demo trains with ``--workers 0`` (loader workers would compete for the cores); on a GPU the
+    automatic workers load while it trains; a device the training refuses is left for it to refuse."""
+    seen = []
+    monkeypatch.chdir(os.getcwd())  # the demo moves to the repository: back after the test
+
+    def stop_after_training(args):
+        seen.append(args.workers)
+        return 1
+    monkeypatch.setattr(demo_cli.train_cli, "main", stop_after_training)
+    assert demo_cli.main(demo_cli.parse_args(["--device", device, "--no-progress"])) == 1
+    assert seen == ([int(workers[1])] if workers else [None])
+
+
 # --------------------------------------------------------------------------------------------- gpu_report
 @pytest.mark.parametrize("flags, named", [
     (["--img-size", "96", "--batch", "8"], "--img-size, --batch-size itself: give either --quick or --img-size and "
