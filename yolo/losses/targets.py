@@ -52,6 +52,25 @@ def last_writers(key: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
     return unique, inverse, winner.scatter_reduce(0, inverse, order, reduce="amax")
 
 
+def padded_truths(truth: Tensor, image: Tensor, batch: int) -> Tuple[Tensor, Tensor, Tensor]:
+    """Truths Float[T, D] of images Long[T] (kept in order) -> per image Float[N, Tmax, D] (zeros past an
+    image's own), their indices into ``truth`` Long[N, Tmax] (0 there) and a valid mask Bool[N, Tmax];
+    ``Tmax`` is the largest count of an image (at least 1), read on ``truth``'s device."""
+    device = truth.device
+    order = torch.argsort(image, stable=True)
+    counts = torch.bincount(image, minlength=batch)
+    starts = torch.cumsum(counts, 0) - counts
+    slot = torch.arange(image.numel(), device=device) - starts[image[order]]
+    t_max = max(1, int(counts.max())) if image.numel() else 1
+    boxes = torch.zeros(batch, t_max, truth.shape[1], device=device, dtype=truth.dtype)
+    index = torch.zeros(batch, t_max, dtype=torch.long, device=device)
+    valid = torch.zeros(batch, t_max, dtype=torch.bool, device=device)
+    boxes[image[order], slot] = truth[order]
+    index[image[order], slot] = order
+    valid[image[order], slot] = True
+    return boxes, index, valid
+
+
 @dataclass
 class HeadTargets:
     """The assigned slots of one head, K rows, each slot unique (see :func:`assign_targets`).

@@ -67,7 +67,7 @@ from torch import Tensor
 from yolo.losses.darknet_box import box_iou_kind as darknet_iou_kind
 from yolo.losses.darknet_box import dx_box_iou
 from yolo.losses.registry import register_head_loss
-from yolo.losses.targets import darknet_assignments, slot_index, to_device
+from yolo.losses.targets import darknet_assignments, padded_truths, slot_index, to_device
 from yolo.models.heads import cell_grid
 from yolo.models.layer_types.yolo_head import YOLOLayer, yolo_activation, yolo_boxes
 
@@ -136,24 +136,6 @@ def check_yolo_head(head, index: int) -> None:
         YoloLossOptions.of(head)
     except ValueError as exc:
         raise ValueError(f"head {index}: {exc}") from None
-
-
-def _padded_truths(truth: Tensor, image: Tensor, batch: int) -> Tuple[Tensor, Tensor, Tensor]:
-    """Truths Float[T, 4] of images Long[T] (kept in order) -> per image Float[N, Tmax, 4], their indices
-    into ``truth`` Long[N, Tmax] and a valid mask Bool[N, Tmax]."""
-    device = truth.device
-    order = torch.argsort(image, stable=True)
-    counts = torch.bincount(image, minlength=batch)
-    starts = torch.cumsum(counts, 0) - counts
-    slot = torch.arange(image.numel(), device=device) - starts[image[order]]
-    t_max = max(1, int(counts.max())) if image.numel() else 1
-    boxes = torch.zeros(batch, t_max, 4, device=device)
-    index = torch.zeros(batch, t_max, dtype=torch.long, device=device)
-    valid = torch.zeros(batch, t_max, dtype=torch.bool, device=device)
-    boxes[image[order], slot] = truth[order]
-    index[image[order], slot] = order
-    valid[image[order], slot] = True
-    return boxes, index, valid
 
 
 def _corners(boxes: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
@@ -294,7 +276,7 @@ def yolo_head_loss(head, out: Tensor, targets: Tensor, keep: Tensor,
         host_wh = torch.tensor([width, height], device=host, dtype=torch.float32)
         t_box = targets[rows, 2:6] / torch.cat((host_wh, host_wh))  # normalized x, y, w, h
         t_mult = mult_all[t_cls] if mult_all is not None else torch.ones_like(t_box[:, 0])
-        boxes, index, valid = _padded_truths(t_box, t_img, batch)
+        boxes, index, valid = padded_truths(t_box, t_img, batch)
         # Pass 2's assignments (truth by truth: best anchor over all anchors, then the iou_thresh extras, in
         # this head's mask) depend on the truths alone.
         w_t, w_a, w_j, w_i = darknet_assignments(t_box, head, o.iou_thresh, o.iou_thresh_kind, img_size_hw,
