@@ -153,7 +153,7 @@ def gaussian_yolo_loss(head: GaussianYOLOLayer, out: Tensor, targets: Tensor, ke
         # Objectness: 0 everywhere (weight obj_normalizer); ignored where a class-matching prediction overlaps
         # a truth above ignore_thresh; truth_thresh positives come from the best IoU of any prediction.
         # Each image's truths are padded to the largest count; the padding's IoU 0 comes after them, so it
-        # never wins over a truth, and an image without truths gets IoU 0.
+        # never wins over a truth; an image without truths has no ignored or truth_thresh predictions.
         obj_weight = torch.full((batch, num_anchors, grid_h, grid_w), opts.obj_normalizer, device=device,
                                 dtype=torch.float64)
         obj_target = torch.zeros_like(obj_weight)
@@ -162,7 +162,8 @@ def gaussian_yolo_loss(head: GaussianYOLOLayer, out: Tensor, targets: Tensor, ke
         ious = box_iou(pred.unsqueeze(-2), boxes.view(batch, 1, 1, 1, -1, 4))  # [N, A, H, W, Tmax]
         ious = torch.where(valid.view(batch, 1, 1, 1, -1), ious, 0.0)
         best_iou, best_t = ious.max(-1)
-        ignore = class_match & (best_iou > opts.ignore_thresh)
+        has_truths = valid.any(1).view(batch, 1, 1, 1)
+        ignore = class_match & (best_iou > opts.ignore_thresh) & has_truths
         obj_weight = torch.where(ignore, 0.0, obj_weight)
 
         # Positive (slot, truth, anchor) rows, in the order Darknet visits them: the truth_thresh ones (they
@@ -171,7 +172,7 @@ def gaussian_yolo_loss(head: GaussianYOLOLayer, out: Tensor, targets: Tensor, ke
         # the targets are).
         pos_b, pos_a, pos_j, pos_i, pos_t, pos_n = [], [], [], [], [], []
         if opts.truth_thresh < 1.0 and rows.numel():
-            b, a, j, i = (best_iou > opts.truth_thresh).nonzero(as_tuple=True)
+            b, a, j, i = ((best_iou > opts.truth_thresh) & has_truths).nonzero(as_tuple=True)
             for lst, v in zip((pos_b, pos_a, pos_j, pos_i, pos_t, pos_n),
                               (b, a, j, i, index[b, best_t[b, a, j, i]], mask[a])):
                 lst.append(v)
