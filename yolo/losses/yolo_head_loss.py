@@ -300,12 +300,14 @@ def yolo_head_loss(head, out: Tensor, targets: Tensor, keep: Tensor,
             d_obj = torch.where(ignored, torch.zeros_like(d_obj), d_obj)
 
         # Writers: (slot, truth, anchor) triples that set box/objectness/class deltas, in Darknet's order: the
-        # truth_thresh positives, then the assignments. An IoU is at most 1, so with truth_thresh >= 1 (every
-        # shipped cfg) there are none; else they depend on the predictions and are found on the device (a sync),
-        # where the assignments then join them.
+        # truth_thresh positives, then the assignments. The positives depend on the predictions: they are found
+        # on the maps' device (off the CPU a sync), where the assignments then join them. With truth_thresh >= 1
+        # (every shipped cfg) only an IoU above 1 makes one, which is rounding, for a prediction equal to a truth
+        # to float precision: the CPU looks for them as Darknet does; a GPU, whose rounding is not Darknet's
+        # anyway, takes it that there are none and saves the sync.
         tt_b = tt_a = tt_j = tt_i = tt_t = torch.zeros(0, dtype=torch.long, device=host)
         tt_iou = torch.zeros(0, device=device)
-        if o.truth_thresh < 1.0 and t_box.numel():
+        if (o.truth_thresh < 1.0 or device == host) and t_box.numel():
             tt_b, tt_a, tt_j, tt_i = (best_iou > o.truth_thresh).nonzero(as_tuple=True)
             tt_t = best_t[tt_b, tt_a, tt_j, tt_i]
             tt_iou = best_iou[tt_b, tt_a, tt_j, tt_i]
