@@ -1,8 +1,8 @@
 """What the Darknet-comparison tests share: coco128 inputs for a head (stretched, or fixed image pairs resized with
-``INTER_AREA``) and Darknet's truth rows as our targets, a model's ``.weights`` with a chosen ``seen``, a small YOLOv1
-model with trained-like outputs, each head's delta from us and from Darknet (tests/darknet_ref), their comparison,
-a few SGD steps, Darknet's own decode of each head (tests/darknet_ref/head_boxes.c), and our learning-rate schedule
-read from cfg text."""
+``INTER_AREA``) and Darknet's truth rows as our targets, truths crowded into few cells, a model's ``.weights`` with
+a chosen ``seen``, a small YOLOv1 model with trained-like outputs, each head's delta from us and from Darknet
+(tests/darknet_ref), their comparison, a few SGD steps, Darknet's own decode of each head
+(tests/darknet_ref/head_boxes.c), and our learning-rate schedule read from cfg text."""
 import subprocess
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
@@ -71,6 +71,29 @@ def targets_px(truths: Sequence[np.ndarray], hw: Tuple[int, int]) -> torch.Tenso
     h, w = hw
     rows = [[b, r[4], r[0] * w, r[1] * h, r[2] * w, r[3] * h] for b, t in enumerate(truths) for r in t]
     return torch.tensor(rows, dtype=torch.float32).reshape(-1, 6)
+
+
+def crowded_truths(seed: int, count: int, num_classes: int, boxes: int,
+                   hw: Tuple[int, int]) -> Tuple[List[np.ndarray], torch.Tensor]:
+    """Truths that load the losses' bookkeeping, for ``count`` images: (Darknet truth rows per image, our targets
+    Float[M, 6] in pixels of ``hw``). The first image has ``boxes`` random boxes, then the first two again with
+    another class and 3/4 of their size (same cells, other anchors or the same ones) and the first once more
+    exactly; the second image has none; the others have three boxes and their repeats. Values are multiples of
+    1/1024, so that with power-of-two sides the pixels convert back to exactly Darknet's floats."""
+    rng = np.random.RandomState(seed)
+    truths = []
+    for k in range(count):
+        n = boxes if k == 0 else 0 if k == 1 else 3
+        xy = rng.randint(8, 248, (n, 2)) / 256
+        wh = rng.randint(4, 160, (n, 2)) / 256
+        rows = np.concatenate([xy, wh, rng.randint(0, num_classes, (n, 1))], 1)
+        if n:
+            again = rows[:2].copy()
+            again[:, 4] = (again[:, 4] + 1) % num_classes
+            again[:, 2:4] *= 0.75
+            rows = np.concatenate([rows, again, rows[:1]])
+        truths.append(rows.astype(np.float32))
+    return truths, targets_px(truths, hw)
 
 
 def write_weights(model, path: Path, seen: int) -> Path:

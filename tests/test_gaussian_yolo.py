@@ -10,7 +10,7 @@ import torch
 
 from cfg_snippets import SMALL_BACKBONE
 from conftest import darknet_file
-from darknet_parity import assert_deltas_equal, coco_batch, head_deltas, sgd_losses, write_weights
+from darknet_parity import assert_deltas_equal, coco_batch, crowded_truths, head_deltas, sgd_losses, write_weights
 from helpers import make_gt, randomize_model
 from yolo.errors import CfgError
 from yolo.losses.gaussian_yolo_loss import gaussian_yolo_loss
@@ -172,6 +172,20 @@ def test_random_gaussian_options_delta_equals_darknet(darknet, assets, tmp_path,
     x, truths, targets = coco_batch(assets, 2, (128, 128), classes, start=(7 * seed) % 120)
     pairs = head_deltas(darknet, cfg, model, weights, x, truths, targets, gaussian_yolo_loss)
     assert_deltas_equal(pairs, f"seed {seed}:\n{text}")
+
+
+@pytest.mark.parametrize("seed", [2, 7, 16])
+def test_crowded_truths_delta_equals_darknet(darknet, assets, tmp_path, seed):
+    """Truths sharing a slot (their box deltas add up, their classes unite), an image without truths, and
+    many truths in one image."""
+    cfg, text = write_random_gaussian_cfg(tmp_path, seed)
+    model = Darknet(cfg)
+    randomize_model(model, seed)
+    weights = write_weights(model, tmp_path / "w.weights", 0)
+    x = coco_batch(assets, 3, (128, 128), model.num_classes)[0]
+    truths, targets = crowded_truths(seed, 3, model.num_classes, 24, (128, 128))
+    pairs = head_deltas(darknet, cfg, model, weights, x, truths, targets, gaussian_yolo_loss)
+    assert_deltas_equal(pairs, f"seed {seed}, crowded truths:\n{text}")
 
 
 def test_training_refuses_options_it_cannot_reproduce(tmp_path):

@@ -27,7 +27,7 @@ import pytest
 import torch
 
 from conftest import darknet_file
-from darknet_parity import COCO_PAIRS, coco_images_area_resized, targets_px
+from darknet_parity import COCO_PAIRS, coco_images_area_resized, crowded_truths, targets_px
 from helpers import randomize_model
 from yolo.losses.targets import usable_targets
 from yolo.losses.yolo_head_loss import yolo_head_loss
@@ -207,5 +207,25 @@ def test_random_cfg_options(darknet, assets, tmp_path, seed):
     weights = tmp_path / "random.weights"
     model.save_darknet_weights(weights)  # after the bias change, so Darknet runs these very weights
     x, truths = coco_images_area_resized(assets, COCO_PAIRS[seed % len(COCO_PAIRS)], hw)
+    failures = compare_with_darknet(darknet, cfg, weights, model, x, truths)
+    assert not failures, f"options:\n{text[text.index('[yolo]'):]}\n" + "\n".join(failures)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_crowded_truths_delta_equals_darknet(darknet, assets, tmp_path, seed):
+    """The loss's bookkeeping against Darknet: 60 truths in one image, truths sharing a cell (Darknet's last
+    writer sets the objectness delta, the classes unite, the box deltas add up), an image without truths, and
+    truths whose best anchor lies in the other head's mask."""
+    hw = (128, 128)
+    text, _ = random_cfg(seed, hw)
+    cfg = tmp_path / f"crowded{seed}.cfg"
+    cfg.write_text(text)
+    model = Darknet(cfg)
+    randomize_model(model, seed, calibrate_hw=hw)
+    spread_head_biases(model, seed)
+    weights = tmp_path / "crowded.weights"
+    model.save_darknet_weights(weights)
+    x, _ = coco_images_area_resized(assets, COCO_PAIRS[0] + COCO_PAIRS[1][:1], hw)
+    truths, _ = crowded_truths(seed, 3, 80, 60, hw)
     failures = compare_with_darknet(darknet, cfg, weights, model, x, truths)
     assert not failures, f"options:\n{text[text.index('[yolo]'):]}\n" + "\n".join(failures)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from cfg_snippets import SMALL_BACKBONE
-from darknet_parity import assert_deltas_equal, coco_batch, head_deltas, sgd_losses, write_weights
+from darknet_parity import assert_deltas_equal, coco_batch, crowded_truths, head_deltas, sgd_losses, write_weights
 from helpers import randomize_model
 from yolo.losses.yolo_loss import YoloLoss
 from yolo.models.model import Darknet
@@ -37,6 +37,17 @@ def test_region_delta_equals_darknet(darknet, assets, tmp_path, name, header_see
     x, truths, targets = coco_batch(assets, 2, (192, 192), 20, start=4 if header_seen else 0)
     pairs = region_parity(darknet, tmp_path, cfg, x, truths, targets, header_seen)
     assert_deltas_equal(pairs, f"{name} seen={header_seen}")
+
+
+def test_crowded_truths_delta_equals_darknet(darknet, assets, tmp_path):
+    """Truths sharing a slot (the last one sets all of its terms), an image without truths, and many truths."""
+    from darknet_ref import darknet_source
+
+    cfg = darknet_source() / "cfg" / "yolov2-tiny-voc.cfg"
+    x = coco_batch(assets, 3, (192, 192), 20)[0]
+    truths, targets = crowded_truths(1, 3, 20, 24, (192, 192))
+    pairs = region_parity(darknet, tmp_path, cfg, x, truths, targets, 0)
+    assert_deltas_equal(pairs, "yolov2-tiny-voc.cfg, crowded truths")
 
 
 def test_prior_term_switches_off_at_12800(darknet, assets, tmp_path):

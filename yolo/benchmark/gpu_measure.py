@@ -4,7 +4,8 @@
   images are in memory; pre-process + model + post-process) at batch 1 (ms per image) and at a large batch
   (images/s), the model alone at both batches, and the milliseconds of each stage per batch;
 - :func:`step_throughput`: one training update without the loader (forward, loss, backward over
-  ``subdivisions`` mini-batches, then SGD) on a batch already on the device, in fp32 or with AMP.
+  ``subdivisions`` mini-batches, then SGD) on images already on the device (the targets on the CPU, as the
+  trainer passes them), in fp32 or with AMP.
 
 Every figure is a median over rounds after warm-up rounds (:mod:`yolo.timing`); CUDA work is
 synchronized inside each timed call. Given an :class:`~yolo.benchmark.gpu_schedule.Allotment`, the first warm-up
@@ -128,7 +129,7 @@ def step_throughput(cfg: Path, weights: Optional[Path], images: torch.Tensor, ta
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-6, momentum=0.9, weight_decay=5e-4)
     scaler = torch.amp.GradScaler(dev.type, enabled=amp and dev.type == "cuda")
     chunks = list(zip(images.to(dev).contiguous(memory_format=memory).chunk(subdivisions),
-                      _split_targets(targets, images.shape[0], subdivisions, dev)))
+                      _split_targets(targets, images.shape[0], subdivisions)))
     size_hw = tuple(images.shape[-2:])
 
     def update() -> None:
@@ -145,12 +146,13 @@ def step_throughput(cfg: Path, weights: Optional[Path], images: torch.Tensor, ta
     return images.shape[0] * 1e3 / ms
 
 
-def _split_targets(targets: torch.Tensor, batch: int, parts: int, device: torch.device) -> List[torch.Tensor]:
-    """The target rows of each mini-batch of ``torch.chunk``, image indices made local to it."""
+def _split_targets(targets: torch.Tensor, batch: int, parts: int) -> List[torch.Tensor]:
+    """The target rows of each mini-batch of ``torch.chunk``, image indices made local to it, on the CPU as the
+    trainer passes them (the loss works them out there without waiting for the GPU)."""
     size = -(-batch // parts)
     out = []
     for k in range(parts):
         rows = targets[(targets[:, 0] >= k * size) & (targets[:, 0] < (k + 1) * size)].clone()
         rows[:, 0] -= k * size
-        out.append(rows.to(device))
+        out.append(rows)
     return out

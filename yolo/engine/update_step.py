@@ -92,7 +92,8 @@ class StepRunner:
         (image index, class, cx, cy, w, h) in pixels of H x W (:mod:`yolo.data.collate`).
         """
         images = self.precision.images_to(images, self.device)
-        targets = targets.to(self.device, non_blocking=True)  # pinned on CUDA: no wait for the copy
+        # The targets stay on the CPU: the loss assigns them there and copies only what the GPU needs, so that
+        # the update's one sync stays the only one (yolo.losses.targets).
         size_hw = tuple(images.shape[-2:])
         slot = b % self.accumulate
         last_of_update = slot == self.accumulate - 1

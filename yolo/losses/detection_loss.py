@@ -39,6 +39,7 @@ from torch import Tensor
 
 from yolo.losses.darknet_box import box_iou
 from yolo.losses.registry import register_head_loss
+from yolo.losses.targets import to_device
 from yolo.models.layer_types.detection import DetectionLayer, DetectionTrainOptions, detection_train_options
 
 MIN_SIZE = 0.001  # fill_truth_region drops boxes narrower or lower than this (fraction of the image)
@@ -92,7 +93,7 @@ def responsible_boxes(boxes: Tensor, truth_box: Tensor, side: int, sqrt: bool, f
     ``boxes`` Float[N, cells, B, 4] raw box outputs, ``truth_box`` Float[N, cells, 4] (cell offsets, image-relative
     w, h). Returns (Long[N, cells] box index, Float[N, cells] IoU of that box).
     """
-    scale = torch.tensor([side, side, 1.0, 1.0], device=boxes.device)
+    scale = to_device(torch.tensor([side, side, 1.0, 1.0]), boxes.device)
     pred = boxes / scale
     if sqrt:
         pred = torch.cat((pred[..., :2], pred[..., 2:] * pred[..., 2:]), -1)
@@ -124,11 +125,13 @@ def detection_loss(head: DetectionLayer, out: Tensor, targets: Tensor, keep: Ten
     boxes = out[:, cells * (k + b):cells * (k + b + 4 * b)].reshape(n, cells, b, 4)
 
     with torch.no_grad():
-        truth = darknet_truth_grid(targets, keep, n, s, k, img_size_hw)
-        is_obj = truth[..., 0] > 0
+        # The truth grid and its object cells depend on the targets alone: built where they are (the CPU in
+        # training, no wait for the GPU).
+        host_truth = darknet_truth_grid(targets, keep, n, s, k, img_size_hw)
+        image, cell = (to_device(v, out.device) for v in (host_truth[..., 0] > 0).nonzero(as_tuple=True))
+        truth = to_device(host_truth, out.device)
         onehot, truth_box = truth[..., 1:1 + k], truth[..., 1 + k:]
         best, best_iou = responsible_boxes(boxes.detach(), truth_box, s, head.sqrt, bool(opts.forced))
-        image, cell = is_obj.nonzero(as_tuple=True)
         slot = best[image, cell]
         obj_target = torch.zeros_like(conf)
         obj_weight = torch.full_like(conf, opts.noobject_scale)

@@ -40,7 +40,7 @@ from torch import Tensor
 
 from yolo.losses.darknet_box import box_iou, box_iou_kind, dx_box_iou
 from yolo.losses.registry import register_head_loss
-from yolo.losses.targets import darknet_truth_rows, slot_index
+from yolo.losses.targets import anchors_on, darknet_truth_rows, padded_truths, slot_index, to_device
 from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer
 
 SIGMA_CONST = 0.3  # Darknet's sigma_const: the Gaussian's normalizer uses sigma + 0.3
@@ -130,16 +130,19 @@ def gaussian_yolo_loss(head: GaussianYOLOLayer, out: Tensor, targets: Tensor, ke
     opts = head.opts
     batch, num_anchors, grid_h, grid_w, _ = out.shape
     num_classes = head.num_classes
-    device = out.device
+    device, host = out.device, targets.device
     height, width = img_size_hw
     all_anchors = head.all_anchors.to(device=device, dtype=torch.float64)  # [total, 2] pixels
-    mask = torch.as_tensor(head.mask, dtype=torch.long, device=device)
+    host_anchors = anchors_on(head, host).double()
+    mask = to_device(torch.as_tensor(head.mask, dtype=torch.long), device)
+    host_mask = torch.as_tensor(head.mask, dtype=torch.long, device=host)
 
     with torch.no_grad():
         act32 = head.activate(out.detach())  # Darknet's layer output
         act = act32.double()
         pred = head.boxes(act, img_size_hw, normalized=True)  # [N, A, H, W, 4]
 
+        # The truths, where the targets are (the CPU in training: no wait for the GPU).
         rows = darknet_truth_rows(targets, keep, opts.max_boxes)
         truth_px = targets[rows].double()
         image = truth_px[:, 0].long()
@@ -149,26 +152,30 @@ def gaussian_yolo_loss(head: GaussianYOLOLayer, out: Tensor, targets: Tensor, ke
 
         # Objectness: 0 everywhere (weight obj_normalizer); ignored where a class-matching prediction overlaps
         # a truth above ignore_thresh; truth_thresh positives come from the best IoU of any prediction.
+        # Each image's truths are padded to the largest count; the padding's IoU 0 comes after them, so it
+        # never wins over a truth; an image without truths has no ignored or truth_thresh predictions.
         obj_weight = torch.full((batch, num_anchors, grid_h, grid_w), opts.obj_normalizer, device=device,
                                 dtype=torch.float64)
         obj_target = torch.zeros_like(obj_weight)
         class_match = (act[..., 9:] > CLASS_MATCH).any(-1)
-        # Positive (slot, truth, anchor) rows, in the order Darknet visits them.
+        boxes, index, valid = (to_device(v, device) for v in padded_truths(tbox, image, batch))
+        ious = box_iou(pred.unsqueeze(-2), boxes.view(batch, 1, 1, 1, -1, 4))  # [N, A, H, W, Tmax]
+        ious = torch.where(valid.view(batch, 1, 1, 1, -1), ious, 0.0)
+        best_iou, best_t = ious.max(-1)
+        has_truths = valid.any(1).view(batch, 1, 1, 1)
+        ignore = class_match & (best_iou > opts.ignore_thresh) & has_truths
+        obj_weight = torch.where(ignore, 0.0, obj_weight)
+
+        # Positive (slot, truth, anchor) rows, in the order Darknet visits them: the truth_thresh ones (they
+        # depend on the predictions: found on the device, a sync; an IoU is at most 1, so with truth_thresh >= 1,
+        # every shipped cfg, there are none), then each truth's anchors (the truths alone decide: found where
+        # the targets are).
         pos_b, pos_a, pos_j, pos_i, pos_t, pos_n = [], [], [], [], [], []
-        for b in image.unique().tolist():
-            mine = (image == b).nonzero().squeeze(1)
-            ious = box_iou(pred[b].unsqueeze(-2), tbox[mine].view(1, 1, 1, -1, 4))  # [A, H, W, T]
-            best_iou, best_t = ious.max(-1)
-            ignore = class_match[b] & (best_iou > opts.ignore_thresh)
-            obj_weight[b][ignore] = 0.0
-            if opts.truth_thresh < 1.0:
-                a, j, i = (best_iou > opts.truth_thresh).nonzero(as_tuple=True)
-                pos_b.append(torch.full_like(a, b))
-                pos_a.append(a)
-                pos_j.append(j)
-                pos_i.append(i)
-                pos_t.append(mine[best_t[a, j, i]])
-                pos_n.append(mask[a])
+        if opts.truth_thresh < 1.0 and rows.numel():
+            b, a, j, i = ((best_iou > opts.truth_thresh) & has_truths).nonzero(as_tuple=True)
+            for lst, v in zip((pos_b, pos_a, pos_j, pos_i, pos_t, pos_n),
+                              (b, a, j, i, index[b, best_t[b, a, j, i]], mask[a])):
+                lst.append(v)
 
         if rows.numel():
             gi = (tbox[:, 0] * grid_w).long()
@@ -180,39 +187,40 @@ def gaussian_yolo_loss(head: GaussianYOLOLayer, out: Tensor, targets: Tensor, ke
                 gi = ((tbox[:, 0] + tbox[:, 2] / 2) * grid_w).clamp(min=0).long()
                 gj = ((tbox[:, 1] + tbox[:, 3] / 2) * grid_h).clamp(min=0).long()
             gi, gj = gi.clamp(0, grid_w - 1), gj.clamp(0, grid_h - 1)
-            anchor_boxes = torch.cat((torch.zeros_like(all_anchors), all_anchors / torch.tensor(
-                [width, height], device=device, dtype=torch.float64)), 1)  # [total, 4] centred, normalized
+            anchor_boxes = torch.cat((torch.zeros_like(host_anchors), host_anchors / torch.tensor(
+                [width, height], device=host, dtype=torch.float64)), 1)  # [total, 4] centred, normalized
             centred = torch.cat((torch.zeros_like(tbox[:, :2]), tbox[:, 2:]), 1)
             best_n = box_iou(anchor_boxes[None], centred[:, None]).argmax(1)  # [T], first maximum
-            in_mask = best_n[:, None] == mask[None, :]  # [T, A]
+            in_mask = best_n[:, None] == host_mask[None, :]  # [T, A]
             if opts.iou_thresh < 1.0:
-                extra = box_iou_kind(anchor_boxes[mask][None], centred[:, None], opts.iou_thresh_kind)
+                extra = box_iou_kind(anchor_boxes[host_mask][None], centred[:, None], opts.iou_thresh_kind)
                 in_mask |= extra > opts.iou_thresh
             t, a = in_mask.nonzero(as_tuple=True)
-            pos_b.append(image[t])
-            pos_a.append(a)
-            pos_j.append(gj[t])
-            pos_i.append(gi[t])
-            pos_t.append(t)
-            pos_n.append(mask[a])
+            for lst, v in zip((pos_b, pos_a, pos_j, pos_i, pos_t, pos_n),
+                              (image[t], a, gj[t], gi[t], t, host_mask[a])):
+                lst.append(to_device(v, pos_b[0].device) if pos_b else v)  # beside the truth_thresh rows, if any
 
         delta_box = torch.zeros(batch, num_anchors, grid_h, grid_w, 8, device=device)
         cls_written = torch.zeros(batch, num_anchors, grid_h, grid_w, dtype=torch.bool, device=device)
         cls_target = torch.zeros(batch, num_anchors, grid_h, grid_w, num_classes, device=device,
                                  dtype=torch.float64)
         num_positive = 0
+        written = torch.zeros(0, dtype=torch.long, device=device)  # the slots with class terms, flat and sorted
         if pos_b and sum(p.numel() for p in pos_b):
             b, a, j, i, t, n = (torch.cat(p) for p in (pos_b, pos_a, pos_j, pos_i, pos_t, pos_n))
-            delta = _box_delta(act32[b, a, j, i, :8], tbox[t].float(), all_anchors[n].float(), i.float(), j.float(),
-                               (grid_h, grid_w), img_size_hw, opts)
-            flat = delta_box.view(-1, 8)
             slot = slot_index(b, a, j, i, num_anchors, (grid_h, grid_w))
+            written = torch.unique(slot)  # where the targets are unless truth_thresh positives joined
+            num_positive = int(written.numel())
+            b, a, j, i, t, n, slot, written = (to_device(v, device) for v in (b, a, j, i, t, n, slot, written))
+            tbox_d, cls_d = to_device(tbox, device), to_device(cls_id, device)
+            delta = _box_delta(act32[b, a, j, i, :8], tbox_d[t].float(), all_anchors[n].float(), i.float(),
+                               j.float(), (grid_h, grid_w), img_size_hw, opts)
+            flat = delta_box.view(-1, 8)
             flat.index_add_(0, slot, delta)
             obj_target[b, a, j, i] = 1.0
             obj_weight[b, a, j, i] = opts.obj_normalizer
             cls_written[b, a, j, i] = True
-            cls_target[b, a, j, i, cls_id[t]] = 1.0  # the union of the classes assigned to the slot
-            num_positive = int(slot.unique().numel())
+            cls_target[b, a, j, i, cls_d[t]] = 1.0  # the union of the classes assigned to the slot
         eps = opts.label_smooth_eps
         if eps:
             cls_target = cls_target * (1 - eps) + 0.5 * eps
@@ -226,8 +234,9 @@ def gaussian_yolo_loss(head: GaussianYOLOLayer, out: Tensor, targets: Tensor, ke
     box = box - box.detach() + box_value
     obj = (obj_weight.float() * F.binary_cross_entropy_with_logits(out[..., 8], obj_target.float(),
                                                                     reduction="none")).sum()
-    cls = F.binary_cross_entropy_with_logits(out[..., 9:][cls_written], cls_target[cls_written].float(),
-                                             reduction="sum")
+    # The class terms of the written slots, gathered in flat order (the order a cls_written mask lists them).
+    cls = F.binary_cross_entropy_with_logits(out[..., 9:].reshape(-1, num_classes)[written],
+                                             cls_target.reshape(-1, num_classes)[written].float(), reduction="sum")
     scale = opts.delta_normalizer
     return box * scale, obj * scale, cls * scale, num_positive
 

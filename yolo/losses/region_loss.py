@@ -39,7 +39,7 @@ from torch import Tensor
 
 from yolo.losses.darknet_box import box_iou
 from yolo.losses.registry import register_head_loss
-from yolo.losses.targets import darknet_truth_rows, last_writers, slot_index
+from yolo.losses.targets import darknet_truth_rows, last_writers, padded_truths, slot_index, to_device
 from yolo.models.layer_types.region import RegionLayer, RegionTrainOptions
 
 PRIOR_IMAGES = 12800  # Darknet pulls predictions to their anchors while seen < 12800 images
@@ -92,7 +92,7 @@ def region_loss(head: RegionLayer, out: Tensor, targets: Tensor, keep: Tensor, i
     """
     opts: RegionTrainOptions = head.train_opts
     batch, num_anchors, grid_h, grid_w, _ = out.shape
-    device = out.device
+    device, host = out.device, targets.device
     height, width = img_size_hw
     bias = head.anchors_cells.to(device=device, dtype=torch.float32)  # [A, 2] in grid cells
     sig_xy = torch.sigmoid(out[..., 0:2])
@@ -100,21 +100,23 @@ def region_loss(head: RegionLayer, out: Tensor, targets: Tensor, keep: Tensor, i
 
     with torch.no_grad():
         pred = head.region_boxes(out)  # [N, A, H, W, 4] normalized centre boxes
+        # The truths, where the targets are (the CPU in training: no wait for the GPU).
         rows = darknet_truth_rows(targets, keep, opts.max_boxes)
         truth = targets[rows]
         image = truth[:, 0].long()
         cls_id = truth[:, 1].long()
         tbox = torch.stack((truth[:, 2] / width, truth[:, 3] / height, truth[:, 4] / width, truth[:, 5] / height), 1)
 
-        # Best IoU of every prediction with the truths of its own image (first maximum, as the strict '>' scan).
-        best_iou = torch.zeros(batch, num_anchors, grid_h, grid_w, device=device)
-        best_cls = torch.zeros(batch, num_anchors, grid_h, grid_w, dtype=torch.long, device=device)
-        for b in image.unique().tolist():
-            mine = (image == b).nonzero().squeeze(1)
-            ious = box_iou(pred[b].unsqueeze(-2), tbox[mine].view(1, 1, 1, -1, 4))  # [A, H, W, T]
-            value, arg = ious.max(-1)
-            best_iou[b] = value
-            best_cls[b] = cls_id[mine][arg]
+        # Best IoU of every prediction with the truths of its own image (first maximum, as the strict '>' scan),
+        # over each image's truths padded to the largest count: the padding's IoU 0 comes after them, so it
+        # never wins over a truth, and an image without truths gets IoU 0 and class 0.
+        boxes, index, valid = padded_truths(tbox, image, batch)
+        pad_cls = torch.where(valid, cls_id[index], 0) if rows.numel() else torch.zeros_like(index)
+        boxes, pad_cls = to_device(boxes, device), to_device(pad_cls, device)
+        ious = box_iou(pred.unsqueeze(-2), boxes.view(batch, 1, 1, 1, -1, 4))  # [N, A, H, W, Tmax]
+        ious = torch.where(to_device(valid, device).view(batch, 1, 1, 1, -1), ious, 0.0)
+        best_iou, arg = ious.max(-1)
+        best_cls = pad_cls.gather(1, arg.view(batch, -1)).view_as(arg)
 
         # Objectness: target 0 (classfix=-1: the best IoU), weight noobject_scale, 0 where ignored.
         obj_target = torch.zeros_like(sig_obj)
@@ -125,9 +127,10 @@ def region_loss(head: RegionLayer, out: Tensor, targets: Tensor, keep: Tensor, i
             obj_target = best_iou.clone()
         else:
             matched = best_iou > opts.thresh
-            obj_weight[matched] = 0.0
+            obj_weight = torch.where(matched, 0.0, obj_weight)
             if opts.classfix > 0:
-                cls_weight[matched] = opts.class_scale * (sig_obj[matched] if opts.classfix == 2 else 1.0)
+                matched_weight = opts.class_scale * (sig_obj if opts.classfix == 2 else 1.0)
+                cls_weight = torch.where(matched, matched_weight, cls_weight)
 
         # Box: the prior term everywhere while seen < 12800, else nothing, before the truths' slots.
         box_target = torch.zeros_like(out[..., :4])
@@ -135,13 +138,19 @@ def region_loss(head: RegionLayer, out: Tensor, targets: Tensor, keep: Tensor, i
         box_weight = torch.full_like(sig_obj, PRIOR_SCALE if seen < PRIOR_IMAGES else 0.0)
 
         # Truths -> slots: cell of the centre, best anchor by centred IoU; the last truth on a slot wins.
+        # With bias_match=1 (every shipped cfg) the anchor depends on the truths alone and this runs where they
+        # are; with bias_match=0 it depends on the predictions and the slots are sorted out on the device.
         num_positive = 0
+        # The written slots Long[U] (flat, sorted) where the targets are; None when only the device knows them.
+        written = torch.zeros(0, dtype=torch.long, device=host) if opts.bias_match else None
         if rows.numel():
             gi = (tbox[:, 0] * grid_w).long().clamp(0, grid_w - 1)
             gj = (tbox[:, 1] * grid_h).long().clamp(0, grid_h - 1)
             if opts.bias_match:
-                shape = (bias / torch.tensor([grid_w, grid_h], device=device)).expand(len(rows), -1, -1)
+                host_bias = head.host_anchors_cells if host.type == "cpu" and bias.device != host else bias.to(host)
+                shape = (host_bias / torch.tensor([grid_w, grid_h], device=host)).expand(len(rows), -1, -1)
             else:
+                image, gj, gi, tbox, cls_id = (to_device(v, device) for v in (image, gj, gi, tbox, cls_id))
                 shape = pred[image, :, gj, gi, 2:4]  # [T, A, 2] predicted w, h at the truth's cell
             zeros = torch.zeros_like(shape)
             centred = torch.cat((zeros, shape), -1)
@@ -149,24 +158,33 @@ def region_loss(head: RegionLayer, out: Tensor, targets: Tensor, keep: Tensor, i
             anchor = box_iou(centred, t_centred).argmax(1)  # first maximum; 0 when every IoU is 0
 
             unique, _, winner = last_writers(slot_index(image, anchor, gj, gi, num_anchors, (grid_h, grid_w)))
-            b, a, j, i = image[winner], anchor[winner], gj[winner], gi[winner]
-            t = tbox[winner]
+            written = unique if opts.bias_match else None
+            b, a, j, i, t, c = (to_device(v, device) for v in (image[winner], anchor[winner], gj[winner],
+                                                                gi[winner], tbox[winner], cls_id[winner]))
             box_target[b, a, j, i] = torch.stack((t[:, 0] * grid_w - i, t[:, 1] * grid_h - j,
                                                   torch.log(t[:, 2] * grid_w / bias[a, 0]),
                                                   torch.log(t[:, 3] * grid_h / bias[a, 1])), 1)
             box_weight[b, a, j, i] = opts.coord_scale
             obj_target[b, a, j, i] = box_iou(pred[b, a, j, i], t) if opts.rescore else 1.0
             obj_weight[b, a, j, i] = opts.object_scale
-            cls_target[b, a, j, i] = cls_id[winner]
+            cls_target[b, a, j, i] = c
             cls_weight[b, a, j, i] = opts.class_scale
             num_positive = int(unique.numel())
 
     coords = torch.cat((sig_xy, out[..., 2:4]), -1)
     box = (box_weight * 0.5 * ((coords - box_target) ** 2).sum(-1)).sum()
     obj = (obj_weight * 0.5 * (sig_obj - obj_target) ** 2).sum()
-    has_cls = cls_weight != 0
-    cls = _class_loss(out[..., 5:][has_cls], cls_target[has_cls], cls_weight[has_cls], head.softmax,
-                      bool(opts.focal_loss))
+    num_classes = out.shape[-1] - 5
+    if opts.classfix > 0 or written is None:
+        # The slots with a class term depend on the predictions: found on the device.
+        has_cls = cls_weight != 0
+        cls = _class_loss(out[..., 5:][has_cls], cls_target[has_cls], cls_weight[has_cls], head.softmax,
+                          bool(opts.focal_loss))
+    else:
+        # Only the truths' slots (sorted, as a mask would list them) have a class term, unless class_scale=0.
+        slots = to_device(written if opts.class_scale != 0 else written[:0], device)
+        cls = _class_loss(out[..., 5:].reshape(-1, num_classes)[slots], cls_target.reshape(-1)[slots],
+                          cls_weight.reshape(-1)[slots], head.softmax, bool(opts.focal_loss))
     return box, obj, cls, num_positive
 
 

@@ -18,7 +18,8 @@ def register_head_loss(head_type: type, check: Optional[Callable[[Any, int], Non
     The decorated ``fn(head, out, targets, keep, img_size_hw) -> (box, obj, cls, num_positive)`` gets
     ``out`` Float[N, A, Hg, Wg, 5 + C] (float32, the head's training-mode output; [detection]: Float[N, K]), ``targets`` Float[M, 6]
     (image, class, cx, cy, w, h in input pixels), ``keep`` Bool[M] (the rows :func:`yolo.losses.targets.usable_targets` lets
-    through) and the network input ``img_size_hw`` (H, W); it returns the head's box, objectness and class
+    through; both on the CPU in training while ``out`` may be on a GPU: see :mod:`yolo.losses.targets`) and the
+    network input ``img_size_hw`` (H, W); it returns the head's box, objectness and class
     terms *summed over the batch* (0-dim tensors) and its number of positive slots. ``check(head, index)``,
     if given, runs once when :class:`YoloLoss` is built and raises ``ValueError`` for a head it cannot train.
     Subclasses of ``head_type`` use the same loss unless they register their own.

@@ -4,6 +4,10 @@ assignment (``targets`` are Float[M, 6] rows: image index, class, cx, cy, w, h i
 A *slot* is one prediction of a head: (image, anchor, grid row ``gy``, grid column ``gx``), flattened by
 :func:`slot_index`. When several truths write one slot, Darknet keeps what the last one wrote
 (:func:`last_writers`).
+
+Everything here depends on the targets alone, so it runs where ``targets`` are: the trainer passes them on the
+CPU (as the loader made them), where the data-dependent steps (``nonzero``, ``unique``, the checks) cost no wait
+for the GPU; the losses then copy the few index tensors they need to the maps' device with :func:`to_device`.
 """
 from __future__ import annotations
 
@@ -15,6 +19,21 @@ from torch import Tensor
 
 from yolo.losses.darknet_box import box_iou as darknet_iou
 from yolo.losses.darknet_box import box_iou_kind as darknet_iou_kind
+
+
+def to_device(tensor: Tensor, device: torch.device) -> Tensor:
+    """``tensor`` on ``device`` without waiting for the GPU: a copy from the CPU is queued on the current
+    stream (from ordinary, non-pinned memory CUDA stages it at once, so the source may be freed right away)."""
+    return tensor.to(device, non_blocking=True)
+
+
+def anchors_on(head, device: torch.device) -> Tensor:
+    """The cfg's anchors of ``head`` Float[total, 2] (input pixels) on ``device``: on the CPU its CPU copy
+    ``host_anchors`` when the model lives elsewhere (reading the GPU buffer would wait for the GPU)."""
+    anchors = head.all_anchors
+    if anchors.device != device and device.type == "cpu":
+        anchors = head.host_anchors
+    return anchors.to(device=device, dtype=torch.float32)
 
 
 def slot_index(image: Tensor, anchor: Tensor, gy: Tensor, gx: Tensor, num_anchors: int,
@@ -31,6 +50,25 @@ def last_writers(key: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
     order = torch.arange(key.numel(), device=key.device)
     winner = torch.full((unique.numel(),), -1, dtype=torch.long, device=key.device)
     return unique, inverse, winner.scatter_reduce(0, inverse, order, reduce="amax")
+
+
+def padded_truths(truth: Tensor, image: Tensor, batch: int) -> Tuple[Tensor, Tensor, Tensor]:
+    """Truths Float[T, D] of images Long[T] (kept in order) -> per image Float[N, Tmax, D] (zeros past an
+    image's own), their indices into ``truth`` Long[N, Tmax] (0 there) and a valid mask Bool[N, Tmax];
+    ``Tmax`` is the largest count of an image (at least 1), read on ``truth``'s device."""
+    device = truth.device
+    order = torch.argsort(image, stable=True)
+    counts = torch.bincount(image, minlength=batch)
+    starts = torch.cumsum(counts, 0) - counts
+    slot = torch.arange(image.numel(), device=device) - starts[image[order]]
+    t_max = max(1, int(counts.max())) if image.numel() else 1
+    boxes = torch.zeros(batch, t_max, truth.shape[1], device=device, dtype=truth.dtype)
+    index = torch.zeros(batch, t_max, dtype=torch.long, device=device)
+    valid = torch.zeros(batch, t_max, dtype=torch.bool, device=device)
+    boxes[image[order], slot] = truth[order]
+    index[image[order], slot] = order
+    valid[image[order], slot] = True
+    return boxes, index, valid
 
 
 @dataclass
@@ -58,7 +96,8 @@ def usable_targets(targets: Tensor, batch_size: int, img_size_hw: Tuple[int, int
     """Bool[M]: rows of ``targets`` (Float[M, 6] image, class, cx, cy, w, h in input pixels) that take part.
 
     Drops rows that are not finite, have a non-positive width or height, or a centre outside the input.
-    Raises ``ValueError`` for an image index outside ``[0, batch_size)`` or a class outside ``[0, num_classes)``.
+    Raises ``ValueError`` for an image index outside ``[0, batch_size)`` or a class outside ``[0, num_classes)``:
+    free on the CPU, one wait for the GPU when ``targets`` are there (the trainer passes them on the CPU).
     """
     if targets.ndim != 2 or targets.shape[1] != 6:
         raise ValueError(f"targets must be Float[M, 6] (image, class, cx, cy, w, h), got shape {tuple(targets.shape)}")
@@ -92,7 +131,7 @@ def darknet_assignments(truth: Tensor, head, iou_thresh: float, iou_thresh_kind:
     height, width = img_size_hw
     grid_h, grid_w = grid_hw
     net_wh = torch.tensor([width, height], device=device, dtype=torch.float32)
-    anchors = head.all_anchors.to(device=device, dtype=torch.float32) / net_wh  # [total, 2]
+    anchors = anchors_on(head, device) / net_wh  # [total, 2]
     total = anchors.shape[0]
     centred = torch.cat((torch.zeros_like(anchors), anchors), 1)
     shifted = torch.cat((torch.zeros_like(truth[:, :2]), truth[:, 2:]), 1)

@@ -67,7 +67,7 @@ from torch import Tensor
 from yolo.losses.darknet_box import box_iou_kind as darknet_iou_kind
 from yolo.losses.darknet_box import dx_box_iou
 from yolo.losses.registry import register_head_loss
-from yolo.losses.targets import darknet_assignments, slot_index
+from yolo.losses.targets import darknet_assignments, padded_truths, slot_index, to_device
 from yolo.models.heads import cell_grid
 from yolo.models.layer_types.yolo_head import YOLOLayer, yolo_activation, yolo_boxes
 
@@ -138,24 +138,6 @@ def check_yolo_head(head, index: int) -> None:
         raise ValueError(f"head {index}: {exc}") from None
 
 
-def _padded_truths(truth: Tensor, image: Tensor, batch: int) -> Tuple[Tensor, Tensor, Tensor]:
-    """Truths Float[T, 4] of images Long[T] (kept in order) -> per image Float[N, Tmax, 4], their indices
-    into ``truth`` Long[N, Tmax] and a valid mask Bool[N, Tmax]."""
-    device = truth.device
-    order = torch.argsort(image, stable=True)
-    counts = torch.bincount(image, minlength=batch)
-    starts = torch.cumsum(counts, 0) - counts
-    slot = torch.arange(image.numel(), device=device) - starts[image[order]]
-    t_max = max(1, int(counts.max())) if image.numel() else 1
-    boxes = torch.zeros(batch, t_max, 4, device=device)
-    index = torch.zeros(batch, t_max, dtype=torch.long, device=device)
-    valid = torch.zeros(batch, t_max, dtype=torch.bool, device=device)
-    boxes[image[order], slot] = truth[order]
-    index[image[order], slot] = order
-    valid[image[order], slot] = True
-    return boxes, index, valid
-
-
 def _corners(boxes: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """Left, right, top, bottom and area of centre boxes Float[..., 4], as Darknet computes them."""
     x, y, w, h = boxes.unbind(-1)
@@ -202,7 +184,11 @@ def _objectness_writes(d_obj: Tensor, p_obj: Tensor, tt_s: Tensor, tt_iou: Tenso
                        o: YoloLossOptions) -> Tensor:
     """Objectness deltas Float[S] (flat slots) after pass 1's ``d_obj``: ``truth_thresh`` positives at slots
     ``tt_s`` (IoU ``tt_iou``), then the assignments at ``w_s`` in order (class multipliers ``w_mult``): the
-    last one of a slot wins; with ``objectness_smooth`` only a zero delta is written, by the first one."""
+    last one of a slot wins; with ``objectness_smooth`` only a zero delta is written, by the first one.
+
+    ``d_obj``, ``p_obj``, ``tt_s`` and ``tt_iou`` are on the maps' device; ``w_s`` and ``w_mult`` may be on the
+    CPU, where the writers are sorted out (``unique``) without waiting for the GPU."""
+    device = d_obj.device
     d_obj = d_obj.clone()
     if tt_s.numel():
         target = tt_iou * tt_iou if o.objectness_smooth else torch.ones_like(tt_iou)
@@ -213,12 +199,14 @@ def _objectness_writes(d_obj: Tensor, p_obj: Tensor, tt_s: Tensor, tt_iou: Tenso
         if o.objectness_smooth:
             pick = torch.full((uniq.numel(),), w_s.numel(), dtype=torch.long, device=w_s.device)
             pick = pick.scatter_reduce(0, inv, pos, reduce="amin")
-            zero = d_obj[uniq] == 0
-            slots, pick = uniq[zero], pick[zero]
         else:
             pick = torch.full((uniq.numel(),), -1, dtype=torch.long, device=w_s.device)
-            slots, pick = uniq, pick.scatter_reduce(0, inv, pos, reduce="amax")
-        d_obj[slots] = w_mult[pick] * o.obj_normalizer * (1 - p_obj[slots])
+            pick = pick.scatter_reduce(0, inv, pos, reduce="amax")
+        slots, mult = to_device(uniq, device), to_device(w_mult[pick], device)
+        written = mult * o.obj_normalizer * (1 - p_obj[slots])
+        if o.objectness_smooth:  # only where the delta is still zero (a test on the device, not a compaction)
+            written = torch.where(d_obj[slots] == 0, written, d_obj[slots])
+        d_obj[slots] = written
     return d_obj
 
 
@@ -228,23 +216,27 @@ def _class_writes(p_cls: Tensor, slots: Tensor, cls: Tensor, mult: Tensor, tt_io
 
     ``p_cls`` Float[S, C] the class outputs of every flat slot; ``slots``, ``cls``, ``mult`` Long/Float[K] the
     writers in order (the ``truth_thresh`` ones first, their IoUs ``tt_iou``). Returns the written slots
-    Long[U] and their class deltas Float[U, C]: the first writer of a slot sets every class, a later one only
-    its own class (a class delta is then already non-zero, which is Darknet's test)."""
+    Long[U] and their class deltas Float[U, C], both on ``p_cls``'s device: the first writer of a slot sets
+    every class, a later one only its own class (a class delta is then already non-zero, which is Darknet's
+    test). The writers may be on the CPU, where who came first is found without waiting for the GPU."""
+    device = p_cls.device
     uniq, inv = torch.unique(slots, return_inverse=True)
     pos = torch.arange(slots.numel(), device=slots.device)
     first = torch.full((uniq.numel(),), slots.numel(), dtype=torch.long, device=slots.device)
     first = first.scatter_reduce(0, inv, pos, reduce="amin")
-    f_cls, f_mult = cls[first], mult[first]
-    p = p_cls[uniq]
-    delta = _class_delta_full(p, f_cls, o, f_mult)
-    if o.objectness_smooth:  # a truth_thresh writer then sets its class to iou^2 - p
-        r = torch.nonzero(first < tt_iou.numel()).squeeze(1)
-        delta[r, f_cls[r]] = f_mult[r] * (tt_iou[first[r]] ** 2 - p[r, f_cls[r]])
     later = torch.ones(slots.numel(), dtype=torch.bool, device=slots.device)
     later[first] = False
+    tt_first = torch.nonzero(first < tt_iou.numel()).squeeze(1) if o.objectness_smooth else None
+    rows, c, later_mult = inv[later], cls[later], mult[later]
+    uniq, first, f_cls, f_mult = (to_device(v, device) for v in (uniq, first, cls[first], mult[first]))
+    rows, c, later_mult = (to_device(v, device) for v in (rows, c, later_mult))
+    p = p_cls[uniq]
+    delta = _class_delta_full(p, f_cls, o, f_mult)
+    if tt_first is not None:  # a truth_thresh writer then sets its class to iou^2 - p
+        r = to_device(tt_first, device)
+        delta[r, f_cls[r]] = f_mult[r] * (tt_iou[first[r]] ** 2 - p[r, f_cls[r]])
     y1 = 1.0 * (1 - o.label_smooth_eps) + 0.5 * o.label_smooth_eps if o.label_smooth_eps else 1.0
-    rows, c = inv[later], cls[later]
-    delta[rows, c] = (y1 - p[rows, c]) * mult[later]
+    delta[rows, c] = (y1 - p[rows, c]) * later_mult
     return uniq, delta
 
 
@@ -256,32 +248,47 @@ def yolo_head_loss(head, out: Tensor, targets: Tensor, keep: Tensor,
     Builds Darknet's ``delta`` Float[N, A, Hg, Wg, 5 + C] in closed form, then returns surrogate terms whose
     gradient w.r.t. ``out`` is ``-delta * delta_normalizer`` and whose values are Darknet's cost terms.
     The last value is Darknet's ``count``: the (truth, anchor) assignments of this head.
+
+    ``targets`` Float[M, 6] and ``keep`` Bool[M] may be on the CPU while ``out`` is on a GPU: what depends on
+    the targets alone (their order per image, the assignments, which writer of a slot comes first or last) is
+    worked out where they are, and only index tensors go to the GPU, so the loss does not wait for the GPU
+    (except for ``truth_thresh < 1``, whose positives depend on the predictions).
     """
     o = YoloLossOptions.of(head)
     batch, num_anchors, grid_h, grid_w, depth = out.shape
-    device = out.device
+    device, host = out.device, targets.device
     height, width = img_size_hw
-    net_wh = torch.tensor([width, height], device=device, dtype=torch.float32)
+    net_wh = to_device(torch.tensor([width, height], dtype=torch.float32), device)
     all_anchors = head.all_anchors.to(device=device, dtype=torch.float32) / net_wh  # [total, 2] normalized
-    mask = torch.as_tensor(list(head.mask), dtype=torch.long, device=device)
-    mult_all = o.class_multipliers.to(device) if o.class_multipliers is not None else None
+    mask = to_device(torch.as_tensor(list(head.mask), dtype=torch.long), device)
+    mult_all = o.class_multipliers.to(host) if o.class_multipliers is not None else None
 
     with torch.no_grad():
         act = yolo_activation(out.detach(), o.scale_x_y, o.new_coords)  # Darknet's layer output [N, A, H, W, K]
         pred = yolo_boxes(act, all_anchors[mask].view(1, num_anchors, 1, 1, 2),
                           cell_grid(grid_h, grid_w, device, torch.float32), (grid_h, grid_w), o.new_coords,
                           max_log_scale=_MAX_LOG_SCALE)
-        rows = keep.nonzero().squeeze(1)  # truths in their order in `targets`: Darknet's order per image
+
+        # The truths, where the targets are: in their order in `targets` (Darknet's order per image).
+        rows = keep.nonzero().squeeze(1)
         t_img = targets[rows, 0].long()
         t_cls = targets[rows, 1].long()
-        t_box = targets[rows, 2:6] / torch.cat((net_wh, net_wh))  # normalized x, y, w, h
+        host_wh = torch.tensor([width, height], device=host, dtype=torch.float32)
+        t_box = targets[rows, 2:6] / torch.cat((host_wh, host_wh))  # normalized x, y, w, h
         t_mult = mult_all[t_cls] if mult_all is not None else torch.ones_like(t_box[:, 0])
+        boxes, index, valid = padded_truths(t_box, t_img, batch)
+        # Pass 2's assignments (truth by truth: best anchor over all anchors, then the iou_thresh extras, in
+        # this head's mask) depend on the truths alone.
+        w_t, w_a, w_j, w_i = darknet_assignments(t_box, head, o.iou_thresh, o.iou_thresh_kind, img_size_hw,
+                                                 (grid_h, grid_w))
+        w_b = t_img[w_t]
+        count = int(w_t.numel())
+        box_d, mult_d = to_device(t_box, device), to_device(t_mult, device)
 
         # Pass 1 (every prediction): objectness target 0, ignore_thresh, truth_thresh.
-        boxes, index, valid = _padded_truths(t_box, t_img, batch)
-        best_iou, best_t = _best_truths(pred.view(batch, -1, 4), boxes, valid)
+        best_iou, best_t = _best_truths(pred.view(batch, -1, 4), to_device(boxes, device), to_device(valid, device))
         best_iou = best_iou.view(batch, num_anchors, grid_h, grid_w)
-        best_t = index.gather(1, best_t).view(batch, num_anchors, grid_h, grid_w)  # into rows
+        best_t = to_device(index, device).gather(1, best_t).view(batch, num_anchors, grid_h, grid_w)  # into rows
         p_obj = act[..., 4]
         d_obj = o.obj_normalizer * (0 - p_obj)
         # Darknet's ignore test counts a truth only when some class probability of the prediction exceeds 0.25.
@@ -292,17 +299,20 @@ def yolo_head_loss(head, out: Tensor, targets: Tensor, keep: Tensor,
         else:
             d_obj = torch.where(ignored, torch.zeros_like(d_obj), d_obj)
 
-        # Writers: (slot, truth, anchor) triples that set box/objectness/class deltas, in Darknet's order.
-        tt_b, tt_a, tt_j, tt_i = (best_iou > o.truth_thresh).nonzero(as_tuple=True) if t_box.numel() else \
-            (torch.zeros(0, dtype=torch.long, device=device),) * 4
-        tt_t = best_t[tt_b, tt_a, tt_j, tt_i] if tt_b.numel() else tt_b
-        tt_iou = best_iou[tt_b, tt_a, tt_j, tt_i]
-
-        # Pass 2 (truth by truth): best anchor over all anchors, then the iou_thresh extras, in this head's mask.
-        w_t, w_a, w_j, w_i = darknet_assignments(t_box, head, o.iou_thresh, o.iou_thresh_kind, img_size_hw,
-                                                 (grid_h, grid_w))
-        w_b = t_img[w_t]
-        count = int(w_t.numel())
+        # Writers: (slot, truth, anchor) triples that set box/objectness/class deltas, in Darknet's order: the
+        # truth_thresh positives, then the assignments. The positives depend on the predictions: they are found
+        # on the maps' device (off the CPU a sync), where the assignments then join them. With truth_thresh >= 1
+        # (every shipped cfg) only an IoU above 1 makes one, which is rounding, for a prediction equal to a truth
+        # to float precision: the CPU looks for them as Darknet does; a GPU, whose rounding is not Darknet's
+        # anyway, takes it that there are none and saves the sync.
+        tt_b = tt_a = tt_j = tt_i = tt_t = torch.zeros(0, dtype=torch.long, device=host)
+        tt_iou = torch.zeros(0, device=device)
+        if (o.truth_thresh < 1.0 or device == host) and t_box.numel():
+            tt_b, tt_a, tt_j, tt_i = (best_iou > o.truth_thresh).nonzero(as_tuple=True)
+            tt_t = best_t[tt_b, tt_a, tt_j, tt_i]
+            tt_iou = best_iou[tt_b, tt_a, tt_j, tt_i]
+            w_t, w_a, w_j, w_i, w_b, t_cls, t_mult = (to_device(v, device)
+                                                      for v in (w_t, w_a, w_j, w_i, w_b, t_cls, t_mult))
 
         # Box deltas add up over every writer of a slot.
         all_b = torch.cat((tt_b, w_b))
@@ -310,19 +320,20 @@ def yolo_head_loss(head, out: Tensor, targets: Tensor, keep: Tensor,
         all_j = torch.cat((tt_j, w_j))
         all_i = torch.cat((tt_i, w_i))
         all_t = torch.cat((tt_t, w_t))
+        all_s = slot_index(all_b, all_a, all_j, all_i, num_anchors, (grid_h, grid_w))
+        b_d, a_d, j_d, i_d, t_d, s_d = (to_device(v, device) for v in (all_b, all_a, all_j, all_i, all_t, all_s))
         anchors_px = head.all_anchors.to(device=device, dtype=torch.float32)[mask]
-        box_delta, w_iou = _box_deltas(out.detach(), act, pred, all_b, all_a, all_j, all_i, t_box[all_t],
-                                       t_mult[all_t], anchors_px[all_a], net_wh, o)
+        box_delta, w_iou = _box_deltas(out.detach(), act, pred, b_d, a_d, j_d, i_d, box_d[t_d], mult_d[t_d],
+                                       anchors_px[a_d], net_wh, o)
         delta = torch.zeros_like(act)
         flat = delta.view(-1, depth)
-        all_s = slot_index(all_b, all_a, all_j, all_i, num_anchors, (grid_h, grid_w))
-        flat[:, :4].index_add_(0, all_s, box_delta)
+        flat[:, :4].index_add_(0, s_d, box_delta)
 
         # Objectness: truth_thresh slots, then the assignments.
         tt_s = slot_index(tt_b, tt_a, tt_j, tt_i, num_anchors, (grid_h, grid_w))
         w_s = slot_index(w_b, w_a, w_j, w_i, num_anchors, (grid_h, grid_w))
-        flat[:, 4] = _objectness_writes(d_obj.reshape(-1), act[..., 4].reshape(-1), tt_s, tt_iou, w_s,
-                                        t_mult[w_t], o)
+        flat[:, 4] = _objectness_writes(d_obj.reshape(-1), act[..., 4].reshape(-1), to_device(tt_s, device),
+                                        tt_iou, w_s, t_mult[w_t], o)
 
         # Classes: the first writer of a slot sets every class; later writers set only their own class.
         if all_s.numel():
@@ -331,15 +342,15 @@ def yolo_head_loss(head, out: Tensor, targets: Tensor, keep: Tensor,
             flat[uniq, 5:] = cls_delta
             if o.iou_thresh < 1.0:
                 # Darknet averages the box delta of every slot with an objectness delta over its positive classes
-                # (class deltas are non-zero only at written slots).
+                # (class deltas are non-zero only at written slots); dividing by 1 elsewhere changes nothing.
                 n_pos = (cls_delta > 0).sum(1)
                 avg = (flat[uniq, 4] != 0) & (n_pos > 0)
-                flat[uniq[avg], :4] /= n_pos[avg, None].float()
+                flat[uniq, :4] = flat[uniq, :4] / torch.where(avg, n_pos, 1)[:, None].float()
 
         # Values: Darknet's cost terms (show_details=1): the squared deltas, and for the IoU losses the
         # summed 1 - IoU (1 - GIoU for giou) of the assignments with obj_normalizer on the rest. Box and class
         # deltas are non-zero only at written slots.
-        written = torch.unique(all_s)
+        written = to_device(torch.unique(all_s), device)
         if o.iou_loss == "mse":
             box_value = flat[written, :4].pow(2).sum()
             rest_scale = 1.0

@@ -26,7 +26,9 @@ class YoloLoss:
 
     * ``head_outputs``: list, one per head, of raw maps Float[N, A, Hg, Wg, 5 + C] (training-mode output;
       a [detection] head's is flat, Float[N, K], see yolo/losses/detection_loss.py);
-    * ``targets``: Float[M, 6] rows (image index, class, cx, cy, w, h), boxes in pixels of the network input;
+    * ``targets``: Float[M, 6] rows (image index, class, cx, cy, w, h), boxes in pixels of the network input,
+      on any device: the work that depends on them alone (their checks, which truth trains which slot) runs
+      where they are, so on the CPU (as the trainer passes them) it never waits for the GPU;
     * ``img_size_hw``: the network input (H, W).
 
     Returns the scalar loss, summed over the batch and divided by ``N`` (per image), and a dict of detached
@@ -60,7 +62,7 @@ class YoloLoss:
         img_size_hw = (int(img_size_hw[0]), int(img_size_hw[1]))
         batch_size = head_outputs[0].shape[0]
         device = head_outputs[0].device
-        targets = targets.to(device=device, dtype=torch.float32).reshape(-1, 6)
+        targets = targets.to(dtype=torch.float32).reshape(-1, 6)  # stays where it is (see the class docstring)
         num_classes = self.heads[0].num_classes
         keep = usable_targets(targets, batch_size, img_size_hw, num_classes)
         totals = {"box": [], "obj": [], "cls": []}

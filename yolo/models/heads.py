@@ -207,9 +207,12 @@ class Head(nn.Module):
         return self.num_box_entries + self.num_classes
 
     def _register_anchors(self, all_anchors: torch.Tensor) -> None:
-        """Keep the cfg's anchors Float[total, 2] (input pixels) and this head's masked ones as buffers."""
+        """Keep the cfg's anchors Float[total, 2] (input pixels) and this head's masked ones as buffers, and
+        ``host_anchors``, a copy of ``all_anchors`` that stays on the CPU when the model moves: the losses assign
+        the targets on the CPU, where reading it costs no wait for the GPU."""
         self.register_buffer("all_anchors", all_anchors.float().reshape(-1, 2), persistent=False)
         self.register_buffer("anchors", self.all_anchors[self.mask].clone(), persistent=False)
+        self.host_anchors = self.all_anchors.detach().cpu().clone()
 
     def grid(self, h: int, w: int, device, dtype) -> torch.Tensor:
         """:func:`cell_grid`, kept for the last size (not while tracing: the trace must compute it)."""

@@ -77,7 +77,7 @@ class GaussianYOLOLayer(Head):
         """Float[N, A, H, W, 9+C] raw -> the same with Darknet's activations (what Darknet's layer outputs)."""
         s = self.opts.scale_x_y
         act = torch.sigmoid(raw)
-        offsets = act[..., (0, 2)]
+        offsets = act[..., 0:3:2]  # x and y; a strided slice, where an index list would be a copy to the device
         if s != 1.0:
             offsets = offsets * s - 0.5 * (s - 1.0)
         return torch.cat((offsets[..., :1], act[..., 1:2], offsets[..., 1:], act[..., 3:4], raw[..., 4:5],
@@ -108,7 +108,7 @@ class GaussianYOLOLayer(Head):
     def decode(self, raw: torch.Tensor, input_hw: Sequence[int]) -> torch.Tensor:
         """Float[N, A, H, W, 9+C] raw -> Float[N, A, H, W, 9+C] eval rows (class docstring), boxes in input pixels."""
         act = self.activate(raw)
-        sigmas = act[..., (1, 3, 5, 7)]
+        sigmas = act[..., 1:8:2]  # the four uncertainties
         return torch.cat((self.boxes(act, input_hw), act[..., 8:], sigmas), -1)
 
 

@@ -71,6 +71,7 @@ class RegionLayer(Head):
         self.train_opts: Optional[RegionTrainOptions] = None
         self.images_seen = 0
         self.register_buffer("anchors_cells", anchors_cells.float().reshape(-1, 2), persistent=False)
+        self.host_anchors_cells = self.anchors_cells.detach().cpu().clone()  # stays on the CPU (the loss's targets)
         self._register_anchors(self.anchors_cells * net_stride)
 
     def region_boxes(self, raw: torch.Tensor) -> torch.Tensor:
