@@ -217,12 +217,20 @@ def test_batched_steps_on_the_gpu_equal_the_per_item_path(cuda_device, seed):
 
 
 @pytest.mark.cuda
-def test_pinned_batch_reaches_the_gpu(cuda_device, tmp_path):
+def test_pinned_batch_reaches_the_gpu_without_a_wait(cuda_device, tmp_path):
+    """From pinned memory to finished levels on the GPU with no host sync (the step's input must not stall the
+    queue of GPU work)."""
     dataset = _shapes_dataset(tmp_path, mixup=1)
     requests = [(index, (64, 64), 0) for index in range(6)]
     pending = collate_uint8([dataset[r + (True,)] for r in requests])[0].pin_memory()
     assert pending.pixels.is_pinned()
-    on_gpu = pending.to(cuda_device, non_blocking=True).finish()
+    pending.to(cuda_device, non_blocking=True).finish()  # CUDA's lazy start-up outside the checked part
+    torch.cuda.synchronize(cuda_device)
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        on_gpu = pending.to(cuda_device, non_blocking=True).finish()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
     assert torch.equal(on_gpu.cpu(), pending.finish())
 
 

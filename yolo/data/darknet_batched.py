@@ -126,12 +126,6 @@ def _pending_mixed(new_image: np.ndarray, new_draw: DarknetDraw, image: np.ndarr
 PENDING_IMAGES = ImageSteps(single=pending_image, mixed=_pending_mixed)
 
 
-# Darknet's hsv_to_rgb by hue sector 0..5: the channel that takes v and the one that takes p (the third channel
-# takes q or t), as in yolo.data.darknet_augment.
-_V_CHANNEL = (0, 1, 1, 2, 2, 0)
-_P_CHANNEL = (2, 2, 0, 0, 1, 1)
-
-
 @dataclass
 class PendingBatch:
     """A mini-batch of :class:`PendingImage` packed for the device: ``B`` items and ``S >= B`` sources (the items'
@@ -210,8 +204,9 @@ class PendingBatch:
         """Darknet's crop, resize, mirror and HSV distortion (and ``mixup``'s blend) of every image, on the
         batch's device: ``UInt8[B, 3, h, w]`` RGB levels, ``augment_image_uint8``'s values."""
         device = self.pixels.device
-        # divisors as device tensors: CUDA divides by a host scalar as a multiplication by its reciprocal
-        levels, six = torch.tensor(255.0, device=device), torch.tensor(6.0, device=device)
+        # divisors as device tensors: CUDA divides by a host scalar as a multiplication by its reciprocal (filled
+        # on the device: a tensor copied from the host would wait for the GPU)
+        levels, six = torch.full((), 255.0, device=device), torch.full((), 6.0, device=device)
         planes = [self._resized(channel, levels) for channel in range(3)]  # Float32[S, h, w] each, in [0, 1]
         hue, sat, val = _distorted_hsv(*planes, self.hsv, six)
         chosen = _hsv_to_rgb(hue, sat, val).clamp_(0, 1)  # Float32[S, 3, h, w]
@@ -316,7 +311,8 @@ def _distorted_hsv(r: torch.Tensor, g: torch.Tensor, b: torch.Tensor, hsv: torch
 
 def _hsv_to_rgb(hue: torch.Tensor, sat: torch.Tensor, val: torch.Tensor) -> torch.Tensor:
     """Darknet's ``hsv_to_rgb`` on Float32[S, h, w] planes: Float32[S, 3, h, w] (the operations of
-    ``yolo.data.darknet_augment._sector_values`` and ``_choose``)."""
+    ``yolo.data.darknet_augment._sector_values`` and ``_choose``: by hue sector, the channel that takes v, the one
+    that takes p, the third q or t)."""
     hue = hue * 6
     index = torch.floor(hue)
     fraction = hue - index
@@ -326,6 +322,6 @@ def _hsv_to_rgb(hue: torch.Tensor, sat: torch.Tensor, val: torch.Tensor) -> torc
     third = third + fraction * odd
     third = (1 - third * sat) * val
     p = (1 - sat) * val
-    v_channel = torch.tensor(_V_CHANNEL, device=hue.device)[sector]
-    p_channel = torch.tensor(_P_CHANNEL, device=hue.device)[sector]
+    v_channel = (sector + 1) // 2 % 3  # 0 1 1 2 2 0 by sector (arithmetic: a table copied to the GPU would wait)
+    p_channel = (sector // 2 + 2) % 3  # 2 2 0 0 1 1
     return torch.stack([torch.where(v_channel == c, val, torch.where(p_channel == c, p, third)) for c in range(3)], 1)
