@@ -143,25 +143,6 @@ def test_other_pipelines_ignore_the_request(tmp_path):
     assert isinstance(image, torch.Tensor) and image.shape == (3, 64, 64)
 
 
-def test_run_loader_with_pending_images_gives_the_same_batches(tmp_path):
-    """A worker process, as the trainer runs it on CUDA, against finished batches, epoch by epoch."""
-    dataset = _shapes_dataset(tmp_path, mixup=1)
-    pending = EpochLoader(dataset, batch_size=4, num_workers=1, seed=5, uint8_images=True, pending_images=True)
-    finished = EpochLoader(dataset, batch_size=4, num_workers=0, seed=5, uint8_images=True)
-    try:
-        for epoch in range(2):
-            got = list(pending.epoch(EpochShuffleSampler(len(dataset), 5), epoch))
-            expected = list(finished.epoch(EpochShuffleSampler(len(dataset), 5), epoch))
-            assert len(got) == len(expected) == 3
-            for (a_images, a_targets, _), (b_images, b_targets, _) in zip(got, expected):
-                assert isinstance(a_images, PendingBatch) and isinstance(b_images, torch.Tensor)
-                assert torch.equal(a_images.finish(), b_images) and torch.equal(a_targets, b_targets)
-    finally:
-        pending.close()
-    with pytest.raises(ValueError, match="uint8_images"):
-        EpochLoader(dataset, batch_size=4, pending_images=True)
-
-
 def test_a_worker_reuses_its_shared_buffer_once_released():
     buffers = SharedBuffers(keep=4)
     ptr = lambda t: t.untyped_storage().data_ptr()  # noqa: E731
@@ -180,22 +161,31 @@ def test_a_worker_reuses_its_shared_buffer_once_released():
     assert not other.any()
 
 
-def test_released_buffers_reused_by_a_worker_keep_every_batch_intact(tmp_path):
-    """The consumer releases each batch after copying it (as pinning does): the worker writes the next batches
-    into the same shared memory, and every batch read before its release is still the right one."""
+def test_run_loader_with_pending_images_gives_the_same_batches(tmp_path):
+    """A worker process, as the trainer runs it on CUDA, against finished batches, epoch by epoch: first with
+    every batch kept (fresh shared memory each time), then with each released after it is copied, as pinning
+    does (the worker writes the next batches into the same memory; every batch read before its release is
+    still the right one)."""
     dataset = _shapes_dataset(tmp_path, mixup=1)
     pending = EpochLoader(dataset, batch_size=4, num_workers=1, seed=5, uint8_images=True, pending_images=True)
     finished = EpochLoader(dataset, batch_size=4, num_workers=0, seed=5, uint8_images=True)
     try:
         for epoch in range(4):
             expected = list(finished.epoch(EpochShuffleSampler(len(dataset), 5), epoch))
-            for (batch, _, _), (images, _, _) in zip(pending.epoch(EpochShuffleSampler(len(dataset), 5), epoch),
-                                                     expected):
+            got = 0
+            for (batch, targets, _), (images, expected_targets, _) in zip(
+                    pending.epoch(EpochShuffleSampler(len(dataset), 5), epoch), expected):
+                assert isinstance(batch, PendingBatch) and isinstance(images, torch.Tensor)
                 copy = PendingBatch(**{name: t.clone() for name, t in batch._tensors().items()})
-                batch.release()
-                assert torch.equal(copy.finish(), images)
+                if epoch >= 2:
+                    batch.release()
+                assert torch.equal(copy.finish(), images) and torch.equal(targets, expected_targets)
+                got += 1
+            assert got == len(expected) == 3
     finally:
         pending.close()
+    with pytest.raises(ValueError, match="uint8_images"):
+        EpochLoader(dataset, batch_size=4, pending_images=True)
 
 
 def test_step_input_from_a_pending_batch(tmp_path):

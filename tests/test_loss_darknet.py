@@ -195,17 +195,24 @@ def spread_head_biases(model: Darknet, seed: int) -> None:
                 bias[:, 5:] += torch.randn(module.num_anchors, k - 5, generator=g) - 4.0
 
 
-@pytest.mark.parametrize("seed", range(16))
-def test_random_cfg_options(darknet, assets, tmp_path, seed):
-    hw = [(96, 128), (128, 96), (128, 128), (64, 160)][seed % 4]
+def random_model_files(seed: int, hw, folder):
+    """:func:`random_cfg`'s cfg for ``seed`` written to ``folder``, its model with random weights and spread head
+    biases, and those weights written for Darknet: ``(cfg text, cfg path, weights path, model)``."""
     text, _ = random_cfg(seed, hw)
-    cfg = tmp_path / f"random{seed}.cfg"
+    cfg = folder / f"random{seed}.cfg"
     cfg.write_text(text)
     model = Darknet(cfg)
     randomize_model(model, seed, calibrate_hw=hw)
     spread_head_biases(model, seed)
-    weights = tmp_path / "random.weights"
+    weights = folder / "random.weights"
     model.save_darknet_weights(weights)  # after the bias change, so Darknet runs these very weights
+    return text, cfg, weights, model
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_random_cfg_options(darknet, assets, tmp_path, seed):
+    hw = [(96, 128), (128, 96), (128, 128), (64, 160)][seed % 4]
+    text, cfg, weights, model = random_model_files(seed, hw, tmp_path)
     x, truths = coco_images_area_resized(assets, COCO_PAIRS[seed % len(COCO_PAIRS)], hw)
     failures = compare_with_darknet(darknet, cfg, weights, model, x, truths)
     assert not failures, f"options:\n{text[text.index('[yolo]'):]}\n" + "\n".join(failures)
@@ -217,14 +224,7 @@ def test_crowded_truths_delta_equals_darknet(darknet, assets, tmp_path, seed):
     writer sets the objectness delta, the classes unite, the box deltas add up), an image without truths, and
     truths whose best anchor lies in the other head's mask."""
     hw = (128, 128)
-    text, _ = random_cfg(seed, hw)
-    cfg = tmp_path / f"crowded{seed}.cfg"
-    cfg.write_text(text)
-    model = Darknet(cfg)
-    randomize_model(model, seed, calibrate_hw=hw)
-    spread_head_biases(model, seed)
-    weights = tmp_path / "crowded.weights"
-    model.save_darknet_weights(weights)
+    text, cfg, weights, model = random_model_files(seed, hw, tmp_path)
     x, _ = coco_images_area_resized(assets, COCO_PAIRS[0] + COCO_PAIRS[1][:1], hw)
     truths, _ = crowded_truths(seed, 3, 80, 60, hw)
     failures = compare_with_darknet(darknet, cfg, weights, model, x, truths)
