@@ -23,7 +23,12 @@ from yolo.losses.darknet_box import box_iou_kind as darknet_iou_kind
 
 def to_device(tensor: Tensor, device: torch.device) -> Tensor:
     """``tensor`` on ``device`` without waiting for the GPU: a copy from the CPU is queued on the current
-    stream (from ordinary, non-pinned memory CUDA stages it at once, so the source may be freed right away)."""
+    stream from pinned memory (from ordinary memory the driver may first wait for the stream; torch keeps the
+    pinned block until the copy is done)."""
+    if tensor.device == device:
+        return tensor
+    if tensor.device.type == "cpu" and device.type == "cuda":
+        tensor = tensor.pin_memory()
     return tensor.to(device, non_blocking=True)
 
 
