@@ -498,21 +498,21 @@ def augment_truths(truths: np.ndarray, draw: DarknetDraw, orig_hw: Tuple[int, in
     dx = (F32(draw.pleft) / F32(ow)) / sx
     dy = (F32(draw.ptop) / F32(oh)) / sy
     inv_sx, inv_sy = F32(1.0 / float(sx)), F32(1.0 / float(sy))
-    t = np.asarray(truths, dtype=F32).reshape(-1, 4)
-    x, y, w, h = t[:, 0], t[:, 1], t[:, 2], t[:, 3]
-    half_w, half_h = w / F32(2), h / F32(2)
-    invalid = ((x == 0) & (y == 0)) | (x + half_w < 0) | (y + half_h < 0) | (x - half_w > 1) | (y - half_h > 1)
-    left, right = (x - half_w) * inv_sx - dx, (x + half_w) * inv_sx - dx
-    top, bottom = (y - half_h) * inv_sy - dy, (y + half_h) * inv_sy - dy
+    # The two axes side by side (rows x then y), the same float32 operations on each.
+    t = np.asarray(truths, dtype=F32).reshape(-1, 4).T  # x, y, w, h
+    centre, half = t[:2], t[2:] / F32(2)
+    low, high = centre - half, centre + half  # left, top / right, bottom in the original image
+    invalid = ((t[0] == 0) & (t[1] == 0)) | (high < 0).any(0) | (low > 1).any(0)
+    scale, shift = np.array([[inv_sx], [inv_sy]], F32), np.array([[dx], [dy]], F32)
+    low, high = low * scale - shift, high * scale - shift
     if draw.flip:
-        left, right = F32(1) - right, F32(1) - left
-    left, right, top, bottom = np.clip(np.stack([left, right, top, bottom]), 0, 1)  # one clip for the four
-    nx, ny = (left + right) / F32(2), (top + bottom) / F32(2)
-    nw, nh = np.clip(np.stack([right - left, bottom - top]), 0, 1)
+        low[0], high[0] = F32(1) - high[0], F32(1) - low[0]
+    low, high = np.clip(low, 0, 1), np.clip(high, 0, 1)
+    middle, size = (low + high) / F32(2), np.clip(high - low, 0, 1)
     net_h, net_w = net_hw
-    keep = (~invalid & (nw >= F32(1) / F32(net_w)) & (nh >= F32(1) / F32(net_h))
-            & (nx > 0) & (nx <= 1) & (ny > 0) & (ny <= 1))
-    return np.stack([nx, ny, nw, nh], 1)[keep].astype(F32), keep
+    keep = (~invalid & (size >= np.array([[F32(1) / F32(net_w)], [F32(1) / F32(net_h)]], F32)).all(0)
+            & (middle > 0).all(0) & (middle <= 1).all(0))
+    return np.concatenate([middle, size]).T[keep].astype(F32), keep
 
 
 def input_matrix(draw: DarknetDraw, orig_hw: Tuple[int, int], net_hw: Tuple[int, int]) -> np.ndarray:
