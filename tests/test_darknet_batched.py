@@ -1,7 +1,8 @@
-"""Darknet's image steps batched on the training device (yolo.data.darknet_batched) against the per-item path
-(yolo.data.darknet_augment, whose values tests/test_augment_darknet.py compares with Darknet's C code): the same
-``uint8`` levels, bit for bit, for random and edge-case draws, mixup pairs, whole dataset items, the run-long
-loader's batches and the training step's input; on a GPU as on the CPU."""
+"""Darknet's image steps batched on the training device (yolo.data.darknet_batched): against Darknet's C functions
+(the levels its floats round to), and against the per-item path (yolo.data.darknet_augment, which
+tests/test_augment_darknet.py compares with the same C functions): the same ``uint8`` levels, bit for bit, for
+random and edge-case draws, mixup pairs, whole dataset items, the run-long loader's batches and the training
+step's input; on a GPU as on the CPU."""
 import numpy as np
 import pytest
 import torch
@@ -71,6 +72,30 @@ def _check(cases, device="cpu"):
 @pytest.mark.parametrize("seed", range(4))
 def test_batched_steps_equal_the_per_item_path(seed, net_hw):
     _check(_random_cases(seed, net_hw, 12))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_batched_steps_match_darknets_c_functions(darknet, seed):
+    """Against Darknet itself (crop_image, resize_image, flip_image, distort_image on the same bytes / 255): the
+    levels Darknet's floats round to, give or take one level where Darknet's C arithmetic (within 2e-6 of ours,
+    tests/test_augment_darknet.py) lands on the other side of a half level."""
+    rng = np.random.default_rng(40 + seed)
+    oh, ow = int(rng.integers(20, 60)), int(rng.integers(20, 60))
+    net_hw = (32, 48) if seed % 2 else (40, 40)
+    hyp = {**AUGMENT_HYP, "letter_box": seed % 3 == 0, "resize": (1.0, 1.5, 0.7)[seed % 3]}
+    draw = draw_darknet(rng, (oh, ow), net_hw, hyp)
+    image = _image(rng, oh, ow)
+    truths = np.array([[0.5, 0.5, 0.2, 0.2]], np.float32)
+    expected, _ = darknet.augment((image.astype(np.float32) / np.float32(255)).transpose(2, 0, 1), net_hw,
+                                  (draw.pleft, draw.pright, draw.ptop, draw.pbot), draw.flip, draw.dhue, draw.dsat,
+                                  draw.dexp, truths)
+    darknet_levels = np.rint(np.clip(expected, 0, 1) * 255)
+    ours = PendingBatch.pack([pending_image(image, draw, net_hw)]).finish()[0].numpy().astype(np.float64)
+    differ = ours != darknet_levels
+    assert np.abs(ours - darknet_levels).max() <= 1
+    near_half = np.abs(np.clip(expected, 0, 1) * 255 % 1 - 0.5) < 1e-3
+    assert not (differ & ~near_half).any(), f"{int((differ & ~near_half).sum())} levels differ away from a half level"
+    assert differ.mean() < 1e-3
 
 
 def test_edge_crops_equal_the_per_item_path():
