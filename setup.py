@@ -41,6 +41,8 @@ setup(
     extras_require={
         # tools/export.py --format onnx: torch.onnx.export and the metadata need onnx, the check onnxruntime
         "export": ["onnx", "onnxruntime"],
+        # tools/detect.py --track: ByteTrack, BoT-SORT, OC-SORT (Apache-2.0)
+        "track": ["trackers>=2.6"],
         "dev": [
             "pytest",
             "hypothesis",
@@ -49,6 +51,9 @@ setup(
             "onnx",
             "onnxruntime",
             "onnxscript",
+            "trackers>=2.6",
+            # the tracking tests score tracks with MOTA, IDF1 and ID switches
+            "motmetrics",
         ],
     },
 )

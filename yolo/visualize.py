@@ -41,6 +41,7 @@ def draw_detections(
     labels: torch.Tensor,
     names: Optional[Sequence[str]] = None,
     line_width: Optional[int] = None,
+    track_ids: Optional[torch.Tensor] = None,
 ) -> np.ndarray:
     """Draw detections on a copy of ``image`` and return it.
 
@@ -51,6 +52,7 @@ def draw_detections(
         labels: ``Int64[K]`` class indices into ``names``.
         names: class names (``None``: the class index is written).
         line_width: box thickness in pixels (default: scales with the image size).
+        track_ids: ``Int64[K]`` (tracking): each id ``>= 0`` is written before the name (``#7 person 0.91``).
     """
     out = np.ascontiguousarray(image.copy())
     h, w = out.shape[:2]
@@ -67,7 +69,8 @@ def draw_detections(
     for i in np.flatnonzero(drawable):
         label = int(labels[i])
         name = names[label] if names is not None and 0 <= label < len(names) else str(label)
-        texts[i] = f"{name} {scores[i]:.2f}"
+        track = int(track_ids[i]) if track_ids is not None else -1
+        texts[i] = f"{f'#{track} ' if track >= 0 else ''}{name} {scores[i]:.2f}"
     sizes = {i: _label_size(text, font_scale, font_thickness) for i, text in texts.items()}
     # Places chosen strongest first (the strongest label sits where it belongs); drawn weakest first, so the
     # strongest boxes end up on top.

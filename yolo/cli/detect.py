@@ -31,12 +31,16 @@ from yolo.cli.stream_stop import StreamStop
 from yolo.device import parse_device
 from yolo.errors import CfgError, ConfigError, WeightsError
 from yolo.inference.detector import Detector
+from yolo.inference.show import Window
+from yolo.inference.tracking import TrackingDetector, check_tracker
 from yolo.inference.runner import detect_images, detect_streams, input_text, names_hint, run_defaults
 from yolo.inference.sources import camera_opens, collect_sources
 from yolo.inference.writer import Writer
 from yolo.progress import use_bars
 from yolo.runs import increment_path, run_name
 from yolo.settings.detect import DetectorOptions, DetectRunOptions
+from yolo.settings.tiling import TileOptions
+from yolo.settings.video import VideoOptions
 
 logger = logging.getLogger("yolo.detect")
 
@@ -65,6 +69,11 @@ def main(args) -> Optional[Path]:
     except ConfigError as exc:
         fail(f"--device: {exc}")
     options = settings_from(args, DetectorOptions, device=device)
+    video, tile = settings_from(args, VideoOptions), settings_from(args, TileOptions)
+    try:  # before any work: no display for --show, no tracker package for --track
+        window, _ = Window() if video.show else None, check_tracker(video.track)
+    except (RuntimeError, ImportError) as exc:
+        fail(f"--{'show' if isinstance(exc, RuntimeError) else 'track'}: {exc}")
     batch_size, workers = run_defaults(settings_from(args, DetectRunOptions), device)
     try:
         detector = Detector(args.cfg, args.weights, options=options)
@@ -80,9 +89,11 @@ def main(args) -> Optional[Path]:
     if names_hint(detector.names_from):
         print(names_hint(detector.names_from), file=sys.stderr)
 
-    saves = not args.nosave or args.save_txt or args.save_json
+    saves = not args.nosave or args.save_txt or args.save_json or video.track is not None
     out_dir = increment_path(args.project / run_name(args.name)) if saves else None  # --nosave alone: no run folder
     writer = Writer(out_dir, detector.names, not args.nosave, args.save_txt, args.save_conf, args.save_json)
+    detector = detector.tiled(tile.tile_overlap, tile.tile_merge) if tile.tile else detector
+    detector = TrackingDetector(detector, video.track, out_dir) if video.track else detector
     t_start = time.perf_counter()
     images = [it for it in items if it.kind == "image"]
     streams = [it for it in items if it.kind != "image"]
@@ -96,7 +107,7 @@ def main(args) -> Optional[Path]:
             progress.write(f"stopped ({stop.signal_name}) after {n_images} image(s); what was done is saved",
                            file=sys.stderr)
         frames, dets, stream_skips, camera_ended = detect_streams(streams, detector, writer, progress, batch_size,
-                                                                  workers, stop)
+                                                                  workers, stop, window)
         n_images, n_dets, skipped = n_images + frames, n_dets + dets, skipped + stream_skips
         if skipped and n_images == 0 and not stop():  # nothing could be read: the warnings alone would not say so
             _remove_empty_run(out_dir)

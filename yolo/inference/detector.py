@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from dataclasses import fields, replace
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -37,6 +37,8 @@ from yolo.inference.postprocess import PostprocessConfig
 from yolo.inference.prepare import prepare_for_inference
 from yolo.inference.preprocess import LetterboxInfo, preprocess
 from yolo.inference.staging import HostStaging
+from yolo.inference.tiling import TiledDetector
+from yolo.inference.tracking import track_frames
 from yolo.models.heads import has_gaussian_heads
 from yolo.models.model import load_model
 from yolo.models.preprocessing import cfg_resize_mode, default_resize, model_input_choice
@@ -225,6 +227,19 @@ class Detector:
             out.append({"boxes": det["boxes"], "scores": det["scores"], "labels": det["labels"], "names": names,
                         **({"box_sigmas": det["box_sigmas"]} if "box_sigmas" in det else {})})
         return out
+
+    def track(self, frames: Iterable[ImageInput], tracker: str = "bytetrack", frame_rate: float = 30.0,
+              batch_size: int = 1) -> Iterator[Dict]:
+        """Detect and track over ``frames`` (paths or BGR ``uint8`` images, in order): yields one dict per frame,
+        as :meth:`__call__`'s with ``track_ids`` ``Int64[K]`` (from 1; -1: not yet in a confirmed track).
+        ``tracker``: ``"bytetrack"``, ``"botsort"`` or ``"ocsort"`` (:mod:`yolo.inference.tracking`; needs the
+        ``trackers`` package)."""
+        return track_frames(self, frames, tracker, frame_rate, batch_size)
+
+    def tiled(self, overlap: float = 0.2, merge: str = "nms") -> TiledDetector:
+        """This detector on overlapping slices of its input size plus the whole image, merged per class
+        (:mod:`yolo.inference.tiling`): called as the Detector is, boxes in the original images' pixels."""
+        return TiledDetector(self, overlap, merge)
 
     def __repr__(self) -> str:
         return (f"Detector(classes={self.num_classes}, img_size={self.img_size}, device={self.device}, "

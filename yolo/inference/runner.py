@@ -26,7 +26,9 @@ from yolo.files.images import load_image
 from yolo.inference.detector import Detector
 from yolo.inference.graphed import GRAPH_MAX_BATCH
 from yolo.inference.read_ahead import map_ahead, read_ahead
+from yolo.inference.show import Window
 from yolo.inference.sources import SourceItem, VideoReader
+from yolo.inference.tracking import sequence
 from yolo.inference.write_behind import WriteBehind
 from yolo.inference.writer import Writer
 from yolo.ops.sizes import size_text
@@ -107,7 +109,9 @@ def detect_images(items: Sequence[SourceItem], detector: Detector, writer: Write
     batch) is True; ``position[id(item)]`` numbers the lines ``image i/count``. ``workers`` threads read and decode the next images while the model runs
     (:func:`~yolo.inference.read_ahead.map_ahead`) and save the annotated ones behind it
     (:class:`~yolo.inference.write_behind.WriteBehind`); 0: everything in order in this thread. The results
-    do not depend on either. Returns ``(images, detections, skipped messages)``."""
+    do not depend on either. With tracking (:class:`~yolo.inference.tracking.TrackingDetector`) the images are one
+    sequence, in their order, named after the first one's folder. Returns ``(images, detections, skipped
+    messages)``."""
     skipped: List[str] = []
     n_images = n_dets = 0
     step = max(1, batch_size)
@@ -122,7 +126,8 @@ def detect_images(items: Sequence[SourceItem], detector: Detector, writer: Write
             progress.write(f"warning: {error}; skipped", file=sys.stderr)
             progress.update(1)
 
-    with WriteBehind(workers) as saves, contextlib.closing(reads):
+    track_name = items[0].path.resolve().parent.name if items else ""
+    with WriteBehind(workers) as saves, contextlib.closing(reads), sequence(detector, track_name or "images"):
         for batch in _in_batches(readable(), step):
             if stop is not None and stop():
                 break
@@ -143,18 +148,20 @@ def detect_images(items: Sequence[SourceItem], detector: Detector, writer: Write
 
 
 def detect_streams(items: Sequence[SourceItem], detector: Detector, writer: Writer, progress: tqdm,
-                   batch_size: int, workers: int, stop: Callable[[], bool]) -> Tuple[int, int, List[str], bool]:
-    """:func:`detect_video` on each video/camera of ``items`` in turn, until ``stop()``; a stopped one is said in
+                   batch_size: int, workers: int, stop: Callable[[], bool],
+                   window: Optional[Window] = None) -> Tuple[int, int, List[str], bool]:
+    """:func:`detect_video` on each video/camera of ``items`` in turn (shown in ``window``, if any), until
+    ``stop()`` or the window's stop key; a stopped one is said in
     a line. Returns ``(frames, detections, skipped messages, camera_ended)``: ``camera_ended`` when Ctrl-C
     (``stop.signal_name == "SIGINT"``) ended a camera, which is how a camera ends (not a failure)."""
     frames = detections = 0
     skipped: List[str] = []
     for item in items:
-        if stop():
+        if stop() or (window is not None and window.stopped):
             break
         done = 0
         try:
-            done, found = detect_video(item, detector, writer, progress, batch_size, workers, stop)
+            done, found = detect_video(item, detector, writer, progress, batch_size, workers, stop, window)
             frames, detections = frames + done, detections + found
         except ImageReadError as exc:
             skipped.append(shown(exc, MAX_MESSAGE))
@@ -168,11 +175,13 @@ def detect_streams(items: Sequence[SourceItem], detector: Detector, writer: Writ
 
 
 def detect_video(item: SourceItem, detector: Detector, writer: Writer, progress: tqdm, batch_size: int = 1,
-                 workers: int = 0, stop: Optional[Callable[[], bool]] = None) -> Tuple[int, int]:
+                 workers: int = 0, stop: Optional[Callable[[], bool]] = None,
+                 window: Optional[Window] = None) -> Tuple[int, int]:
     """Detect on every frame of a video/camera, ``batch_size`` frames per call for a video file (a camera: one,
     as it comes), until ``stop()`` (asked before each batch) is True; returns ``(frames, detections)`` done. With
     ``workers`` a thread reads the next frames of a video file while the model runs, and another saves the
-    annotated frames in order behind it. Raises :class:`yolo.errors.ImageReadError` when it cannot be opened or
+    annotated frames in order behind it; ``window`` shows them as they come (its stop key ends the video). With
+    tracking the video is one sequence. Raises :class:`yolo.errors.ImageReadError` when it cannot be opened or
     gives no frame."""
     frames = detections = 0
     stopped = False
@@ -182,7 +191,8 @@ def detect_video(item: SourceItem, detector: Detector, writer: Writer, progress:
         out_name = writer.unique_name(Path(item.name).stem + ".mp4")
         source = read_ahead(video, depth=2 * step) if workers and not live else iter(video)
         try:
-            with WriteBehind(min(workers, 1)) as saves, contextlib.closing(source):
+            with WriteBehind(min(workers, 1)) as saves, contextlib.closing(source), \
+                    sequence(detector, Path(out_name).stem, video.fps):
                 for batch in _in_batches(source, step):
                     stopped = stop is not None and stop()
                     if stopped:
@@ -201,8 +211,14 @@ def detect_video(item: SourceItem, detector: Detector, writer: Writer, progress:
                         progress.set_postfix_str(where)
                         progress.write(f"{where}: {size_text(frame.shape[:2])} -> {input_text(detector)}, "
                                        f"{describe(det, detector.names)}, {timing}")
+                        if window is not None and not window.show(item.name, writer.annotate(frame, det)):
+                            stopped = True
+                    if stopped:
+                        break
         finally:
             writer.close_video(out_name)
+            if window is not None:
+                window.close()
     if frames == 0 and not stopped:
         raise ImageReadError(f"{item.path or item.name}: no frame could be read")
     if frames < video.total and not stopped:  # OpenCV stops at the first frame it cannot decode

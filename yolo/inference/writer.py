@@ -83,11 +83,12 @@ class Writer:
             return
         self.json_images.append({"file_name": str(file_name), "height": int(shape_hw[0]), "width": int(shape_hw[1])})
         self.json_detections.append((xyxy_to_xywh(det["boxes"].double()).numpy(), det["scores"].numpy(),
-                                     det["labels"].numpy()))
+                                     det["labels"].numpy(), det.get("track_ids")))
 
     def annotate(self, image: np.ndarray, det: dict) -> np.ndarray:
         """``image`` (BGR ``uint8``) with the boxes, names and scores drawn (and uncertainties, if any)."""
-        out = draw_detections(image, det["boxes"], det["scores"], det["labels"], self.names)
+        out = draw_detections(image, det["boxes"], det["scores"], det["labels"], self.names,
+                              track_ids=det.get("track_ids"))
         if "box_sigmas" in det:  # [Gaussian_yolo]: each box's mean coordinate uncertainty, inside its corner
             out = draw_box_uncertainty(out, det["boxes"], det["labels"], det["box_sigmas"])
         return out
@@ -138,8 +139,12 @@ class Writer:
             return None
         ids, is_index = coco_image_ids([image["file_name"] for image in self.json_images])
         results: List[dict] = []
-        for image_id, (boxes, scores, labels) in zip(ids, self.json_detections):
-            results += detections_to_coco_results(image_id, boxes, scores, labels, self.category_ids)
+        for image_id, (boxes, scores, labels, track_ids) in zip(ids, self.json_detections):
+            entries = detections_to_coco_results(image_id, boxes, scores, labels, self.category_ids)
+            if track_ids is not None:  # tracking: each detection's track (-1: none confirmed yet)
+                for entry, track_id in zip(entries, track_ids.tolist()):
+                    entry["track_id"] = int(track_id)
+            results += entries
         path = write_text_atomic(self.out_dir / "results.json", json.dumps(results))  # whole or absent
         if is_index:  # the ids are positions: say which image each one is (COCO's "images" entries)
             images = [{"id": image_id, **image} for image_id, image in zip(ids, self.json_images)]

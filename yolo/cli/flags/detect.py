@@ -7,6 +7,8 @@ from pathlib import Path
 from yolo.cli.args import DefaultsHelpFormatter, ToolParser
 from yolo.cli.flags.common import add_common_flags, add_setting_flags, hidden_alias
 from yolo.settings.detect import DetectorOptions, DetectRunOptions, DetectToolOptions
+from yolo.settings.tiling import TileOptions
+from yolo.settings.video import VideoOptions
 
 DESCRIPTION = "Run a Darknet detector on images, folders, globs, videos or a camera; save annotated results."
 EXAMPLES = """\
@@ -23,6 +25,8 @@ examples:
       --names cfg/coco.names --source data/images --save-txt --save-json
   python tools/detect.py --weights runs/train/exp/best.pt --source video.mp4 --project runs/videos --name v1
   python tools/detect.py --weights runs/train/exp/best.pt --source 0      # the first camera
+  python tools/detect.py --weights runs/train/exp/best.pt --source video.mp4 --track --save-json
+  python tools/detect.py --weights runs/train/exp/best.pt --source large.jpg --tile
 """
 
 # The tool's own settings before the Detector's in --help (what it reads), and after them (what it saves).
@@ -34,6 +38,8 @@ def build_parser() -> ToolParser:
     p = ToolParser(description=DESCRIPTION, epilog=EXAMPLES, formatter_class=DefaultsHelpFormatter)
     add_setting_flags(p, DetectToolOptions, only=READS)
     add_setting_flags(p, DetectorOptions)
+    add_setting_flags(p, TileOptions)
+    add_setting_flags(p, VideoOptions)
     add_setting_flags(p, DetectRunOptions)
     add_setting_flags(p, DetectToolOptions, only=SAVES)
     hidden_alias(p, "--output", "project", type=Path)  # the former name of --project
