@@ -24,7 +24,9 @@ from yolo.models.model import Darknet
 from yolo.settings.declare import declared, setting
 from yolo.settings.detect import DetectorOptions, DetectRunOptions
 from yolo.settings.evaluate import EvalOptions
+from yolo.settings.tiling import TileOptions
 from yolo.settings.train import TrainOptions
+from yolo.settings.video import VideoOptions
 
 # Each tool's settings dataclass, the flags it must have, and its flags that are the tool's own (no setting).
 TOOLS = {
@@ -34,8 +36,8 @@ TOOLS = {
                 "--save-json", "--nosave", "--no-progress", "--verbose"}),
     "eval": (EvalOptions, ["--weights", "w.pt", "--data", "d.yaml"], {"--verbose"}),
 }
-# The settings a tool declares besides its main dataclass's: detect's batches and threads.
-MORE_SETTINGS = {"detect": (DetectRunOptions,)}
+# The settings a tool declares besides its main dataclass's: detect's batches and threads, tiling and tracking.
+MORE_SETTINGS = {"detect": (DetectRunOptions, TileOptions, VideoOptions), "eval": (TileOptions,)}
 # The Detector's settings for the Python API only (no flag): the detect tool keeps their defaults.
 API_ONLY = {DetectorOptions: {"multi_label", "fast", "compile", "max_batch", "device_preprocess", "cuda_graph"}}
 

@@ -22,6 +22,8 @@ from yolo.data.loader import default_workers
 from yolo.device import cpu_threads, parse_device
 from yolo.errors import CfgError, ConfigError, DataError, WeightsError
 from yolo.evaluation import Evaluator, evaluate_model
+from yolo.evaluation.tiled import evaluate_tiled
+from yolo.inference.detector import Detector
 from yolo.files.names import names_difference
 from yolo.models.model import load_model
 from yolo.models.preprocessing import default_resize, model_input_choice
@@ -29,6 +31,7 @@ from yolo.ops.sizes import size_text
 from yolo.progress import use_bars
 from yolo.runs import increment_path, remove_if_empty, run_name
 from yolo.settings.evaluate import EvalOptions
+from yolo.settings.tiling import TileOptions
 
 logger = logging.getLogger("yolo.eval")
 
@@ -49,7 +52,7 @@ def usable_workers(requested: Optional[int], batch_size: int) -> int:
 
 def main(args: argparse.Namespace) -> Dict[str, Any]:
     """Evaluate as described by ``args`` (see :func:`parse_args`); returns the metrics dict."""
-    opts = settings_from(args, EvalOptions)
+    opts, tile = settings_from(args, EvalOptions), settings_from(args, TileOptions)
     if opts.save_dir and Path(opts.save_dir).is_dir() and any(Path(opts.save_dir).iterdir()):
         fail(f"--save-dir {opts.save_dir}: the folder is not empty; give an empty or new folder (the results go "
              "exactly there, and nothing in it is overwritten), or leave --save-dir out for a new folder under "
@@ -86,9 +89,15 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
                 len(dataset), size_text(img_size), img_size_from, dataset.resize, opts.conf_thres,
                 opts.iou_thres)
     try:
-        metrics = evaluate_model(model, loader, evaluator, conf_thres=opts.conf_thres, iou_thres=opts.iou_thres,
-                                 device=device, max_det=opts.max_det, multi_label=opts.multi_label,
-                                 amp=opts.amp, progress=use_bars(opts.progress), desc=f"eval {opts.split}")
+        if tile.tile:  # each image at its own size, on slices of the network's (the loader resizes them)
+            tiled = Detector(opts.cfg, opts.weights, names=data.names, img_size=img_size, resize=dataset.resize,
+                             conf_thres=opts.conf_thres, iou_thres=opts.iou_thres, max_det=opts.max_det,
+                             multi_label=opts.multi_label, device=device).tiled(tile.tile_overlap, tile.tile_merge)
+            metrics = evaluate_tiled(tiled, dataset.ground_truth(), evaluator, use_bars(opts.progress))
+        else:
+            metrics = evaluate_model(model, loader, evaluator, conf_thres=opts.conf_thres, iou_thres=opts.iou_thres,
+                                     device=device, max_det=opts.max_det, multi_label=opts.multi_label,
+                                     amp=opts.amp, progress=use_bars(opts.progress), desc=f"eval {opts.split}")
     except KeyboardInterrupt:  # Ctrl-C: nothing was written; leave no empty run folder behind
         remove_if_empty(save_dir)
         raise
@@ -101,7 +110,8 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
     evaluator.save_results_json(save_dir / "predictions.json")
     settings = {"cfg": opts.cfg, "weights": str(opts.weights), "data": str(opts.data), "split": opts.split,
                 "img_size": list(img_size), "resize": dataset.resize, "conf_thres": opts.conf_thres,
-                "iou_thres": opts.iou_thres, "max_det": opts.max_det, "multi_label": opts.multi_label}
+                "iou_thres": opts.iou_thres, "max_det": opts.max_det, "multi_label": opts.multi_label,
+                **({"tile_overlap": tile.tile_overlap, "tile_merge": tile.tile_merge} if tile.tile else {})}
     evaluator.save_metrics(save_dir / "metrics.json", {"settings": settings})
     if opts.plots:
         evaluator.save_plots(save_dir)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from yolo.cli.args import DefaultsHelpFormatter, ToolParser
 from yolo.cli.flags.common import add_common_flags, add_setting_flags
 from yolo.settings.evaluate import EvalOptions
+from yolo.settings.tiling import TileOptions
 
 DESCRIPTION = "Evaluate a detector on a dataset's val split with COCO metrics (pycocotools)."
 EXAMPLES = """\
@@ -17,12 +18,14 @@ examples:
   python tools/eval.py --cfg weights/yolov3-tiny.cfg --weights weights/yolov3-tiny.weights --data configs/coco128.yaml
   python tools/eval.py --weights runs/train/exp/best.pt --data configs/shapes.yaml --project runs/eval --name best
   python tools/eval.py --cfg weights/yolov3.cfg --weights weights/yolov3.weights --data obj.data --img-size 608 --fast
+  python tools/eval.py --weights runs/train/exp/best.pt --data aerial.yaml --tile    # large images, sliced
 """
 
 
 def build_parser() -> ToolParser:
     p = ToolParser(description=DESCRIPTION, epilog=EXAMPLES, formatter_class=DefaultsHelpFormatter)
     add_setting_flags(p, EvalOptions)
+    add_setting_flags(p, TileOptions)
     add_common_flags(p, "verbose")
     return p
 
