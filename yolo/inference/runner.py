@@ -50,8 +50,9 @@ def describe(det: dict, names: Sequence[str]) -> str:
 
 
 def input_text(detector: Detector) -> str:
-    """The network input an image is resized to: ``416x416 letterbox``."""
-    return f"{size_text(detector.img_size)} {detector.resize}"
+    """The network input an image is resized to: ``416x416 letterbox`` (``416x416 letterbox slices`` when tiled)."""
+    tiled = getattr(detector, "slices", None) is not None  # a TiledDetector, perhaps inside a TrackingDetector
+    return f"{size_text(detector.img_size)} {detector.resize}{' slices' if tiled else ''}"
 
 
 def names_hint(names_from: Optional[str]) -> Optional[str]:
