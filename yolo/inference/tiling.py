@@ -102,7 +102,7 @@ class TiledDetector:
         detector: the Detector (its input size is the slice size; its thresholds, NMS and ``max_det`` apply).
         overlap: the fraction of a slice shared with its neighbour, ``0 <= overlap <= 0.95``.
         merge: ``"nms"`` or ``"greedy"`` (see the module docstring).
-        batch_size: slices per model call (default: the Detector's own batching; 8 on the CPU).
+        batch_size: slices per call of the Detector (which on the CPU still runs one per forward pass).
     """
 
     def __init__(self, detector, overlap: float = 0.2, merge: str = "nms", batch_size: int = 8):
