@@ -62,11 +62,16 @@ def quantize_openvino(model, fp32_xml: Union[str, Path], int8_xml: Union[str, Pa
 
     fp32 = ov.Core().read_model(str(fp32_xml))
     meta = read_metadata(fp32)
+    nncf_logger = logging.getLogger("nncf")
+    level = nncf_logger.level
+    nncf_logger.setLevel(logging.WARNING if logger.isEnabledFor(logging.DEBUG) else logging.ERROR)
     try:
         int8 = nncf.quantize(fp32, nncf.Dataset(list(batches)), subset_size=len(batches),
                              preset=nncf.QuantizationPreset.MIXED, fast_bias_correction=True,
                              ignored_scope=decode_scope(model))
     except Exception as exc:
         raise ExportError(f"{int8_xml}: NNCF quantization failed: {str(exc).strip().splitlines()[0][:300]}") from exc
+    finally:
+        nncf_logger.setLevel(level)
     save_ir(int8, Path(int8_xml), {**meta, "int8": "true", "calibration_images": str(len(batches))})
     return Path(int8_xml)

@@ -13,21 +13,18 @@ import torch
 
 from yolo.errors import ExportError
 from yolo.export.heads import keep_heads_float32, output_columns
-from yolo.export.pooling import one_node_maxpools
 from yolo.files.atomic import atomic_path
 from yolo.inference.preprocess import LETTERBOX_FILL
 from yolo.models.preprocessing import default_resize
 from yolo.ops.sizes import ImageSize
 
 def inference_copy(model, half: bool = False, fuse: bool = True):
-    """A CPU eval copy of ``model`` for tracing: BatchNorm folded, maxpools traced as one node each
-    (:mod:`yolo.export.pooling`), optionally float16 with float32 heads."""
+    """A CPU eval copy of ``model`` for tracing: BatchNorm folded, optionally float16 with float32 heads."""
     net = copy.deepcopy(model).cpu().eval()
     for p in net.parameters():
         p.requires_grad_(False)
     if fuse:
         net.fuse()
-    one_node_maxpools(net)
     if half:
         net.half()
         keep_heads_float32(net)
