@@ -14,6 +14,7 @@ import logging
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from yolo.backends import load_runnable
 from yolo.cli.args import fail, run_tool, setup_logging
 from yolo.cli.flags.common import settings_from
 from yolo.cli.flags.eval import parse_args
@@ -23,7 +24,6 @@ from yolo.device import cpu_threads, parse_device
 from yolo.errors import CfgError, ConfigError, DataError, WeightsError
 from yolo.evaluation import Evaluator, evaluate_model
 from yolo.files.names import names_difference
-from yolo.backends import load_runnable
 from yolo.models.preprocessing import default_resize, model_input_choice
 from yolo.ops.sizes import size_text
 from yolo.progress import use_bars
