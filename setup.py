@@ -43,6 +43,9 @@ setup(
         "export": ["onnx", "onnxruntime"],
         # tools/detect.py --track: ByteTrack, BoT-SORT, OC-SORT (Apache-2.0)
         "track": ["trackers>=2.6"],
+        # tools/export.py --format openvino (converted from the ONNX export) and --int8 (NNCF's post-training
+        # quantization); ~250 MB installed with scikit-learn
+        "openvino": ["onnx", "openvino", "nncf"],
         "dev": [
             "pytest",
             "hypothesis",
@@ -54,6 +57,8 @@ setup(
             "trackers>=2.6",
             # the tracking tests score tracks with MOTA, IDF1 and ID switches
             "motmetrics",
+            "openvino",
+            "nncf",
         ],
     },
 )

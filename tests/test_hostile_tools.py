@@ -452,10 +452,7 @@ def test_gpu_report_on_an_empty_assets_folder_is_an_error(tmp_path, capsys):
 
 # ------------------------------------------------------------------------------------------ detect weights
 @pytest.mark.parametrize("name, cfg, expected", [
-    ("tiny.onnx", [], "{w}: an ONNX export, run by onnxruntime, not read back by detect: give the .pt checkpoint it "
-                      "was exported from, or the .weights with --cfg"),
-    ("tiny.torchscript", ["--cfg", "CFG"], "{w}: a TorchScript export, run by torch.jit, not read back by detect: "
-                                           "give the .pt checkpoint it was exported from, or the .weights with --cfg"),
+    ("tiny.torchscript", ["--cfg", "CFG"], "{w}: an exported file carries its own cfg: give it without --cfg"),
     ("tiny.weights", [], "{w}: Darknet weights need their --cfg to build the model (only .pt checkpoints carry their "
                          "own)"),
 ])

@@ -25,7 +25,7 @@ import logging
 import os
 import tempfile
 from pathlib import Path
-from typing import Dict
+from typing import Dict, List
 
 import cv2
 import torch
@@ -34,11 +34,12 @@ from yolo.benchmark.compare import cpu_figures, cuda_figures, random_weights_fil
 from yolo.benchmark.data import data_figures, training_settings
 from yolo.benchmark.detection_stages import stage_figures
 from yolo.benchmark.loader import loader_figures
+from yolo.benchmark.runtimes import RuntimeRow, runtime_table, weights_figures
 from yolo.cli.args import fail, run_tool, setup_logging
 from yolo.cli.flags.benchmark import parse_args
 from yolo.data import DetectionDataset, build_dataset, load_data_config
 from yolo.device import cpu_threads
-from yolo.errors import CfgError, DataError, ImageReadError
+from yolo.errors import CfgError, DataError, ExportError, ImageReadError
 from yolo.files.images import load_image
 from yolo.models.cfg import parse_cfg
 from yolo.models.preprocessing import chosen_input_size
@@ -79,9 +80,27 @@ def data_main(args) -> Dict[str, float]:
         fail(str(exc))
 
 
+def runtimes_main(args) -> List[RuntimeRow]:
+    """``--runtimes``: the model in each installed runtime (:func:`yolo.benchmark.runtimes.weights_figures`)."""
+    try:
+        rows = weights_figures(args.cfg, args.weights, args.img_size, args.image, args.threads or cpu_threads(),
+                               batch=args.batch_size, rounds=args.iters or 20, warmup=args.warmup, data=args.data,
+                               runtimes=args.runtimes or None, calib_images=args.calib_images)
+    except (ValueError, ImageReadError, FileNotFoundError, ExportError) as exc:
+        fail(str(exc).strip().splitlines()[0])
+    print(runtime_table(rows, args.batch_size))
+    return rows
+
+
 def main(args) -> Dict[str, float]:
     """Print the tables; returns the figures (see :func:`yolo.benchmark.compare.cpu_figures`)."""
     setup_logging(args.verbose, logging.WARNING)
+    if args.runtimes is not None:
+        if args.weights is None or not args.weights.is_file():
+            fail(f"{args.weights}: weights not found" if args.weights else "--runtimes needs --weights")
+        return runtimes_main(args)
+    if args.cfg is None:
+        fail("--cfg is needed (only --runtimes takes a .pt or an exported file alone)")
     if not args.cfg.is_file():
         fail(f"{args.cfg}: cfg not found")
     if args.data is not None:

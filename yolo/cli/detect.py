@@ -24,6 +24,7 @@ from typing import Optional
 
 from tqdm import tqdm
 
+from yolo.backends import is_export
 from yolo.cli.args import fail, run_tool, setup_logging
 from yolo.cli.flags.common import settings_from
 from yolo.cli.flags.detect import parse_args
@@ -45,7 +46,6 @@ from yolo.settings.video import VideoOptions
 logger = logging.getLogger("yolo.detect")
 
 CHECKPOINT_SUFFIXES = (".pt", ".pth")  # read by yolo.models.load_model with the cfg they carry
-EXPORTS = {".onnx": "an ONNX export, run by onnxruntime", ".torchscript": "a TorchScript export, run by torch.jit"}
 
 
 def main(args) -> Optional[Path]:
@@ -124,12 +124,12 @@ def main(args) -> Optional[Path]:
 
 
 def _check_weights_kind(weights: Path, cfg: Optional[Path]) -> None:
-    """Fail on weights detect cannot read: an export (its own runtime runs it), or Darknet weights without their
-    cfg (a .pt checkpoint carries its own)."""
-    export = EXPORTS.get(weights.suffix.lower())
-    if export is not None:
-        fail(f"{weights}: {export}, not read back by detect: give the .pt checkpoint it was exported from, or the "
-             ".weights with --cfg")
+    """Fail on Darknet weights without their cfg (a .pt checkpoint and an exported file carry their own), and on
+    an exported file given a cfg."""
+    if is_export(weights):
+        if cfg is not None:
+            fail(f"{weights}: an exported file carries its own cfg: give it without --cfg")
+        return
     if cfg is None and weights.suffix not in CHECKPOINT_SUFFIXES:  # as load_model tells them apart
         fail(f"{weights}: Darknet weights need their --cfg to build the model (only .pt checkpoints carry their "
              "own)")

@@ -14,6 +14,7 @@ import logging
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from yolo.backends import load_runnable
 from yolo.cli.args import fail, run_tool, setup_logging
 from yolo.cli.flags.common import settings_from
 from yolo.cli.flags.eval import parse_args
@@ -25,7 +26,6 @@ from yolo.evaluation import Evaluator, evaluate_model
 from yolo.evaluation.tiled import evaluate_tiled
 from yolo.inference.detector import Detector
 from yolo.files.names import names_difference
-from yolo.models.model import load_model
 from yolo.models.preprocessing import default_resize, model_input_choice
 from yolo.ops.sizes import size_text
 from yolo.progress import use_bars
@@ -60,7 +60,7 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
     try:
         device = parse_device(opts.device)
         data = load_data_config(opts.data, training=opts.split == "train")  # valid= alone does for val
-        model = load_model(opts.cfg, opts.weights, device=device)
+        model = load_runnable(opts.cfg, opts.weights, device=device)  # an exported file runs in its own runtime
         if model.num_classes != data.num_classes:
             fail(f"the model predicts {model.num_classes} classes but {opts.data} names {data.num_classes}: "
                  "wrong --data or --cfg?")

@@ -1,4 +1,5 @@
-"""Export a Darknet model to ONNX, TorchScript or Darknet .weights, then check the written file.
+"""Export a Darknet model to ONNX, TorchScript, OpenVINO (float32 or INT8) or Darknet .weights, then check the
+written file.
 
 What it does, where the files go and examples: ``--help`` (:mod:`yolo.cli.flags.export`).
 """
@@ -15,6 +16,8 @@ from yolo.export.heads import check_runtime
 from yolo.export.checked import INSTALL_EXPORT, RUNTIMES, SUFFIXES, export_checked, missing_package
 from yolo.export.names import export_names
 from yolo.export.onnx import check_opset
+from yolo.export.openvino import check_output_name
+from yolo.export.int8 import export_int8
 from yolo.export.latency import compare_latency_with_darknet_pair, latency_report
 from yolo.export.samples import check_inputs
 from yolo.files.overwrite import refuse_overwriting_inputs, same_file
@@ -37,6 +40,20 @@ def _check_args(args) -> None:
         raise ValueError("--half, --dynamic and --nms apply to onnx/torchscript, not to darknet")
     if args.format != "onnx" and (args.nms or args.benchmark):
         raise ValueError("--nms and --benchmark apply to --format onnx")
+    if args.format == "openvino" and args.half:
+        raise ValueError("--half applies to onnx/torchscript: OpenVINO picks its CPU's precision itself (--int8 "
+                         "quantizes)")
+    if args.int8 and args.format != "openvino":
+        raise ValueError("--int8 applies to --format openvino")
+    if args.int8 and args.data is None:
+        raise ValueError("--int8 needs --data: the dataset whose train images calibrate it and whose val split "
+                         "scores it")
+    if args.data is not None and not args.int8:
+        raise ValueError("--data applies to --int8")
+    if args.data is not None and not args.data.is_file():
+        raise FileNotFoundError(f"{args.data}: data file not found")
+    if args.format == "openvino" and args.output is not None:
+        check_output_name(args.output)
     if args.format == "onnx":
         check_opset(args.opset, "--opset")  # before the model is read: the installed torch's range
 
@@ -44,7 +61,7 @@ def _check_args(args) -> None:
 def run(args) -> Dict[str, object]:
     """Export, verify and optionally benchmark; returns what was done (paths, difference, latencies)."""
     _check_args(args)
-    missing = missing_package(args.format, verify=not args.no_verify, benchmark=bool(args.benchmark))
+    missing = missing_package(args.format, verify=not args.no_verify, benchmark=bool(args.benchmark), int8=args.int8)
     if missing:
         raise ValueError(missing)
     model = load_model(args.cfg, args.weights, device="cpu").eval()
@@ -68,9 +85,13 @@ def _export(args, model, size, output: Path) -> Dict[str, object]:
     if args.format == "darknet" and not (args.cfg is not None and same_file(output.with_suffix(".cfg"), args.cfg)):
         # the cfg written beside the weights (the model's own --cfg is used as it is)
         refuse_overwriting_inputs(output.with_suffix(".cfg"), inputs)
+    if args.format == "openvino":  # the IR's weights, beside its .xml
+        refuse_overwriting_inputs(output.with_suffix(".bin"), inputs)
     inputs = check_inputs(size, model.stride, args.image, model.input_channels, dynamic=args.dynamic)
     nms = NMSOptions(conf_thres=args.conf_thres, iou_thres=args.iou_thres, max_det=args.max_det) if args.nms else None
     names = export_names(args.names, args.weights, args.cfg, model.num_classes)
+    if args.int8:
+        return _export_int8(args, model, size, output, inputs, names)
     done = export_checked(model, args.format, output, inputs, verify=not args.no_verify, dynamic=args.dynamic,
                           half=args.half, nms=nms, opset=args.opset, names=names, source_cfg=args.cfg)
     result: Dict[str, object] = {"output": output, "img_size": size}
@@ -87,6 +108,22 @@ def _export(args, model, size, output: Path) -> Dict[str, object]:
                                                                  runs=args.benchmark, threads=args.threads)
         print(latency_report(result["latency_ms"], size, args.threads, args.benchmark))
     return result
+
+
+def _export_int8(args, model, size, output: Path, inputs, names) -> Dict[str, object]:
+    """``--int8``: the INT8 IR at ``output``, and the mAP50 of the float32 and the INT8 IR on --data's val split."""
+    done = export_int8(model, output, inputs, args.data, calib_images=args.calib_images, names=names,
+                       dynamic=args.dynamic, opset=args.opset, verify=not args.no_verify)
+    print(f"wrote {', '.join(str(p) for p in done.files)} (INT8, NNCF, calibrated on {done.calibration_images} "
+          f"images of {args.data})")
+    if done.fp32_difference is not None:
+        print(f"float32 IR verified in OpenVINO: largest difference to the PyTorch model {done.fp32_difference:.3g}")
+    print(f"INT8 IR: largest difference to the PyTorch model {done.int8_difference:.3g} (quantization moves it)")
+    print(f"mAP50 on {args.data} val: float32 {done.fp32_map['mAP50']:.4f}, INT8 {done.int8_map['mAP50']:.4f} "
+          f"({(done.int8_map['mAP50'] - done.fp32_map['mAP50']) * 100:+.2f} points); mAP50-95: float32 "
+          f"{done.fp32_map['mAP50_95']:.4f}, INT8 {done.int8_map['mAP50_95']:.4f}")
+    return {"output": output, "img_size": size, "max_difference": done.fp32_difference,
+            "int8_difference": done.int8_difference, "fp32_map": done.fp32_map, "int8_map": done.int8_map}
 
 
 def main(args) -> Dict[str, object]:

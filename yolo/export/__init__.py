@@ -1,4 +1,5 @@
-"""Export a :class:`yolo.models.model.Darknet` to ONNX, TorchScript or Darknet ``.weights``, and check each file.
+"""Export a :class:`yolo.models.model.Darknet` to ONNX, TorchScript, OpenVINO or Darknet ``.weights``, and check
+each file.
 
 Every exporter writes a file that gives the model's eval output, and every ``verify_*`` function runs
 the written file in its own runtime (onnxruntime, ``torch.jit.load``, OpenCV DNN) on a real input and
@@ -16,7 +17,10 @@ format: export and verify), :mod:`~yolo.export.compare` (difference measure, tol
 :mod:`~yolo.export.traced` (what the traced formats share), :mod:`~yolo.export.heads` (what depends on the
 head type), :mod:`~yolo.export.latency` (onnxruntime vs PyTorch vs OpenCV timing),
 :mod:`~yolo.export.checked` (export, verify, remove on failure: what ``tools/export.py`` runs),
-:mod:`~yolo.export.names` (the class names a file stores).
+:mod:`~yolo.export.names` (the class names a file stores), :mod:`~yolo.export.openvino` (the OpenVINO IR),
+:mod:`~yolo.export.quantize` (NNCF's INT8), :mod:`~yolo.export.int8` (``--int8``: both IRs and their mAP),
+:mod:`~yolo.export.accuracy` (a model's mAP as ``tools/eval.py`` computes it), :mod:`~yolo.export.pooling` (each
+``[maxpool]`` one ONNX node). The files run as models again through :mod:`yolo.backends`.
 """
 from yolo.errors import ExportError
 from yolo.export.compare import HALF_TOLERANCE, TOLERANCE, detections_difference, max_difference

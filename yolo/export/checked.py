@@ -1,4 +1,4 @@
-"""Export in one of the three formats and check the written file at once, removing it when the check fails:
+"""Export in one of the formats and check the written file at once, removing it when the check fails:
 what ``tools/export.py`` runs."""
 from __future__ import annotations
 
@@ -14,20 +14,31 @@ from yolo.files.overwrite import same_file
 from yolo.export.darknet import export_darknet, verify_darknet
 from yolo.export.nms import NMSOptions
 from yolo.export.onnx import DEFAULT_OPSET, export_onnx, verify_onnx
+from yolo.export.openvino import export_openvino, verify_openvino, weights_path
 from yolo.export.torchscript import export_torchscript, verify_torchscript
 
-SUFFIXES = {"onnx": ".onnx", "torchscript": ".torchscript", "darknet": ".weights"}  # format -> file suffix
-RUNTIMES = {"onnx": "onnxruntime", "torchscript": "torch.jit", "darknet": "OpenCV DNN"}  # what runs the check
+# format -> file suffix
+SUFFIXES = {"onnx": ".onnx", "torchscript": ".torchscript", "darknet": ".weights", "openvino": ".xml"}
+# what runs the check
+RUNTIMES = {"onnx": "onnxruntime", "torchscript": "torch.jit", "darknet": "OpenCV DNN", "openvino": "OpenVINO"}
 
 INSTALL_EXPORT = 'pip install "yolo-darknet[export]" (in a clone: pip install -e ".[export]")'
+INSTALL_OPENVINO = 'pip install "yolo-darknet[openvino]" (in a clone: pip install -e ".[openvino]")'
 
 
-def missing_package(fmt: str, verify: bool = True, benchmark: bool = False) -> Optional[str]:
+def missing_package(fmt: str, verify: bool = True, benchmark: bool = False, int8: bool = False) -> Optional[str]:
     """A one-line message when a package that exporting as ``fmt`` needs is not installed, else None.
 
     ONNX is written with ``onnx`` (``torch.onnx.export`` needs it too); ``onnxruntime`` runs the check
-    (``verify``) and the timing (``benchmark``). TorchScript and Darknet need only the package's dependencies.
+    (``verify``) and the timing (``benchmark``). OpenVINO needs ``onnx`` and ``openvino`` (and ``nncf`` with
+    ``int8``). TorchScript and Darknet need only the package's dependencies.
     """
+    if fmt == "openvino":  # written through ONNX, converted and run by OpenVINO, quantized by NNCF
+        for package, extra in (("onnx", INSTALL_EXPORT), ("openvino", INSTALL_OPENVINO), ("nncf", INSTALL_OPENVINO)):
+            if importlib.util.find_spec(package) is None and (package != "nncf" or int8):
+                return f"{package} is not installed: OpenVINO export{' with --int8' if package == 'nncf' else ''} " \
+                       f"needs it: {extra}"
+        return None
     if fmt != "onnx":
         return None
     if importlib.util.find_spec("onnx") is None:
@@ -68,6 +79,11 @@ def export_checked(model, fmt: str, output: Path, inputs: Sequence[torch.Tensor]
     elif fmt == "torchscript":
         export_torchscript(model, output, inputs[0].shape[-2:], half=half, names=names, example=inputs[0])
         check = lambda: verify_torchscript(output, model, inputs)  # noqa: E731
+    elif fmt == "openvino":
+        export_openvino(model, output, inputs[0].shape[-2:], dynamic=dynamic, names=names, example=inputs[0],
+                        opset=opset)
+        files.append(weights_path(output))
+        check = lambda: verify_openvino(output, model, inputs)  # noqa: E731
     elif fmt == "darknet":
         cfg = output.with_suffix(".cfg")
         size = tuple(int(v) for v in inputs[0].shape[-2:])

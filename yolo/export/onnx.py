@@ -20,6 +20,7 @@ from yolo.export.compare import ArrayLike, Reference, as_numpy, check_each_input
 from yolo.export.heads import check_nms_supported
 from yolo.export.nms import (NMS_OUTPUT_COLUMNS, NMS_OUTPUT_NAMES, DetectionsWithNMS, NMSOptions, nms_metadata,
                              split_detections)
+from yolo.export.pooling import one_node_maxpools
 from yolo.export.samples import sample_input
 from yolo.export.traced import inference_copy, metadata, quiet_tracing, writing_export
 from yolo.inference.postprocess import postprocess
@@ -84,6 +85,7 @@ def export_onnx(model, path: Union[str, Path], img_size: Optional[SizeLike] = No
         raise ValueError(f"{fixed.source}:{fixed.line}: [{fixed.type}] ties the weights to the cfg's input size, "
                          "so the ONNX input size cannot be dynamic: export without dynamic")
     net = inference_copy(model, half=half)
+    one_node_maxpools(net)  # each [maxpool] one ONNX MaxPool, its asymmetric pads included
     if nms is not None:
         net = DetectionsWithNMS(net, nms).eval()
     x = example if example is not None else sample_input(size, 1, channels=model.input_channels)

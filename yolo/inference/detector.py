@@ -27,6 +27,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Un
 import numpy as np
 import torch
 
+from yolo.backends import ExportedModel, load_runnable
 from yolo.device import parse_device
 from yolo.files.images import as_bgr, load_image
 from yolo.files.names import check_names_count, names_beside_cfg, read_names
@@ -40,7 +41,6 @@ from yolo.inference.staging import HostStaging
 from yolo.inference.tiling import TiledDetector
 from yolo.inference.tracking import track_frames
 from yolo.models.heads import has_gaussian_heads
-from yolo.models.model import load_model
 from yolo.models.preprocessing import cfg_resize_mode, default_resize, model_input_choice
 from yolo.ops.sizes import ImageSize
 from yolo.settings.declare import with_settings_signature
@@ -56,8 +56,10 @@ class Detector:
     """Run a Darknet detector on images.
 
     Args:
-        cfg: Darknet ``.cfg`` path (may be ``None`` with a ``.pt`` that carries its cfg).
-        weights: Darknet ``.weights`` or a ``.pt`` checkpoint.
+        cfg: Darknet ``.cfg`` path (``None`` with a ``.pt`` that carries its cfg, and with an exported file).
+        weights: Darknet ``.weights``, a ``.pt`` checkpoint, or an exported file of ``tools/export.py`` (``.onnx``,
+            ``.torchscript``, OpenVINO ``.xml``), run in its own runtime on the CPU with the class names, input size
+            and resize it recorded (:mod:`yolo.backends`).
         options: the settings as one :class:`~yolo.settings.detect.DetectorOptions`; keywords override it.
         **settings: the settings by name (``names=``, ``img_size=``, ``conf_thres=``, ...): the fields of
             :class:`~yolo.settings.detect.DetectorOptions`, where each is declared with its default and
@@ -81,8 +83,10 @@ class Detector:
         self.options = opts = replace(options or DetectorOptions(), **settings)
         # A torch.device is used as it is (the detect tool has parsed --device already); a name is read here.
         self.device = opts.device if isinstance(opts.device, torch.device) else parse_device(opts.device)
-        self.half = bool(opts.half) and self.device.type == "cuda" and opts.fast
-        self.model = load_model(cfg, weights, device="cpu").eval()
+        # An exported file (ONNX, TorchScript, OpenVINO IR) runs in its own runtime in the model's place.
+        self.model = load_runnable(cfg, weights, device="cpu").eval()
+        exported = isinstance(self.model, ExportedModel)
+        self.half = bool(opts.half) and self.device.type == "cuda" and opts.fast and not exported
         self.source = str(weights if weights is not None else cfg)  # named in warnings about the model
         self._output_checked = False
         if getattr(self.model, "input_channels", 3) != 3 or not self.model.yolo_layers:
@@ -105,7 +109,9 @@ class Detector:
             classes=tuple(classes) if classes is not None else None, agnostic=bool(opts.agnostic),
             multi_label=bool(opts.multi_label), max_det=int(opts.max_det), nms_kind=opts.nms_kind,
             beta_nms=float(opts.beta_nms) if opts.beta_nms is not None else None)
-        if opts.fast:
+        if exported:  # the file is already what it is
+            self.net = self.model
+        elif opts.fast:
             self.net = prepare_for_inference(self.model, self.device, half=self.half, compile=opts.compile,
                                              example_hw=self.img_size)
         else:
@@ -115,6 +121,7 @@ class Detector:
         self.device_preprocess = on_cuda if opts.device_preprocess is None else bool(opts.device_preprocess)
         self.cuda_graph = (on_cuda and not opts.compile) if opts.cuda_graph is None else \
             bool(opts.cuda_graph) and on_cuda
+        self.cuda_graph = self.cuda_graph and not exported
         self._run_net = GraphedForward(self.net) if self.cuda_graph else self.net
         # The host buffer every batch is uploaded from (pinned on CUDA), kept across calls: allocating pinned
         # memory per call would stall each one.

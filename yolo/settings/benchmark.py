@@ -19,9 +19,11 @@ from yolo.settings.values import fraction, non_negative_int, positive_int
 class BenchmarkOptions:
     """The benchmark's settings: ours against OpenCV DNN on one cfg, or the training data path (``--data``)."""
 
-    cfg: Path = setting(None, "--cfg", required=True, type=Path, help="Darknet .cfg")
+    cfg: Optional[Path] = setting(None, "--cfg", type=Path,
+                                  help="Darknet .cfg (needed but with --runtimes and a .pt or an exported file)")
     weights: Optional[Path] = setting(None, "--weights", type=Path,
-                                      help="Darknet .weights (default: random weights)")
+                                      help="Darknet .weights (default: random weights); with --runtimes also a .pt "
+                                           "or an exported .onnx/.torchscript/OpenVINO .xml (timed alone)")
     img_size: Optional[ImageSize] = img_size_setting(
         "network input: S or H W (default: the cfg's [net] width/height, else 416)")
     image: Optional[Path] = setting(None, "--image", type=Path,
@@ -43,7 +45,15 @@ class BenchmarkOptions:
                            help="skip the CUDA figures (run when CUDA is available)")
     data: Optional[Path] = setting(
         None, "--data", type=Path,
-        help="time the training data path on this dataset YAML's train split instead of detection")
+        help="time the training data path on this dataset YAML's train split instead of detection; with "
+             "--runtimes: each runtime's mAP50 on its val split (and INT8 calibration on its train split)")
+    runtimes: Optional[List[str]] = setting(
+        None, "--runtimes", nargs="*", choices=["pytorch", "onnxruntime", "openvino", "openvino-int8"],
+        help="instead: the model in each of these runtimes (none named: every installed one), interleaved at the "
+             "same threads: latency at batch 1, throughput at --batch-size, largest output difference to PyTorch")
+    calib_images: int = setting(64, "--calib-images", type=positive_int,
+                                help="with --runtimes: INT8 calibration images (--data's train split, else drawn "
+                                     "scenes)")
     images: int = setting(64, "--images", type=positive_int, help="with --data: training images per round")
     loader_workers: Optional[List[int]] = setting(
         None, "--loader-workers", type=non_negative_int, nargs="+",

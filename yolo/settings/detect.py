@@ -119,7 +119,9 @@ class DetectToolOptions:
 
     cfg: Optional[Path] = setting(None, "--cfg", type=Path,
                                   help="Darknet .cfg (optional for a .pt carrying its cfg)")
-    weights: Path = setting(None, "--weights", type=Path, required=True, help="Darknet .weights or our .pt")
+    weights: Path = setting(None, "--weights", type=Path, required=True,
+                            help="Darknet .weights, our .pt, or an export of tools/export.py (.onnx, .torchscript, "
+                                 "OpenVINO .xml)")
     source: str = setting(None, "--source", required=True, help="image, video, folder, glob or camera index")
     project: Path = setting(Path("runs/detect"), "--project", type=Path, help="parent of the run folders")
     name: str = setting("exp", "--name", help="run folder name (exp, exp2, ... never overwritten)")

@@ -20,7 +20,9 @@ class EvalOptions:
 
     cfg: Optional[str] = setting(None, "--cfg",
                                  help="Darknet .cfg (optional for a .pt checkpoint that carries its cfg)")
-    weights: str = setting(None, "--weights", required=True, help="Darknet .weights or .pt checkpoint")
+    weights: str = setting(None, "--weights", required=True,
+                           help="Darknet .weights, a .pt checkpoint, or an export of tools/export.py (.onnx, "
+                                ".torchscript, OpenVINO .xml: it carries its cfg, names and pre-processing)")
     data: str = setting(None, "--data", required=True,
                         help="dataset YAML or Darknet .data file (its val split, valid= in a .data, is evaluated)")
     split: str = setting("val", "--split", choices=("val", "train"), help="which split to evaluate (default: val)")

@@ -21,6 +21,9 @@ examples:
   python tools/benchmark.py --cfg weights/yolov3.cfg --img-size 416 --batch-size 4     # random weights
   python tools/benchmark.py --data configs/coco128.yaml --cfg weights/yolov3-tiny.cfg --img-size 416
   python tools/benchmark.py --data configs/coco128.yaml --cfg weights/yolov3-tiny.cfg --loader-workers 1 2
+  python tools/benchmark.py --cfg weights/yolov3-tiny.cfg --weights weights/yolov3-tiny.weights --runtimes \
+      --threads 2 --data configs/coco128.yaml     # PyTorch, onnxruntime, OpenVINO fp32/INT8: time, diff, mAP50
+  python tools/benchmark.py --weights yolov3-tiny-int8.xml --runtimes --threads 2   # one exported file
 """
 
 

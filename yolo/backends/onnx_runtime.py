@@ -1,0 +1,40 @@
+"""An ONNX export run by onnxruntime on the CPU."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from yolo.backends.base import Backend, require_runtime
+from yolo.errors import WeightsError
+
+
+class OnnxRuntimeBackend(Backend):
+    """``path`` (an ``.onnx`` file of :func:`yolo.export.onnx.export_onnx`) in an onnxruntime CPU session with
+    ``threads`` intra-op threads (default: onnxruntime's own choice). A float16 file gets its input as float16."""
+
+    runtime = "onnxruntime"
+
+    def __init__(self, path: Path, threads: Optional[int] = None):
+        require_runtime("onnxruntime", path)
+        import onnxruntime as ort  # optional dependency (the export extra)
+
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        if threads:
+            options.intra_op_num_threads = int(threads)
+            options.inter_op_num_threads = 1
+        try:
+            self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own classes for a file that is not a model
+            first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+            raise WeightsError(f"{path}: not an ONNX model onnxruntime can load ({first})") from None
+        inp = self.session.get_inputs()[0]
+        self.input_name = inp.name
+        self.input_dtype = np.float16 if inp.type == "tensor(float16)" else np.float32
+        super().__init__(path, self.session.get_modelmeta().custom_metadata_map)
+
+    def run(self, batch: np.ndarray) -> np.ndarray:
+        return self.session.run(None, {self.input_name: batch.astype(self.input_dtype, copy=False)})[0]
