@@ -23,7 +23,7 @@ from typing import List, Sequence, Tuple
 import numpy as np
 import torch
 
-from yolo.evaluation.darknet_map import ImageDetections, box_iou
+from yolo.evaluation.darknet_map import ImageDetections, pairwise_iou
 from yolo.ops.letterbox import LetterboxInfo
 from yolo.ops.postprocess_defaults import BETA_NMS
 
@@ -59,25 +59,22 @@ def darknet_row_order(grids: Sequence[Tuple[int, int, int]]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
-def _box_c(a: np.ndarray, b: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """Width and height of the box enclosing ``a`` (``Float32[4]``) and each of ``b`` (``Float32[G, 4]``), as
-    Darknet's box_c (fmin/fmax of float edges, stored as float)."""
-    two = F32(2)
-    top = np.minimum(a[1] - a[3] / two, b[:, 1] - b[:, 3] / two)
-    bot = np.maximum(a[1] + a[3] / two, b[:, 1] + b[:, 3] / two)
-    left = np.minimum(a[0] - a[2] / two, b[:, 0] - b[:, 2] / two)
-    right = np.maximum(a[0] + a[2] / two, b[:, 0] + b[:, 2] / two)
-    return (right - left).astype(F32), (bot - top).astype(F32)
-
-
 def _overlap_measure(a: np.ndarray, b: np.ndarray, kind: str, beta: float) -> np.ndarray:
-    """Darknet's box_iou, box_diou (greedynms) or box_diounms (diounms) of ``a`` against each of ``b``, float32."""
-    iou = box_iou(a, b)
+    """Darknet's box_iou, box_diou (greedynms) or box_diounms (diounms) of every pair of ``a`` ``Float32[P, 4]`` and
+    ``b`` ``Float32[Q, 4]`` -> ``Float32[P, Q]``, in Darknet's float32 (box_c's fmin/fmax of float edges; the
+    ``pow`` in double)."""
+    iou = pairwise_iou(a, b)
     if kind == "default":
         return iou
-    w, h = _box_c(a, b)
+    a, b = a[:, None, :], b[None, :, :]
+    two = F32(2)
+    w = (np.maximum(a[..., 0] + a[..., 2] / two, b[..., 0] + b[..., 2] / two)
+         - np.minimum(a[..., 0] - a[..., 2] / two, b[..., 0] - b[..., 2] / two)).astype(F32)
+    h = (np.maximum(a[..., 1] + a[..., 3] / two, b[..., 1] + b[..., 3] / two)
+         - np.minimum(a[..., 1] - a[..., 3] / two, b[..., 1] - b[..., 3] / two)).astype(F32)
     c = (w * w + h * h).astype(F32)
-    d = ((a[0] - b[:, 0]) * (a[0] - b[:, 0]) + (a[1] - b[:, 1]) * (a[1] - b[:, 1])).astype(F32)
+    dx, dy = a[..., 0] - b[..., 0], a[..., 1] - b[..., 1]
+    d = (dx * dx + dy * dy).astype(F32)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = (d / c).astype(F32)
     exponent = float(F32(_GREEDY_BETA if kind == "greedynms" else beta))
@@ -85,21 +82,52 @@ def _overlap_measure(a: np.ndarray, b: np.ndarray, kind: str, beta: float) -> np
     return np.where(c == 0, iou, (iou - u).astype(F32))
 
 
+_BLOCK = 512  # rows of the pairwise test done at once (memory: block x boxes)
+_SHARED_MAX = 4096  # up to this many boxes, the pairwise test is done once for all classes (a bool matrix)
+
+
+def _suppressors(boxes: np.ndarray, columns: np.ndarray, nms: float, kind: str, beta: float) -> np.ndarray:
+    """``Bool[len(boxes), len(columns)]``: the overlap measure of each pair above ``nms`` (row blocks, so that
+    the float intermediates stay small)."""
+    thresh = F32(nms)
+    out = np.empty((len(boxes), len(columns)), bool)
+    for start in range(0, len(boxes), _BLOCK):
+        out[start:start + _BLOCK] = _overlap_measure(boxes[start:start + _BLOCK], columns, kind, beta) > thresh
+    return out
+
+
+def _greedy(hit: np.ndarray, ranked: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+    """Darknet's greedy pass: the boxes ``ranked`` (indices, in Darknet's order) each suppress the later candidates
+    their row of ``hit`` (``Bool[N, N]``, a symmetric pairwise test) marks, unless suppressed first. Returns
+    ``candidates`` (``Bool[N]``) less the suppressed boxes. Suppressing the earlier boxes too changes nothing: a
+    kept box has no hit with an earlier kept one (it would have been suppressed), and suppressed ones are gone."""
+    alive = candidates.copy()
+    for r in ranked.tolist():
+        if alive[r]:
+            alive &= ~hit[r]
+            alive[r] = True
+    return alive
+
+
 def _nms_sort(boxes: np.ndarray, probs: np.ndarray, nms: float, kind: str, beta: float) -> np.ndarray:
     """do_nms_sort / diounms_sort on ``probs`` ``Float32[K, C]`` (zeroed in place where suppressed); returns the
-    final order of the boxes, ``Int64[K]``."""
+    final order of the boxes, ``Int64[K]``. The pairwise test depends on the boxes only: for up to
+    ``_SHARED_MAX`` boxes it is done once for every class."""
     order = np.arange(len(boxes))
-    thresh = F32(nms)
+    shared = _suppressors(boxes, boxes, nms, kind, beta) if len(boxes) <= _SHARED_MAX else None
     for k in range(probs.shape[1]):
         order = order[np.argsort(-probs[order, k], kind="stable")]
-        live = order[probs[order, k] > 0]
-        for n, i in enumerate(live):
-            if probs[i, k] == 0:
-                continue
-            later = live[n + 1:]
-            if len(later):
-                hit = _overlap_measure(boxes[i], boxes[later], kind, beta) > thresh
-                probs[later[hit], k] = 0
+        live = order[probs[order, k] > 0]  # a box at 0 suppresses nothing (Darknet's `continue`)
+        if len(live) < 2:
+            continue
+        if shared is not None:
+            candidates = np.zeros(len(boxes), bool)
+            candidates[live] = True
+            probs[candidates & ~_greedy(shared, live, candidates), k] = 0
+        else:
+            hit = _suppressors(boxes[live], boxes[live], nms, kind, beta)
+            everyone = np.ones(len(live), bool)
+            probs[live[~_greedy(hit, np.arange(len(live)), everyone)], k] = 0
     return order
 
 

@@ -124,8 +124,14 @@ def _c_float(value: Optional[float]) -> str:
 def box_iou(box: np.ndarray, others: np.ndarray) -> np.ndarray:
     """Darknet's ``box_iou`` (src/box.c) in float32: ``box`` ``Float32[4]`` against ``others`` ``Float32[G, 4]``,
     cx, cy, w, h -> ``Float32[G]`` (0 where the boxes do not overlap or the union is 0)."""
-    box = box.astype(F32)
-    others = others.astype(F32).reshape(-1, 4)
+    return pairwise_iou(np.asarray(box, F32).reshape(1, 4), others)[0]
+
+
+def pairwise_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Darknet's ``box_iou`` of every pair, ``Float32[P, 4]`` x ``Float32[Q, 4]`` (cx, cy, w, h) -> ``Float32[P, Q]``:
+    the same float32 operations as the C function, element by element (it is symmetric in its two boxes)."""
+    a = np.asarray(a, F32).reshape(-1, 1, 4)
+    b = np.asarray(b, F32).reshape(1, -1, 4)
     two = F32(2)
 
     def overlap(x1, w1, x2, w2):
@@ -133,10 +139,10 @@ def box_iou(box: np.ndarray, others: np.ndarray) -> np.ndarray:
         right = np.minimum(x1 + w1 / two, x2 + w2 / two)
         return right - left
 
-    w = overlap(box[0], box[2], others[:, 0], others[:, 2])
-    h = overlap(box[1], box[3], others[:, 1], others[:, 3])
+    w = overlap(a[..., 0], a[..., 2], b[..., 0], b[..., 2])
+    h = overlap(a[..., 1], a[..., 3], b[..., 1], b[..., 3])
     inter = np.where((w < 0) | (h < 0), F32(0), w * h).astype(F32)
-    union = (box[2] * box[3] + others[:, 2] * others[:, 3]) - inter
+    union = (a[..., 2] * a[..., 3] + b[..., 2] * b[..., 3]) - inter
     with np.errstate(divide="ignore", invalid="ignore"):
         iou = inter / union
     return np.where((inter == 0) | (union == 0), F32(0), iou).astype(F32)
@@ -149,24 +155,23 @@ def _check_points(points: int) -> int:
     return points
 
 
-def _average_precision(precision: List[float], recall: List[float], points: int) -> float:
+def _average_precision(precision: np.ndarray, recall: np.ndarray, points: int) -> float:
     """One class's AP from its precision/recall after each of its ranks (doubles, in rank order), as Darknet sums
     it. Ranks of other classes leave the curve where it is and add exact zeros in Darknet's loops, so only this
     class's ranks are needed for the same double."""
-    if not precision:
+    if not len(precision):
         return 0.0
     if points == 0:
+        # From the last rank back: each recall step times the best precision at or after the rank before it,
+        # summed in that order (the steps of 0, at false positives, add exact zeros and are skipped).
+        best_after = np.maximum.accumulate(precision[::-1])[::-1]
+        steps = np.diff(recall) * best_after[:-1]
         ap = 0.0
-        last_recall, last_precision = recall[-1], precision[-1]
-        for rank in range(len(precision) - 2, -1, -1):
-            delta = last_recall - recall[rank]
-            last_recall = recall[rank]
-            if precision[rank] > last_precision:
-                last_precision = precision[rank]
-            ap += delta * last_precision
-        return ap + (last_recall - 0) * last_precision
-    rec = np.asarray(recall)
-    best_after = np.maximum.accumulate(np.asarray(precision)[::-1])[::-1]  # best precision from each rank on
+        for step in steps[::-1][steps[::-1] != 0].tolist():
+            ap += step
+        return ap + (float(recall[0]) - 0) * float(best_after[0])
+    rec = recall
+    best_after = np.maximum.accumulate(precision[::-1])[::-1]  # best precision from each rank on
     ap = 0.0
     for point in range(points):
         cur_recall = point * 1.0 / (points - 1)
@@ -211,49 +216,51 @@ def darknet_map(detections: Sequence[ImageDetections], truths: Sequence[ImageTru
         boxes = np.asarray(dets.boxes, F32).reshape(-1, 4)
         if classes.size and (classes.min() < 0 or classes.max() >= num_classes):
             raise ValueError(f"a detection's class is outside 0..{num_classes - 1} ({num_classes} names)")
-        taken = set()  # truths matched by earlier detections of this image (at any probability)
-        for box, prob, cls in zip(boxes, probs, classes):
-            truth_index, max_iou = -1, F32(0)
-            if len(gt_classes):
-                ious = box_iou(box, gt_boxes)
-                qualifies = (ious > iou_t) & (gt_classes == cls) & (ious > 0)
-                if qualifies.any():
-                    j = int(np.argmax(np.where(qualifies, ious, F32(-1))))  # the first of equal best IoUs
-                    truth_index, max_iou = unique_truth_count + j, ious[j]
-            if prob > thresh_t:
-                if truth_index > -1 and truth_index not in taken:
-                    avg_iou = F32(avg_iou + max_iou)
-                    tp_class[cls] += 1
-                else:
-                    fp_class[cls] += 1
-            taken.add(truth_index)
-            all_probs.append(prob)
-            all_classes.append(cls)
-            all_truth.append(truth_index)
+        truth_index = np.full(len(probs), -1, np.int64)
+        max_iou = np.zeros(len(probs), F32)
+        if len(gt_classes) and len(probs):
+            ious = pairwise_iou(boxes, gt_boxes)
+            qualifies = (ious > iou_t) & (classes[:, None] == gt_classes[None, :]) & (ious > 0)
+            best = np.argmax(np.where(qualifies, ious, F32(-1)), 1)  # the first of equal best IoUs
+            found = qualifies.any(1)
+            truth_index[found] = unique_truth_count + best[found]
+            max_iou[found] = ious[np.flatnonzero(found), best[found]]
+        # At thresh, a detection is a TP when it has a truth that no earlier detection of the image (at any
+        # probability) has.
+        _, first = np.unique(truth_index, return_index=True)
+        first_of_truth = np.zeros(len(probs), bool)
+        first_of_truth[first] = True
+        above = probs > thresh_t
+        is_tp = above & (truth_index > -1) & first_of_truth
+        for iou in max_iou[is_tp].tolist():
+            avg_iou = F32(avg_iou + F32(iou))
+        np.add.at(tp_class, classes[is_tp], 1)
+        np.add.at(fp_class, classes[above & ~is_tp], 1)
+        all_probs.append(probs)
+        all_classes.append(classes)
+        all_truth.append(truth_index)
         unique_truth_count += len(gt_classes)
 
     tp, fp = int(tp_class.sum()), int(fp_class.sum())
     if tp + fp > 0:
         avg_iou = F32(avg_iou / F32(tp + fp))
 
-    probs = np.asarray(all_probs, F32)
+    probs = np.concatenate(all_probs) if all_probs else np.zeros(0, F32)
     order = np.argsort(-probs, kind="stable")  # glibc's qsort: a stable merge sort
-    ranked_classes = np.asarray(all_classes, np.int64)[order]
-    ranked_truth = np.asarray(all_truth, np.int64)[order]
-    truth_flags = np.zeros(unique_truth_count, bool)
-    precision: List[List[float]] = [[] for _ in range(num_classes)]
-    recall: List[List[float]] = [[] for _ in range(num_classes)]
-    tp_run = np.zeros(num_classes, np.int64)
-    fp_run = np.zeros(num_classes, np.int64)
-    for cls, truth_index in zip(ranked_classes.tolist(), ranked_truth.tolist()):
-        if truth_index > -1 and not truth_flags[truth_index]:
-            truth_flags[truth_index] = True
-            tp_run[cls] += 1
-        else:
-            fp_run[cls] += 1
-        t, f, n = int(tp_run[cls]), int(fp_run[cls]), int(truth_count[cls])
-        precision[cls].append(t / (t + f) if t + f > 0 else 0.0)
-        recall[cls].append(t / n if n > 0 else 0.0)  # tp + fn = the class's truths
+    ranked_classes = np.concatenate(all_classes)[order] if all_classes else np.zeros(0, np.int64)
+    ranked_truth = np.concatenate(all_truth)[order] if all_truth else np.zeros(0, np.int64)
+    # In the ranking a truth counts once, for the first detection that has it; the others are false positives.
+    _, first = np.unique(ranked_truth, return_index=True)
+    ranked_tp = np.zeros(len(ranked_truth), bool)
+    ranked_tp[first] = True
+    ranked_tp &= ranked_truth > -1
+    precision, recall = [], []
+    for c in range(num_classes):
+        tp_c = ranked_tp[ranked_classes == c]
+        tp_run = np.cumsum(tp_c, dtype=np.int64)
+        fp_run = np.cumsum(~tp_c, dtype=np.int64)
+        precision.append(tp_run / np.maximum(tp_run + fp_run, 1))  # doubles, as Darknet's (double)tp / (tp + fp)
+        recall.append(tp_run / truth_count[c] if truth_count[c] > 0 else np.zeros(len(tp_c)))
 
     report_classes = []
     mean = 0.0
@@ -272,7 +279,7 @@ def darknet_map(detections: Sequence[ImageDetections], truths: Sequence[ImageTru
         f1 = None if p + r == 0 else float(F32(F32(F32(2) * p) * r) / F32(p + r))
     return DarknetMapReport(map=mean, points=points, iou_thresh=float(iou_thresh), thresh=float(thresh),
                             precision=cur_precision, recall=cur_recall, f1=f1, tp=tp, fp=fp, fn=fn,
-                            average_iou=float(avg_iou), classes=report_classes, detections_count=len(all_probs),
+                            average_iou=float(avg_iou), classes=report_classes, detections_count=len(probs),
                             unique_truth_count=unique_truth_count)
 
 
