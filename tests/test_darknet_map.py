@@ -190,3 +190,16 @@ def test_random_yolov4_tiny_greedy_nms_letter_box(darknet, tmp_path, letter_box,
     assert report_lines(text) == expected
     assert saved["classes"]["unused"]["ap"] == 0.0 and saved["classes"]["unused"]["tp"] == 0
     assert 0 < saved["map"] < 1 and saved["tp"] > 0 and saved["fp"] > 0
+
+
+def test_heads_other_than_yolo_and_one_recall_point_are_refused(capsys):
+    from helpers import one_line_error
+    from yolo.cli.flags.eval import parse_args
+    from yolo.evaluation.darknet_evaluator import check_darknet_map_model
+    from yolo.models.model import Darknet
+
+    with pytest.raises(ValueError, match=r"\[yolo\] heads only.*RegionLayer"):
+        check_darknet_map_model(Darknet(asset("cfg/yolov2-tiny.cfg")))
+    check_darknet_map_model(Darknet(asset("cfg/yolov3-tiny.cfg")))
+    message = one_line_error(capsys, lambda: parse_args(["--weights", "w.pt", "--data", "d.yaml", "--points", "1"]))
+    assert "--points" in message and "11, 101" in message
