@@ -106,7 +106,8 @@ def write_dataset(folder: Path, size_wh, count: int, names, label_map=None, unla
     return data
 
 
-REPORT_LINE = re.compile(r"(class_id = .*|.*for conf_thresh = .*|.*mean average precision \(mAP@.*|.*IoU threshold = .*)")
+REPORT_LINE = re.compile(r"(class_id = .*|.*for conf_thresh = .*|.*mean average precision \(mAP@.*"
+                         r"|.*IoU threshold = .*)")
 
 
 def report_lines(text: str):

@@ -234,6 +234,6 @@ def read_results(path: Path, before_epoch: int) -> List[Dict[str, str]]:
         return [r for r in csv.DictReader(f) if r.get("epoch", "").isdigit() and int(r["epoch"]) < before_epoch]
 
 
-__all__ = ["DARKNET_MAP_COLUMN", "ProgressWriter", "RESULTS_COLUMNS", "RESULTS_TIME_COLUMNS", "ResultsCSVWriter", "ResultsChartWriter",
-           "TensorBoardWriter", "read_results", "results_columns", "sample_detections", "sample_predictions",
-           "write_results_chart"]
+__all__ = ["DARKNET_MAP_COLUMN", "ProgressWriter", "RESULTS_COLUMNS", "RESULTS_TIME_COLUMNS", "ResultsCSVWriter",
+           "ResultsChartWriter", "TensorBoardWriter", "read_results", "results_columns", "sample_detections",
+           "sample_predictions", "write_results_chart"]
