@@ -106,8 +106,8 @@ def write_dataset(folder: Path, size_wh, count: int, names, label_map=None, unla
     return data
 
 
-REPORT_LINE = re.compile(r"(class_id = .*|.*for conf_thresh = .*|.*mean average precision \(mAP@.*"
-                         r"|.*IoU threshold = .*)")
+REPORT_LINE = re.compile(r"(.*detections_count = .*|class_id = .*|.*for conf_thresh = .*"
+                         r"|.*mean average precision \(mAP@.*|.*IoU threshold = .*)")
 
 
 def report_lines(text: str):
@@ -145,7 +145,7 @@ def test_yolov3_tiny_real_weights_every_points_setting(darknet, tmp_path):
         expected = report_lines(darknet_report(darknet, data, cfg, weights, *darknet_flags))
         text, saved = our_report(tmp_path, data, cfg, weights, *our_flags)
         assert report_lines(text) == expected, darknet_flags
-        assert len(expected) == 80 + 4
+        assert len(expected) == 1 + 80 + 4
         mean = re.search(r"\(mAP@\S+\) = (\S+),", expected[-1]).group(1)
         assert f"{saved['map']:f}" == mean and saved["map"] > 0
         assert len(saved["classes"]) == 80
