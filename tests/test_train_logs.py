@@ -102,3 +102,36 @@ def test_progress_lines_come_every_line_seconds_only(monkeypatch):
 ])
 def test_advice_names_the_command_the_user_ran(argv0, command):
     assert invoked_command("train", [argv0]) == command
+
+
+def test_darknet_map_adds_its_column_to_results_and_metrics(shapes, tmp_path, caplog):
+    """--darknet-map: each evaluation's Darknet mAP@0.50 in results.csv (after mAP50_95), the epoch line and
+    metrics.json (whose darknet_map is the eval tool's report of the same weights)."""
+    import csv
+    import json
+
+    with caplog.at_level(logging.INFO):
+        result = train(shapes, tmp_path, epochs=2, darknet_map=True)
+    with open(result.run_dir / "results.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    columns = list(rows[0].keys())
+    assert columns[columns.index("mAP50_95") + 1] == "darknet_mAP50"
+    saved = json.loads((result.run_dir / "metrics.json").read_text())["darknet_map"]
+    assert float(rows[-1]["darknet_mAP50"]) == pytest.approx(saved["map"], abs=1e-5)
+    assert all(r["darknet_mAP50"] for r in rows)
+    assert caplog.text.count("darknet mAP50 ") == 2
+    assert set(saved["classes"]) == set(shapes_names(shapes))
+    eval_cli.main(eval_cli.parse_args(["--weights", str(result.run_dir / "last.pt"), "--data", str(shapes["data"]),
+                                       "--device", "cpu", "--workers", "0", "--no-plots", "--darknet-map",
+                                       "--save-dir", str(tmp_path / "eval")]))
+    again = json.loads((tmp_path / "eval" / "metrics.json").read_text())["darknet_map"]
+    assert again["map"] == pytest.approx(saved["map"], abs=1e-9) and again["tp"] == saved["tp"]
+
+
+def test_without_darknet_map_results_have_no_such_column(shapes, tmp_path):
+    result = train(shapes, tmp_path, epochs=1)
+    assert "darknet_mAP50" not in (result.run_dir / "results.csv").read_text()
+
+
+def shapes_names(shapes):
+    return yaml.safe_load(shapes["data"].read_text())["names"]

@@ -2,7 +2,8 @@
 
     python tools/eval.py --cfg weights/yolov3-tiny.cfg --weights weights/yolov3-tiny.weights --data configs/coco128.yaml
 
-Prints COCO's AP/AR summary, a per-class table and the time per image; writes into the save folder
+Prints COCO's AP/AR summary, a per-class table and the time per image (with ``--darknet-map`` also Darknet's
+``detector map`` report, :mod:`yolo.evaluation.darknet_map`); writes into the save folder
 (``runs/eval/exp``, ``exp2``, ... never overwritten): ``metrics.json``, ``predictions.json`` (COCO
 results: image_id, category_id, bbox [x, y, w, h] original pixels, score), ``pr_curves.png``,
 ``pr_curves_per_class.png`` and ``confusion_matrix.png``.
@@ -23,6 +24,7 @@ from yolo.data.loader import default_workers
 from yolo.device import cpu_threads, parse_device
 from yolo.errors import CfgError, ConfigError, DataError, WeightsError
 from yolo.evaluation import Evaluator, evaluate_model
+from yolo.evaluation.darknet_evaluator import DarknetMapEvaluator, check_darknet_map_model
 from yolo.evaluation.tiled import evaluate_tiled
 from yolo.inference.detector import Detector
 from yolo.files.names import names_difference
@@ -53,6 +55,8 @@ def usable_workers(requested: Optional[int], batch_size: int) -> int:
 def main(args: argparse.Namespace) -> Dict[str, Any]:
     """Evaluate as described by ``args`` (see :func:`parse_args`); returns the metrics dict."""
     opts, tile = settings_from(args, EvalOptions), settings_from(args, TileOptions)
+    if tile.tile and opts.darknet_map:  # Darknet's report scores the network's own detections of each whole image
+        fail("--darknet-map scores Darknet's detections of each whole image at the network's size: leave out --tile")
     if opts.save_dir and Path(opts.save_dir).is_dir() and any(Path(opts.save_dir).iterdir()):
         fail(f"--save-dir {opts.save_dir}: the folder is not empty; give an empty or new folder (the results go "
              "exactly there, and nothing in it is overwritten), or leave --save-dir out for a new folder under "
@@ -77,6 +81,11 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
         evaluator = Evaluator(data.names, dataset.ground_truth(), category_ids=getattr(dataset, "category_ids", None),
                               use_pycocotools=not opts.fast,
                               annotation_file=split if split.suffix.lower() == ".json" else None)
+        darknet = None
+        if opts.darknet_map:
+            check_darknet_map_model(model)
+            darknet = DarknetMapEvaluator(data.names, dataset.ground_truth(), points=opts.points,
+                                          iou_thresh=opts.darknet_iou_thresh, thresh=opts.darknet_thresh)
     # ValueError: e.g. an --img-size other than the one a YOLOv1 cfg's [connected] weights are tied to
     except (CfgError, ConfigError, WeightsError, DataError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))
@@ -97,7 +106,8 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
         else:
             metrics = evaluate_model(model, loader, evaluator, conf_thres=opts.conf_thres, iou_thres=opts.iou_thres,
                                      device=device, max_det=opts.max_det, multi_label=opts.multi_label,
-                                     amp=opts.amp, progress=use_bars(opts.progress), desc=f"eval {opts.split}")
+                                     amp=opts.amp, progress=use_bars(opts.progress), desc=f"eval {opts.split}",
+                                     darknet_map=darknet)
     except KeyboardInterrupt:  # Ctrl-C: nothing was written; leave no empty run folder behind
         remove_if_empty(save_dir)
         raise
@@ -106,11 +116,16 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
     print(f"Speed: {speed['preprocess']:.1f} ms pre-process, {speed['inference']:.1f} ms inference, "
           f"{speed['nms']:.1f} ms NMS per image at {size_text(img_size)} "
           f"(batch {opts.batch_size}, {device.type})")
+    if darknet is not None:
+        print(f"\nDarknet's detector map (-points {opts.points} -iou_thresh {opts.darknet_iou_thresh:g} "
+              f"-thresh {opts.darknet_thresh:g}):")
+        print(darknet.report.text())
 
     evaluator.save_results_json(save_dir / "predictions.json")
     settings = {"cfg": opts.cfg, "weights": str(opts.weights), "data": str(opts.data), "split": opts.split,
                 "img_size": list(img_size), "resize": dataset.resize, "conf_thres": opts.conf_thres,
                 "iou_thres": opts.iou_thres, "max_det": opts.max_det, "multi_label": opts.multi_label,
+                "darknet_map": opts.darknet_map,
                 **({"tile_overlap": tile.tile_overlap, "tile_merge": tile.tile_merge} if tile.tile else {})}
     evaluator.save_metrics(save_dir / "metrics.json", {"settings": settings})
     if opts.plots:

@@ -34,6 +34,7 @@ from yolo.engine.run_plan import build_datasets, multi_scale_rule, plan_run, run
 from yolo.engine.step_precision import CompiledForward, StepPrecision, apply_tf32, step_precision
 from yolo.engine.transfer import freeze_layers, load_pretrained, with_num_classes
 from yolo.errors import ConfigError
+from yolo.evaluation.darknet_evaluator import check_darknet_map_model
 from yolo.losses.yolo_loss import YoloLoss
 from yolo.models.cfg import Section, parse_cfg, parse_cfg_text
 from yolo.models.head_sections import CLASS_COUNT_HEADS, TRAINED_HEADS
@@ -192,6 +193,11 @@ def run_hyp(model: Darknet, data, options: TrainOptions, ckpt: Optional[Dict[str
                           options.hyp_overrides(), stride=model.stride)
     else:
         hyp = saved_hyp(ckpt, options)
+    if hyp.darknet_map:  # refused now rather than after the first epoch
+        try:
+            check_darknet_map_model(model)
+        except ValueError as exc:
+            raise ConfigError(f"darknet_map: {exc}") from None
     for key in MACHINE_SETTINGS:  # opt.yaml records the values used
         setattr(options, key, getattr(hyp, key))
     if hyp.batch < 2:

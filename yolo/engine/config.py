@@ -84,6 +84,7 @@ class Hyperparameters(ScheduleSettings):
     conf_thres: float = EVAL_CONF_THRES  # evaluation thresholds (COCO-style mAP)
     iou_thres: float = EVAL_IOU_THRES
     eval_interval: int = 1  # evaluate every N epochs (and always after the last)
+    darknet_map: bool = False  # every evaluation also Darknet's detector map mAP@0.50 (results.csv darknet_mAP50)
     tensorboard: bool = True
     plots: bool = True  # results.png after every epoch; PR curves and confusion matrix after the last epoch
     tb_images: int = 4  # validation images with the boxes detect.py would draw, logged each evaluation

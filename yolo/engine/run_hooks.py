@@ -42,7 +42,7 @@ def open_run_folder(run_dir: Path, resumed: bool, options: TrainOptions, hyp: Hy
         elif not finished:
             update_settings(run_dir, options.to_dict(), hyp.to_dict())
         hooks += [Guarded(ProgressWriter(use_bars(options.progress)), "progress display"),
-                  EvalHook(hyp.eval_interval), ResultsCSVWriter(run_dir / "results.csv")]
+                  EvalHook(hyp.eval_interval), ResultsCSVWriter(run_dir / "results.csv", hyp.darknet_map)]
         if hyp.plots:
             chart = ResultsChartWriter(run_dir / "results.csv", run_dir / "results.png")
             hooks.append(Guarded(chart, "results chart (results.png)"))

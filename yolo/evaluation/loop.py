@@ -12,6 +12,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 import torch
 from tqdm import tqdm
 
+from yolo.evaluation.darknet_evaluator import DarknetMapEvaluator, check_darknet_map_model
 from yolo.evaluation.evaluator import Evaluator
 from yolo.inference.batch import postprocess_batch, warn_if_not_finite
 from yolo.inference.postprocess import PostprocessConfig
@@ -67,6 +68,7 @@ def evaluate_model(
     progress: bool = True,
     desc: str = "evaluating",
     stop: Optional[Callable[[], bool]] = None,
+    darknet_map: Optional[DarknetMapEvaluator] = None,
 ) -> Dict[str, Any]:
     """Run ``model`` over ``loader``, feed ``evaluator`` and return its metrics plus ``speed_ms``.
 
@@ -85,10 +87,15 @@ def evaluate_model(
         amp: autocast the forward pass (CUDA only).
         stop: asked before each batch; when it returns True the evaluation ends with :class:`EvaluationStopped`
             (a training run told to stop: within one batch, not after the whole split).
+        darknet_map: also fed every batch, from the same forward passes, with Darknet's own detections
+            (:class:`~yolo.evaluation.darknet_evaluator.DarknetMapEvaluator`: its thresholds, not ``conf_thres``
+            / ``iou_thres``); its report is added as ``darknet_map``.
 
     Returns:
         :meth:`Evaluator.evaluate`'s dict plus ``speed_ms`` = ``{"preprocess", "inference", "nms"}``
-        milliseconds per image (pre-processing is the wait for the loader plus the copy to the device).
+        milliseconds per image (pre-processing is the wait for the loader plus the copy to the device; "nms"
+        includes Darknet's post-processing with ``darknet_map``) and, with ``darknet_map``, ``darknet_map``
+        (:meth:`~yolo.evaluation.darknet_map.DarknetMapReport.as_dict`).
     """
     # The Detector's post-processing (yolo.inference.batch.postprocess_batch) at COCO's settings, with
     # Darknet's own NMS variant for the cfg (its last [yolo]'s nms_kind / beta_nms).
@@ -96,6 +103,9 @@ def evaluate_model(
                                            max_det=max_det)
     # With a [Gaussian_yolo] head every row ends with four uncertainties, which Darknet's score uses.
     gaussian = has_gaussian_heads(getattr(getattr(model, "module", model), "yolo_layers", ()))
+    if darknet_map is not None:
+        check_darknet_map_model(model)
+        darknet_map.reset()
     if device is None:
         device = next(model.parameters()).device
     device = torch.device(device)
@@ -133,6 +143,8 @@ def evaluate_model(
                 placements, shapes = _placements(infos)
                 image_ids = [info["image_id"] for info in infos]
                 evaluator.process(image_ids, postprocess_batch(preds, settings, placements, shapes, gaussian))
+                if darknet_map is not None:
+                    darknet_map.process(image_ids, preds, placements, shapes, tuple(images.shape[-2:]), model)
                 t3 = time.perf_counter()
                 times["preprocess"] += t1 - t0
                 times["inference"] += t2 - t1
@@ -146,5 +158,7 @@ def evaluate_model(
     if batches == 0:  # else every ground-truth image would be scored as one with nothing detected
         raise ValueError(f"{desc}: the loader yielded no batches: nothing to evaluate")
     metrics = evaluator.evaluate()
+    if darknet_map is not None:
+        metrics["darknet_map"] = darknet_map.evaluate().as_dict()
     metrics["speed_ms"] = {k: 1000.0 * v / max(num_images, 1) for k, v in times.items()}
     return metrics

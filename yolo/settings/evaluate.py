@@ -9,7 +9,7 @@ from yolo.ops.sizes import SIZE_RULE, SizeLike
 from yolo.settings.common import device_setting, img_size_setting, progress_setting
 from yolo.settings.declare import setting
 from yolo.settings.detect import RESIZE_MODES
-from yolo.settings.values import fraction, positive_int, worker_count
+from yolo.settings.values import fraction, map_points, positive_int, worker_count
 
 
 @dataclass
@@ -48,6 +48,20 @@ class EvalOptions:
     fast: bool = setting(False, "--fast", action="store_true",
                          help="FastCOCOeval instead of the stock COCOeval: the same mAP50, mAP50_95, no area "
                               "breakdown")
+    darknet_map: bool = setting(
+        False, "--darknet-map", action="store_true",
+        help="also Darknet's `detector map` report (its own detections: conf 0.005, its NMS at 0.45; its matching, "
+             "curve and mean over all classes of the names), printed as Darknet prints it and in metrics.json as "
+             "darknet_map")
+    points: int = setting(0, "--points", type=map_points,
+                          help="--darknet-map's recall points (Darknet's -points): 0 the area under the curve, 11 "
+                               "PascalVOC 2007, 101 COCO (default: %(default)s)")
+    darknet_iou_thresh: float = setting(0.5, "--darknet-iou-thresh", type=fraction,
+                                        help="--darknet-map's IoU a detection needs with a truth of its class "
+                                             "(Darknet's -iou_thresh; default: %(default)s)")
+    darknet_thresh: float = setting(0.25, "--darknet-thresh", type=fraction,
+                                    help="--darknet-map's probability for TP/FP, precision, recall, F1 and "
+                                         "average IoU (Darknet's -thresh; default: %(default)s)")
     plots: bool = setting(True, "--no-plots", action="store_false",
                           help="do not draw PR curves and the confusion matrix")
     progress: bool = progress_setting()

@@ -76,6 +76,11 @@ class TrainOptions:
         None, "--cache-images", action=argparse.BooleanOptionalAction, overrides="cache_images",
         help="decode the train images once and keep them in memory, one copy per machine, where they fit (else "
              "one warning and the images are read from disk; default: the hyperparameter cache_images, false)")
+    darknet_map: Optional[bool] = setting(
+        None, "--darknet-map", action=argparse.BooleanOptionalAction, overrides="darknet_map",
+        help="every evaluation also Darknet's `detector map` mAP@0.50 (its detections, matching and mean over all "
+             "classes, as its -map chart): a darknet_mAP50 column in results.csv and results.png (default: the "
+             "hyperparameter darknet_map, false)")
     progress: bool = progress_setting()
 
     def __post_init__(self):

@@ -71,6 +71,19 @@ worker_count = number(int, 0, MAX_WORKERS, "the number of loading processes")
 nms_exponent = positive_float(3.4028234e38, "the DIoU-NMS exponent")
 
 
+def _map_points(text: str) -> int:
+    """``--points``: 0 (area under the curve) or N >= 2 recall points (Darknet divides by N - 1: 1 would make every
+    AP 0)."""
+    value = non_negative_int(text)
+    if value == 1:
+        raise argparse.ArgumentTypeError("1 is not a number of recall points: use 0 (area under the curve), 11, "
+                                         "101 or any N >= 2")
+    return value
+
+
+map_points = _map_points                                     # --points (Darknet's -points)
+
+
 def size_from_flag(values: Optional[Sequence[int]], flag: str) -> Optional[ImageSize]:
     """``--img-size``'s values (``S``, or ``H W``) as ``(height, width)``; ``None`` (not given) stays ``None``,
     the tool's default. More than two values is a :class:`ConfigError` naming ``flag``."""

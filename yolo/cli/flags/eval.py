@@ -19,6 +19,8 @@ examples:
   python tools/eval.py --weights runs/train/exp/best.pt --data configs/shapes.yaml --project runs/eval --name best
   python tools/eval.py --cfg weights/yolov3.cfg --weights weights/yolov3.weights --data obj.data --img-size 608 --fast
   python tools/eval.py --weights runs/train/exp/best.pt --data aerial.yaml --tile    # large images, sliced
+  # also Darknet's `detector map obj.data yolov3-tiny.cfg yolov3-tiny.weights -points 0` report, digit for digit
+  python tools/eval.py --cfg weights/yolov3-tiny.cfg --weights weights/yolov3-tiny.weights --data obj.data --darknet-map
 """
 
 

@@ -19,6 +19,7 @@ from yolo.engine.hooks.base import HookBase
 from yolo.engine.stop import StopRequest
 from yolo.engine.train_state import fitness
 from yolo.evaluation import EvaluationStopped, Evaluator, evaluate_model
+from yolo.evaluation.darknet_evaluator import DarknetMapEvaluator
 from yolo.progress import use_bars
 
 logger = logging.getLogger(__name__)
@@ -52,20 +53,27 @@ def evaluate_run(model: nn.Module, val_set, names: List[str], hyp: Hyperparamete
     :class:`yolo.evaluation.EvaluationStopped`: nothing of it is recorded."""
     evaluator = Evaluator(names, val_set.ground_truth(), category_ids=getattr(val_set, "category_ids", None),
                           use_pycocotools=final)
+    # hyp.darknet_map: Darknet's detector map from the same forward passes (its -map chart's figure)
+    darknet = DarknetMapEvaluator(names, val_set.ground_truth()) if hyp.get("darknet_map") else None
     loader = DataLoader(val_set, batch_size=max(1, batch_size), shuffle=False, num_workers=workers,
                         collate_fn=collate_fn, worker_init_fn=init_worker if workers > 0 else None)
     try:
         metrics = evaluate_model(model, QuietStart(loader), evaluator, conf_thres=hyp.conf_thres,
                                  iou_thres=hyp.iou_thres, device=device, amp=amp, progress=use_bars(progress),
                                  desc=f"val {epoch + 1}/{epochs}",
-                                 stop=(lambda: stop.requested) if stop is not None else None)
+                                 stop=(lambda: stop.requested) if stop is not None else None,
+                                 darknet_map=darknet)
     except RuntimeError as exc:
         if stop is None or not is_worker_death(exc):
             raise
         stop.worker_died(str(exc))
         raise EvaluationStopped(str(exc)) from None
-    logger.info("epoch %d/%d: mAP50 %.4f  mAP50_95 %.4f  P %.3f  R %.3f  (%d val images)", epoch + 1,
-                epochs, metrics["mAP50"], metrics["mAP50_95"], metrics["precision"], metrics["recall"],
+    darknet_text = ""
+    if darknet is not None:
+        metrics["darknet_mAP50"] = metrics["darknet_map"]["map"]
+        darknet_text = f"  darknet mAP50 {metrics['darknet_mAP50']:.4f}"
+    logger.info("epoch %d/%d: mAP50 %.4f  mAP50_95 %.4f%s  P %.3f  R %.3f  (%d val images)", epoch + 1,
+                epochs, metrics["mAP50"], metrics["mAP50_95"], darknet_text, metrics["precision"], metrics["recall"],
                 metrics["num_images"])
     if writer is not None:
         try:
@@ -74,6 +82,8 @@ def evaluate_run(model: nn.Module, val_set, names: List[str], hyp: Hyperparamete
             logger.warning("could not write the evaluation to TensorBoard: %s", exc)
     if final:
         print(evaluator.summary_text(metrics))
+        if darknet is not None:
+            print(darknet.report.text())
     if final and run_dir is not None:
         evaluator.save_metrics(run_dir / "metrics.json", {"epoch": epoch + 1})
         if hyp.plots:

@@ -11,7 +11,7 @@ import csv
 import logging
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -40,6 +40,17 @@ RESULTS_COLUMNS = ("epoch", "box_loss", "obj_loss", "cls_loss", "loss", "lr", "p
 # updates (yolo.engine.epoch_times); workers: the loader's processes. A results.csv of an older run lacks the last
 # four: its rows keep them blank.
 RESULTS_TIME_COLUMNS = ("time_s", "time_data_s", "time_step_s", "time_other_s", "workers")
+# With the hyperparameter darknet_map: Darknet's detector map mAP@0.50 of each evaluation, after mAP50_95.
+DARKNET_MAP_COLUMN = "darknet_mAP50"
+
+
+def results_columns(darknet_map: bool) -> Tuple[str, ...]:
+    """The columns of ``results.csv``: :data:`RESULTS_COLUMNS`, with :data:`DARKNET_MAP_COLUMN` after ``mAP50_95``
+    when ``darknet_map``."""
+    if not darknet_map:
+        return RESULTS_COLUMNS
+    at = RESULTS_COLUMNS.index("mAP50_95") + 1
+    return RESULTS_COLUMNS[:at] + (DARKNET_MAP_COLUMN,) + RESULTS_COLUMNS[at:]
 
 
 class ProgressWriter(HookBase):
@@ -104,8 +115,9 @@ class ResultsCSVWriter(HookBase):
     """``results.csv``: one row per epoch (:data:`RESULTS_COLUMNS`), rewritten atomically; a resumed run
     keeps the rows of the epochs before it."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, darknet_map: bool = False):
         self.path = path
+        self.darknet_map = darknet_map
 
     def after_epoch(self, trainer) -> None:
         state = trainer.state
@@ -113,12 +125,15 @@ class ResultsCSVWriter(HookBase):
         row = {"epoch": done, **state.epoch_losses, "lr": state.lr,
                "precision": metrics.get("precision", ""), "recall": metrics.get("recall", ""),
                "mAP50": metrics.get("mAP50", ""), "mAP50_95": metrics.get("mAP50_95", ""),
+               DARKNET_MAP_COLUMN: metrics.get(DARKNET_MAP_COLUMN, ""),
                "time_s": time.perf_counter() - state.epoch_start, "time_data_s": split.data,
                "time_step_s": split.step, "time_other_s": split.other, "workers": trainer.plan.workers}
         rows = read_results(self.path, before_epoch=done)
-        rows.append({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
+        # the column while the run computes it, and kept once there (a resume without it leaves its cells blank)
+        columns = results_columns(self.darknet_map or any(r.get(DARKNET_MAP_COLUMN) for r in rows))
+        rows.append({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items() if k in columns})
         with atomic_path(self.path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
-            writer = csv.DictWriter(f, fieldnames=RESULTS_COLUMNS)
+            writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
             writer.writeheader()
             writer.writerows(rows)
 
@@ -219,5 +234,6 @@ def read_results(path: Path, before_epoch: int) -> List[Dict[str, str]]:
         return [r for r in csv.DictReader(f) if r.get("epoch", "").isdigit() and int(r["epoch"]) < before_epoch]
 
 
-__all__ = ["ProgressWriter", "RESULTS_COLUMNS", "RESULTS_TIME_COLUMNS", "ResultsCSVWriter", "ResultsChartWriter",
-           "TensorBoardWriter", "read_results", "sample_detections", "sample_predictions", "write_results_chart"]
+__all__ = ["DARKNET_MAP_COLUMN", "ProgressWriter", "RESULTS_COLUMNS", "RESULTS_TIME_COLUMNS", "ResultsCSVWriter",
+           "ResultsChartWriter", "TensorBoardWriter", "read_results", "results_columns", "sample_detections",
+           "sample_predictions", "write_results_chart"]
