@@ -119,11 +119,11 @@ CHANGED = {
                           workers=0, seed=5, sync_bn=True, adapt_classes=True, tf32=False, compile=True,
                           cache_images=False, progress=False),
     "detect": DetectorOptions(names=Path("c.names"), img_size=(256, 320), conf_thres=0.5, iou_thres=0.3,
-                              resize="stretch", device="cuda:1", half=True, classes=[1, 2], agnostic=True,
+                              resize="stretch", resample="opencv", device="cuda:1", half=True, classes=[1, 2], agnostic=True,
                               nms_kind="diounms", beta_nms=0.8, max_det=10),
     "eval": EvalOptions(cfg="a.cfg", weights="w.pt", data="d.yaml", split="train", img_size=(320, 320),
                         conf_thres=0.25, iou_thres=0.5, max_det=100, multi_label=False, resize="letterbox",
-                        batch_size=2, workers=0, device="cpu", amp=True, fast=True, plots=False, progress=False,
+                        resample="opencv", batch_size=2, workers=0, device="cpu", amp=True, fast=True, plots=False, progress=False,
                         save_dir="out", project="p", name="n"),
 }
 

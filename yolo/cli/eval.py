@@ -24,7 +24,7 @@ from yolo.errors import CfgError, ConfigError, DataError, WeightsError
 from yolo.evaluation import Evaluator, evaluate_model
 from yolo.files.names import names_difference
 from yolo.models.model import load_model
-from yolo.models.preprocessing import default_resize, model_input_choice
+from yolo.models.preprocessing import default_resample, default_resize, model_input_choice
 from yolo.ops.sizes import size_text
 from yolo.progress import use_bars
 from yolo.runs import increment_path, remove_if_empty, run_name
@@ -70,6 +70,7 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
         img_size, img_size_from = model_input_choice(model, opts.img_size, "--img-size")
         dataset = build_dataset(data, opts.split, img_size=img_size, augment=False)
         dataset.resize = opts.resize or default_resize(model)
+        dataset.resample = opts.resample or default_resample(model)
         split = data.split(opts.split)
         evaluator = Evaluator(data.names, dataset.ground_truth(), category_ids=getattr(dataset, "category_ids", None),
                               use_pycocotools=not opts.fast,
@@ -82,9 +83,9 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
     save_dir = Path(opts.save_dir) if opts.save_dir else increment_path(Path(opts.project) / run_name(opts.name))
     save_dir.mkdir(parents=True, exist_ok=True)
 
-    logger.info("evaluating %s on %s (%d images) at %s (%s), %s, conf %g, NMS IoU %g", opts.weights, opts.data,
-                len(dataset), size_text(img_size), img_size_from, dataset.resize, opts.conf_thres,
-                opts.iou_thres)
+    logger.info("evaluating %s on %s (%d images) at %s (%s), %s (%s), conf %g, NMS IoU %g", opts.weights,
+                opts.data, len(dataset), size_text(img_size), img_size_from, dataset.resize, dataset.resample,
+                opts.conf_thres, opts.iou_thres)
     try:
         metrics = evaluate_model(model, loader, evaluator, conf_thres=opts.conf_thres, iou_thres=opts.iou_thres,
                                  device=device, max_det=opts.max_det, multi_label=opts.multi_label,
@@ -100,7 +101,8 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
 
     evaluator.save_results_json(save_dir / "predictions.json")
     settings = {"cfg": opts.cfg, "weights": str(opts.weights), "data": str(opts.data), "split": opts.split,
-                "img_size": list(img_size), "resize": dataset.resize, "conf_thres": opts.conf_thres,
+                "img_size": list(img_size), "resize": dataset.resize,
+                "resample": dataset.resample, "conf_thres": opts.conf_thres,
                 "iou_thres": opts.iou_thres, "max_det": opts.max_det, "multi_label": opts.multi_label}
     evaluator.save_metrics(save_dir / "metrics.json", {"settings": settings})
     if opts.plots:
