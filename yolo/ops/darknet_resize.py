@@ -19,6 +19,7 @@ values are Darknet's bit for bit (``tests/test_darknet_resize.py`` compares them
 """
 from __future__ import annotations
 
+import threading
 from functools import lru_cache
 from typing import Optional, Tuple
 
@@ -128,13 +129,30 @@ def darknet_resize(pixels: torch.Tensor, out_hw: ImageSize) -> torch.Tensor:
     return part[:, :, 0].mul(row_weights[0]).add_(part[:, :, 1].mul(row_weights[1]))
 
 
+_WORKSPACE = threading.local()
+# Darknet's float of each byte: (float)byte / 255. (the double quotient rounded to float: the float32 quotient
+# for every byte, checked in tests/test_darknet_resize.py)
+BYTE_VALUES = (np.arange(256) / 255.0).astype(F32)
+
+
+def _scratch(slot: int, shape: Tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A buffer kept (per thread) for the next image of the same size: the first touch of fresh pages costs more
+    than the arithmetic on them. Its contents never leave this module."""
+    buffers = _WORKSPACE.__dict__.setdefault("buffers", {})
+    buffer = buffers.get(slot)
+    if buffer is None or buffer.shape != tuple(shape) or buffer.dtype != dtype:
+        buffer = buffers[slot] = np.empty(shape, dtype)
+    return buffer
+
+
 def darknet_resize_image(image: np.ndarray, out_hw: ImageSize, bgr: bool = True,
                          out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """:func:`darknet_resize` of one ``uint8`` ``H x W x 3`` image on the CPU, to RGB: the fast path of the
     Detector and of evaluation (the same tables and the same float32 operations, on interleaved pixels).
 
     The pixels are packed four bytes to a ``uint32`` (RGBA) so that gathering the rows and the columns the
-    resize reads moves whole pixels; the float32 passes then run on rows of ``w * 3`` values.
+    resize reads moves whole pixels (the columns first when the image has fewer rows than the gather reads);
+    the float32 passes then run on rows of ``w * 3`` values, in buffers kept for the next image of the size.
 
     Args:
         image: ``uint8`` ``H x W x 3``, BGR (``bgr=True``, as OpenCV decodes) or RGB.
@@ -152,15 +170,26 @@ def darknet_resize_image(image: np.ndarray, out_hw: ImageSize, bgr: bool = True,
         rgb = cv2.cvtColor(image, cv2.COLOR_BGR2RGB) if bgr else image
         torch.div(torch.from_numpy(np.ascontiguousarray(rgb)).view(h, w * 3), 255.0, out=flat)
         return out
-    tables = resize_tables(image.shape[:2], (h, w))
-    packed = cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_BGR2RGBA if bgr else cv2.COLOR_RGB2RGBA)
-    packed = packed.view(np.uint32).reshape(image.shape[:2])
-    read = np.take(np.take(packed, tables.rows.reshape(-1), axis=0), tables.cols.reshape(-1), axis=1)
-    rgb = cv2.cvtColor(read.view(np.uint8).reshape(2 * h, 2 * w, 4), cv2.COLOR_RGBA2RGB)
-    values = torch.from_numpy(rgb).view(2 * h, 2 * w * 3).float().div_(255.0)  # (float)byte / 255.
+    ih, iw = image.shape[:2]
+    tables = resize_tables((ih, iw), (h, w))
+    rows, cols = tables.rows.reshape(-1), tables.cols.reshape(-1)
+    packed = cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_BGR2RGBA if bgr else cv2.COLOR_RGB2RGBA,
+                          dst=_scratch(0, (ih, iw, 4), np.uint8)).view(np.uint32).reshape(ih, iw)
+    read = _scratch(2, (2 * h, 2 * w), np.uint32)
+    if ih < 2 * h:  # fewer pixels to gather one by one along the columns first
+        np.take(np.take(packed, cols, axis=1, out=_scratch(1, (ih, 2 * w), np.uint32), mode="clip"), rows, axis=0,
+                out=read, mode="clip")
+    else:
+        np.take(np.take(packed, rows, axis=0, out=_scratch(1, (2 * h, iw), np.uint32), mode="clip"), cols, axis=1,
+                out=read, mode="clip")
+    rgb = cv2.cvtColor(read.view(np.uint8).reshape(2 * h, 2 * w, 4), cv2.COLOR_RGBA2RGB,
+                       dst=_scratch(3, (2 * h, 2 * w, 3), np.uint8))
+    # (float)byte / 255. of every byte, as a table: one pass instead of a conversion and a division
+    values = torch.from_numpy(cv2.LUT(rgb, BYTE_VALUES, dst=_scratch(4, (2 * h, 2 * w, 3), np.float32)))
+    values = values.view(2 * h, 2 * w * 3)
     left, right, upper, lower = tables.interleaved_weights()
     # Pass 1, along x, on the upper and the lower rows at once: (1 - dx) * left + dx * right.
-    part = torch.mul(values[:, :w * 3], left).add_(torch.mul(values[:, w * 3:], right))
+    part = values[:, :w * 3].mul_(left).add_(values[:, w * 3:].mul_(right))
     # Pass 2, along y: (1 - dy) * upper, then + dy * lower.
     torch.mul(part[:h], upper, out=flat).add_(part[h:].mul_(lower))
     return out
