@@ -76,7 +76,8 @@ class DetectorOptions:
                    "activations stay in the caches; all at once on CUDA)")
     device_preprocess: Optional[bool] = setting(
         None, help="resize and convert the images with torch ops on the model's device (uploading uint8) instead "
-                   "of the CPU (the same values); default: on CUDA")
+                   "of on the CPU (Darknet's resampler: the same floats); default: on CUDA (on the CPU the CPU path "
+                   "is faster)")
     cuda_graph: Optional[bool] = setting(
         None, help=f"replay a captured CUDA graph per input shape for batches of at most {GRAPH_MAX_BATCH} images "
                    "(falls back to eager when a capture fails); "
