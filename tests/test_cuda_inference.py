@@ -30,11 +30,21 @@ def images():
 @pytest.mark.parametrize("mode", ["letterbox", "stretch"])
 @pytest.mark.parametrize("size", [(416, 416), (320, 608), (832, 832)])
 def test_device_preprocess_on_cuda_within_one_level_of_opencv(cuda_device, images, mode, size):
-    expected, expected_infos = preprocess(images, size, mode)
-    got, infos = preprocess_on_device(images, size, mode, device=cuda_device)
+    expected, expected_infos = preprocess(images, size, mode, resample="opencv")
+    got, infos = preprocess_on_device(images, size, mode, device=cuda_device, resample="opencv")
     assert got.device.type == cuda_device.type and got.is_contiguous(memory_format=torch.channels_last)
     assert infos == expected_infos
     assert (got.cpu() - expected).abs().max().item() <= LEVEL + 1e-6
+
+
+@pytest.mark.parametrize("mode", ["letterbox", "stretch"])
+@pytest.mark.parametrize("size", [(416, 416), (320, 608), (832, 832)])
+def test_device_preprocess_on_cuda_equals_darknets_resize_on_the_cpu(cuda_device, images, mode, size):
+    """Darknet's resampler on CUDA: the CPU path's floats exactly (no fused or reciprocal arithmetic)."""
+    expected, expected_infos = preprocess(images, size, mode)
+    got, infos = preprocess_on_device(images, size, mode, device=cuda_device)
+    assert infos == expected_infos
+    assert torch.equal(got.cpu(), expected)
 
 
 @pytest.mark.parametrize("device_preprocess", [False, True])

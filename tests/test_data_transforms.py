@@ -11,7 +11,7 @@ from yolo.data import (MultiScale, YoloDataset, augment_config, augment_from_cfg
                        resize_batch, set_epoch)
 from yolo.data.transforms import item_rng, train_transform
 from yolo.ops.boxes import cxcywh_to_xyxy
-from yolo.ops.letterbox import letterbox
+from yolo.ops.letterbox import fit_image_darknet, letterbox
 
 STRONG = {"hue": 0.1, "saturation": 1.5, "exposure": 1.5, "jitter": 0.3, "scale": 0.5, "translate": 0.2,
           "flip": 0.5, "fill": 0, "min_visible": 0.0, "min_side": 1.0}
@@ -161,8 +161,12 @@ def test_eval_items_are_darknet_letterbox_and_map_back(rect_dataset_dir):
     for i in range(len(ds)):
         image, targets, info = ds[i]
         original = cv2.cvtColor(cv2.imread(info["path"]), cv2.COLOR_BGR2RGB)
-        expected, lb = letterbox(original, (96, 160))
+        expected, lb = fit_image_darknet(original, (96, 160), bgr=False)  # Darknet's letterbox_image, float
         assert torch.equal(image, torch.from_numpy(expected).permute(2, 0, 1))
+        ds.resample = "opencv"  # cv2.resize on uint8 instead
+        uint8, _, _ = ds[i]
+        ds.resample = "darknet"
+        assert torch.equal(uint8, torch.from_numpy(letterbox(original, (96, 160))[0]).permute(2, 0, 1))
         assert info["letterbox"] == lb and info["orig_shape"] == original.shape[:2]
         back = info["letterbox"].to_original(cxcywh_to_xyxy(targets[:, 2:]), info["orig_shape"])
         torch.testing.assert_close(back, gt[i]["boxes"], atol=1e-3, rtol=0)

@@ -91,13 +91,14 @@ def assert_same_detections(ours, ref, min_iou, score_tol):
 @pytest.fixture(scope="module")
 def detector_stretch(tiny_paths):
     cfg, weights, names = tiny_paths
-    return Detector(cfg, weights, names=names, device="cpu", img_size=416, resize="stretch")
+    # OpenCV's resampler: compared with OpenCV DNN's pipeline (blobFromImage)
+    return Detector(cfg, weights, names=names, device="cpu", img_size=416, resize="stretch", resample="opencv")
 
 
 @pytest.fixture(scope="module")
 def detector_letterbox(tiny_paths):
     cfg, weights, names = tiny_paths
-    return Detector(cfg, weights, names=names, device="cpu", img_size=416, resize="letterbox")
+    return Detector(cfg, weights, names=names, device="cpu", img_size=416, resize="letterbox", resample="opencv")
 
 
 def test_stretch_equals_opencv_pipeline(detector_stretch, opencv_net):
@@ -197,7 +198,7 @@ def test_pt_checkpoint_gives_same_detections(detector_stretch, tiny_paths, tmp_p
     cfg, weights, names = tiny_paths
     model = load_model(cfg, weights)
     path = save_checkpoint(model_checkpoint(model, names=detector_stretch.names), tmp_path / "tiny.pt")
-    det = Detector(None, path, device="cpu", resize="stretch")
+    det = Detector(None, path, device="cpu", resize="stretch", resample="opencv")
     assert det.names == detector_stretch.names
     a, b = det(asset("images/dog.jpg"))[0], detector_stretch(asset("images/dog.jpg"))[0]
     assert a["names"] == b["names"] and torch.allclose(a["scores"], b["scores"], atol=1e-6)
@@ -205,7 +206,7 @@ def test_pt_checkpoint_gives_same_detections(detector_stretch, tiny_paths, tmp_p
 
 def test_preprocess_stretch_equals_blob_from_image():
     image = np.random.default_rng(0).integers(0, 256, (300, 500, 3), dtype=np.uint8)
-    batch, infos = preprocess([image, image], (320, 416), "stretch")
+    batch, infos = preprocess([image, image], (320, 416), "stretch", resample="opencv")
     blob = cv2.dnn.blobFromImage(image, 1 / 255.0, (416, 320), swapRB=True, crop=False)
     assert batch.shape == (2, 3, 320, 416)
     assert np.abs(batch[1].numpy() - blob[0]).max() < 1e-6

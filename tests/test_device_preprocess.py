@@ -1,6 +1,8 @@
-"""The device pre-processing (torch ops, :mod:`yolo.inference.device_preprocess`) against OpenCV's ``cv2.resize``
-path (:func:`yolo.inference.preprocess.preprocess`, itself checked against ``cv2.dnn.blobFromImage``), run here
-on the CPU: the same torch ops run on CUDA (``tests/test_cuda_inference.py``)."""
+"""The device pre-processing (torch ops, :mod:`yolo.inference.device_preprocess`) against the CPU path
+(:func:`yolo.inference.preprocess.preprocess`), run here on the CPU: the same torch ops run on CUDA
+(``tests/test_cuda_inference.py``). Darknet's resampler: the same floats (both are checked against Darknet itself
+in ``tests/test_darknet_resize.py``); OpenCV's: within one level of ``cv2.resize`` (the CPU path, itself checked
+against ``cv2.dnn.blobFromImage``)."""
 import cv2
 import numpy as np
 import pytest
@@ -27,14 +29,23 @@ SIZES = [(416, 416), (320, 608), (608, 320), (256, 256), (832, 832), (576, 768)]
 @pytest.mark.parametrize("mode", ["letterbox", "stretch"])
 @pytest.mark.parametrize("size", SIZES)
 def test_device_preprocess_within_one_level_of_opencv(images, mode, size):
-    expected, expected_infos = preprocess(images, size, mode)
-    got, infos = preprocess_on_device(images, size, mode, device="cpu")
+    expected, expected_infos = preprocess(images, size, mode, resample="opencv")
+    got, infos = preprocess_on_device(images, size, mode, device="cpu", resample="opencv")
     assert got.shape == expected.shape == (len(images), 3, *size)
     assert got.is_contiguous(memory_format=torch.channels_last)
     assert infos == expected_infos
     assert (got - expected).abs().max().item() <= LEVEL + 1e-6
     # Most pixels are the same level: the two differ by rounding only, not by a shifted sampling grid.
     assert (got != expected).float().mean().item() < 0.2
+
+
+@pytest.mark.parametrize("mode", ["letterbox", "stretch"])
+@pytest.mark.parametrize("size", [(416, 416), (320, 608), (576, 768)])
+def test_device_preprocess_equals_the_cpu_path_with_darknets_resampler(images, mode, size):
+    expected, expected_infos = preprocess(images, size, mode)
+    got, infos = preprocess_on_device(images, size, mode, device="cpu")
+    assert infos == expected_infos and got.is_contiguous(memory_format=torch.channels_last)
+    assert torch.equal(got, expected)
 
 
 @pytest.mark.parametrize("size", [(416, 416), (1000, 300), (97, 131)])
@@ -53,7 +64,7 @@ def test_mixed_sizes_keep_their_order_and_fill(images):
     order = [images[1], images[0], images[3], images[2]]
     expected, _ = preprocess(order, (416, 416), "letterbox")
     got, _ = preprocess_on_device(order, (416, 416), "letterbox", device="cpu")
-    assert (got - expected).abs().max().item() <= LEVEL + 1e-6
+    assert torch.equal(got, expected)
     assert torch.all(got[0, :, 0, 0] == 0.5) and torch.all(got[1, :, 0, 0] == 0.5)
 
 
@@ -61,4 +72,4 @@ def test_half_dtype(images):
     got, _ = preprocess_on_device(images[:2], (320, 320), "letterbox", device="cpu", dtype=torch.float16)
     expected, _ = preprocess(images[:2], (320, 320), "letterbox")
     assert got.dtype == torch.float16
-    assert (got.float() - expected).abs().max().item() <= LEVEL + 1e-3
+    assert torch.equal(got, expected.half())

@@ -130,7 +130,9 @@ def reference_metrics(mode, tmp_path):
 def test_map_equals_reference_pipeline_on_coco128(mode, tmp_path):
     files = parity_files()
     ref50, ref = reference_metrics(mode, tmp_path)
-    ours, _ = run_tool(tmp_path, "--resize", mode, "--no-plots", data=write_data_yaml(tmp_path, files))
+    # the reference resizes with OpenCV (uint8 cv2.resize): so does ours here
+    ours, _ = run_tool(tmp_path, "--resize", mode, "--resample", "opencv", "--no-plots",
+                       data=write_data_yaml(tmp_path, files))
     print(f"\n[{mode}] coco128 ({len(files)} images) yolov3-tiny {SIZE}: "
           f"ours mAP50 {ours['mAP50']:.5f} mAP50_95 {ours['mAP50_95']:.5f} | "
           f"reference mAP50 {ref50:.5f} mAP50_95 {ref:.5f} | "

@@ -66,10 +66,22 @@ def test_data_pipeline_letterboxes_like_the_detector():
     assert np.array_equal(out, expected) and info == expected_info
     assert info.pad_y == 14 and (out[:14] == LETTERBOX_FILL_UINT8).all() and (out[50:] == LETTERBOX_FILL_UINT8).all()
     # the float network input differs from the uint8 one only in the border: 0.5 against 128 / 255
-    batch, infos = preprocess([image[:, :, ::-1].copy()], (64, 64))  # preprocess takes BGR
+    batch, infos = preprocess([image[:, :, ::-1].copy()], (64, 64), resample="opencv")  # preprocess takes BGR
     assert infos[0] == info
     from_uint8 = torch.from_numpy(out).float() / 255
     diff = (batch[0].permute(1, 2, 0) - from_uint8).abs()
     inside = from_uint8.new_zeros(diff.shape[:2], dtype=torch.bool)
     inside[14:50, :] = True
     assert diff[inside].max() < 1e-6 and torch.allclose(diff[~inside], torch.tensor(0.5 / 255), atol=1e-6)
+
+
+def test_darknet_resampled_data_pipeline_equals_the_detector():
+    """With Darknet's resampler (evaluation's default) the data pipeline's float item is the Detector's input:
+    the same floats inside, exactly 0.5 around."""
+    rng = np.random.default_rng(1)
+    image = rng.integers(0, 256, (45, 80, 3), dtype=np.uint8)  # RGB, as the dataset reads
+    out, _, info = resize_sample(image, np.zeros((0, 4), np.float32), (64, 64), resample="darknet")
+    assert out.dtype == np.float32 and (out[:14] == 0.5).all() and (out[50:] == 0.5).all()
+    batch, infos = preprocess([image[:, :, ::-1].copy()], (64, 64))  # BGR in; Darknet's resampler by default
+    assert infos[0] == info
+    assert torch.equal(batch[0].permute(1, 2, 0), torch.from_numpy(out))

@@ -1,7 +1,9 @@
 """One model, one preprocessing: a training checkpoint records how its inputs were made (resize, size, pipeline),
 and the trainer's own validation, tools/eval.py and tools/detect.py all use that record unless told otherwise, so
 the mAP training reports for best.pt is the mAP eval.py measures on it."""
+import json
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -50,7 +52,8 @@ def test_training_and_eval_agree_on_best_pt(shapes, tmp_path, capsys):
                     eval_interval=8)
     assert trainer.val_set.resize == "letterbox"
     best = load_checkpoint_file(trainer.result.best)
-    assert best["preprocessing"] == {"resize": "letterbox", "img_size": [64, 64], "pipeline": "affine"}
+    assert best["preprocessing"] == {"resize": "letterbox", "resample": "darknet", "img_size": [64, 64],
+                                     "pipeline": "affine"}
     trained = best["metrics"]  # what the training measured on this very model
     assert trained["mAP50"] > 0.2, trained  # a model that finds shapes: the comparison below means something
 
@@ -63,7 +66,7 @@ def test_training_and_eval_agree_on_best_pt(shapes, tmp_path, capsys):
 
     # detect's defaults are the record too; flags still win
     detector = Detector(None, trainer.result.best, device="cpu")
-    assert (detector.img_size, detector.resize) == ((64, 64), "letterbox")
+    assert (detector.img_size, detector.resize, detector.resample) == ((64, 64), "letterbox", "darknet")
     assert detector.names == list(trainer.data.names)  # a model trained here carries its names
     detector = Detector(None, trainer.result.best, device="cpu", img_size=96, resize="stretch")
     assert (detector.img_size, detector.resize) == ((96, 96), "stretch")
@@ -85,12 +88,12 @@ def test_darknet_pipeline_validates_as_the_cfg_says(shapes, tmp_path, caplog):
         trainer = train(shapes, tmp_path, "darknet", epochs=1, augment={})
     # burn_in 10 outlasts this run's 3 updates: said once, beside the warning for steps that never apply
     assert caplog.text.count("burn_in=10 updates is longer than this run's 3 updates") == 1
-    assert trainer.val_set.resize == "stretch"
-    assert load_checkpoint_file(trainer.result.last)["preprocessing"] == {"resize": "stretch", "img_size": [64, 64],
-                                                                          "pipeline": "darknet"}
+    assert (trainer.val_set.resize, trainer.val_set.resample) == ("stretch", "darknet")
+    assert load_checkpoint_file(trainer.result.last)["preprocessing"] == {
+        "resize": "stretch", "resample": "darknet", "img_size": [64, 64], "pipeline": "darknet"}
     assert training_preprocessing({"pipeline": "darknet", "letter_box": 1.0}, (64, 96))["resize"] == "letterbox"
     assert training_preprocessing({"pipeline": "darknet_opencv", "letter_box": 0.0}, (64, 96)) == \
-        {"resize": "stretch", "img_size": [64, 96], "pipeline": "darknet_opencv"}
+        {"resize": "stretch", "resample": "darknet", "img_size": [64, 96], "pipeline": "darknet_opencv"}
 
     # a model without a record (a converted .pt, Darknet .weights) follows its cfg; a broken record is refused
     ckpt = load_checkpoint_file(trainer.result.last)
@@ -99,6 +102,18 @@ def test_darknet_pipeline_validates_as_the_cfg_says(shapes, tmp_path, caplog):
     assert load_model(weights=tmp_path / "plain.pt").preprocessing is None
     detector = Detector(None, tmp_path / "plain.pt", device="cpu")
     assert (detector.img_size, detector.resize) == ((96, 96), "stretch")  # TWO_HEAD_CFG's [net] width/height
+    assert detector.resample == "darknet"  # Darknet's own resize, as its detector test
+    # a checkpoint written before the record named its resampler was validated with OpenCV's resize: it keeps it
+    old = {k: v for k, v in ckpt["preprocessing"].items() if k != "resample"}
+    save_checkpoint({**ckpt, "preprocessing": old}, tmp_path / "old.pt")
+    assert Detector(None, tmp_path / "old.pt", device="cpu").resample == "opencv"
+    assert Detector(None, tmp_path / "old.pt", device="cpu", resample="darknet").resample == "darknet"
+    measured = evaluate(tmp_path / "old.pt", shapes["data"], tmp_path, "--conf-thres", "0.001")
+    settings = json.loads((Path(measured["save_dir"]) / "metrics.json").read_text())["settings"]
+    assert settings["resample"] == "opencv"
     save_checkpoint({**plain, "preprocessing": {"resize": "squash"}}, tmp_path / "broken.pt")
     with pytest.raises(WeightsError, match="broken.pt: malformed 'preprocessing'"):
         load_model(weights=tmp_path / "broken.pt")
+    save_checkpoint({**plain, "preprocessing": {**old, "resample": "cubic"}}, tmp_path / "broken2.pt")
+    with pytest.raises(WeightsError, match="broken2.pt: malformed 'preprocessing'"):
+        load_model(weights=tmp_path / "broken2.pt")

@@ -8,7 +8,7 @@ faster). :func:`cuda_figures` times fp32 and fp16 on a GPU.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
 import cv2
 import numpy as np
@@ -58,18 +58,18 @@ def _run(fn, x):
 
 
 def cpu_figures(cfg: Path, weights: Path, img_size: ImageSize, image: np.ndarray, batch: int, rounds: int, warmup: int,
-                resize: str, conf_thres: float, iou_thres: float, opencv: bool = True, compile: bool = False
-                ) -> Dict[str, float]:
+                resize: str, conf_thres: float, iou_thres: float, opencv: bool = True, compile: bool = False,
+                resample: Optional[str] = None) -> Dict[str, float]:
     """Time ours (and OpenCV's with ``opencv``) on the CPU and print the table; returns the figures
     (``ours_latency_ms``, ``ours_throughput``, ``ours_model_ms``, the same for ``opencv``, and the ratios)."""
     ours = Detector(cfg, weights, device="cpu", img_size=img_size, conf_thres=conf_thres, iou_thres=iou_thres,
-                    resize=resize)
+                    resize=resize, resample=resample)
     missing = opencv_lacks(ours.model)
     if opencv and missing is not None:
         print(f"OpenCV DNN has no {missing} layer: timing ours only")
     ref = OpenCVPipeline(cfg, weights, img_size, conf_thres, iou_thres) if opencv and missing is None else None
     images_b = [image] * batch
-    x1, _ = preprocess([image], img_size, resize)
+    x1, _ = preprocess([image], img_size, resize, resample=ours.resample)
     tasks: Dict[str, Callable[[], object]] = {
         "ours_latency": lambda: ours([image]),
         "ours_batch": lambda: ours(images_b),
@@ -118,7 +118,8 @@ def cpu_figures(cfg: Path, weights: Path, img_size: ImageSize, image: np.ndarray
 
 
 def cuda_figures(cfg: Path, weights: Path, img_size: ImageSize, image: np.ndarray, batch: int, rounds: int, warmup: int,
-                 resize: str, conf_thres: float, iou_thres: float) -> Dict[str, float]:
+                 resize: str, conf_thres: float, iou_thres: float, resample: Optional[str] = None
+                 ) -> Dict[str, float]:
     """fp32 / fp16 latency (batch 1), throughput (batch ``batch``) and model-only latency on CUDA; prints
     the table and returns ``cuda_fp32_latency_ms``, ``cuda_fp32_throughput``, ``cuda_fp32_model_ms``, ... ."""
     out: Dict[str, float] = {}
@@ -127,8 +128,8 @@ def cuda_figures(cfg: Path, weights: Path, img_size: ImageSize, image: np.ndarra
     print(table_header(batch))
     for half in (False, True):
         det = Detector(cfg, weights, device="cuda", img_size=img_size, conf_thres=conf_thres, iou_thres=iou_thres,
-                       resize=resize, half=half)
-        x1, _ = preprocess([image], img_size, resize, "cuda", det.dtype)
+                       resize=resize, resample=resample, half=half)
+        x1, _ = preprocess([image], img_size, resize, "cuda", det.dtype, det.resample)
         images_b = [image] * batch
         tasks = {"latency": lambda: det([image]), "batch": lambda: det(images_b),
                  "model": lambda: _run(det.net, x1)}

@@ -109,12 +109,13 @@ def format_stages(label: str, stages: StageTimes) -> str:
 
 
 def stage_figures(cfg, weights, img_size, image: np.ndarray, batch: int, rounds: int, warmup: int, resize: str,
-                  conf_thres: float, iou_thres: float, device: str = "cpu", half: bool = False) -> Dict[str, float]:
+                  conf_thres: float, iou_thres: float, device: str = "cpu", half: bool = False,
+                  resample: Optional[str] = None) -> Dict[str, float]:
     """The stages of ``tools/benchmark.py``'s pipeline on ``device`` (fp16 with ``half``) at batch 1 and at
     ``batch`` (``image`` repeated): prints one line per batch and returns
     ``stages_<device>_<fp32|fp16>_b<N>_<stage>_ms`` (no ``upload`` key where there is no upload)."""
     detector = Detector(cfg, weights, device=device, img_size=img_size, conf_thres=conf_thres, iou_thres=iou_thres,
-                        resize=resize, half=half)
+                        resize=resize, resample=resample, half=half)
     precision = "fp16" if detector.half else "fp32"
     out: Dict[str, float] = {}
     for n in sorted({1, batch}):

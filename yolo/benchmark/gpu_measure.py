@@ -83,8 +83,8 @@ def detection_figures(cfg: Path, weights: Path, images: Sequence[np.ndarray], de
     of it at ``batch``; with ``allotment``, shortened to fit it."""
     det = Detector(cfg=cfg, weights=weights, device=device, half=half, img_size=img_size)
     many = [images[i % len(images)] for i in range(batch)]
-    x1, _ = preprocess(many[:1], det.img_size, det.resize, det.device, det.dtype)
-    xb, _ = preprocess(many, det.img_size, det.resize, det.device, det.dtype)
+    x1, _ = preprocess(many[:1], det.img_size, det.resize, det.device, det.dtype, det.resample)
+    xb, _ = preprocess(many, det.img_size, det.resize, det.device, det.dtype, det.resample)
 
     def model(x: torch.Tensor) -> Callable[[], object]:
         def run() -> None:

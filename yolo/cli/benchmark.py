@@ -122,7 +122,7 @@ def model_main(args) -> Dict[str, float]:
     cv2.setNumThreads(threads)
     image = load_image(args.image) if args.image else synthetic_image()
     common = dict(img_size=img_size, image=image, batch=args.batch_size, rounds=args.iters or 20, warmup=args.warmup,
-                  resize=args.resize, conf_thres=args.conf_thres, iou_thres=args.iou_thres)
+                  resize=args.resize, resample=args.resample, conf_thres=args.conf_thres, iou_thres=args.iou_thres)
     with tempfile.TemporaryDirectory() as tmp:
         weights = args.weights or random_weights_file(args.cfg, Path(tmp))
         kind = "real" if args.weights else "random"

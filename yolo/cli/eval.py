@@ -28,7 +28,7 @@ from yolo.evaluation.darknet_evaluator import DarknetMapEvaluator, check_darknet
 from yolo.evaluation.tiled import evaluate_tiled
 from yolo.inference.detector import Detector
 from yolo.files.names import names_difference
-from yolo.models.preprocessing import default_resize, model_input_choice
+from yolo.models.preprocessing import default_resample, default_resize, model_input_choice
 from yolo.ops.sizes import size_text
 from yolo.progress import use_bars
 from yolo.runs import increment_path, remove_if_empty, run_name
@@ -77,6 +77,7 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
         img_size, img_size_from = model_input_choice(model, opts.img_size, "--img-size")
         dataset = build_dataset(data, opts.split, img_size=img_size, augment=False)
         dataset.resize = opts.resize or default_resize(model)
+        dataset.resample = opts.resample or default_resample(model)
         split = data.split(opts.split)
         evaluator = Evaluator(data.names, dataset.ground_truth(), category_ids=getattr(dataset, "category_ids", None),
                               use_pycocotools=not opts.fast,
@@ -94,12 +95,13 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
     save_dir = Path(opts.save_dir) if opts.save_dir else increment_path(Path(opts.project) / run_name(opts.name))
     save_dir.mkdir(parents=True, exist_ok=True)
 
-    logger.info("evaluating %s on %s (%d images) at %s (%s), %s, conf %g, NMS IoU %g", opts.weights, opts.data,
-                len(dataset), size_text(img_size), img_size_from, dataset.resize, opts.conf_thres,
-                opts.iou_thres)
+    logger.info("evaluating %s on %s (%d images) at %s (%s), %s (%s), conf %g, NMS IoU %g", opts.weights,
+                opts.data, len(dataset), size_text(img_size), img_size_from, dataset.resize, dataset.resample,
+                opts.conf_thres, opts.iou_thres)
     try:
         if tile.tile:  # each image at its own size, on slices of the network's (the loader resizes them)
             tiled = Detector(opts.cfg, opts.weights, names=data.names, img_size=img_size, resize=dataset.resize,
+                             resample=dataset.resample,
                              conf_thres=opts.conf_thres, iou_thres=opts.iou_thres, max_det=opts.max_det,
                              multi_label=opts.multi_label, device=device).tiled(tile.tile_overlap, tile.tile_merge)
             metrics = evaluate_tiled(tiled, dataset.ground_truth(), evaluator, use_bars(opts.progress))
@@ -123,7 +125,8 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
 
     evaluator.save_results_json(save_dir / "predictions.json")
     settings = {"cfg": opts.cfg, "weights": str(opts.weights), "data": str(opts.data), "split": opts.split,
-                "img_size": list(img_size), "resize": dataset.resize, "conf_thres": opts.conf_thres,
+                "img_size": list(img_size), "resize": dataset.resize,
+                "resample": dataset.resample, "conf_thres": opts.conf_thres,
                 "iou_thres": opts.iou_thres, "max_det": opts.max_det, "multi_label": opts.multi_label,
                 "darknet_map": opts.darknet_map,
                 **({"tile_overlap": tile.tile_overlap, "tile_merge": tile.tile_merge} if tile.tile else {})}

@@ -89,11 +89,14 @@ class DetectionDataset(Dataset):
 
     ``category_ids`` is ``None`` here; COCO JSON datasets set it to the COCO id of each label.
     ``resize`` is the input made without augmentation: ``"letterbox"`` (Darknet's ``letterbox_image``)
-    or ``"stretch"`` (Darknet's ``resize_image``), as Darknet's ``detector map`` picks it from the cfg.
+    or ``"stretch"`` (Darknet's ``resize_image``), as Darknet's ``detector map`` picks it from the cfg;
+    ``resample`` how it is resampled: ``"darknet"`` (Darknet's float resize, what ``detector map`` feeds the
+    network: the item is then a ``Float32`` 0..1 image) or ``"opencv"`` (``cv2.resize``, a ``uint8`` item).
     """
 
     category_ids: Optional[List[int]] = None
     resize: str = "letterbox"
+    resample: str = "darknet"
 
     def __init__(self, records: List[ImageRecord], names: Sequence[str], img_size: SizeLike = 416,
                  augment: bool = False, hyp: Optional[Dict[str, Any]] = None, seed: int = 0,
@@ -210,7 +213,8 @@ class DetectionDataset(Dataset):
             letterbox = matrix_to_letterbox(matrix) if matrix is not None else None
         else:
             image, boxes, labels = load(index)
-            image, boxes, letterbox = resize_sample(image, boxes, size_hw, self.hyp["fill"], self.resize)
+            image, boxes, letterbox = resize_sample(image, boxes, size_hw, self.hyp["fill"], self.resize,
+                                                    self.resample)
             matrix = np.array([[letterbox.scale_x, 0, letterbox.pad_x],
                                [0, letterbox.scale_y, letterbox.pad_y], [0, 0, 1]], np.float64)
         targets = torch.from_numpy(item_targets(boxes, labels))

@@ -65,7 +65,8 @@ import cv2
 import numpy as np
 
 from yolo.errors import shown
-from yolo.ops.letterbox import LETTERBOX_FILL_UINT8, LetterboxInfo, letterbox, letterbox_params, stretch
+from yolo.ops.letterbox import (LETTERBOX_FILL, LETTERBOX_FILL_UINT8, LetterboxInfo, fit_image_darknet, letterbox,
+                                letterbox_params, stretch)
 from yolo.data.darknet_augment import FINISHED_IMAGES, darknet_item
 from yolo.data.darknet_batched import PENDING_IMAGES
 from yolo.data.darknet_opencv_augment import darknet_opencv_item, effective_mixup
@@ -391,11 +392,22 @@ def hflip(image: np.ndarray, boxes: np.ndarray) -> Tuple[np.ndarray, np.ndarray]
 
 
 def resize_sample(image: np.ndarray, boxes: np.ndarray, out_hw: Tuple[int, int], fill: float = LETTERBOX_FILL_UINT8,
-                  mode: str = "letterbox") -> Tuple[np.ndarray, np.ndarray, LetterboxInfo]:
-    """Deterministic resize for evaluation, boxes (xyxy pixels) mapped along: ``mode`` ``"letterbox"``
-    (:func:`yolo.ops.letterbox.letterbox`, Darknet's ``letterbox_image``, borders ``fill``) or ``"stretch"``
-    (:func:`yolo.ops.letterbox.stretch`, Darknet's ``resize_image``)."""
-    if mode == "letterbox":
+                  mode: str = "letterbox", resample: str = "opencv"
+                  ) -> Tuple[np.ndarray, np.ndarray, LetterboxInfo]:
+    """Deterministic resize of an RGB ``uint8`` image for evaluation, boxes (xyxy pixels) mapped along: ``mode``
+    ``"letterbox"`` (Darknet's ``letterbox_image``, borders ``fill``) or ``"stretch"`` (Darknet's
+    ``resize_image``).
+
+    ``resample="opencv"``: ``cv2.resize`` on ``uint8`` (:func:`yolo.ops.letterbox.letterbox`,
+    :func:`yolo.ops.letterbox.stretch`), a ``uint8`` image. ``resample="darknet"``: Darknet's float resize
+    (:func:`yolo.ops.letterbox.fit_image_darknet`), a ``Float32`` RGB 0..1 image, the border ``fill / 255``
+    (exactly Darknet's 0.5 for the default gray 128)."""
+    if resample == "darknet":
+        gray = LETTERBOX_FILL if int(round(fill)) == LETTERBOX_FILL_UINT8 else float(fill) / 255.0
+        out, info = fit_image_darknet(image, out_hw, mode, bgr=False, fill=gray)
+    elif resample != "opencv":
+        raise ValueError(f"unknown resampler {resample!r}: use 'darknet' or 'opencv'")
+    elif mode == "letterbox":
         out, info = letterbox(image, out_hw, fill=int(round(fill)))
     elif mode == "stretch":
         out, info = stretch(image, out_hw)

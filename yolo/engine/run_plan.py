@@ -37,7 +37,8 @@ def build_datasets(data, hyp: Hyperparameters, stride: int, seed: int, main: boo
             if main:
                 val_set = build_dataset(data, "val", img_size=img_size, augment=False)
                 # validate as the model trains, as the checkpoint records it (yolo.models.preprocessing)
-                val_set.resize = training_preprocessing(hyp.augment, img_size)["resize"]
+                record = training_preprocessing(hyp.augment, img_size)
+                val_set.resize, val_set.resample = record["resize"], record["resample"]
         barrier()
     if hyp.cache_images:  # before the loader's workers start: they share the decoded images
         one_size = None if hyp.multi_scale else img_size  # every item at img_size: images may be kept reduced

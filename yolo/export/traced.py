@@ -15,7 +15,7 @@ from yolo.errors import ExportError
 from yolo.export.heads import keep_heads_float32, output_columns
 from yolo.files.atomic import atomic_path
 from yolo.inference.preprocess import LETTERBOX_FILL
-from yolo.models.preprocessing import default_resize
+from yolo.models.preprocessing import default_resample, default_resize
 from yolo.ops.sizes import ImageSize
 
 def inference_copy(model, half: bool = False, fuse: bool = True):
@@ -48,9 +48,12 @@ def quiet_tracing() -> Iterator[None]:
 def preprocessing_metadata(model) -> Dict[str, str]:
     """How an image becomes the file's input, for a runtime that has none of this package: BGR files to RGB,
     resized (the resize the model was trained and validated with, :func:`yolo.models.preprocessing.default_resize`;
-    letterbox borders filled with 0.5), HWC to NCHW, multiplied by ``scale`` (1/255), no mean or std."""
+    letterbox borders filled with 0.5), HWC to NCHW, multiplied by ``scale`` (1/255), no mean or std; ``resample``
+    names the resize's arithmetic (:func:`yolo.models.preprocessing.default_resample`: ``darknet``, Darknet's
+    ``resize_image`` on the 0..1 floats; ``opencv``, ``cv2.resize`` bilinear on the bytes)."""
     resize = default_resize(model)
-    meta = {"color_order": "RGB", "layout": "NCHW", "scale": repr(1 / 255), "resize": resize}
+    meta = {"color_order": "RGB", "layout": "NCHW", "scale": repr(1 / 255), "resize": resize,
+            "resample": default_resample(model)}
     if resize == "letterbox":
         meta["letterbox_fill"] = repr(LETTERBOX_FILL)  # on the scaled 0..1 input
     return meta

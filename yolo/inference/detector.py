@@ -1,10 +1,11 @@
 """``Detector``: images in, detections in original-image pixels out.
 
 Pipeline: BGR ``uint8`` image (:mod:`yolo.files.images`) -> resize (``letterbox`` or ``stretch``: by default
-the cfg's choice, as Darknet's ``letter_box``) on ``uint8`` and one conversion to RGB float 0..1
-(:func:`yolo.inference.preprocess.preprocess` with OpenCV on the CPU; on CUDA the ``uint8`` images are uploaded,
-in one copy from a pinned buffer the Detector keeps (:mod:`yolo.inference.staging`), and resized there,
-:func:`yolo.inference.device_preprocess.preprocess_on_device`, within one 8-bit level)
+the cfg's choice, as Darknet's ``letter_box``) to RGB float 0..1, by default with Darknet's own float
+``resize_image`` (``resample="darknet"``: the input of ``detector test``), or OpenCV's on ``uint8``
+(``resample="opencv"``: OpenCV DNN's input) (:func:`yolo.inference.preprocess.preprocess` on the CPU; on CUDA
+the ``uint8`` images are uploaded, in one copy from a pinned buffer the Detector keeps
+(:mod:`yolo.inference.staging`), and resized there, :func:`yolo.inference.device_preprocess.preprocess_on_device`)
 -> model (eval decode) -> thresholds and NMS for the whole batch on the model's device
 (:func:`yolo.inference.postprocess.postprocess_flat`) -> one copy of the final detections to the CPU -> boxes
 mapped back to the original image and clipped (the last three: :func:`yolo.inference.batch.postprocess_batch`,
@@ -41,7 +42,7 @@ from yolo.inference.staging import HostStaging
 from yolo.inference.tiling import TiledDetector
 from yolo.inference.tracking import track_frames
 from yolo.models.heads import has_gaussian_heads
-from yolo.models.preprocessing import cfg_resize_mode, default_resize, model_input_choice
+from yolo.models.preprocessing import cfg_resize_mode, default_resample, default_resize, model_input_choice
 from yolo.ops.sizes import ImageSize
 from yolo.settings.declare import with_settings_signature
 from yolo.settings.detect import DetectorOptions
@@ -104,6 +105,7 @@ class Detector:
             raise ValueError(f"classes {' '.join(str(c) for c in unknown)}: the model has {self.num_classes} "
                              f"classes (0..{self.num_classes - 1}), so nothing could be detected")
         self.resize = opts.resize if opts.resize is not None else default_resize(self.model)
+        self.resample = opts.resample if opts.resample is not None else default_resample(self.model)
         self.settings = PostprocessConfig.for_model(
             self.model, conf_thres=float(opts.conf_thres), iou_thres=float(opts.iou_thres),
             classes=tuple(classes) if classes is not None else None, agnostic=bool(opts.agnostic),
@@ -202,11 +204,12 @@ class Detector:
     @torch.inference_mode()
     def preprocess(self, images: Sequence[np.ndarray]) -> Tuple[torch.Tensor, List[LetterboxInfo]]:
         """BGR ``uint8`` images -> ``(batch, infos)``: the network input ``Float[N, 3, h, w]`` (the model's
-        dtype, channels-last, on its device) and each image's placement (OpenCV on the CPU, or torch ops on the
-        device with ``device_preprocess``)."""
+        dtype, channels-last, on its device) and each image's placement (on the CPU, or with torch ops on the
+        device with ``device_preprocess``), resampled as ``self.resample`` says."""
         if self.device_preprocess:
-            return preprocess_on_device(images, self.img_size, self.resize, self.device, self.dtype, self.staging)
-        return preprocess(images, self.img_size, self.resize, self.device, self.dtype)
+            return preprocess_on_device(images, self.img_size, self.resize, self.device, self.dtype, self.staging,
+                                        self.resample)
+        return preprocess(images, self.img_size, self.resize, self.device, self.dtype, self.resample)
 
     @torch.inference_mode()
     def forward(self, batch: torch.Tensor) -> torch.Tensor:

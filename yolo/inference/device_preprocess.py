@@ -4,13 +4,15 @@
 The ``uint8`` images travel as they are (a quarter of the bytes of floats; all in one copy, from a pinned
 buffer reused from call to call on CUDA: :mod:`yolo.inference.staging`), then the resize (``letterbox`` or
 ``stretch``), BGR -> RGB and the division by 255 run on the device, one batched call per group of images of
-the same size. The resize is OpenCV's ``INTER_LINEAR`` written as
+the same size. The placement (:class:`LetterboxInfo`) is the same object the CPU path computes.
+
+The resamplers: ``darknet`` is :func:`yolo.ops.darknet_resize.darknet_resize`, Darknet's float32 operations on
+the tables the CPU path uses, so the values equal :func:`yolo.inference.preprocess.preprocess`'s bit for bit
+(checked in ``tests/test_device_preprocess.py``). ``opencv`` is OpenCV's ``INTER_LINEAR`` written as
 ``torch.nn.functional.interpolate(mode="bilinear", align_corners=False)``: both sample the source at
 ``(dst + 0.5) * src / dst - 0.5``, clamp at the borders and mix the two neighbours linearly; OpenCV does it
 in 11-bit fixed point on ``uint8`` and rounds, here it is done in float32 and rounded to the nearest level,
-so a pixel differs from :func:`yolo.inference.preprocess.preprocess` by at most one 8-bit level
-(checked on real images in ``tests/test_device_preprocess.py``). The placement (:class:`LetterboxInfo`) is
-the same object the CPU path computes.
+so a pixel differs from the CPU path by at most one 8-bit level.
 """
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ import torch
 import torch.nn.functional as F
 
 from yolo.inference.staging import HostStaging
-from yolo.ops.letterbox import LETTERBOX_FILL, LetterboxInfo, letterbox_params
+from yolo.ops.darknet_resize import darknet_resize
+from yolo.ops.letterbox import LETTERBOX_FILL, RESAMPLERS, LetterboxInfo, placement
 from yolo.ops.sizes import ImageSize
 
 __all__ = ["upload_uint8", "resize_bilinear_levels", "preprocess_on_device"]
@@ -74,21 +77,6 @@ def resize_bilinear_levels(pixels: torch.Tensor, size_hw: ImageSize) -> torch.Te
     return resized.round_().clamp_(0, 255)
 
 
-def _placement(shape_hw: ImageSize, img_size: ImageSize,
-               mode: str) -> Tuple[ImageSize, Tuple[int, int], LetterboxInfo]:
-    """``((rh, rw), (pad_x, pad_y), info)`` of an image of ``shape_hw``, as
-    :func:`yolo.inference.preprocess.fit_image` places it."""
-    h, w = shape_hw
-    if mode == "letterbox":
-        (rh, rw), (pad_x, pad_y) = letterbox_params((h, w), img_size)
-    elif mode == "stretch":
-        (rh, rw), (pad_x, pad_y) = img_size, (0, 0)
-    else:
-        raise ValueError(f"unknown resize mode {mode!r}: use 'letterbox' or 'stretch'")
-    info = LetterboxInfo(scale_x=rw / w, scale_y=rh / h, pad_x=float(pad_x), pad_y=float(pad_y))
-    return (rh, rw), (pad_x, pad_y), info
-
-
 def _positions(members: List[int], count: int, device: torch.device) -> Union[slice, torch.Tensor]:
     """Where a group of images goes in the batch: a slice when its members follow each other (no index
     tensor), else their indices on ``device``, copied without waiting for the work queued before (a plain
@@ -105,10 +93,12 @@ def preprocess_on_device(
     device: Union[str, torch.device] = "cpu",
     dtype: torch.dtype = torch.float32,
     staging: Optional[HostStaging] = None,
+    resample: str = "darknet",
 ) -> Tuple[torch.Tensor, List[LetterboxInfo]]:
     """BGR ``uint8`` images -> network input batch and the placement of each image, computed on ``device``.
 
-    The same contract as :func:`yolo.inference.preprocess.preprocess` (within one 8-bit level of its values).
+    The same contract as :func:`yolo.inference.preprocess.preprocess` (its values with ``resample="darknet"``;
+    within one 8-bit level of them with ``"opencv"``).
     All images travel in one copy, through ``staging`` when given (a caller's buffer kept across calls, as the
     ``Detector`` keeps one: no page-locked allocation per call), see :func:`upload_uint8`.
 
@@ -116,6 +106,8 @@ def preprocess_on_device(
         ``(batch, infos)``: ``batch`` is ``Float[N, 3, h, w]`` (``dtype``) RGB 0..1 in channels-last memory on
         ``device``, Darknet's gray 0.5 around a letterboxed image; ``infos[i]`` maps boxes of image ``i`` back.
     """
+    if resample not in RESAMPLERS:
+        raise ValueError(f"unknown resampler {resample!r}: use 'darknet' or 'opencv'")
     net_h, net_w = img_size
     batch = torch.empty((len(images), net_h, net_w, 3), dtype=dtype, device=device)  # NHWC storage
     infos: List[LetterboxInfo] = [None] * len(images)  # type: ignore[list-item]
@@ -124,12 +116,15 @@ def preprocess_on_device(
         groups[image.shape[:2]].append(i)
     uploaded = upload_uint8([[images[i] for i in members] for members in groups.values()], device, staging)
     for (shape_hw, members), pixels in zip(groups.items(), uploaded):
-        (rh, rw), (px, py), info = _placement(shape_hw, (net_h, net_w), mode)
+        (rh, rw), (px, py), info = placement(shape_hw, (net_h, net_w), mode)
         for i in members:
             infos[i] = info
         # BGR -> RGB on the uint8 bytes, then NCHW view (channels-last memory) for the resize.
         pixels = pixels.flip(-1).permute(0, 3, 1, 2)
-        values = resize_bilinear_levels(pixels, (rh, rw)).div_(255.0).permute(0, 2, 3, 1)
+        if resample == "darknet":
+            values = darknet_resize(pixels, (rh, rw)).permute(0, 2, 3, 1)
+        else:
+            values = resize_bilinear_levels(pixels, (rh, rw)).div_(255.0).permute(0, 2, 3, 1)
         where = _positions(members, len(images), device)
         if (rh, rw) != (net_h, net_w):
             batch[where] = LETTERBOX_FILL

@@ -3,6 +3,7 @@
 A training checkpoint (``best.pt``, ``last.pt``) holds ``preprocessing``::
 
     {"resize": "letterbox" | "stretch",   # how the trainer's validation resized each image
+     "resample": "darknet" | "opencv",    # ... with Darknet's float resize_image or OpenCV's uint8 resize
      "img_size": [height, width],         # the training input size
      "pipeline": "darknet" | "darknet_opencv" | "affine"}   # the training augmentation
 
@@ -11,7 +12,11 @@ framework's own ``affine`` pipeline letterboxes its crops, Darknet's pipelines l
 ``letter_box=1`` and stretch otherwise (as Darknet's ``detector map`` does). ``tools/detect.py`` and
 ``tools/eval.py`` then use the recorded resize and size unless ``--resize`` / ``--img-size`` are given, so one
 model is always measured on one preprocessing. A model without a record (Darknet ``.weights``, a converted
-``.pt``) follows its cfg, as Darknet does (:func:`cfg_resize_mode`).
+``.pt``) follows its cfg, as Darknet does (:func:`cfg_resize_mode`), with Darknet's resampler.
+
+The resampler (:func:`default_resample`): the trainer validates with Darknet's own ``resize_image``
+(``"darknet"``); a checkpoint written before the record had ``resample`` was validated with OpenCV's
+``cv2.resize`` and keeps it (``"opencv"``), unless ``--resample`` says otherwise.
 """
 from __future__ import annotations
 
@@ -20,6 +25,8 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 from yolo.ops.sizes import ImageSize, SizeLike, check_stride, image_size
 
 RESIZE_MODES = ("letterbox", "stretch")
+RESAMPLERS = ("darknet", "opencv")  # yolo.ops.letterbox.RESAMPLERS (this module loads no OpenCV)
+RECORDLESS_RESAMPLE = "opencv"  # what a record without "resample" (older checkpoints) was validated with
 
 
 def cfg_resize_mode(model) -> str:
@@ -34,8 +41,8 @@ def training_preprocessing(augment: Mapping[str, Any], img_size: ImageSize) -> D
     (:func:`yolo.data.transforms.augment_from_cfg`) and whose input is ``img_size`` ``(h, w)``."""
     pipeline = str(augment.get("pipeline", "darknet"))
     letterboxed = pipeline == "affine" or bool(float(augment.get("letter_box", 0) or 0))
-    return {"resize": "letterbox" if letterboxed else "stretch", "img_size": [int(v) for v in img_size],
-            "pipeline": pipeline}
+    return {"resize": "letterbox" if letterboxed else "stretch", "resample": "darknet",
+            "img_size": [int(v) for v in img_size], "pipeline": pipeline}
 
 
 def recorded_preprocessing(model) -> Optional[Dict[str, Any]]:
@@ -53,16 +60,25 @@ def checked_record(record: Any, where: str) -> Optional[Dict[str, Any]]:
     size = record.get("img_size") if isinstance(record, Mapping) else None
     if (not isinstance(record, Mapping) or record.get("resize") not in RESIZE_MODES
             or not isinstance(size, (list, tuple)) or len(size) != 2
-            or not all(isinstance(v, int) and v > 0 for v in size)):
-        raise ValueError(f"{where}: malformed 'preprocessing' entry {record!r} (expected resize letterbox/stretch "
-                         "and img_size [height, width])")
-    return {"resize": record["resize"], "img_size": [int(v) for v in size], "pipeline": record.get("pipeline")}
+            or not all(isinstance(v, int) and v > 0 for v in size)
+            or record.get("resample", RECORDLESS_RESAMPLE) not in RESAMPLERS):
+        raise ValueError(f"{where}: malformed 'preprocessing' entry {record!r} (expected resize letterbox/stretch, "
+                         "img_size [height, width] and, if given, resample darknet/opencv)")
+    return {"resize": record["resize"], "resample": record.get("resample", RECORDLESS_RESAMPLE),
+            "img_size": [int(v) for v in size], "pipeline": record.get("pipeline")}
 
 
 def default_resize(model) -> str:
     """The resize a tool uses when none is asked for: the recorded one, else the cfg's."""
     record = recorded_preprocessing(model)
     return record["resize"] if record is not None else cfg_resize_mode(model)
+
+
+def default_resample(model) -> str:
+    """The resampler a tool uses when none is asked for: the recorded one (``"opencv"`` for a record written
+    before records named it), else Darknet's (``"darknet"``)."""
+    record = recorded_preprocessing(model)
+    return record.get("resample", RECORDLESS_RESAMPLE) if record is not None else "darknet"
 
 
 def default_img_size(model) -> Optional[ImageSize]:
@@ -119,6 +135,6 @@ def model_input_size(model, value: Optional[SizeLike], where: str) -> ImageSize:
     return model_input_choice(model, value, where)[0]
 
 
-__all__ = ["FALLBACK_SIZE", "RESIZE_MODES", "cfg_resize_mode", "checked_record", "chosen_input_size",
-           "default_img_size", "default_resize", "model_input_choice", "model_input_size", "net_input_size",
+__all__ = ["FALLBACK_SIZE", "RESAMPLERS", "RESIZE_MODES", "cfg_resize_mode", "checked_record",
+           "chosen_input_size", "default_img_size", "default_resample", "default_resize", "model_input_choice", "model_input_size", "net_input_size",
            "recorded_preprocessing", "training_preprocessing"]

@@ -2,8 +2,11 @@
 
 Two modes, as Darknet: ``letterbox`` (``letterbox_image``: keep the aspect ratio, centre, fill the border
 with gray 0.5) and ``stretch`` (``resize_image``: resize to the input size, as OpenCV's ``blobFromImage``).
-Every path resizes with :func:`fit_image` (``cv2.resize``, bilinear by default) and records the placement
-as a :class:`LetterboxInfo`, which maps boxes back exactly.
+Two resamplers (:data:`RESAMPLERS`): ``darknet``, Darknet's own float resize (:mod:`yolo.ops.darknet_resize`,
+what ``detector test`` and ``detector map`` feed the network; :func:`fit_image_darknet`), and ``opencv``,
+``cv2.resize`` bilinear on ``uint8`` (as OpenCV DNN's ``blobFromImage``; :func:`fit_image`, also the data
+pipeline's). Both place the image as :func:`placement` says and record it as a :class:`LetterboxInfo`, which
+maps boxes back exactly.
 
 The border: Darknet fills 0.5 on its 0..1 float images. A float canvas gets exactly 0.5
 (:func:`yolo.inference.preprocess.preprocess`, the Detector's input). A ``uint8`` image cannot hold
@@ -23,21 +26,27 @@ import numpy as np
 import torch
 
 from yolo.ops.boxes import clip_boxes
+from yolo.ops.darknet_resize import darknet_resize_image
 from yolo.ops.sizes import ImageSize
 
 __all__ = [
+    "RESAMPLERS",
     "LETTERBOX_FILL",
     "LETTERBOX_FILL_UINT8",
     "RESIZE_MODES",
     "LetterboxInfo",
     "letterbox_params",
+    "placement",
     "fit_image",
+    "fit_image_darknet",
     "letterbox",
     "stretch",
     "resize_image",
 ]
 
 RESIZE_MODES = ("letterbox", "stretch")
+# How the image is resampled to the input: Darknet's float resize_image, or OpenCV's uint8 INTER_LINEAR.
+RESAMPLERS = ("darknet", "opencv")
 
 # Darknet's letterbox border (src/image.c letterbox_image: fill_image(boxed, .5)) on 0..1 data.
 LETTERBOX_FILL = 0.5
@@ -101,24 +110,49 @@ def letterbox_params(original_shape_hw: ImageSize, new_shape: ImageSize) -> Tupl
     return (new_h, new_w), ((net_w - new_w) // 2, (net_h - new_h) // 2)
 
 
+def placement(shape_hw: ImageSize, new_shape: ImageSize,
+              mode: str = "letterbox") -> Tuple[ImageSize, Tuple[int, int], LetterboxInfo]:
+    """Where ``mode`` puts an image of ``shape_hw`` in an input of ``new_shape`` (both ``(h, w)``):
+    ``((rh, rw), (pad_x, pad_y), info)``, the resized size, its integer top-left offset and the
+    :class:`LetterboxInfo`."""
+    h, w = shape_hw
+    if mode == "letterbox":
+        (rh, rw), (pad_x, pad_y) = letterbox_params((h, w), new_shape)
+    elif mode == "stretch":
+        (rh, rw), (pad_x, pad_y) = tuple(new_shape), (0, 0)
+    else:
+        raise ValueError(f"unknown resize mode {mode!r}: use 'letterbox' or 'stretch'")
+    info = LetterboxInfo(scale_x=rw / w, scale_y=rh / h, pad_x=float(pad_x), pad_y=float(pad_y))
+    return (rh, rw), (pad_x, pad_y), info
+
+
 def fit_image(image: np.ndarray, new_shape: ImageSize, mode: str = "letterbox",
               interpolation: int = cv2.INTER_LINEAR) -> Tuple[np.ndarray, LetterboxInfo]:
-    """Resize ``image`` (``H x W x C``, any dtype and channel order) as ``mode`` places it in the input.
+    """Resize ``image`` (``H x W x C``, any dtype and channel order) with ``cv2.resize`` as ``mode`` places it
+    in the input (the ``opencv`` resampler).
 
     Returns ``(resized, info)``: ``resized`` is the image content only (``new_h x new_w x C``; no border),
     to be put at ``(info.pad_x, info.pad_y)`` of the ``new_shape`` input; the image itself when the size
     does not change.
     """
-    h, w = image.shape[:2]
-    net_h, net_w = new_shape
-    if mode == "letterbox":
-        (rh, rw), (pad_x, pad_y) = letterbox_params((h, w), (net_h, net_w))
-    elif mode == "stretch":
-        (rh, rw), (pad_x, pad_y) = (net_h, net_w), (0, 0)
-    else:
-        raise ValueError(f"unknown resize mode {mode!r}: use 'letterbox' or 'stretch'")
-    resized = image if (rh, rw) == (h, w) else cv2.resize(image, (rw, rh), interpolation=interpolation)
-    return resized, LetterboxInfo(scale_x=rw / w, scale_y=rh / h, pad_x=float(pad_x), pad_y=float(pad_y))
+    (rh, rw), _, info = placement(image.shape[:2], new_shape, mode)
+    resized = image if (rh, rw) == image.shape[:2] else cv2.resize(image, (rw, rh), interpolation=interpolation)
+    return resized, info
+
+
+def fit_image_darknet(image: np.ndarray, new_shape: ImageSize, mode: str = "letterbox", bgr: bool = True,
+                      fill: float = LETTERBOX_FILL) -> Tuple[np.ndarray, LetterboxInfo]:
+    """Darknet's ``resize_image`` (``stretch``) or ``letterbox_image`` (``letterbox``) of a ``uint8``
+    ``H x W x 3`` image (BGR, or RGB with ``bgr=False``): the ``darknet`` resampler.
+
+    Returns ``(out, info)``: ``out`` is the ``Float32`` RGB 0..1 input ``new_h x new_w x 3``, Darknet's floats
+    (:func:`yolo.ops.darknet_resize.darknet_resize_image`) on a border of ``fill`` (Darknet's 0.5).
+    """
+    (rh, rw), (px, py), info = placement(image.shape[:2], new_shape, mode)
+    out = torch.full((*new_shape, 3), float(fill), dtype=torch.float32) if (rh, rw) != tuple(new_shape) \
+        else torch.empty((*new_shape, 3), dtype=torch.float32)
+    darknet_resize_image(image, (rh, rw), bgr=bgr, out=out[py:py + rh, px:px + rw])
+    return out.numpy(), info
 
 
 def _darknet_gray(dtype: np.dtype) -> float:

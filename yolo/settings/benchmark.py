@@ -10,7 +10,7 @@ from typing import List, Optional
 
 from yolo.ops.postprocess_defaults import DETECT_CONF_THRES, DETECT_IOU_THRES
 from yolo.ops.sizes import ImageSize
-from yolo.settings.common import img_size_setting
+from yolo.settings.common import img_size_setting, resample_setting
 from yolo.settings.declare import setting
 from yolo.settings.values import fraction, non_negative_int, positive_int
 
@@ -37,6 +37,7 @@ class BenchmarkOptions:
     warmup: int = setting(3, "--warmup", type=non_negative_int, help="untimed rounds first")
     resize: str = setting("stretch", "--resize", choices=["stretch", "letterbox"],
                           help="our pre-processing (OpenCV always stretches)")
+    resample: Optional[str] = resample_setting()
     conf_thres: float = setting(DETECT_CONF_THRES, "--conf-thres", type=fraction, help="score threshold of the post-processing")
     iou_thres: float = setting(DETECT_IOU_THRES, "--iou-thres", type=fraction, help="NMS IoU threshold of the post-processing")
     compile: bool = setting(False, "--compile", action="store_true", help="also time our model under torch.compile")

@@ -36,6 +36,18 @@ def verbose_setting() -> Any:
     return setting(False, "--verbose", action="store_true", help=VERBOSE_HELP)
 
 
+RESAMPLERS = ("darknet", "opencv")  # yolo.ops.letterbox.RESAMPLERS (this module imports no OpenCV)
+
+
+def resample_setting() -> Any:
+    """``--resample``: how an image is resampled to the network input (None: the checkpoint's, else Darknet's)."""
+    return setting(
+        None, "--resample", choices=list(RESAMPLERS),
+        help="darknet: Darknet's own resize_image/letterbox_image in float, the input of its detector test and "
+             "detector map (its scores to the printed digit); opencv: cv2.resize bilinear on uint8, the input of "
+             "OpenCV DNN's blobFromImage (default: how a checkpoint of ours was validated, else darknet)")
+
+
 def img_size_setting(help: str, **declaration: Any) -> Any:
     """``--img-size``: the network input, ``S`` (square) or ``H W``, parsed into an
     :data:`~yolo.ops.sizes.ImageSize` (:func:`~yolo.settings.values.size_from_flag`); None, not given: the

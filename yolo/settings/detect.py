@@ -11,7 +11,7 @@ from yolo.counts import GRAPH_MAX_BATCH
 from yolo.ops.postprocess_defaults import DETECT_CONF_THRES, DETECT_IOU_THRES, MAX_DET, NMS_KINDS
 from yolo.ops.sizes import SIZE_RULE, SizeLike
 from yolo.settings.checks import check_int_sequence, check_number, check_optional_number, check_sequence
-from yolo.settings.common import device_setting, img_size_setting
+from yolo.settings.common import RESAMPLERS, device_setting, img_size_setting, resample_setting
 from yolo.settings.declare import setting
 from yolo.settings.values import fraction, nms_exponent, non_negative_int, positive_int, worker_count
 
@@ -35,6 +35,10 @@ class DetectorOptions:
     - ``resize``: ``"letterbox"`` (Darknet's ``letterbox_image``) or ``"stretch"`` (Darknet's ``resize_image``,
       as OpenCV ``blobFromImage``); default: the one a checkpoint of ours records (how it was trained and
       validated, :mod:`yolo.models.preprocessing`), else the cfg's (``letter_box=1`` in ``[net]`` letterboxes).
+    - ``resample``: ``"darknet"`` (Darknet's float ``resize_image``, :mod:`yolo.ops.darknet_resize`: the scores
+      of ``darknet detector test``) or ``"opencv"`` (``cv2.resize`` on ``uint8``, OpenCV DNN's input); default:
+      the one a checkpoint of ours records (``"opencv"`` for one older than the record's ``resample``), else
+      ``"darknet"``.
     - ``device``: a name, a GPU index (``0`` is ``cuda:0``) or a :class:`torch.device` (used as it is).
     - ``half``: fp16 on CUDA, model and input in channels-last memory, heads and detections in fp32 (ignored on
       the CPU and with ``fast=False``).
@@ -51,6 +55,7 @@ class DetectorOptions:
         None, "--resize", choices=list(RESIZE_MODES),
         help="pre-processing (default: how a checkpoint of ours was trained and validated; else the cfg's, as "
              "Darknet: letter_box=1 in [net] letterboxes, else stretch)")
+    resample: Optional[str] = resample_setting()
     device: Union[str, int, torch.device, None] = device_setting()
     half: bool = setting(False, "--half", action="store_true", help="fp16 inference (CUDA only)")
     classes: Optional[Sequence[int]] = setting(None, "--classes", type=non_negative_int, nargs="+",
@@ -71,7 +76,8 @@ class DetectorOptions:
                    "activations stay in the caches; all at once on CUDA)")
     device_preprocess: Optional[bool] = setting(
         None, help="resize and convert the images with torch ops on the model's device (uploading uint8) instead "
-                   "of OpenCV on the CPU; default: on CUDA (on the CPU OpenCV is faster)")
+                   "of on the CPU (Darknet's resampler: the same floats); default: on CUDA (on the CPU the CPU path "
+                   "is faster)")
     cuda_graph: Optional[bool] = setting(
         None, help=f"replay a captured CUDA graph per input shape for batches of at most {GRAPH_MAX_BATCH} images "
                    "(falls back to eager when a capture fails); "
@@ -82,6 +88,8 @@ class DetectorOptions:
         (wrong type) or ``ValueError`` (out of range) naming the setting."""
         if self.resize not in (*RESIZE_MODES, None):
             raise ValueError(f"unknown resize mode {self.resize!r}: use 'letterbox' or 'stretch'")
+        if self.resample not in (*RESAMPLERS, None):
+            raise ValueError(f"unknown resampler {self.resample!r}: use 'darknet' or 'opencv'")
         if self.names is not None and not isinstance(self.names, (str, Path)):
             check_sequence("names", self.names, "class names (or a .names file)")
         check_number("conf_thres", self.conf_thres, fraction)

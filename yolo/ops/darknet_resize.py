@@ -1,0 +1,195 @@
+"""Darknet's ``resize_image`` (src/image.c) on batches of ``uint8`` images, as torch ops on any device: the resize
+``detector test`` and ``detector map`` feed the network with (``letterbox_image`` resizes with it too).
+
+Darknet converts the decoded bytes to float (``byte / 255.``) and resizes in two passes, in float32:
+
+* along x: ``part[c] = (1 - dx) * im[ix] + dx * im[ix + 1]`` with ``sx = c * w_scale``, ``ix = (int) sx``,
+  ``dx = sx - ix`` and ``w_scale = (float)(W - 1) / (w - 1)`` (corners aligned); the last column (and every
+  column of a one-column image) is the image's last column as it is;
+* along y: ``out[r] = (1 - dy) * part[iy]``, then ``out[r] += dy * part[iy + 1]`` except on the last row (and
+  on a one-row image).
+
+Each output pixel thus blends at most four source pixels, the same ones for every image of a size: the tables
+(:func:`resize_tables`, one per input and output size, cached) hold the source rows and columns and the float32
+weights, with Darknet's special cases as weights 1 and 0 (``a * 1 + b * 0 == a`` exactly for the finite,
+non-negative pixels). Only the pixels the resize reads are gathered (as ``uint8``) and converted; every float32
+operation is C's, in C's order and correctly rounded (no fused multiply-add, no reordering; on CUDA the division
+is by a device tensor, never by a host scalar, which CUDA turns into a multiplication by the reciprocal), so the
+values are Darknet's bit for bit (``tests/test_darknet_resize.py`` compares them with Darknet's own functions).
+"""
+from __future__ import annotations
+
+import threading
+from functools import lru_cache
+from typing import Optional, Tuple
+
+import cv2
+import numpy as np
+import torch
+
+from yolo.ops.sizes import ImageSize
+
+__all__ = ["ResizeTables", "darknet_resize", "darknet_resize_image", "resize_tables"]
+
+F32 = np.float32
+
+
+def _axis_table(n_in: int, n_out: int, copy_last: bool) -> Tuple[np.ndarray, np.ndarray]:
+    """One axis of ``resize_image``: ``(Int64[2, n_out] source indices, Float32[2, n_out] weights)``, the first
+    row the near (left/upper) pixel, the second the far one.
+
+    ``copy_last``: the x axis, where the last output column (every column of a one-pixel input) is the last
+    input pixel with weights 1 and 0; on the y axis the last output row (every row of a one-pixel input) keeps
+    only its near term (far weight 0)."""
+    out = np.arange(n_out)
+    if n_out > 1 and n_in > 1:
+        scale = F32(n_in - 1) / F32(n_out - 1)  # (float)(im.w - 1) / (w - 1)
+        position = out.astype(F32) * scale  # c * w_scale: the int converted to float, times the float
+        near = position.astype(np.int64)  # (int) truncates the non-negative position
+        fraction = position - near.astype(F32)
+    else:  # an output of one pixel reads position 0; an input of one pixel is copied (Darknet's branches)
+        near, fraction = np.zeros(n_out, np.int64), np.zeros(n_out, F32)
+    near = np.minimum(near, n_in - 1)
+    far = np.minimum(near + 1, n_in - 1)
+    weights = np.stack([F32(1) - fraction, fraction]).astype(F32)
+    index = np.stack([near, far])
+    last = slice(None) if n_in == 1 else slice(-1, None)  # the pixels Darknet does not blend
+    if copy_last:
+        index[:, last] = n_in - 1
+        weights[0, last], weights[1, last] = F32(1), F32(0)
+    else:
+        weights[1, last] = F32(0)
+    return index, weights
+
+
+class ResizeTables:
+    """The sources and weights of ``resize_image`` from ``in_hw`` to ``out_hw`` (both ``(height, width)``).
+
+    ``rows``: Int64[2, h] the upper and lower source row of each output row; ``row_weights``: Float32[2, h];
+    ``cols``: Int64[2, w] the left and right source column of each output column; ``col_weights``:
+    Float32[2, w]. Tensors per device are made on first use and kept.
+    """
+
+    def __init__(self, in_hw: ImageSize, out_hw: ImageSize):
+        self.in_hw, self.out_hw = tuple(in_hw), tuple(out_hw)
+        self.rows, self.row_weights = _axis_table(in_hw[0], out_hw[0], copy_last=False)
+        self.cols, self.col_weights = _axis_table(in_hw[1], out_hw[1], copy_last=True)
+        self._on = {}
+
+    def on(self, device: torch.device) -> Tuple[torch.Tensor, ...]:
+        """``(rows, cols, row_weights, col_weights)`` as tensors on ``device``, weights shaped to broadcast
+        over ``[N, C, 2?, h, w]``: row weights ``[2, h, 1]``, column weights ``[w]`` each."""
+        key = str(device)
+        if key not in self._on:
+            as_tensor = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device)  # noqa: E731
+            self._on[key] = (as_tensor(self.rows.reshape(-1)), as_tensor(self.cols),
+                             as_tensor(self.row_weights)[:, :, None], as_tensor(self.col_weights))
+        return self._on[key]
+
+    def interleaved_weights(self) -> Tuple[torch.Tensor, ...]:
+        """``(left, right, upper, lower)`` CPU weights for ``H x W x 3`` pixels seen as rows of ``W * 3`` values:
+        the column weights repeated for the three channels (Float32[w * 3] each), the row weights Float32[h, 1]."""
+        if "interleaved" not in self._on:
+            left, right = (torch.from_numpy(np.repeat(self.col_weights[k], 3)) for k in (0, 1))
+            upper, lower = (torch.from_numpy(np.ascontiguousarray(self.row_weights[k][:, None])) for k in (0, 1))
+            self._on["interleaved"] = (left, right, upper, lower)
+        return self._on["interleaved"]
+
+
+@lru_cache(maxsize=64)
+def resize_tables(in_hw: ImageSize, out_hw: ImageSize) -> ResizeTables:
+    """The :class:`ResizeTables` for one pair of sizes (cached: a video or a dataset repeats a few sizes)."""
+    return ResizeTables(tuple(int(v) for v in in_hw), tuple(int(v) for v in out_hw))
+
+
+def darknet_resize(pixels: torch.Tensor, out_hw: ImageSize) -> torch.Tensor:
+    """Darknet's ``load_image`` conversion (``byte / 255.``) and ``resize_image`` of ``uint8`` images.
+
+    Args:
+        pixels: ``UInt8[N, C, H, W]`` (any memory format, any device).
+        out_hw: the output ``(h, w)``.
+
+    Returns:
+        ``Float32[N, C, h, w]`` 0..1 on ``pixels``' device, equal to Darknet's float image; the converted input
+        when the size does not change (Darknet's ``copy_image``).
+    """
+    h, w = int(out_hw[0]), int(out_hw[1])
+    # the divisor as a device tensor: CUDA divides by a host scalar as a multiplication by its reciprocal
+    levels = torch.full((), 255.0, device=pixels.device)
+    if tuple(pixels.shape[-2:]) == (h, w):
+        return pixels.float().div_(levels)
+    rows, cols, row_weights, col_weights = resize_tables(tuple(pixels.shape[-2:]), (h, w)).on(pixels.device)
+    n, c = pixels.shape[:2]
+    # The rows read (upper ones, then lower ones), then the columns of each: uint8 gathers, then one conversion.
+    gathered = pixels.index_select(2, rows).index_select(3, cols.reshape(-1))  # [N, C, 2h, 2w]
+    values = gathered.float().div_(levels).view(n, c, 2, h, 2, w)
+    # Pass 1, along x: (1 - dx) * left + dx * right (C's two products and one sum, each rounded).
+    part = values[:, :, :, :, 0].mul(col_weights[0]).add_(values[:, :, :, :, 1].mul(col_weights[1]))
+    # Pass 2, along y: (1 - dy) * upper, then + dy * lower.
+    return part[:, :, 0].mul(row_weights[0]).add_(part[:, :, 1].mul(row_weights[1]))
+
+
+_WORKSPACE = threading.local()
+# Darknet's float of each byte: (float)byte / 255. (the double quotient rounded to float: the float32 quotient
+# for every byte, checked in tests/test_darknet_resize.py)
+BYTE_VALUES = (np.arange(256) / 255.0).astype(F32)
+
+
+def _scratch(slot: int, shape: Tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A buffer kept (per thread) for the next image of the same size: the first touch of fresh pages costs more
+    than the arithmetic on them. Its contents never leave this module."""
+    buffers = _WORKSPACE.__dict__.setdefault("buffers", {})
+    buffer = buffers.get(slot)
+    if buffer is None or buffer.shape != tuple(shape) or buffer.dtype != dtype:
+        buffer = buffers[slot] = np.empty(shape, dtype)
+    return buffer
+
+
+def darknet_resize_image(image: np.ndarray, out_hw: ImageSize, bgr: bool = True,
+                         out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """:func:`darknet_resize` of one ``uint8`` ``H x W x 3`` image on the CPU, to RGB: the fast path of the
+    Detector and of evaluation (the same tables and the same float32 operations, on interleaved pixels).
+
+    The pixels are packed four bytes to a ``uint32`` (RGBA) so that gathering the rows and the columns the
+    resize reads moves whole pixels (the columns first when the image has fewer rows than the gather reads);
+    the float32 passes then run on rows of ``w * 3`` values, in buffers kept for the next image of the size.
+
+    Args:
+        image: ``uint8`` ``H x W x 3``, BGR (``bgr=True``, as OpenCV decodes) or RGB.
+        out_hw: the output ``(h, w)``.
+        out: where to write, ``Float32[h, w, 3]`` whose rows are ``w * 3`` contiguous values (a view into a
+            batch is fine); a new tensor when None.
+
+    Returns:
+        ``Float32[h, w, 3]`` RGB 0..1 (``out`` when given), Darknet's float image.
+    """
+    h, w = int(out_hw[0]), int(out_hw[1])
+    out = torch.empty((h, w, 3), dtype=torch.float32) if out is None else out
+    flat = out.view(h, w * 3)
+    if image.shape[:2] == (h, w):  # Darknet's copy_image: the conversion alone
+        rgb = cv2.cvtColor(image, cv2.COLOR_BGR2RGB) if bgr else image
+        torch.div(torch.from_numpy(np.ascontiguousarray(rgb)).view(h, w * 3), 255.0, out=flat)
+        return out
+    ih, iw = image.shape[:2]
+    tables = resize_tables((ih, iw), (h, w))
+    rows, cols = tables.rows.reshape(-1), tables.cols.reshape(-1)
+    packed = cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_BGR2RGBA if bgr else cv2.COLOR_RGB2RGBA,
+                          dst=_scratch(0, (ih, iw, 4), np.uint8)).view(np.uint32).reshape(ih, iw)
+    read = _scratch(2, (2 * h, 2 * w), np.uint32)
+    if ih < 2 * h:  # fewer pixels to gather one by one along the columns first
+        np.take(np.take(packed, cols, axis=1, out=_scratch(1, (ih, 2 * w), np.uint32), mode="clip"), rows, axis=0,
+                out=read, mode="clip")
+    else:
+        np.take(np.take(packed, rows, axis=0, out=_scratch(1, (2 * h, iw), np.uint32), mode="clip"), cols, axis=1,
+                out=read, mode="clip")
+    rgb = cv2.cvtColor(read.view(np.uint8).reshape(2 * h, 2 * w, 4), cv2.COLOR_RGBA2RGB,
+                       dst=_scratch(3, (2 * h, 2 * w, 3), np.uint8))
+    # (float)byte / 255. of every byte, as a table: one pass instead of a conversion and a division
+    values = torch.from_numpy(cv2.LUT(rgb, BYTE_VALUES, dst=_scratch(4, (2 * h, 2 * w, 3), np.float32)))
+    values = values.view(2 * h, 2 * w * 3)
+    left, right, upper, lower = tables.interleaved_weights()
+    # Pass 1, along x, on the upper and the lower rows at once: (1 - dx) * left + dx * right.
+    part = values[:, :w * 3].mul_(left).add_(values[:, w * 3:].mul_(right))
+    # Pass 2, along y: (1 - dy) * upper, then + dy * lower.
+    torch.mul(part[:h], upper, out=flat).add_(part[h:].mul_(lower))
+    return out
