@@ -27,6 +27,20 @@ from yolo.engine.update_step import StepRunner
 REPO = Path(__file__).resolve().parent.parent
 
 
+def console_scripts() -> dict:
+    """``{command: "module:function"}`` of every console script ``setup.py`` declares, read by setuptools itself
+    from the file (so a change shows without reinstalling)."""
+    import distutils.core  # setuptools' own copy: run_setup reads setup.py's arguments and installs nothing
+
+    cwd = os.getcwd()
+    try:
+        os.chdir(REPO)
+        lines = distutils.core.run_setup(str(REPO / "setup.py"), stop_after="init").entry_points["console_scripts"]
+    finally:
+        os.chdir(cwd)
+    return dict(tuple(part.strip() for part in line.split("=")) for line in lines)
+
+
 def tool_parser(tool: str):
     """The argparse parser of ``tools/TOOL.py`` (built by ``yolo.cli.flags.TOOL``)."""
     return importlib.import_module(f"yolo.cli.flags.{tool}").build_parser()
