@@ -76,6 +76,11 @@ class TrainOptions:
         None, "--cache-images", action=argparse.BooleanOptionalAction, overrides="cache_images",
         help="decode the train images once and keep them in memory, one copy per machine, where they fit (else "
              "one warning and the images are read from disk; default: the hyperparameter cache_images, false)")
+    scale_burn_in: Optional[bool] = setting(
+        None, "--scale-burn-in", action=argparse.BooleanOptionalAction, overrides="scale_burn_in",
+        help="in a run shorter than the cfg's max_batches, give burn_in the same share of this run (a stock cfg's "
+             "burn_in=1000 would otherwise keep a short fine-tune's learning rate near 0, as in Darknet; default: the "
+             "hyperparameter scale_burn_in, false)")
     progress: bool = progress_setting()
 
     def __post_init__(self):
