@@ -36,7 +36,8 @@ setup(
     entry_points={
         "console_scripts": [
             f"yolo-{name.replace('_', '-')} = yolo.cli.launch:{name}"
-            for name in ("anchors", "benchmark", "convert", "demo", "detect", "eval", "export", "train")
+            for name in ("anchors", "benchmark", "convert", "convert_dataset", "demo", "detect", "eval", "export",
+                         "train")
         ],
     },
     extras_require={

@@ -13,7 +13,7 @@ import importlib.util
 import sys
 from typing import Callable, Sequence
 
-COMMANDS = ("anchors", "benchmark", "convert", "demo", "detect", "eval", "export", "train")
+COMMANDS = ("anchors", "benchmark", "convert", "convert_dataset", "demo", "detect", "eval", "export", "train")
 
 
 def answer_help(tool: str, argv: Sequence[str]) -> None:
@@ -37,6 +37,7 @@ def command(tool: str) -> Callable[[], None]:
 anchors = command("anchors")
 benchmark = command("benchmark")
 convert = command("convert")
+convert_dataset = command("convert_dataset")
 demo = command("demo")
 detect = command("detect")
 eval = command("eval")  # noqa: A001  (the yolo-eval command; the builtin is not used here)

@@ -40,7 +40,6 @@ from yolo.ops import sizes
 from yolo.ops.sizes import ImageSize, SizeLike
 from yolo.data.cache import LabelCache
 from yolo.data.config import DataConfig, is_coco_json
-from yolo.data.darknet_data import is_darknet_data
 from yolo.data.darknet_batched import PendingImage
 from yolo.data.image_cache import ImageCache
 from yolo.errors import DataError, ImageReadError, shown
@@ -634,46 +633,3 @@ class CocoDataset(DetectionDataset):
         if min(x + w, width) - x1 <= 0 or min(y + h, height) - y1 <= 0:
             return "bbox has no area inside the image"
         return None
-
-
-# ---------------------------------------------------------------------------- from a config
-def dataset_inputs(config: DataConfig, dataset: DetectionDataset) -> Dict[str, Path]:
-    """Every file a run reads for ``dataset`` (a split of ``config``), keyed by what it is, for
-    :func:`yolo.files.overwrite.refuse_overwriting_inputs`: the config and its ``.names`` file, the split's list
-    file (or COCO JSON) and label cache, and each image with its label file."""
-    inputs: Dict[str, Path] = {}
-    if config.source is not None:
-        inputs["the dataset config"] = Path(config.source)
-    if config.names_file is not None:
-        inputs["the names file"] = config.names_file
-    source = Path(dataset.source)
-    if source.is_file():
-        inputs["the split's list"] = source
-    if not is_coco_json(source):
-        inputs["the label cache"] = _cache_file(source.resolve())
-    for record in dataset.records:
-        inputs[f"the image {record.path}"] = Path(record.path)
-        label = find_label_file(Path(record.path)) if not is_coco_json(source) else None
-        if label is not None:
-            inputs[f"the label file of {record.path}"] = label
-    return inputs
-
-
-
-def build_dataset(config: DataConfig, split: str = "train", img_size: SizeLike = 416,
-                  augment: Optional[bool] = None, hyp: Optional[Dict[str, Any]] = None, seed: int = 0,
-                  cache: bool = True) -> DetectionDataset:
-    """The dataset of ``split`` (``"train"``/``"val"``) of a :class:`DataConfig`.
-
-    ``augment`` defaults to True for train and False for val.
-    """
-    path = config.split(split)
-    if augment is None:
-        augment = split == "train"
-    if is_coco_json(path):
-        return CocoDataset(path, config.images_dir(split) or config.root, config.names, img_size, augment, hyp, seed)
-    search_dirs = [config.root]
-    if config.source is not None and is_darknet_data(config.source):  # its own paths are read from there too
-        search_dirs += [config.source.parent, config.source.parent.parent]
-    return YoloDataset(path, config.names, img_size, augment, hyp, seed, cache=cache, search_dirs=search_dirs)
-
