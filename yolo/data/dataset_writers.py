@@ -12,8 +12,8 @@ converted boxes are the ones training would see: each record's xyxy boxes in ori
   as ``voc_label.py`` reads them back), ``ImageSets/Main/<split>.txt``.
 
 Two images of a folder with one stem get ``STEM_2``, ... (in VOC's one ``JPEGImages``, an image two splits list with
-the same boxes is copied once). Difficult VOC objects are not converted (the VOC reader skips
-them, as Darknet's ``voc_label.py`` does).
+the same boxes is copied once). Difficult VOC objects are not converted (the VOC reader skips them, as Darknet's
+``voc_label.py`` does), nor are COCO's crowd annotations (training skips them too).
 
 supervision's ``DetectionDataset``, which reads and writes all three layouts, is not used: it keeps VOC's difficult
 objects, reads VOC boxes in the devkit's inclusive convention (a pixel wider than ``voc_label.py``'s), reads YOLO

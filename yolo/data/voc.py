@@ -78,9 +78,9 @@ def read_voc_annotation(path: Path, names: Sequence[str]) -> Tuple[Tuple[int, in
         raise DataError(f"cannot read it: {exc.strerror}", path) from None
     if root.tag != "annotation":
         raise DataError(f"not a VOC annotation (its root element is <{shown(root.tag, 40)}>, not <annotation>)", path)
-    size = root.find("size")
-    hw = (0, 0) if size is None else (int(_number(size, "height", path, "<size>")),
-                                      int(_number(size, "width", path, "<size>")))
+    size = root.find("size")  # a record only: the image's own size is what the boxes are checked against
+    hw = (0, 0) if size is None or size.find("width") is None or size.find("height") is None else (
+        int(_number(size, "height", path, "<size>")), int(_number(size, "width", path, "<size>")))
     boxes, labels, problems = [], [], []
     index = {name: i for i, name in enumerate(names)}
     for number, obj in enumerate(root.findall("object"), start=1):
@@ -93,7 +93,7 @@ def read_voc_annotation(path: Path, names: Sequence[str]) -> Tuple[Tuple[int, in
             continue
         if name not in index:
             problems.append(Problem(str(path), f"{what}: class {shown(repr(name), 40)} is not in the dataset's names "
-                                    "(skipped)", None, "box", "unknown_class"))
+                                    "(skipped)", None, "box", "unknown_name"))
             continue
         bndbox = obj.find("bndbox")
         if bndbox is None:
@@ -153,6 +153,14 @@ def scan_voc(split_file: Path, names: Sequence[str]) -> Tuple[list, ValidationRe
             report.num_label_files += 1
             _, boxes, labels, xml_problems = read_voc_annotation(xml, names)
             problems += xml_problems
+            # inside the image, as Darknet's loader constrains each box (0-based xmin 0 of VOC's 1-based 0 -> -1)
+            boxes[:, 0::2] = boxes[:, 0::2].clip(0, shape[1])
+            boxes[:, 1::2] = boxes[:, 1::2].clip(0, shape[0])
+            inside = (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
+            if not inside.all():
+                problems.append(Problem(str(xml), f"{int((~inside).sum())} box(es) outside the image (skipped)", None,
+                                        "box", "outside"))
+                boxes, labels = boxes[inside], labels[inside]
         records.append(ImageRecord(str(image.resolve()), int(shape[0]), int(shape[1]), boxes, labels,
                                    image_id=len(records)))
     report.problems = problems
