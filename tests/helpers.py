@@ -28,16 +28,20 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def console_scripts() -> dict:
-    """``{command: "module:function"}`` of every console script ``setup.py`` declares, read by setuptools itself
-    from the file (so a change shows without reinstalling)."""
-    import distutils.core  # setuptools' own copy: run_setup reads setup.py's arguments and installs nothing
+    """``{command: "module:function"}`` of every console script ``setup.py`` declares: the file run with a stand-in
+    ``setuptools`` that keeps what ``setup()`` is given (so a change shows without reinstalling, with or without
+    setuptools installed)."""
+    import runpy
+    import types
+    from unittest import mock
 
-    cwd = os.getcwd()
-    try:
-        os.chdir(REPO)
-        lines = distutils.core.run_setup(str(REPO / "setup.py"), stop_after="init").entry_points["console_scripts"]
-    finally:
-        os.chdir(cwd)
+    given: dict = {}
+    stand_in = types.ModuleType("setuptools")
+    stand_in.setup = lambda **arguments: given.update(arguments)
+    stand_in.find_packages = lambda *args, **kwargs: []
+    with mock.patch.dict(sys.modules, {"setuptools": stand_in}):
+        runpy.run_path(str(REPO / "setup.py"))
+    lines = given["entry_points"]["console_scripts"]
     return dict(tuple(part.strip() for part in line.split("=")) for line in lines)
 
 
