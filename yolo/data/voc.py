@@ -161,7 +161,7 @@ def scan_voc(split_file: Path, names: Sequence[str]) -> Tuple[list, ValidationRe
                 problems.append(Problem(str(xml), f"{int((~inside).sum())} box(es) outside the image (skipped)", None,
                                         "box", "outside"))
                 boxes, labels = boxes[inside], labels[inside]
-        records.append(ImageRecord(str(image.resolve()), int(shape[0]), int(shape[1]), boxes, labels,
+        records.append(ImageRecord(str(image), int(shape[0]), int(shape[1]), boxes, labels,
                                    image_id=len(records)))
     report.problems = problems
     report.num_kept_images = len(records)
