@@ -32,10 +32,12 @@ setup(
         "pillow",
     ],
     # The same commands as tools/NAME.py in a clone: yolo-train --cfg ..., yolo-detect --source ..., ...
+    # yolo.cli.launch answers --help before the tool's module (and torch) loads.
     entry_points={
         "console_scripts": [
-            f"yolo-{name.replace('_', '-')} = yolo.cli.{name}:cli"
-            for name in ("anchors", "benchmark", "convert", "demo", "detect", "eval", "export", "train")
+            f"yolo-{name.replace('_', '-')} = yolo.cli.launch:{name}"
+            for name in ("anchors", "benchmark", "convert", "convert_dataset", "demo", "detect", "eval", "export",
+                         "train")
         ],
     },
     extras_require={

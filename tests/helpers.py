@@ -27,6 +27,24 @@ from yolo.engine.update_step import StepRunner
 REPO = Path(__file__).resolve().parent.parent
 
 
+def console_scripts() -> dict:
+    """``{command: "module:function"}`` of every console script ``setup.py`` declares: the file run with a stand-in
+    ``setuptools`` that keeps what ``setup()`` is given (so a change shows without reinstalling, with or without
+    setuptools installed)."""
+    import runpy
+    import types
+    from unittest import mock
+
+    given: dict = {}
+    stand_in = types.ModuleType("setuptools")
+    stand_in.setup = lambda **arguments: given.update(arguments)
+    stand_in.find_packages = lambda *args, **kwargs: []
+    with mock.patch.dict(sys.modules, {"setuptools": stand_in}):
+        runpy.run_path(str(REPO / "setup.py"))
+    lines = given["entry_points"]["console_scripts"]
+    return dict(tuple(part.strip() for part in line.split("=")) for line in lines)
+
+
 def tool_parser(tool: str):
     """The argparse parser of ``tools/TOOL.py`` (built by ``yolo.cli.flags.TOOL``)."""
     return importlib.import_module(f"yolo.cli.flags.{tool}").build_parser()

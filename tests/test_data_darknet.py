@@ -160,3 +160,55 @@ def test_eval_tool_reads_a_data_file_without_train(tmp_path, monkeypatch):
                                                  "--device", "cpu", "--workers", "0", "--no-plots", "--fast",
                                                  "--save-dir", str(tmp_path / "run")]))
     assert metrics["num_images"] == len(images) == 2
+
+
+def darknet_folder_layout(darknet):
+    """Darknet's own example layout under ``darknet``: ``data/obj/*.jpg`` with their labels beside them,
+    ``data/train.txt`` listing ``data/obj/NAME.jpg`` (relative to the Darknet folder, as Darknet's docs write it),
+    ``data/obj.names`` and ``data/obj.data``."""
+    import cv2
+
+    (darknet / "data" / "obj").mkdir(parents=True)
+    lines = []
+    for i in range(3):
+        image = np.full((48, 64, 3), 40 * i, np.uint8)
+        cv2.imwrite(str(darknet / "data" / "obj" / f"{i:012d}.jpg"), image)
+        (darknet / "data" / "obj" / f"{i:012d}.txt").write_text("0 0.5 0.5 0.25 0.5\n")
+        lines.append(f"data/obj/{i:012d}.jpg")
+    (darknet / "data" / "train.txt").write_text("\n".join(lines) + "\n")
+    (darknet / "data" / "obj.names").write_text("thing\n")
+    data = darknet / "data" / "obj.data"
+    data.write_text("classes=1\ntrain=data/train.txt\nvalid=data/train.txt\nnames=data/obj.names\n")
+    return data
+
+
+def test_list_entries_relative_to_the_darknet_folder_are_found_from_anywhere(tmp_path, monkeypatch, caplog):
+    """``data/train.txt`` listing ``data/obj/x.jpg``: Darknet finds the images only when run from its folder; here
+    they are found from any working directory too (the folder above the list), and the log says from where."""
+    data = darknet_folder_layout(tmp_path / "darknet")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    config = load_data_config(data)
+    with caplog.at_level(logging.INFO, logger="yolo.data.dataset"):
+        dataset = build_dataset(config, "train", img_size=64, augment=False, cache=False)
+    assert [os.path.basename(r.path) for r in dataset.records] == [f"{i:012d}.jpg" for i in range(3)]
+    for record in dataset.records:
+        assert record.labels.tolist() == [0]
+        np.testing.assert_allclose(record.boxes, [[24, 12, 40, 36]], atol=1e-4)
+    assert f"relative entries read from {tmp_path / 'darknet'} (3 of 3)" in caplog.text
+    # From the Darknet folder, as Darknet runs: the entries are read as written, and no base is named.
+    monkeypatch.chdir(tmp_path / "darknet")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="yolo.data.dataset"):
+        assert len(build_dataset(load_data_config("data/obj.data"), "train", img_size=64, cache=False)) == 3
+    assert "relative entries read from" not in caplog.text
+
+
+def test_list_entries_found_nowhere_say_where_they_were_looked_up(tmp_path, monkeypatch):
+    data = darknet_folder_layout(tmp_path / "darknet")
+    (tmp_path / "darknet" / "data" / "train.txt").write_text("data/elsewhere/x.jpg\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DataError) as error:
+        build_dataset(load_data_config(data), "train", img_size=64, cache=False)
+    assert "looked up from" in str(error.value) and str(tmp_path / "darknet") in str(error.value)

@@ -109,7 +109,7 @@ def test_results_json_ids_are_coco_file_numbers_and_nosave_makes_no_folder(tmp_p
     assert "768x576 -> 320x320 stretch, " in printed  # dog.jpg; yolov3-tiny.cfg stretches (no letter_box)
 
 
-def test_glob_and_video(tmp_path):
+def test_glob_and_video(tmp_path, capsys):
     src = tmp_path / "src"
     src.mkdir()
     frame = cv2.resize(cv2.imread(str(asset("images/dog.jpg"))), (320, 240))
@@ -122,8 +122,11 @@ def test_glob_and_video(tmp_path):
     capture = cv2.VideoCapture(str(out / "clip.mp4"))
     assert capture.isOpened() and int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) == 3
     capture.release()
-    assert sorted(p.name for p in (out / "labels").iterdir()) == ["clip_0.txt", "clip_1.txt", "clip_2.txt",
+    # frames numbered from 1 in the label files as in the log's "frame N/3" (Darknet's demo and MOT files count so)
+    assert sorted(p.name for p in (out / "labels").iterdir()) == ["clip_1.txt", "clip_2.txt", "clip_3.txt",
                                                                   "person.txt"]
+    printed = capsys.readouterr()
+    assert all(f"clip.avi frame {n}/3" in printed.out + printed.err for n in (1, 2, 3))
 
 
 def test_sources_errors(tmp_path):

@@ -277,13 +277,13 @@ def test_eval_save_dir_is_exactly_that_folder_and_a_non_empty_one_is_refused(sha
 
 # ------------------------------------------------------------------------------------ detect output names
 def sources_sharing_stems(folder):
-    """``a.jpg``, ``a.png``, ``clip_0.jpg`` and a 2-frame ``clip.mp4``: two images with one stem, and an image
+    """``a.jpg``, ``a.png``, ``clip_1.jpg`` and a 2-frame ``clip.mp4``: two images with one stem, and an image
     named as the video's first frame's label."""
     folder.mkdir()
     dog = cv2.resize(cv2.imread(str(asset("images/dog.jpg"))), (96, 72))
     cv2.imwrite(str(folder / "a.jpg"), dog)
     cv2.imwrite(str(folder / "a.png"), dog[:, ::-1].copy())
-    cv2.imwrite(str(folder / "clip_0.jpg"), dog[::-1].copy())
+    cv2.imwrite(str(folder / "clip_1.jpg"), dog[::-1].copy())
     video = cv2.VideoWriter(str(folder / "clip.mp4"), cv2.VideoWriter_fourcc(*"mp4v"), 5, (96, 72))
     for frame in (dog, dog[::-1].copy()):
         video.write(frame)
@@ -295,9 +295,9 @@ def test_detect_keeps_one_label_file_per_image_and_frame_when_stems_clash(tmp_pa
     source = sources_sharing_stems(tmp_path / "src")
     out = tiny_detect(tmp_path, "--source", str(source), "--save-txt", "--save-json", "--conf-thres", "0.01")
     labels = sorted(p.name for p in (out / "labels").iterdir())
-    assert labels == ["a.txt", "a_2.txt", "clip_0.txt", "clip_0_2.txt", "clip_1.txt"]
+    assert labels == ["a.txt", "a_2.txt", "clip_1.txt", "clip_1_2.txt", "clip_2.txt"]
     assert sorted(p.name for p in out.iterdir() if p.is_file() and p.suffix != ".json") == [
-        "a.jpg", "a.png", "clip.mp4", "clip_0.jpg"]
+        "a.jpg", "a.png", "clip.mp4", "clip_1.jpg"]
     results = json.loads((out / "results.json").read_text())
     assert len({r["image_id"] for r in results}) == 5  # each image and frame has detections under its own id
 

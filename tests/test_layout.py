@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import ast
 import re
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Dict, List, Set
 
 import pytest
 
+from helpers import console_scripts
 from yolo.models.layer_types.registry import BUILDERS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -288,11 +288,6 @@ CLONE_ONLY = {"compare_darknet": "trains with the Darknet CLI built from ../shar
               "gpu_report": "builds Darknet's GPU build from ../shared/darknet and reads ../shared/assets"}
 
 
-def console_scripts() -> Dict[str, str]:
-    """Console script name -> entry point, as setup.py declares them (the package metadata once installed)."""
-    return {e.name: e.value for e in entry_points(group="console_scripts") if e.value.startswith("yolo.cli.")}
-
-
 def test_every_tool_is_a_console_script_running_the_same_code():
     scripts = console_scripts()
     launchers = sorted(p.stem for p in (REPO / "tools").glob("*.py") if not p.stem.startswith("_"))
@@ -302,8 +297,12 @@ def test_every_tool_is_a_console_script_running_the_same_code():
             continue
         text = (REPO / "tools" / f"{stem}.py").read_text(encoding="utf-8")
         assert f"from yolo.cli.{stem} import cli" in text, f"tools/{stem}.py does not launch yolo.cli.{stem}"
-        assert scripts.get(f"yolo-{stem.replace('_', '-')}") == f"yolo.cli.{stem}:cli", \
-            f"no console script yolo-{stem.replace('_', '-')} = yolo.cli.{stem}:cli (reinstall after editing setup.py)"
+        # yolo.cli.launch answers --help, then runs yolo.cli.<stem>.cli
+        assert scripts.get(f"yolo-{stem.replace('_', '-')}") == f"yolo.cli.launch:{stem}", \
+            f"no console script yolo-{stem.replace('_', '-')} = yolo.cli.launch:{stem}"
+    from yolo.cli import launch
+
+    assert sorted(launch.COMMANDS) == sorted(name.replace("yolo-", "").replace("-", "_") for name in scripts)
 
 
 # ``from test_x import ...`` or ``import test_x``, at any indent: inside a function, or in the source text of a

@@ -236,3 +236,65 @@ def test_burn_in_longer_than_the_run_is_warned_about():
     assert f"{0.001 * (16 / 1000) ** 4:.3g}" in message  # 6.55e-11
     assert burn_in_outlasts_run(schedule, 1000) is None
     assert burn_in_outlasts_run(LRSchedule(learning_rate=0.001, burn_in=0, max_batches=16), 16) is None
+
+
+STOCK_NET = ("[net]\nbatch=64\nsubdivisions=1\nwidth=416\nheight=416\nlearning_rate=0.001\nburn_in=1000\n"
+             "max_batches=500200\npolicy=steps\nsteps=400000,450000\nscales=.1,.1\n"
+             "[convolutional]\nfilters=4\nsize=1\nactivation=linear\n")
+
+
+def _stock_hyp(flags=None, hyp=None):
+    """yolov3-tiny.cfg's [net] schedule (burn_in=1000 of max_batches=500200) resolved with ``flags`` and ``hyp``."""
+    net = parse_cfg_text(STOCK_NET)[0]
+    return resolve_hyp(net, [], hyp, {"epochs": 3, **(flags or {})})
+
+
+def test_a_short_fine_tune_keeps_darknets_burn_in_by_default_and_the_warning_names_the_flag(caplog):
+    """Darknet ramps for burn_in updates whatever the run's length: 3 epochs of 2 updates on a stock cfg end at
+    lr * (6/1000)^4. That stays the default (the run goes on) and the warning names the flag that scales it."""
+    import logging
+
+    from yolo.engine.parts import RunPlan
+    from yolo.engine.run_plan import run_schedule
+
+    hyp = _stock_hyp()
+    assert hyp.scale_burn_in is False
+    with caplog.at_level(logging.INFO, logger="yolo"):
+        schedule = run_schedule(hyp, RunPlan(epochs=3, steps_per_epoch=2), seed=0, main=True)
+    assert schedule.burn_in == 1000
+    assert schedule(6) == pytest.approx(0.001 * (6 / 1000) ** 4, rel=1e-5)  # 1.3e-12
+    warning = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and "burn_in=1000" in r.getMessage()]
+    assert len(warning) == 1 and "--scale-burn-in" in warning[0] and "burn_in 0 here" in warning[0], warning
+
+
+@pytest.mark.parametrize("given", [{"flags": {"scale_burn_in": True}}, {"hyp": {"scale_burn_in": True}}],
+                         ids=["flag", "hyp"])
+def test_scale_burn_in_gives_burn_in_its_share_of_the_run(given, caplog):
+    """--scale-burn-in (or scale_burn_in: true in --hyp): burn_in keeps its share of max_batches. 1000 of 500200
+    over 6 updates rounds to none: the first update runs at the full rate; 1000 of 4000 over 400 updates is 100."""
+    import logging
+
+    from yolo.engine.parts import RunPlan
+    from yolo.engine.run_plan import run_schedule
+
+    hyp = _stock_hyp(**given)
+    with caplog.at_level(logging.INFO, logger="yolo"):
+        schedule = run_schedule(hyp, RunPlan(epochs=3, steps_per_epoch=2), seed=0, main=True)
+    assert schedule.burn_in == 0 and schedule(1) == pytest.approx(0.001)
+    assert "scaled to this run's 6 updates: burn_in 0" in caplog.text and "longer than this run" not in caplog.text
+    hyp.max_batches = 4000
+    schedule = run_schedule(hyp, RunPlan(epochs=4, steps_per_epoch=100), seed=0, main=True)
+    assert schedule.burn_in == 100
+    assert schedule(50) == pytest.approx(0.001 * (50 / 100) ** 4, rel=1e-5)
+    hyp.max_batches = 400  # a run as long as max_batches: burn_in as the cfg says
+    assert run_schedule(hyp, RunPlan(epochs=4, steps_per_epoch=100), seed=0, main=True).burn_in == 1000
+
+
+def test_the_scale_burn_in_flag_reaches_the_hyperparameters():
+    from yolo.cli.flags.train import parse_args
+    from yolo.cli.flags.common import settings_from
+    from yolo.settings.train import TrainOptions
+
+    options = settings_from(parse_args(["--cfg", "c.cfg", "--data", "d.yaml", "--scale-burn-in"]), TrainOptions)
+    assert options.hyp_overrides()["scale_burn_in"] is True
+    assert _stock_hyp(options.hyp_overrides()).scale_burn_in is True

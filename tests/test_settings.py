@@ -119,7 +119,8 @@ CHANGED = {
     "train": TrainOptions(cfg="a.cfg", data="d.yaml", weights="w.pt", cutoff=3, hyp="h.yaml", epochs=2, batch_size=4,
                           img_size=(320, 416), device="cpu", project="p", name="n", resume="last.pt", freeze=2,
                           workers=0, seed=5, sync_bn=True, adapt_classes=True, tf32=False, compile=True,
-                          cache_images=False, darknet_map=True, progress=False),
+                          cache_images=False, darknet_map=True, scale_burn_in=True,
+                          progress=False),
     "detect": DetectorOptions(names=Path("c.names"), img_size=(256, 320), conf_thres=0.5, iou_thres=0.3,
                               resize="stretch", resample="opencv", device="cuda:1", half=True, classes=[1, 2], agnostic=True,
                               nms_kind="diounms", beta_nms=0.8, max_det=10),
@@ -230,10 +231,10 @@ def test_the_training_settings_that_override_hyperparameters_are_declared_with_t
 
     overrides = TrainOptions().hyp_overrides()
     assert set(overrides) == {"epochs", "batch", "img_size", "workers", "tf32", "compile", "cache_images",
-                              "darknet_map"}
+                              "darknet_map", "scale_burn_in"}
     assert set(overrides) <= {f.name for f in dataclasses.fields(Hyperparameters)}  # each names a hyperparameter
     assert set(overrides.values()) == {None}  # not given: the cfg's / --hyp's value stands
     given = TrainOptions(epochs=3, batch_size=16, img_size=(64, 96), workers=0, tf32=True, compile=False,
-                         cache_images=True, darknet_map=True).hyp_overrides()
+                         cache_images=True, darknet_map=True, scale_burn_in=True).hyp_overrides()
     assert given == {"epochs": 3, "batch": 16, "img_size": (64, 96), "workers": 0, "tf32": True, "compile": False,
-                     "cache_images": True, "darknet_map": True}
+                     "cache_images": True, "darknet_map": True, "scale_burn_in": True}

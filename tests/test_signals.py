@@ -371,7 +371,7 @@ def test_a_signal_during_video_detection_finishes_the_video_and_results(video_se
     assert capture.isOpened() and int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) == 6
     capture.release()
     images = json.loads((run / "image_ids.json").read_text())
-    assert [image["file_name"] for image in images] == [f"clip_{i}" for i in range(6)]
+    assert [image["file_name"] for image in images] == [f"clip_{i}" for i in range(1, 7)]  # frames from 1
     detections = json.loads((run / "results.json").read_text())
     assert f"6 image(s)/frame(s), {len(detections)} detection(s)" in out, out
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import tool_parser
+from helpers import console_scripts, tool_parser
 
 REPO = Path(__file__).resolve().parent.parent
 TOOLS = ["anchors", "benchmark", "convert", "detect", "eval", "export", "gpu_report", "train"]
@@ -99,6 +99,35 @@ def test_help_loads_neither_torch_nor_opencv(tool):
     lines = out.stdout.splitlines()
     assert lines[0].startswith(f"usage: {tool}.py") and "examples:" in out.stdout
     assert lines[-2:] == ["exit 0", "loaded []"]
+
+
+ENTRY_PROBE = """
+import importlib, sys
+sys.argv = [{command!r}, "--help"]
+module, function = {target!r}.split(":")
+try:
+    getattr(importlib.import_module(module), function)()
+except SystemExit as exc:
+    print("exit", exc.code)
+print("torch loaded", "torch" in sys.modules)
+"""
+SCRIPTS = sorted(p.name for p in (REPO / "tools").glob("*.py") if not p.name.startswith("_"))
+
+
+@pytest.mark.parametrize("entry", [f"tools/{name}" for name in SCRIPTS] + sorted(console_scripts()))
+def test_every_entry_point_answers_help_without_loading_torch(entry):
+    """Each tools/NAME.py and each installed yolo-NAME command (as its console script calls it) prints its help
+    and exits 0 with torch never imported (torch takes seconds to load)."""
+    if entry.startswith("tools/"):
+        code = HELP_PROBE.format(tools=str(REPO / "tools"), script=str(REPO / entry))
+        code += 'print("torch loaded", "torch" in sys.modules)\n'
+    else:
+        code = ENTRY_PROBE.format(command=entry, target=console_scripts()[entry])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("usage: ") and "exit 0" in out.stdout.splitlines(), out.stdout[-500:]
+    assert "torch loaded False" in out.stdout.splitlines(), out.stdout[-300:]
 
 
 WAIT_PROBE = """

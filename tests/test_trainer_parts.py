@@ -114,7 +114,9 @@ def test_a_hooks_state_survives_a_resume(setup, tmp_path, monkeypatch):
     last = tmp_path / "run" / "last.pt"
     saved = load_checkpoint_file(last)["train"]
     best_after_epoch_1 = fitness(made_up_evaluation(None, 0, False))
-    assert saved["hooks"] == {"CountingHook": {"updates": 3}}  # the best fitness is the trainer's state
+    # the best fitness is the trainer's state; results.csv keeps the stopped epoch's time so far
+    assert saved["hooks"].keys() == {"CountingHook", "ResultsCSVWriter"}
+    assert saved["hooks"]["CountingHook"] == {"updates": 3} and saved["hooks"]["ResultsCSVWriter"]["epoch"] == 1
     assert saved["best_fitness"] == pytest.approx(best_after_epoch_1)
     assert saved["metrics"] == made_up_evaluation(None, 0, False)
     ckpt = load_checkpoint_file(last)

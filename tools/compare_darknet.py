@@ -7,6 +7,10 @@ import _launch  # noqa: F401  (first: see tools/_launch.py)
 import sys
 
 sys.path.insert(0, str(_launch.REPO / "tests"))  # the Darknet reference harness lives with the tests
+if {"-h", "--help"} & set(sys.argv[1:]):  # from the parser alone, without torch (prints and exits)
+    from darknet_ref.side_by_side_flags import parse_args  # noqa: E402
+
+    parse_args(sys.argv[1:])
 
 from darknet_ref.side_by_side import main  # noqa: E402
 

@@ -72,14 +72,16 @@ def draw_detections(
         track = int(track_ids[i]) if track_ids is not None else -1
         texts[i] = f"{f'#{track} ' if track >= 0 else ''}{name} {scores[i]:.2f}"
     sizes = {i: _label_size(text, font_scale, font_thickness) for i, text in texts.items()}
-    # Places chosen strongest first (the strongest label sits where it belongs); drawn weakest first, so the
-    # strongest boxes end up on top.
+    # Places chosen strongest first (the strongest label sits where it belongs). Every box is drawn before any
+    # label, so no box line crosses a label (a stronger box's edge through a weaker label's digits misreads its
+    # score); boxes and labels are each drawn weakest first, the strongest on top.
     order = [i for i in np.argsort(-scores, kind="stable") if drawable[i]]
     places = label_places([boxes[i] for i in order], [sizes[i] for i in order], (h, w))
+    for i in reversed(order):
+        x1, y1, x2, y2 = (int(round(v)) for v in boxes[i])
+        cv2.rectangle(out, (x1, y1), (x2, y2), class_color(int(labels[i])), lw, cv2.LINE_AA)
     for i, (left, top) in reversed(list(zip(order, places))):
         color = class_color(int(labels[i]))
-        x1, y1, x2, y2 = (int(round(v)) for v in boxes[i])
-        cv2.rectangle(out, (x1, y1), (x2, y2), color, lw, cv2.LINE_AA)
         (_, th), _ = cv2.getTextSize(texts[i], cv2.FONT_HERSHEY_SIMPLEX, font_scale, font_thickness)
         label_w, label_h = sizes[i]
         cv2.rectangle(out, (left, top), (left + label_w - 1, top + label_h - 1), color, -1)

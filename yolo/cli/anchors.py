@@ -21,7 +21,7 @@ from yolo.cli.flags.anchors import parse_args
 from yolo.counts import MAX_ANCHORS
 from yolo.files.overwrite import refuse_overwriting_inputs
 from yolo.data.config import load_data_config
-from yolo.data.dataset import build_dataset, dataset_inputs
+from yolo.data.splits import build_dataset, dataset_inputs
 from yolo.errors import AnchorCfgError, CfgError, DataError
 from yolo.models.cfg import parse_cfg
 

@@ -2,14 +2,8 @@
 
     python tools/demo.py            # after `pip install -e .`; or: bash tools/quickstart.sh
 
-1. generates the shapes dataset (400 train / 80 val images) under ``datasets/shapes`` unless it is there;
-2. trains ``configs/yolov3-tiny-shapes.cfg`` from scratch with ``configs/hyp.shapes.yaml``
-   (``runs/train/shapes``);
-3. evaluates ``best.pt`` on the val split with COCO metrics (``runs/eval/shapes``);
-4. draws 8 newly generated, held-out shapes images with their detections (``runs/detect/shapes``).
-
-Each step is the project's own command-line tool; the timings and mAP are printed at the end.
-Run folders are never overwritten (``shapes2``, ``shapes3``, ... on later runs).
+The steps and the folders they write are listed in its ``--help`` (:mod:`yolo.cli.flags.demo`). Each step is the
+project's own command-line tool; the timings and mAP are printed at the end.
 """
 from __future__ import annotations
 
@@ -24,27 +18,16 @@ import yaml
 from yolo.cli import detect as detect_cli
 from yolo.cli import eval as eval_cli
 from yolo.cli import train as train_cli
-from yolo.cli.args import ToolParser, run_tool, setup_logging
-from yolo.cli.flags.common import add_common_flags, add_setting_flags
+from yolo.cli.args import run_tool, setup_logging
+from yolo.cli.flags.demo import build_parser, parse_args  # noqa: F401  (tests build the parser from here)
 from yolo.data import ensure_shapes_dataset
 from yolo.device import named_device
 from yolo.errors import ConfigError
 from yolo.ops.sizes import ImageSize, image_size
 from yolo.runs import run_name
-from yolo.settings.demo import REPO, DemoOptions
+from yolo.settings.demo import REPO
 
 TARGET_MAP50 = 0.9
-
-
-def build_parser() -> ToolParser:
-    p = ToolParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_setting_flags(p, DemoOptions)
-    add_common_flags(p, "verbose", "progress")
-    return p
-
-
-def parse_args(argv=None) -> argparse.Namespace:
-    return build_parser().parse_args(argv)
 
 
 def heldout_images(count: int) -> Path:

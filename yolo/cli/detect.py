@@ -6,8 +6,8 @@ Example::
         --names cfg/coco.names --source data/images --save-txt --save-json
 
 Results go to a new folder (``runs/detect/exp``, ``exp2``, ...; an earlier run is never overwritten):
-annotated images and videos, with ``--save-txt`` YOLO labels (``labels/<name>.txt``, ``<name>_2.txt`` when
-two sources share a name: ``class cx cy w h`` normalized, plus the score with ``--save-conf``), with
+annotated images and videos, with ``--save-txt`` YOLO labels (``labels/<name>.txt``; a video's frames
+``<name>_<N>.txt`` from 1, as the log counts them; ``<name>_2.txt`` when two sources share a name: ``class cx cy w h`` normalized, plus the score with ``--save-conf``), with
 ``--save-json`` ``results.json`` in COCO results format (``image_id``, ``category_id``, ``bbox`` [x, y, w, h]
 pixels, ``score``; integer image ids as COCO's: a numeric file name's number, else positions listed in
 ``image_ids.json``).

@@ -1,4 +1,4 @@
-"""Datasets (YOLO txt layout, COCO JSON), validation, augmentation, batching, synthetic shapes.
+"""Datasets (YOLO txt layout, COCO JSON, Pascal VOC XML), validation, augmentation, batching, synthetic shapes.
 
 Typical use::
 
@@ -13,8 +13,10 @@ Typical use::
 from yolo.data.collate import MultiScale, collate_fn, resize_batch
 from yolo.data.config import DataConfig, expand_env, load_data_config
 from yolo.errors import DataError
-from yolo.data.dataset import (CocoDataset, DetectionDataset, ImageRecord, YoloDataset, build_dataset, label_path_for,
-                      read_image, scan_yolo)
+from yolo.data.dataset import (CocoDataset, DetectionDataset, ImageRecord, YoloDataset, label_path_for, read_image,
+                               scan_yolo)
+from yolo.data.splits import build_dataset, dataset_inputs
+from yolo.data.voc import VocDataset
 from yolo.data.loader import EpochLoader, EpochShuffleSampler, create_dataloader, set_epoch
 from yolo.data.shapes import SHAPE_NAMES, ensure_shapes_dataset
 from yolo.data.transforms import DEFAULT_AUGMENT, augment_config, augment_from_cfg
@@ -22,7 +24,8 @@ from yolo.data.validation import Problem, ValidationReport
 
 __all__ = [
     "DataConfig", "DataError", "load_data_config", "expand_env",
-    "DetectionDataset", "YoloDataset", "CocoDataset", "ImageRecord", "build_dataset", "scan_yolo",
+    "DetectionDataset", "YoloDataset", "CocoDataset", "VocDataset", "ImageRecord", "build_dataset", "dataset_inputs",
+    "scan_yolo",
     "label_path_for", "read_image",
     "collate_fn", "resize_batch", "MultiScale", "create_dataloader", "set_epoch", "EpochShuffleSampler",
     "EpochLoader",

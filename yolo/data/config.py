@@ -3,7 +3,8 @@
 A dataset YAML looks like::
 
     path: ${YOLO_ASSETS}/coco128     # dataset root; env vars expand, relative -> the YAML's folder
-    train: images/train2017          # folder of images, a list file (Darknet train.txt) or COCO .json
+    train: images/train2017          # folder of images, a list file (Darknet train.txt), COCO .json or a
+                                     # Pascal VOC split (ImageSets/Main/train.txt: yolo.data.voc)
     val: images/train2017
     names: [person, bicycle, ...]    # a list, {0: person, ...}, or a path to a .names file
     nc: 80                           # optional; checked against len(names)

@@ -13,7 +13,8 @@ Relative paths are read as Darknet reads them, from the working directory (Darkn
 from where it runs); when one is not there, the ``.data`` file's own folder is tried, then the folder above it
 (``data/obj.data`` naming ``data/train.txt``: Darknet's layout, run from the folder that holds ``data/``). Only
 evaluation needs no ``train=`` (``read_darknet_data(path, training=False)``). The image lists are read
-by :func:`yolo.data.dataset.list_images` (relative lines: the list's folder, the working directory) and every
+by :func:`yolo.data.dataset.list_images` (relative lines as Darknet reads them, from the working directory; then
+from the list's folder, the folder above it, the ``.data`` file's folder and the one above it) and every
 image's label file is found by Darknet's rule (:func:`yolo.data.dataset.label_path_for`: ``images`` or
 ``JPEGImages`` becomes ``labels``, the extension ``.txt``; else beside the image).
 """

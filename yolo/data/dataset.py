@@ -301,8 +301,10 @@ def find_label_file(image_path: Path) -> Optional[Path]:
 def list_images(source: Path, search_dirs: Sequence[Path] = ()) -> Tuple[List[Path], List[Problem], int]:
     """Images of a split: every image under a folder (sorted), or the lines of a list file.
 
-    List-file lines that are relative are looked up in the list file's folder, then ``search_dirs``
-    (e.g. the dataset root), then the working directory.
+    A relative list line is looked up as Darknet opens it, from the working directory, then from the list
+    file's folder, the folder above it (Darknet's ``data/train.txt`` listing ``data/obj/x.jpg``, read from
+    elsewhere) and ``search_dirs`` (the dataset root; a ``.data`` file's folder and the one above it). The
+    bases that found entries other than the working directory are logged once, with their counts.
 
     Returns:
         ``(images, problems, listed)``: existing image paths, list lines that point nowhere, and the
@@ -318,7 +320,8 @@ def list_images(source: Path, search_dirs: Sequence[Path] = ()) -> Tuple[List[Pa
                         ".txt list of them", source)
     images, listed = [], 0
     bad: Dict[str, List[Tuple[int, str]]] = {"missing_image": [], "bad_image": []}  # code -> (line, entry)
-    bases = [source.parent, *search_dirs, Path.cwd()]
+    bases = list_bases(source, search_dirs)
+    found_from: Dict[Path, int] = {}  # base -> entries found from it
     with open(source, "rb") as f:
         for lineno, raw in enumerate(f, start=1):
             entry = _list_line(raw, source, lineno).strip()
@@ -326,28 +329,46 @@ def list_images(source: Path, search_dirs: Sequence[Path] = ()) -> Tuple[List[Pa
                 continue
             listed += 1
             path = Path(os.path.expanduser(entry))
-            candidates = [path] if path.is_absolute() else [b / path for b in bases]
-            found = next((c for c in candidates if c.is_file()), None)
+            candidates = [(None, path)] if path.is_absolute() else [(b, b / path) for b in bases]
+            base, found = next(((b, c) for b, c in candidates if c.is_file()), (None, None))
             if found is None:
                 bad["missing_image"].append((lineno, entry))
-            elif found.suffix.lower() not in DATASET_IMAGE_SUFFIXES:
+                continue
+            if base is not None:
+                found_from[base] = found_from.get(base, 0) + 1
+            if found.suffix.lower() not in DATASET_IMAGE_SUFFIXES:
                 bad["bad_image"].append((lineno, entry))
             else:
                 images.append(found.resolve())
-    problems = [_bad_list_lines(source, code, lines, listed) for code, lines in bad.items() if lines]
+    cwd = Path.cwd()
+    elsewhere = {b: n for b, n in found_from.items() if b != cwd}
+    if elsewhere:
+        logger.info("%s: relative entries read from %s", source, "; ".join(
+            f"{b} ({n:,} of {listed:,})" for b, n in elsewhere.items()))
+    problems = [_bad_list_lines(source, code, lines, listed, bases) for code, lines in bad.items() if lines]
     return images, problems, listed
 
 
-def _bad_list_lines(source: Path, code: str, lines: List[Tuple[int, str]], listed: int) -> Problem:
+def list_bases(source: Path, search_dirs: Sequence[Path] = ()) -> List[Path]:
+    """The folders a relative line of the list file ``source`` is looked up from, in order (see
+    :func:`list_images`), each once."""
+    return list(dict.fromkeys([Path.cwd(), source.parent, source.parent.parent, *search_dirs]))
+
+
+def _bad_list_lines(source: Path, code: str, lines: List[Tuple[int, str]], listed: int,
+                    bases: Sequence[Path] = ()) -> Problem:
     """One problem for the lines of a list file that name no image (``code`` missing_image) or a file that is no
-    image (bad_image): their count and line numbers, and only the first entry, cut short and escaped. A list file
-    may be anything a dataset config names (``train: /etc/passwd``, a private key): its lines never go to a log."""
+    image (bad_image): their count and line numbers, and only the first entry, cut short and escaped; for missing
+    files, the folders relative lines were looked up from. A list file may be anything a dataset config names
+    (``train: /etc/passwd``, a private key): its lines never go to a log."""
     numbers = ", ".join(str(n) for n, _ in lines[:10]) + (", ..." if len(lines) > 10 else "")
+    looked = (f"; relative lines were looked up from {', '.join(shown(str(b), 80) for b in bases)}"
+              if bases and code == "missing_image" else "")
     what = ("name no existing file" if code == "missing_image"
             else f"name a file that is not an image (extensions: {' '.join(DATASET_IMAGE_SUFFIXES)})")
     first_line, first = lines[0]
     return Problem(str(source), f"{len(lines):,} of {listed:,} entries {what} (line{'s' if len(lines) > 1 else ''} "
-                   f"{numbers}); the first: '{shown(first, 40)}'", first_line, "image", code, len(lines))
+                   f"{numbers}); the first: '{shown(first, 40)}'{looked}", first_line, "image", code, len(lines))
 
 
 def _list_line(raw: bytes, source: Path, lineno: int) -> str:
@@ -616,43 +637,3 @@ class CocoDataset(DetectionDataset):
         if min(x + w, width) - x1 <= 0 or min(y + h, height) - y1 <= 0:
             return "bbox has no area inside the image"
         return None
-
-
-# ---------------------------------------------------------------------------- from a config
-def dataset_inputs(config: DataConfig, dataset: DetectionDataset) -> Dict[str, Path]:
-    """Every file a run reads for ``dataset`` (a split of ``config``), keyed by what it is, for
-    :func:`yolo.files.overwrite.refuse_overwriting_inputs`: the config and its ``.names`` file, the split's list
-    file (or COCO JSON) and label cache, and each image with its label file."""
-    inputs: Dict[str, Path] = {}
-    if config.source is not None:
-        inputs["the dataset config"] = Path(config.source)
-    if config.names_file is not None:
-        inputs["the names file"] = config.names_file
-    source = Path(dataset.source)
-    if source.is_file():
-        inputs["the split's list"] = source
-    if not is_coco_json(source):
-        inputs["the label cache"] = _cache_file(source.resolve())
-    for record in dataset.records:
-        inputs[f"the image {record.path}"] = Path(record.path)
-        label = find_label_file(Path(record.path)) if not is_coco_json(source) else None
-        if label is not None:
-            inputs[f"the label file of {record.path}"] = label
-    return inputs
-
-
-
-def build_dataset(config: DataConfig, split: str = "train", img_size: SizeLike = 416,
-                  augment: Optional[bool] = None, hyp: Optional[Dict[str, Any]] = None, seed: int = 0,
-                  cache: bool = True) -> DetectionDataset:
-    """The dataset of ``split`` (``"train"``/``"val"``) of a :class:`DataConfig`.
-
-    ``augment`` defaults to True for train and False for val.
-    """
-    path = config.split(split)
-    if augment is None:
-        augment = split == "train"
-    if is_coco_json(path):
-        return CocoDataset(path, config.images_dir(split) or config.root, config.names, img_size, augment, hyp, seed)
-    return YoloDataset(path, config.names, img_size, augment, hyp, seed, cache=cache, search_dirs=[config.root])
-

@@ -79,6 +79,9 @@ class Hyperparameters(ScheduleSettings):
     tf32: bool = False  # TF32 on CUDA: faster, but not Darknet's float32 step (gradients differ by ~5%)
     compile: bool = False  # the training forward through torch.compile (falls back with a warning)
     head_prior: bool = False  # our improvement: fresh heads' objectness/class biases start at a prior (Darknet: 0)
+    # our improvement: in a run shorter than max_batches, burn_in keeps its share of max_batches (Darknet: burn_in
+    # updates whatever the run's length; yolo.engine.schedule.scaled_burn_in)
+    scale_burn_in: bool = False
     bn_momentum: Optional[float] = None  # None: Darknet's 0.01 per batch
     max_grad_norm: Optional[float] = None  # clip the gradient norm (None: no clipping, as Darknet)
     conf_thres: float = EVAL_CONF_THRES  # evaluation thresholds (COCO-style mAP)

@@ -88,6 +88,9 @@ def run_schedule(hyp: Hyperparameters, plan: RunPlan, seed: int, main: bool) -> 
     schedule = schedule_from_hyp(hyp, total, seed=seed)
     if not main:
         return schedule
+    if schedule.burn_in != hyp.burn_in:  # scale_burn_in
+        logger.info("burn_in=%d of max_batches=%d scaled to this run's %d updates: burn_in %d (scale_burn_in)",
+                    hyp.burn_in, hyp.max_batches, total, schedule.burn_in)
     if hyp.max_batches and hyp.max_batches != total and hyp.policy in ("poly", "sgdr"):
         logger.warning("policy=%s follows max_batches=%d, but this run makes %d updates", hyp.policy,
                        hyp.max_batches, total)

@@ -233,10 +233,13 @@ def schedule_from_hyp(hyp: Mapping[str, Any], total_updates: int, seed: int = 0)
     max_batches = int(hyp.get("max_batches") or 0) or int(total_updates)
     cycle = hyp.get("sgdr_cycle")
     value = {key: hyp.get(key, default) for key, default in SCHEDULE_DEFAULTS.items()}
+    burn_in = int(value["burn_in"])
+    if hyp.get("scale_burn_in"):
+        burn_in = scaled_burn_in(burn_in, max_batches, int(total_updates))
     return LRSchedule(
         learning_rate=float(value["learning_rate"]),
         policy=str(value["policy"]),
-        burn_in=int(value["burn_in"]),
+        burn_in=burn_in,
         power=float(value["power"]),
         steps=resolve_steps(value["steps"] or [], total_updates),
         scales=list(value["scales"] or []),
@@ -251,17 +254,33 @@ def schedule_from_hyp(hyp: Mapping[str, Any], total_updates: int, seed: int = 0)
     )
 
 
+def scaled_burn_in(burn_in: int, max_batches: int, total_updates: int) -> int:
+    """``burn_in`` for a run of ``total_updates`` shorter than the cfg's ``max_batches``: the same share of the run,
+    rounded (``burn_in=1000`` of ``max_batches=500200`` over 300 updates: 1); unchanged for a run at least as long.
+    Darknet ramps for ``burn_in`` updates whatever the run's length (``hyp.scale_burn_in`` false, the default)."""
+    if max_batches <= 0 or total_updates >= max_batches:
+        return burn_in
+    return int(round(burn_in * total_updates / max_batches))
+
+
 def burn_in_outlasts_run(schedule: LRSchedule, total_updates: int) -> Optional[str]:
     """A warning when ``burn_in`` (in updates) is longer than the run: the learning rate then never reaches
     ``learning_rate`` (a stock cfg's ``burn_in=1000`` on a fine-tuning run of a few dozen updates learns
-    almost nothing), else None."""
+    almost nothing), else None. It names ``--scale-burn-in`` where that helps (a cfg ``max_batches`` longer than
+    the run), else the ``burn_in`` to set."""
     if schedule.burn_in <= total_updates or schedule.learning_rate <= 0:
         return None
     final = schedule(total_updates)
+    scaled = scaled_burn_in(schedule.burn_in, schedule.max_batches, total_updates)
+    if scaled < schedule.burn_in:
+        fix = (f"pass --scale-burn-in (scale_burn_in: true in --hyp) to give it its share of max_batches="
+               f"{schedule.max_batches}: burn_in {scaled} here")
+    else:
+        fix = f"set burn_in below {total_updates} (e.g. burn_in: {max(1, total_updates // 10)} in --hyp)"
     return (f"burn_in={schedule.burn_in} updates is longer than this run's {total_updates} updates: the learning "
             f"rate only ramps up to {final:.3g} ({final / schedule.learning_rate:.2g} of learning_rate="
-            f"{schedule.learning_rate:g}) and the run learns little; set burn_in below {total_updates} "
-            f"(e.g. burn_in: {max(1, total_updates // 10)} in --hyp)")
+            f"{schedule.learning_rate:g}) and the run learns little (Darknet trains so too, and so does this run); "
+            f"{fix}")
 
 
 def rate_warnings(schedule: LRSchedule) -> List[str]:
@@ -286,5 +305,5 @@ def set_lr(optimizer, lr: float) -> None:
         group["lr"] = lr * group.get("lr_scale", 1.0)
 
 
-__all__ = ["LRSchedule", "POLICIES", "SCHEDULE_DEFAULTS", "ScheduleSettings", "burn_in_outlasts_run",
+__all__ = ["LRSchedule", "POLICIES", "SCHEDULE_DEFAULTS", "ScheduleSettings", "burn_in_outlasts_run", "scaled_burn_in",
            "rate_warnings", "read_net_schedule", "resolve_steps", "schedule_from_hyp", "set_lr"]

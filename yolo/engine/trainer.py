@@ -289,6 +289,7 @@ class Trainer:
             except RuntimeError as exc:
                 if not is_worker_death(exc):
                     raise
+                self._finish_epoch_clock(first)  # the times of the updates done, for results.csv on resume
                 self._worker_died(str(exc))  # last.pt at the last completed update
                 return True
             self.epoch_times.data_ready()
@@ -302,6 +303,7 @@ class Trainer:
             # Every process stops at the same update: with DDP the requests came with the update's one sync (a
             # request made after it, during this update's hooks, stops the run after the next update).
             if runner.stop_everywhere if self.dist.enabled else self.stop_request.requested:
+                self._finish_epoch_clock(first)  # the times of the updates done, for results.csv on resume
                 self._call_hooks("after_interrupt")  # last.pt at this update
                 barrier()
                 return True
@@ -340,10 +342,10 @@ class Trainer:
             frozen_to_eval(self.model, self.options.freeze)
 
     def _finish_epoch_clock(self, first_update: int) -> None:
-        """The epoch's time split and throughput (its updates from ``first_update`` on, all processes)."""
+        """The epoch's time split and throughput (its updates from ``first_update`` to now, all processes)."""
         state = self.state
         state.epoch_split = self.epoch_times.finish()
-        state.epoch_images = (self.plan.steps_per_epoch - first_update) * self.hyp.batch
+        state.epoch_images = (state.epoch_step - first_update) * self.hyp.batch
         state.throughput = state.epoch_images / max(state.epoch_split.total, 1e-9)  # images/s, all processes
 
     def _result(self, status: str) -> TrainResult:

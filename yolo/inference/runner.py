@@ -201,14 +201,13 @@ def detect_video(item: SourceItem, detector: Detector, writer: Writer, progress:
                     dets = detector(batch)
                     timing = timing_text(detector.timings, len(batch))
                     for frame, det in zip(batch, dets):
-                        index = frames
-                        frames += 1
+                        frames += 1  # numbered from 1, as the log's "frame N/T", Darknet's demo and MOT files
                         detections += len(det["labels"])
-                        stem = writer.label_stem(f"{Path(out_name).stem}_{index}")
+                        stem = writer.label_stem(f"{Path(out_name).stem}_{frames}")
                         writer.labels(stem, det, frame.shape[:2])
                         writer.json(stem, det, frame.shape[:2])
                         saves.submit(writer.video_frame, out_name, frame, det, video.fps)
-                        where = f"{shown(item.name, MAX_MESSAGE)} frame {index + 1}/{video.total or '?'}"
+                        where = f"{shown(item.name, MAX_MESSAGE)} frame {frames}/{video.total or '?'}"
                         progress.set_postfix_str(where)
                         progress.write(f"{where}: {size_text(frame.shape[:2])} -> {input_text(detector)}, "
                                        f"{describe(det, detector.names)}, {timing}")

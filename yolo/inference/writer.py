@@ -58,7 +58,7 @@ class Writer:
 
     def label_stem(self, stem: str) -> str:
         """``stem`` or ``stem_2``, ... when an earlier result already took ``labels/<stem>.txt`` (``a.jpg`` and
-        ``a.png``; the image ``clip_0.jpg`` and frame 0 of ``clip.mp4``), so that no label file is overwritten."""
+        ``a.png``; the image ``clip_1.jpg`` and frame 1 of ``clip.mp4``), so that no label file is overwritten."""
         return _first_unused(stem, "", self.used_label_stems)  # a stem may hold dots: it has no suffix
 
     def labels(self, stem: str, det: dict, shape_hw: Tuple[int, int]) -> None:

@@ -81,6 +81,11 @@ class TrainOptions:
         help="every evaluation also Darknet's `detector map` mAP@0.50 (its detections, matching and mean over all "
              "classes, as its -map chart): a darknet_mAP50 column in results.csv and results.png (default: the "
              "hyperparameter darknet_map, false)")
+    scale_burn_in: Optional[bool] = setting(
+        None, "--scale-burn-in", action=argparse.BooleanOptionalAction, overrides="scale_burn_in",
+        help="in a run shorter than the cfg's max_batches, give burn_in the same share of this run (a stock cfg's "
+             "burn_in=1000 would otherwise keep a short fine-tune's learning rate near 0, as in Darknet; default: the "
+             "hyperparameter scale_burn_in, false)")
     progress: bool = progress_setting()
 
     def __post_init__(self):

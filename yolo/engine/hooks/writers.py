@@ -36,7 +36,8 @@ logger = logging.getLogger(__name__)
 RESULTS_COLUMNS = ("epoch", "box_loss", "obj_loss", "cls_loss", "loss", "lr", "precision", "recall",
                    "mAP50", "mAP50_95", "time_s", "time_data_s", "time_step_s", "time_other_s", "workers")
 # time_s: from the epoch's first update to its results row (its evaluation included; the TensorBoard images and
-# checkpoints come after); time_data_s + time_step_s + time_other_s: its
+# checkpoints come after; an epoch stopped and resumed: the time trained before the stop and after it);
+# time_data_s + time_step_s + time_other_s: its
 # updates (yolo.engine.epoch_times); workers: the loader's processes. A results.csv of an older run lacks the last
 # four: its rows keep them blank.
 RESULTS_TIME_COLUMNS = ("time_s", "time_data_s", "time_step_s", "time_other_s", "workers")
@@ -113,21 +114,49 @@ class ProgressWriter(HookBase):
 
 class ResultsCSVWriter(HookBase):
     """``results.csv``: one row per epoch (:data:`RESULTS_COLUMNS`), rewritten atomically; a resumed run
-    keeps the rows of the epochs before it."""
+    keeps the rows of the epochs before it. An epoch stopped part-way keeps the times it trained before the stop
+    (:meth:`state_dict`, saved in ``last.pt``): its row, written by the resumed run, adds them to the rest."""
+
+    TIMES = ("time_s", "time_data_s", "time_step_s", "time_other_s")
 
     def __init__(self, path: Path, darknet_map: bool = False):
         self.path = path
         self.darknet_map = darknet_map
+        self.before_stop: Dict[str, float] = {}  # {"epoch": the 0-based epoch stopped in, TIMES: seconds before}
+
+    def _times_before_stop(self, epoch: int) -> Dict[str, float]:
+        """The seconds of the 0-based ``epoch`` trained before a stop (zeros when it was not stopped)."""
+        if self.before_stop.get("epoch") != epoch:
+            return dict.fromkeys(self.TIMES, 0.0)
+        return {key: float(self.before_stop[key]) for key in self.TIMES}
+
+    def after_interrupt(self, trainer) -> None:
+        state, split = trainer.state, trainer.state.epoch_split  # the split of the epoch's updates so far
+        now = {"time_s": time.perf_counter() - state.epoch_start, "time_data_s": split.data,
+               "time_step_s": split.step, "time_other_s": split.other}
+        before = self._times_before_stop(state.epoch)
+        self.before_stop = {"epoch": state.epoch, **{key: before[key] + now[key] for key in self.TIMES}}
+
+    def state_dict(self) -> Dict[str, float]:
+        return dict(self.before_stop)
+
+    def load_state_dict(self, state: Dict[str, float]) -> None:
+        valid = (isinstance(state.get("epoch"), int)
+                 and all(isinstance(state.get(key), (int, float)) for key in self.TIMES))
+        self.before_stop = dict(state) if valid else {}  # a record only: a damaged one counts as no stop
 
     def after_epoch(self, trainer) -> None:
         state = trainer.state
         done, metrics, split = state.epoch, state.epoch_metrics, state.epoch_split
+        before = self._times_before_stop(done - 1)
+        self.before_stop = {}
         row = {"epoch": done, **state.epoch_losses, "lr": state.lr,
                "precision": metrics.get("precision", ""), "recall": metrics.get("recall", ""),
                "mAP50": metrics.get("mAP50", ""), "mAP50_95": metrics.get("mAP50_95", ""),
                DARKNET_MAP_COLUMN: metrics.get(DARKNET_MAP_COLUMN, ""),
-               "time_s": time.perf_counter() - state.epoch_start, "time_data_s": split.data,
-               "time_step_s": split.step, "time_other_s": split.other, "workers": trainer.plan.workers}
+               "time_s": before["time_s"] + time.perf_counter() - state.epoch_start,
+               "time_data_s": before["time_data_s"] + split.data, "time_step_s": before["time_step_s"] + split.step,
+               "time_other_s": before["time_other_s"] + split.other, "workers": trainer.plan.workers}
         rows = read_results(self.path, before_epoch=done)
         # the column while the run computes it, and kept once there (a resume without it leaves its cells blank)
         columns = results_columns(self.darknet_map or any(r.get(DARKNET_MAP_COLUMN) for r in rows))
