@@ -139,3 +139,24 @@ def test_convert_tool_errors_are_one_line(tmp_path):
     bad_pt.write_bytes(b"not a zip")
     result = run_tool("convert", "--weights", bad_pt, "--output", tmp_path / "y.weights")
     assert result.returncode != 0 and "not a PyTorch checkpoint" in result.stderr
+
+
+def test_convert_refuses_an_output_that_is_a_fifo_or_a_device(tmp_path, capsys):
+    """A FIFO or a device at ``--output`` (a link to /dev/null here: /dev/null itself is never at stake) is one
+    line before the weights are read, and stays what it was."""
+    import os
+    import stat
+
+    from helpers import one_line_error
+    from yolo.cli.convert import cli
+
+    cfg, weights = asset("cfg/yolov3-tiny.cfg"), asset("weights/yolov3-tiny.weights")
+    fifo, device = tmp_path / "pipe.pt", tmp_path / "null.weights"
+    os.mkfifo(fifo)
+    device.symlink_to("/dev/null")
+    for output in (fifo, device):
+        err = one_line_error(capsys, lambda: cli(["--cfg", str(cfg), "--weights", str(weights), "--output",
+                                                 str(output), "--cutoff", "1"]))
+        assert err.startswith(f"error: {output}: cannot write: it is ") and "not a regular file" in err
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and device.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["null.weights", "pipe.pt"]

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from yolo.cli.args import fail, run_tool, setup_logging
 from yolo.cli.flags.convert import parse_args
+from yolo.files.atomic import output_target
 from yolo.files.names import read_names
 from yolo.files.overwrite import refuse_overwriting_inputs
 from yolo.errors import CfgError
@@ -44,6 +45,7 @@ def main(args: argparse.Namespace) -> Path:
     to_checkpoint = output.suffix in CHECKPOINT_SUFFIXES
     try:
         refuse_overwriting_inputs(output, {"--weights": weights, "--cfg": args.cfg, "--names": args.names})
+        output_target(output)  # a device, a FIFO or a folder there: refused before the work (OutputError)
         nothing_to_do = _same_format(from_checkpoint, to_checkpoint, args.cutoff)
         if nothing_to_do:
             fail(f"{output}: {nothing_to_do}")

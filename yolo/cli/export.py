@@ -17,6 +17,7 @@ from yolo.export.names import export_names
 from yolo.export.onnx import check_opset
 from yolo.export.latency import compare_latency_with_darknet_pair, latency_report
 from yolo.export.samples import check_inputs
+from yolo.files.atomic import output_target
 from yolo.files.overwrite import refuse_overwriting_inputs, same_file
 from yolo.models.model import load_model
 from yolo.models.preprocessing import model_input_choice
@@ -39,6 +40,10 @@ def _check_args(args) -> None:
         raise ValueError("--nms and --benchmark apply to --format onnx")
     if args.format == "onnx":
         check_opset(args.opset, "--opset")  # before the model is read: the installed torch's range
+    if args.output is not None:  # a device, a FIFO or a folder there: refused before the work (OutputError)
+        output_target(args.output)
+        if args.format == "darknet":
+            output_target(args.output.with_suffix(".cfg"))
 
 
 def run(args) -> Dict[str, object]:

@@ -3,16 +3,21 @@
 The data is written to ``.NAME.PID.tmp`` beside the target and renamed onto it, so a reader (or a run resumed
 after a kill) sees either the old file or the new one, never half of one. A process killed during a write leaves
 its temp file behind; :func:`remove_stale_temp_files` deletes those of dead writers.
+
+Only a regular file or a new path is written (:func:`output_target`): a device such as ``/dev/null``, a FIFO, a
+socket or a folder at the path is refused (a rename would put a regular file in its place), and a symbolic link
+is written through (its target is replaced; the link stays a link to the new file).
 """
 from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, List, Union
 
-from yolo.files.write_errors import writing
+from yolo.files.write_errors import not_a_file_error, writing
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -35,24 +40,41 @@ def temp_path(path: PathLike) -> Path:
     return path.with_name(f".{name}{suffix}")
 
 
+def output_target(path: PathLike) -> Path:
+    """The file that writing ``path`` replaces: ``path`` itself, or where a symbolic link at ``path`` leads (links
+    followed to the end). An :class:`yolo.errors.OutputError` naming ``path`` when what is there is not a regular
+    file (a device such as ``/dev/null``, a FIFO, a socket, a folder): the write would replace it with one."""
+    path = Path(path)
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    try:
+        mode = target.stat().st_mode
+    except OSError:  # not there (a new path) or not reachable (the write then says why)
+        return target
+    if not stat.S_ISREG(mode):
+        raise not_a_file_error(path, mode)
+    return target
+
+
 @contextmanager
 def atomic_path(path: PathLike) -> Iterator[Path]:
     """Yield a temporary path to write; on success it replaces ``path`` in one rename.
 
     The parent folder is created. On an exception the temporary file is deleted and ``path`` is untouched; a
-    write that failed for want of space or permission is an :class:`yolo.errors.OutputError` naming ``path``::
+    write that failed for want of space or permission is an :class:`yolo.errors.OutputError` naming ``path``,
+    and so is a ``path`` that is there and is not a regular file (:func:`output_target`)::
 
         with atomic_path("runs/exp/last.pt") as tmp:
             torch.save(ckpt, tmp)
     """
     path = Path(path)
-    with writing(path.parent):
-        path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_path(path)
+    target = output_target(path)
+    with writing(target.parent):
+        target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_path(target)
     try:
         with writing(path):  # a full disk or a read-only folder: one OutputError naming the path
             yield tmp
-            os.replace(tmp, path)
+            os.replace(tmp, output_target(path))  # checked again: a FIFO made meanwhile is not replaced either
     finally:
         if tmp.exists():
             tmp.unlink()
