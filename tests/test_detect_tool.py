@@ -198,3 +198,21 @@ def test_names_come_from_beside_the_cfg_or_a_hint_says_how_to_give_them(tmp_path
     from yolo.inference.detector import Detector
     detector = Detector(darknet / "cfg" / "yolov3-tiny.cfg", weights, device="cpu", img_size=320)
     assert detector.names == expected and detector.names_from == str(darknet / "data" / "coco.names")
+
+
+def test_class_names_are_escaped_and_cut_in_the_per_image_line(tmp_path, capsys):
+    """A names file whose names hold a terminal escape (clear the screen) or run to 5,000,000 characters: the
+    per-image line shows the escape as text and at most 200 characters of a name, as every echoed value."""
+    names = [line.strip() for line in asset("cfg/coco.names").read_text().splitlines() if line.strip()]
+    names[16] = "\x1b[2J\x1b]0;owned\x07dog"  # the dog of dog.jpg
+    names[1] = "b" * 5_000_000  # the bicycle
+    names_file = tmp_path / "hostile.names"
+    names_file.write_text("\n".join(names) + "\n")
+    args = tiny_args(asset("images/dog.jpg"), tmp_path / "out", "--nosave")
+    args.names = names_file
+    main(args)
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if "dog.jpg" in line)
+    assert "\x1b" not in out and "\x07" not in out
+    assert "\\x1b[2J\\x1b]0;owned\\x07dog" in line
+    assert "b" * 200 + "... (5,000,000 characters)" in line and len(line) < 1000

@@ -7,11 +7,14 @@ import cv2
 import numpy as np
 import torch
 
+from yolo.errors import shown
 from yolo.ops.boxes import clip_boxes
 
 __all__ = ["class_color", "text_color_for", "draw_detections", "draw_box_uncertainty", "label_places"]
 
 Color = Tuple[int, int, int]
+# The most characters of a class name drawn on an image (OpenCV took 6 s to draw a 5,000,000-character one).
+DRAWN_NAME_CHARS = 40
 
 
 # 20 well-separated colors (RGB hex), in an order where neighbours differ strongly in hue and lightness.
@@ -67,7 +70,7 @@ def draw_detections(
     for i in np.flatnonzero(drawable):
         label = int(labels[i])
         name = names[label] if names is not None and 0 <= label < len(names) else str(label)
-        texts[i] = f"{name} {scores[i]:.2f}"
+        texts[i] = f"{shown(name, DRAWN_NAME_CHARS)} {scores[i]:.2f}"
     sizes = {i: _label_size(text, font_scale, font_thickness) for i, text in texts.items()}
     # Places chosen strongest first (the strongest label sits where it belongs); drawn weakest first, so the
     # strongest boxes end up on top.
