@@ -216,3 +216,22 @@ def test_class_names_are_escaped_and_cut_in_the_per_image_line(tmp_path, capsys)
     assert "\x1b" not in out and "\x07" not in out
     assert "\\x1b[2J\\x1b]0;owned\\x07dog" in line
     assert "b" * 200 + "... (5,000,000 characters)" in line and len(line) < 1000
+
+
+def test_a_recursive_glob_follows_no_folder_link_twice(tmp_path, monkeypatch):
+    """``loop/a -> .``: glob's walk listed loop/x.jpg 41 times through a/a/a/...; with a second link ``b -> .`` it
+    ran for minutes. Each folder is walked once: each file comes once, and the walk ends."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "loop" / "sub" / ".hidden").mkdir(parents=True)
+    for name in ("loop/x.jpg", "loop/sub/y.jpg", "loop/sub/.hidden/z.jpg", "loop/.h.jpg", "loop/sub/notes.txt"):
+        (tmp_path / name).write_bytes(b"")
+    (tmp_path / "loop" / "a").symlink_to(".")
+    found = [str(item.path) for item in collect_sources("loop/**/*.jpg")]
+    assert found == ["loop/sub/y.jpg", "loop/x.jpg"]
+    (tmp_path / "loop" / "b").symlink_to(".")
+    (tmp_path / "loop" / "sub" / "up").symlink_to("..")
+    assert [str(item.path) for item in collect_sources("loop/**/*.jpg")] == found
+    # as glob's ** does: hidden names only where the pattern names them; ** may stand for no folder at all
+    assert [str(item.path) for item in collect_sources("loop/**/.*.jpg")] == ["loop/.h.jpg"]
+    assert [str(item.path) for item in collect_sources(f"{tmp_path}/loop/**/.hidden/*.jpg")] == [
+        f"{tmp_path}/loop/sub/.hidden/z.jpg"]
