@@ -235,3 +235,31 @@ def test_a_recursive_glob_follows_no_folder_link_twice(tmp_path, monkeypatch):
     assert [str(item.path) for item in collect_sources("loop/**/.*.jpg")] == ["loop/.h.jpg"]
     assert [str(item.path) for item in collect_sources(f"{tmp_path}/loop/**/.hidden/*.jpg")] == [
         f"{tmp_path}/loop/sub/.hidden/z.jpg"]
+
+
+def test_file_names_that_are_not_utf8_or_are_long_are_read_and_written(tmp_path):
+    """``bad\\xff\\xfename.jpg``: OpenCV's bindings crashed the process (exit 139) on the name, after its label file
+    was written; a video of that name too. A video with a legal 251-character name: its partial output name was
+    "File name too long". Every file is read and written under its own name, each label with its image."""
+    import os
+
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(asset("images/dog.jpg"), src / os.fsdecode(b"bad\xff\xfename.jpg"))
+    frame = cv2.resize(cv2.imread(str(asset("images/dog.jpg"))), (160, 120))
+    write_mjpg_video(tmp_path / "clip.avi", [frame, frame], 5)
+    shutil.copy(tmp_path / "clip.avi", src / os.fsdecode(b"vid\xff.avi"))
+    shutil.copy(tmp_path / "clip.avi", src / ("v" * 247 + ".avi"))
+    result = run_tool("detect", "--cfg", asset("cfg/yolov3-tiny.cfg"), "--weights", asset("weights/yolov3-tiny.weights"),
+                      "--source", src, "--output", tmp_path / "out", "--img-size", "160", "--save-txt",
+                      "--device", "cpu", "--no-progress")
+    assert result.returncode == 0, result.stderr[-2000:]
+    (out,) = (tmp_path / "out").iterdir()
+    assert sorted(os.listdir(os.fsencode(out))) == sorted([b"bad\xff\xfename.jpg", b"labels", b"vid\xff.mp4",
+                                                           b"v" * 247 + b".mp4"])
+    assert sorted(os.listdir(os.fsencode(out / "labels"))) == sorted(
+        [b"bad\xff\xfename.txt", b"vid\xff_0.txt", b"vid\xff_1.txt", b"v" * 247 + b"_0.txt", b"v" * 247 + b"_1.txt"])
+    assert "\\udcff" in result.stdout  # the name shown with escapes
+    capture = cv2.VideoCapture(str(out / ("v" * 247 + ".mp4")))
+    assert capture.isOpened() and int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) == 2
+    capture.release()

@@ -18,6 +18,7 @@ import numpy as np
 
 from yolo.errors import ImageReadError
 from yolo.files.images import IMAGE_SUFFIXES
+from yolo.files.opencv_paths import opencv_name
 
 __all__ = ["VIDEO_SUFFIXES", "SourceItem", "collect_sources", "camera_opens", "recursive_glob", "VideoReader"]
 
@@ -140,7 +141,11 @@ class VideoReader:
 
     def __init__(self, item: SourceItem):
         self.item = item
-        self.capture = cv2.VideoCapture(item.camera if item.kind == "camera" else str(item.path))
+        if item.kind == "camera":
+            self.capture = cv2.VideoCapture(item.camera)
+        else:
+            with opencv_name(item.path) as name:  # a name that is not UTF-8 would crash OpenCV
+                self.capture = cv2.VideoCapture(name)
         if not self.capture.isOpened():
             raise ImageReadError(f"{item.path or item.name}: cannot open {item.kind}")
         self.fps = self.capture.get(cv2.CAP_PROP_FPS) or 25.0
