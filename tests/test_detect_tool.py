@@ -263,3 +263,11 @@ def test_file_names_that_are_not_utf8_or_are_long_are_read_and_written(tmp_path)
     capture = cv2.VideoCapture(str(out / ("v" * 247 + ".mp4")))
     assert capture.isOpened() and int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) == 2
     capture.release()
+
+
+def test_the_run_folder_is_shown_with_escapes(tmp_path, capsys):
+    """``--project`` holding a terminal escape: the closing line shows it as text."""
+    project = tmp_path / "runs\x1b]0;title\x07"
+    main(tiny_args(asset("images/dog.jpg"), project, "--img-size", "160"))
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "runs\\x1b]0;title\\x07" in out

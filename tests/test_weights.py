@@ -160,3 +160,18 @@ def test_convert_refuses_an_output_that_is_a_fifo_or_a_device(tmp_path, capsys):
         assert err.startswith(f"error: {output}: cannot write: it is ") and "not a regular file" in err
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and device.is_symlink()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["null.weights", "pipe.pt"]
+
+
+def test_convert_shows_an_output_path_with_escapes(tmp_path, capsys):
+    """A path with a terminal escape or bytes that are not UTF-8 (``out\\x1b[2J\\xff.pt``) is written as it is and
+    echoed as text: no escape reaches the terminal, and a strict UTF-8 terminal gets no UnicodeEncodeError."""
+    import os
+
+    from yolo.cli.convert import cli
+
+    output = tmp_path / os.fsdecode(b"out\x1b[2J\xff.pt")
+    cli(["--cfg", str(asset("cfg/yolov3-tiny.cfg")), "--weights", str(asset("weights/yolov3-tiny.weights")),
+         "--output", str(output)])
+    out = capsys.readouterr().out
+    assert output.is_file() and "\x1b" not in out and "\udcff" not in out
+    assert "out\\x1b[2J\\udcff.pt" in out

@@ -22,7 +22,7 @@ from yolo.counts import MAX_ANCHORS
 from yolo.files.overwrite import refuse_overwriting_inputs
 from yolo.data.config import load_data_config
 from yolo.data.dataset import build_dataset, dataset_inputs
-from yolo.errors import AnchorCfgError, CfgError, DataError
+from yolo.errors import MAX_MESSAGE, AnchorCfgError, CfgError, DataError, shown
 from yolo.models.cfg import parse_cfg
 
 
@@ -77,7 +77,7 @@ def main(args: argparse.Namespace):
     print(f"mean IoU = {result.mean_iou:.2f} %")
     if new_cfg is not None:
         args.write.write_text(new_cfg, encoding="utf-8")
-        print(f"wrote {args.write}")
+        print(f"wrote {shown(args.write, MAX_MESSAGE)}")
     return result
 
 

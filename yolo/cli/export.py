@@ -9,7 +9,7 @@ from typing import Dict
 
 from yolo.cli.args import fail, run_tool, setup_logging
 from yolo.cli.flags.export import parse_args
-from yolo.errors import CfgError, ExportError, ImageReadError, WeightsError
+from yolo.errors import MAX_MESSAGE, CfgError, ExportError, ImageReadError, WeightsError, shown
 from yolo.export import NMSOptions
 from yolo.export.heads import check_runtime
 from yolo.export.checked import INSTALL_EXPORT, RUNTIMES, SUFFIXES, export_checked, missing_package
@@ -81,7 +81,7 @@ def _export(args, model, size, output: Path) -> Dict[str, object]:
     result: Dict[str, object] = {"output": output, "img_size": size}
     if args.format == "darknet":
         result["cfg"] = done.cfg
-    print(f"wrote {', '.join(str(p) for p in done.files)}")
+    print(f"wrote {', '.join(shown(p, MAX_MESSAGE) for p in done.files)}")
     if done.max_difference is not None:
         result["max_difference"] = done.max_difference
         shapes = ", ".join("x".join(str(v) for v in shape) for shape in done.checked_on)

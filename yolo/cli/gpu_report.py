@@ -31,6 +31,7 @@ from yolo.benchmark.gpu_schedule import RowStream, process_age
 from yolo.benchmark.report_table import figure_label, figure_text
 from yolo.cli.args import fail, run_tool, setup_logging, signal_exit_status
 from yolo.cli.flags.gpu_report import parse_args
+from yolo.errors import MAX_MESSAGE, shown
 from yolo.ops.sizes import ImageSize, check_stride
 from yolo.settings.gpu_report import CLONE, DEFAULT_SIDE
 
@@ -79,7 +80,7 @@ def main(args) -> str:
     report = run_report(s, stream=stream)
     text = report.markdown()
     if args.output is not None:
-        print(f"written to {args.output}")
+        print(f"written to {shown(args.output, MAX_MESSAGE)}")
     if report.stopped is not None:
         raise SystemExit(signal_exit_status(report.stopped) or 1)
     return text

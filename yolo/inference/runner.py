@@ -67,7 +67,7 @@ def names_hint(names_from: Optional[str]) -> Optional[str]:
         return ("note: no class names (the weights carry none, and no .names file beside the cfg lists as many "
                 "names as the model has classes): detections show class numbers; give --names FILE (one name a "
                 "line, e.g. Darknet's data/coco.names)")
-    return f"class names from {names_from} (beside the cfg; --names chooses others)"
+    return f"class names from {shown(names_from, MAX_MESSAGE)} (beside the cfg; --names chooses others)"
 
 
 def timing_text(timings: dict, images: int) -> str:
