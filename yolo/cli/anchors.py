@@ -34,7 +34,7 @@ def main(args: argparse.Namespace):
     if args.write is not None:
         try:
             refuse_overwriting_inputs(args.write, {"--cfg": args.cfg, "--data": args.data}, flag="--write")
-            output_target(args.write)  # a FIFO there would hang the write; a device would become a file
+            args.write = output_target(args.write)  # a link's target; a FIFO would hang the write, a device be lost
         except (ValueError, OutputError) as exc:
             fail(str(exc))
     width, height, k = args.width, args.height, args.num_of_clusters

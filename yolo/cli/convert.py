@@ -45,7 +45,7 @@ def main(args: argparse.Namespace) -> Path:
     to_checkpoint = output.suffix in CHECKPOINT_SUFFIXES
     try:
         refuse_overwriting_inputs(output, {"--weights": weights, "--cfg": args.cfg, "--names": args.names})
-        output_target(output)  # a device, a FIFO or a folder there: refused before the work (OutputError)
+        output = output_target(output)  # a link's target; a device, a FIFO or a folder: refused before the work
         nothing_to_do = _same_format(from_checkpoint, to_checkpoint, args.cutoff)
         if nothing_to_do:
             fail(f"{output}: {nothing_to_do}")

@@ -40,8 +40,8 @@ def _check_args(args) -> None:
         raise ValueError("--nms and --benchmark apply to --format onnx")
     if args.format == "onnx":
         check_opset(args.opset, "--opset")  # before the model is read: the installed torch's range
-    if args.output is not None:  # a device, a FIFO or a folder there: refused before the work (OutputError)
-        output_target(args.output)
+    if args.output is not None:  # a link's target; a device, a FIFO or a folder: refused before the work
+        args.output = output_target(args.output)
         if args.format == "darknet":
             output_target(args.output.with_suffix(".cfg"))
 
