@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Optional, Union
 
 from yolo.errors import OutputError
+from yolo.files.paths import file_kind
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -97,15 +97,10 @@ def as_output_error(exc: OSError) -> Optional[OutputError]:
     return None
 
 
-_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
-
-
 def not_a_file_error(path: PathLike, mode: int) -> OutputError:
     """The :class:`OutputError` for an output ``path`` that is there and is not a regular file (``mode``: its
     ``st_mode``): writing it would replace a device, a FIFO or a folder with a file."""
-    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
-    error = OutputError(f"{path}: cannot write: it is {kind}, not a regular file; give the path of a file (new, or "
+    error = OutputError(f"{path}: cannot write: it is {file_kind(mode)}, not a regular file; give the path of a file (new, or "
                         "one to replace)")
     error.path = str(path)
     return error
