@@ -175,3 +175,19 @@ def test_convert_shows_an_output_path_with_escapes(tmp_path, capsys):
     out = capsys.readouterr().out
     assert output.is_file() and "\x1b" not in out and "\udcff" not in out
     assert "out\\x1b[2J\\udcff.pt" in out
+
+
+def test_a_weights_file_that_is_a_fifo_is_one_line(tmp_path):
+    """``convert --weights`` on a FIFO hung in the header read (here a writer comes late, so the old read got its
+    bytes and failed on them instead): refused as not a regular file before it is opened."""
+    from helpers import fifo_with_a_late_writer
+    from yolo.errors import WeightsError
+
+    fifo = tmp_path / "net.weights"
+    end = fifo_with_a_late_writer(fifo, "not weights")
+    try:
+        with pytest.raises(WeightsError) as error:
+            Darknet(asset("cfg/yolov3-tiny.cfg")).load_darknet_weights(fifo)
+    finally:
+        end()
+    assert str(error.value) == f"{fifo}: cannot read the weights file: it is a FIFO (named pipe), not a regular file"
