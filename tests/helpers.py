@@ -1,8 +1,8 @@
 """Helpers that several test modules share: running a command-line tool as a user does (or the export tool in this
 process), expecting its one-line error, Darknet's letterbox written out independently of the package, and ground
 truth for the Evaluator, detections compared across devices and precisions, random but well-scaled weights
-for a model (no OpenCV needed: the OpenCV reference is tests/reference.py), a fake clock, and the trainer's step
-runner for a model alone on the CPU."""
+for a model (no OpenCV needed: the OpenCV reference is tests/reference.py), a fake clock, the trainer's step
+runner for a model alone on the CPU, and a FIFO whose writer comes late."""
 from __future__ import annotations
 
 import importlib
@@ -205,3 +205,19 @@ def cpu_step_runner(model, optimizer, schedule: Callable[[int], float], criterio
     return StepRunner(model, optimizer, schedule, criterion, state if state is not None else TrainState(),
                       accumulate=accumulate, steps_per_epoch=steps_per_epoch, epochs=1, device=torch.device("cpu"),
                       dist=DistInfo(), stop=StopRequest(), **options)
+
+
+def fifo_with_a_late_writer(path: Path, text: str) -> Callable[[], None]:
+    """A FIFO at ``path`` and a thread that writes ``text`` into it once a reader opens it (so that a reader that
+    should never have opened it gets ``text`` instead of hanging the test); returns a function that ends it."""
+    import threading
+
+    os.mkfifo(path)
+    writer = threading.Thread(target=lambda: path.write_text(text), daemon=True)
+    writer.start()
+
+    def end():
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # lets a writer still waiting open, write and close
+        writer.join(timeout=10)
+        os.close(fd)
+    return end

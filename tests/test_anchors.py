@@ -146,3 +146,31 @@ def test_tool_errors_are_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(parse_args(["--data", "x.yaml", "--write", "out.cfg"]))
     assert capsys.readouterr().err.strip() == "error: --write needs --cfg (the cfg to copy)"
+
+
+def test_write_refuses_a_fifo_or_a_device_before_the_labels_are_read(tmp_path, capsys):
+    """``--write`` on a FIFO hung until a reader came (here one is open, so the old write went into it); a device
+    (a link to /dev/null: /dev/null itself is never at stake) would have been written: both are one line before
+    the labels are read."""
+    import os
+    import stat
+    import sys
+    sys.path.insert(0, str(REPO))
+    from conftest import asset
+    from yolo.cli.anchors import main, parse_args
+
+    fifo, device = tmp_path / "pipe.cfg", tmp_path / "null.cfg"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    device.symlink_to("/dev/null")
+    try:
+        for output in (fifo, device):
+            with pytest.raises(SystemExit):
+                main(parse_args(["--data", "missing.yaml", "--cfg", str(asset("cfg/yolov3-tiny.cfg")),
+                                 "--write", str(output)]))
+            err = capsys.readouterr().err.strip()
+            assert err.startswith(f"error: {output}: cannot write: it is ") and "not a regular file" in err, err
+        assert os.read(reader, 100) == b""
+    finally:
+        os.close(reader)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and device.is_symlink()

@@ -147,3 +147,17 @@ def test_fuzz_parser_and_builder_raise_only_cfg_error(tmp_path_factory, text):
         Darknet(sections)
     except CfgError:
         pass
+
+
+def test_a_cfg_that_is_a_fifo_is_one_line(tmp_path):
+    """A FIFO read whole blocks until a writer comes (here one comes, so the old read returned its text)."""
+    from helpers import fifo_with_a_late_writer
+
+    fifo = tmp_path / "net.cfg"
+    end = fifo_with_a_late_writer(fifo, "[net]\nwidth=32\nheight=32\n")
+    try:
+        with pytest.raises(CfgError) as error:
+            parse_cfg(fifo)
+    finally:
+        end()
+    assert str(error.value) == f"{fifo}: cannot read cfg file (it is a FIFO (named pipe), not a regular file)"

@@ -107,8 +107,12 @@ def test_roboflow_parent_paths_fall_back_to_the_folders_beside_the_yaml(tmp_path
     for split in ("train", "valid"):
         (root / split / "images").mkdir(parents=True)
         (root / split / "labels").mkdir(parents=True)
+    # as Roboflow writes it, with its roboflow: block (where the export came from), which is ignored
     cfg = load_data_config(_write(root / "data.yaml", "train: ../train/images\nval: ../valid/images\n"
-                                                      "nc: 2\nnames: [a, b]\n"))
+                                                      "test: ../test/images\n\nnc: 2\nnames: ['a', 'b']\n\n"
+                                                      "roboflow:\n  workspace: me\n  project: things\n  version: 3\n"
+                                                      "  license: CC BY 4.0\n"
+                                                      "  url: https://universe.roboflow.com/me/things/dataset/3\n"))
     assert cfg.train == (root / "train" / "images").resolve() and cfg.val == (root / "valid" / "images").resolve()
     # where ../ does lead somewhere, it is read as written
     (tmp_path / "valid" / "images").mkdir(parents=True)

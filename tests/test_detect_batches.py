@@ -235,11 +235,11 @@ def test_detect_tool_files_are_the_same_at_any_batch_size_and_workers(folder_and
 
 
 def test_a_save_failing_behind_the_model_is_the_tools_one_line_error(folder_and_video, tmp_path, capsys, monkeypatch):
-    """OpenCV's writer returning False (as on a full disk) on a saving thread: the same one-line error naming the
+    """OpenCV's encoder returning False on a saving thread: the same one-line error naming the
     file as when saving in order."""
     import yolo.inference.writer as writer_module
 
-    monkeypatch.setattr(writer_module.cv2, "imwrite", lambda *args, **kwargs: False)
+    monkeypatch.setattr(writer_module.cv2, "imencode", lambda *args, **kwargs: (False, None))
     err = one_line_error(capsys, lambda: cli(["--cfg", str(asset("cfg/yolov3-tiny.cfg")),
                                               "--weights", str(asset("weights/yolov3-tiny.weights")),
                                               "--names", str(asset("cfg/coco.names")),

@@ -201,3 +201,76 @@ def test_names_come_from_beside_the_cfg_or_a_hint_says_how_to_give_them(tmp_path
     from yolo.inference.detector import Detector
     detector = Detector(darknet / "cfg" / "yolov3-tiny.cfg", weights, device="cpu", img_size=320)
     assert detector.names == expected and detector.names_from == str(darknet / "data" / "coco.names")
+
+
+def test_class_names_are_escaped_and_cut_in_the_per_image_line(tmp_path, capsys):
+    """A names file whose names hold a terminal escape (clear the screen) or run to 5,000,000 characters: the
+    per-image line shows the escape as text and at most 200 characters of a name, as every echoed value."""
+    names = [line.strip() for line in asset("cfg/coco.names").read_text().splitlines() if line.strip()]
+    names[16] = "\x1b[2J\x1b]0;owned\x07dog"  # the dog of dog.jpg
+    names[1] = "b" * 5_000_000  # the bicycle
+    names_file = tmp_path / "hostile.names"
+    names_file.write_text("\n".join(names) + "\n")
+    args = tiny_args(asset("images/dog.jpg"), tmp_path / "out", "--nosave")
+    args.names = names_file
+    main(args)
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if "dog.jpg" in line)
+    assert "\x1b" not in out and "\x07" not in out
+    assert "\\x1b[2J\\x1b]0;owned\\x07dog" in line
+    assert "b" * 200 + "... (5,000,000 characters)" in line and len(line) < 1000
+
+
+def test_a_recursive_glob_follows_no_folder_link_twice(tmp_path, monkeypatch):
+    """``loop/a -> .``: glob's walk listed loop/x.jpg 41 times through a/a/a/...; with a second link ``b -> .`` it
+    ran for minutes. Each folder is walked once: each file comes once, and the walk ends."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "loop" / "sub" / ".hidden").mkdir(parents=True)
+    for name in ("loop/x.jpg", "loop/sub/y.jpg", "loop/sub/.hidden/z.jpg", "loop/.h.jpg", "loop/sub/notes.txt"):
+        (tmp_path / name).write_bytes(b"")
+    (tmp_path / "loop" / "a").symlink_to(".")
+    found = [str(item.path) for item in collect_sources("loop/**/*.jpg")]
+    assert found == ["loop/sub/y.jpg", "loop/x.jpg"]
+    (tmp_path / "loop" / "b").symlink_to(".")
+    (tmp_path / "loop" / "sub" / "up").symlink_to("..")
+    assert [str(item.path) for item in collect_sources("loop/**/*.jpg")] == found
+    # as glob's ** does: hidden names only where the pattern names them; ** may stand for no folder at all
+    assert [str(item.path) for item in collect_sources("loop/**/.*.jpg")] == ["loop/.h.jpg"]
+    assert [str(item.path) for item in collect_sources(f"{tmp_path}/loop/**/.hidden/*.jpg")] == [
+        f"{tmp_path}/loop/sub/.hidden/z.jpg"]
+
+
+def test_file_names_that_are_not_utf8_or_are_long_are_read_and_written(tmp_path):
+    """``bad\\xff\\xfename.jpg``: OpenCV's bindings crashed the process (exit 139) on the name, after its label file
+    was written; a video of that name too. A video with a legal 251-character name: its partial output name was
+    "File name too long". Every file is read and written under its own name, each label with its image."""
+    import os
+
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(asset("images/dog.jpg"), src / os.fsdecode(b"bad\xff\xfename.jpg"))
+    frame = cv2.resize(cv2.imread(str(asset("images/dog.jpg"))), (160, 120))
+    write_mjpg_video(tmp_path / "clip.avi", [frame, frame], 5)
+    shutil.copy(tmp_path / "clip.avi", src / os.fsdecode(b"vid\xff.avi"))
+    shutil.copy(tmp_path / "clip.avi", src / ("v" * 247 + ".avi"))
+    result = run_tool("detect", "--cfg", asset("cfg/yolov3-tiny.cfg"), "--weights", asset("weights/yolov3-tiny.weights"),
+                      "--source", src, "--output", tmp_path / "out", "--img-size", "160", "--save-txt",
+                      "--device", "cpu", "--no-progress")
+    assert result.returncode == 0, result.stderr[-2000:]
+    (out,) = (tmp_path / "out").iterdir()
+    assert sorted(os.listdir(os.fsencode(out))) == sorted([b"bad\xff\xfename.jpg", b"labels", b"vid\xff.mp4",
+                                                           b"v" * 247 + b".mp4"])
+    assert sorted(os.listdir(os.fsencode(out / "labels"))) == sorted(
+        [b"bad\xff\xfename.txt", b"vid\xff_0.txt", b"vid\xff_1.txt", b"v" * 247 + b"_0.txt", b"v" * 247 + b"_1.txt"])
+    assert "\\udcff" in result.stdout  # the name shown with escapes
+    capture = cv2.VideoCapture(str(out / ("v" * 247 + ".mp4")))
+    assert capture.isOpened() and int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) == 2
+    capture.release()
+
+
+def test_the_run_folder_is_shown_with_escapes(tmp_path, capsys):
+    """``--project`` holding a terminal escape: the closing line shows it as text."""
+    project = tmp_path / "runs\x1b]0;title\x07"
+    main(tiny_args(asset("images/dog.jpg"), project, "--img-size", "160"))
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "runs\\x1b]0;title\\x07" in out

@@ -441,3 +441,24 @@ def test_fast_cocoeval_equals_cocoeval_with_crowds_and_area_ranges(seed):
         np.testing.assert_array_equal(ref.eval[key], fast.eval[key])
     np.testing.assert_array_equal(ref.stats, fast.stats)
     assert 0.05 < ref.stats[1] < 0.95
+
+
+def test_class_names_are_escaped_and_cut_in_the_table_and_the_plots(tmp_path):
+    """Names from a checkpoint or a data YAML reach eval's and train's per-class table and the plots: a terminal
+    escape is shown as text and a name is cut at 200 characters in the table; in the plots a name is cut shorter
+    and ``$`` is a dollar sign, not matplotlib's math mode (``$\\frac$`` failed to draw)."""
+    from yolo import plots
+
+    names, gts, dets = noisy_dataset(5, num_images=20, num_classes=4)
+    names = ["\x1b[2Jcat", "d" * 5_000_000, "$\\frac$", "ok"]
+    evaluator = Evaluator(names, gts)
+    evaluator.process([g["image_id"] for g in gts], dets)
+    evaluator.evaluate()
+    table = evaluator.summary_text()
+    assert "\x1b" not in table and "\\x1b[2Jcat" in table
+    assert "d" * 200 + "... (5,000,000 characters)" in table and max(map(len, table.splitlines())) < 400
+    figures = plots.pr_curves_figure(np.linspace(0, 1, 101), np.full((101, 4), 0.5), names, [0.5] * 4)
+    labels = [text.get_text() for text in figures.axes[0].get_legend().get_texts()]
+    assert max(map(len, labels)) < 100 and "\\$\\frac\\$ 0.500" in labels
+    paths = evaluator.save_plots(tmp_path)  # drawn, whatever the names
+    assert len(paths) == 3 and all(cv2.imread(str(p)) is not None for p in paths)

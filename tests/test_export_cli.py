@@ -102,3 +102,31 @@ def test_a_letterboxed_checkpoint_says_so(tmp_path):
     model.preprocessing = {"resize": "letterbox", "img_size": [96, 128], "pipeline": "affine"}
     meta = {p.key: p.value for p in onnx.load(str(export_onnx(model, tmp_path / "m.onnx", (96, 128)))).metadata_props}
     assert meta["resize"] == "letterbox" and float(meta["letterbox_fill"]) == 0.5
+
+
+def test_an_output_that_is_not_a_regular_file_is_refused_before_the_work(tiny, tmp_path, capsys):
+    """``--output /dev/null`` once became a 4 MB regular file: a device, a FIFO (here through a link, so that
+    /dev/null itself is never at stake) is refused in one line and left as it was; a link to a file is written
+    through, the link kept."""
+    import os
+    import stat
+
+    device = tmp_path / "null.torchscript"
+    device.symlink_to("/dev/null")
+    fifo = tmp_path / "pipe.torchscript"
+    os.mkfifo(fifo)
+    for output in (device, fifo):
+        err = error_of([*tiny, "--format", "torchscript", "--img-size", "64", "--no-verify", "--output", output],
+                       capsys)
+        assert err.startswith(f"error: {output}: cannot write: it is ") and "not a regular file" in err
+        assert "input size" not in capsys.readouterr().out  # refused before the model was read
+    assert device.is_symlink() and stat.S_ISCHR(os.stat(device).st_mode) and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    target = tmp_path / "kept" / "tiny.torchscript"
+    target.parent.mkdir()
+    target.write_bytes(b"old")
+    link = tmp_path / "link.torchscript"
+    link.symlink_to(target)
+    run_export_cli([*tiny, "--format", "torchscript", "--img-size", "64", "--no-verify", "--output", link])
+    assert link.is_symlink() and target.stat().st_size > 1000
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept", "link.torchscript", "null.torchscript",
+                                                          "pipe.torchscript"]

@@ -207,11 +207,11 @@ def test_detect_on_a_full_disk_is_an_error_naming_the_file(capsys, tiny, tmp_pat
 
 
 def test_detect_reports_an_image_writer_failure(capsys, tiny, tmp_path, monkeypatch):
-    """The same without a small file system: OpenCV's writer returns False (what it does on a full disk)."""
+    """The same without a small file system: OpenCV's encoder returns False (the image is encoded, then written)."""
     import yolo.inference.writer as writer_module
 
     source = _noisy_images(tmp_path / "images", 2, side=64)
-    monkeypatch.setattr(writer_module.cv2, "imwrite", lambda *args, **kwargs: False)
+    monkeypatch.setattr(writer_module.cv2, "imencode", lambda *args, **kwargs: (False, None))
     err = one_line_error(capsys, _detect(tiny, source, tmp_path / "runs"))
     assert "img0.jpg: cannot write: the writer reported a failure" in err, err
 

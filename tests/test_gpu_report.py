@@ -234,6 +234,20 @@ def test_without_cuda_the_command_says_so_and_exits_0(monkeypatch, capsys):
         "no CUDA GPU on this machine: nothing measured (--device cpu measures ours on the CPU)"
 
 
+def test_an_output_that_is_a_fifo_is_one_line_before_anything_is_measured(monkeypatch, tmp_path, capsys):
+    """The report is streamed into ``--output`` as it is measured: a FIFO there hung the first row's open."""
+    import os
+
+    from helpers import one_line_error
+
+    fifo = tmp_path / "report.md"
+    os.mkfifo(fifo)
+    monkeypatch.setattr(cli, "cuda_device", lambda: None)
+    err = one_line_error(capsys, lambda: cli.main(cli.parse_args(["--output", str(fifo)])))
+    assert err == (f"error: {fifo}: cannot write: it is a FIFO (named pipe), not a regular file; give the path of a "
+                   "file (new, or one to replace)")
+
+
 # ------------------------------------------------------------------------------------------ a run on the CPU
 def test_quick_report_on_the_cpu_makes_a_table(tmp_path, monkeypatch):
     monkeypatch.setenv("YOLO_ASSETS", str(assets_root()))

@@ -16,7 +16,7 @@ import torch
 from cfg_snippets import ONE_HEAD_CFG, RATE_CFG
 from conftest import asset
 from darknet_ref import side_by_side
-from helpers import one_line_error, run_export_cli, run_tool
+from helpers import fifo_with_a_late_writer, one_line_error, run_export_cli, run_tool
 from training_helpers import write_one_head_training
 from yolo.cli import anchors as anchors_cli
 from yolo.cli import benchmark as benchmark_cli
@@ -495,3 +495,20 @@ def test_a_gif_in_a_folder_or_glob_is_detected_as_when_named_alone(tmp_path):
     assert [(i.kind, i.path.name) for i in alone] == [("image", "a.gif")]
     for source in (tmp_path, tmp_path / "*"):
         assert [(i.kind, i.path.name) for i in collect_sources(str(source))] == [("image", "a.gif"), ("image", "b.png")]
+
+
+def test_a_names_file_that_is_a_fifo_or_a_device_is_one_line(tmp_path, capsys):
+    """``--names`` on a FIFO hung until a writer came (here one comes, and the old read took its names);
+    ``/dev/zero`` would never have ended: refused as not a regular file, before anything is read."""
+    fifo = tmp_path / "classes.names"
+    end = fifo_with_a_late_writer(fifo, "cat\n")
+    try:
+        with pytest.raises(DataError) as error:
+            read_names(fifo)
+    finally:
+        end()
+    assert str(error.value) == f"{fifo}: cannot read the names file: it is a FIFO (named pipe), not a regular file"
+    zero = tmp_path / "zero.names"
+    zero.symlink_to("/dev/zero")
+    with pytest.raises(DataError, match="it is a character device, not a regular file"):
+        read_names(zero)

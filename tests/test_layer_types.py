@@ -11,6 +11,7 @@ import torch
 from cfg_snippets import net_section
 from helpers import randomize_model
 from yolo.errors import CfgError
+from yolo.models.cfg import parse_cfg_text
 from yolo.models.model import Darknet
 
 GENERIC = ["linear", "logistic", "loggy", "relu", "relu6", "elu", "selu", "gelu", "relie", "ramp", "leaky", "tanh",
@@ -90,6 +91,10 @@ LAYERS = {
     # 6 channels, stride 2: 4 does not divide 6, Darknet's old reorg still computes a fixed gather.
     "reorg_uneven": "[convolutional]\nfilters=6\nsize=1\nactivation=leaky\n\n[reorg]\nstride=2\n",
     "local_avgpool": "[local_avgpool]\nsize=3\nstride=2\n\n[local_avgpool]\nsize=2\nstride=1\npadding=0\n",
+    # a negative stride downsamples (Darknet's reverse): scale x the sum of each block; 12 by 5 leaves 2, with
+    # Darknet's rows of 10 read across the 12-wide rows' ends
+    "downsample": "[convolutional]\nfilters=4\nsize=3\npad=1\nactivation=leaky\n\n[upsample]\nstride=-2\nscale=0.5\n\n"
+                  "[upsample]\nstride=2\n\n[route]\nlayers=-1,-3\n\n[upsample]\nstride=-5\n",
     "weighted_shortcuts": "[convolutional]\nfilters=4\nsize=1\nactivation=leaky\n\n[convolutional]\nfilters=4\nsize=3\npad=1\n"
                           "activation=leaky\n\n[convolutional]\nfilters=6\nsize=1\nactivation=leaky\n\n"
                           "[shortcut]\nfrom=-2,-3\nweights_type=per_channel\nweights_normalization=softmax\n\n"
@@ -119,6 +124,15 @@ def test_layer_type_matches_darknet(kind, darknet, tmp_path):
             outputs, _ = model.eval().layer_outputs(torch.from_numpy(x))
         for i, ours in enumerate(outputs):
             np.testing.assert_allclose(ours.numpy(), dump.out(i), rtol=1e-5, atol=1e-5 * np.abs(dump.out(i)).max())
+
+
+def test_upsample_stride_zero_or_a_downsample_to_nothing_is_refused(tmp_path):
+    for stride, message in ((0, "must not be 0"), (-13, "nothing is left")):
+        with pytest.raises(CfgError, match=message) as info:
+            Darknet(parse_cfg_text(_cfg(f"[upsample]\nstride={stride}\n", size=12), "down.cfg"))
+        assert str(info.value).startswith("down.cfg:7: [upsample]")
+    assert Darknet(parse_cfg_text(_cfg("[upsample]\nstride=-12\n", size=12), "down.cfg")).layer_infos[0].out_shape \
+        == (3, 1, 1)
 
 
 def test_yolov1_detection_decode(tmp_path):

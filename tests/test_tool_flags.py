@@ -264,3 +264,13 @@ def test_train_and_eval_choose_their_loader_workers_by_one_rule(monkeypatch):
     assert eval_cli.usable_workers(None, 2) == 2  # never more than a batch
     assert eval_cli.usable_workers(12, 16) == 8
     assert eval_cli.usable_workers(0, 16) == 0
+
+
+def test_demo_heldout_count_is_bounded(capsys):
+    """``--heldout 100000`` would draw 1.3 GB of images to look at: refused while the flags are parsed."""
+    from helpers import one_line_error
+    from yolo.cli import demo
+
+    err = one_line_error(capsys, lambda: demo.parse_args(["--heldout", "100000"]))
+    assert "--heldout" in err and "at most" not in err and "between 1 and 1000" in err
+    assert demo.parse_args(["--heldout", "1000"]).heldout == 1000

@@ -139,3 +139,55 @@ def test_convert_tool_errors_are_one_line(tmp_path):
     bad_pt.write_bytes(b"not a zip")
     result = run_tool("convert", "--weights", bad_pt, "--output", tmp_path / "y.weights")
     assert result.returncode != 0 and "not a PyTorch checkpoint" in result.stderr
+
+
+def test_convert_refuses_an_output_that_is_a_fifo_or_a_device(tmp_path, capsys):
+    """A FIFO or a device at ``--output`` (a link to /dev/null here: /dev/null itself is never at stake) is one
+    line before the weights are read, and stays what it was."""
+    import os
+    import stat
+
+    from helpers import one_line_error
+    from yolo.cli.convert import cli
+
+    cfg, weights = asset("cfg/yolov3-tiny.cfg"), asset("weights/yolov3-tiny.weights")
+    fifo, device = tmp_path / "pipe.pt", tmp_path / "null.weights"
+    os.mkfifo(fifo)
+    device.symlink_to("/dev/null")
+    for output in (fifo, device):
+        err = one_line_error(capsys, lambda: cli(["--cfg", str(cfg), "--weights", str(weights), "--output",
+                                                 str(output), "--cutoff", "1"]))
+        assert err.startswith(f"error: {output}: cannot write: it is ") and "not a regular file" in err
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and device.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["null.weights", "pipe.pt"]
+
+
+def test_convert_shows_an_output_path_with_escapes(tmp_path, capsys):
+    """A path with a terminal escape or bytes that are not UTF-8 (``out\\x1b[2J\\xff.pt``) is written as it is and
+    echoed as text: no escape reaches the terminal, and a strict UTF-8 terminal gets no UnicodeEncodeError."""
+    import os
+
+    from yolo.cli.convert import cli
+
+    output = tmp_path / os.fsdecode(b"out\x1b[2J\xff.pt")
+    cli(["--cfg", str(asset("cfg/yolov3-tiny.cfg")), "--weights", str(asset("weights/yolov3-tiny.weights")),
+         "--output", str(output)])
+    out = capsys.readouterr().out
+    assert output.is_file() and "\x1b" not in out and "\udcff" not in out
+    assert "out\\x1b[2J\\udcff.pt" in out
+
+
+def test_a_weights_file_that_is_a_fifo_is_one_line(tmp_path):
+    """``convert --weights`` on a FIFO hung in the header read (here a writer comes late, so the old read got its
+    bytes and failed on them instead): refused as not a regular file before it is opened."""
+    from helpers import fifo_with_a_late_writer
+    from yolo.errors import WeightsError
+
+    fifo = tmp_path / "net.weights"
+    end = fifo_with_a_late_writer(fifo, "not weights")
+    try:
+        with pytest.raises(WeightsError) as error:
+            Darknet(asset("cfg/yolov3-tiny.cfg")).load_darknet_weights(fifo)
+    finally:
+        end()
+    assert str(error.value) == f"{fifo}: cannot read the weights file: it is a FIFO (named pipe), not a regular file"

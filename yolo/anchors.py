@@ -24,6 +24,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 from yolo.errors import AnchorCfgError
+from yolo.files.atomic import write_text_atomic
 
 MAX_ROUNDS = 1000
 
@@ -202,9 +203,7 @@ def write_cfg_with_anchors(cfg: Union[str, Path], anchors: np.ndarray, output: U
     """Write a copy of ``cfg`` with the anchors set (:func:`set_cfg_anchors`); returns ``output``."""
     cfg = Path(cfg)
     text = set_cfg_anchors(cfg.read_text(encoding="utf-8"), anchors, str(cfg), width)
-    output = Path(output)
-    output.write_text(text, encoding="utf-8")
-    return output
+    return write_text_atomic(output, text)  # whole or not at all; a device or a FIFO at ``output`` is refused
 
 
 __all__ = ["AnchorCfgError", "AnchorResult", "format_anchors", "kmeans_anchors", "label_sizes", "mean_iou",

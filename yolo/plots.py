@@ -17,6 +17,8 @@ matplotlib.use("Agg")  # headless: never needs a display
 import numpy as np  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from yolo.errors import shown  # noqa: E402
+
 __all__ = ["pr_curves_figure", "pr_curves_grid_figure", "confusion_matrix_figure", "results_figure", "save_figure"]
 
 # the x axis, and the durations and worker count, which say nothing of the learning
@@ -24,6 +26,15 @@ RESULTS_NOT_CHARTED = ("epoch", "time_s", "time_data_s", "time_step_s", "time_ot
 RESULTS_LINE_COLOUR = "#1f77b4"  # matplotlib's tab:blue
 RESULTS_PANEL_INCHES = (3.0, 2.6)  # width, height of one panel (100 dpi)
 RESULTS_PANELS_PER_ROW = 5
+# The most characters of a class name a plot shows (a 100,000-character title took matplotlib 50 s to draw).
+PLOT_NAME_CHARS = 40
+
+
+def plot_name(name: str) -> str:
+    """A class name as a plot shows it: escapes for control characters, at most :data:`PLOT_NAME_CHARS` of it,
+    and ``$`` a dollar sign (matplotlib reads the text between two as math, and fails on ``$\\frac$``)."""
+    return shown(name, PLOT_NAME_CHARS).replace("$", r"\$")
+
 
 
 def save_figure(fig: Figure, path: Union[str, Path], dpi: int = 150) -> Path:
@@ -94,7 +105,7 @@ def pr_curves_figure(recall: np.ndarray, precision: np.ndarray, names: Sequence[
     for c in defined:
         label = None
         if show_legend:
-            label = names[c] if ap50 is None else f"{names[c]} {ap50[c]:.3f}"
+            label = plot_name(names[c]) if ap50 is None else f"{plot_name(names[c])} {ap50[c]:.3f}"
         ax.plot(recall, precision[:, c], linewidth=1, label=label, color=None if show_legend else "grey",
                 alpha=1.0 if show_legend else 0.5)
     if len(defined):
@@ -122,7 +133,7 @@ def pr_curves_grid_figure(recall: np.ndarray, precision: np.ndarray, names: Sequ
         ax = fig.add_subplot(rows, cols, i + 1)
         ax.plot(recall, precision[:, c], linewidth=1.2)
         ax.fill_between(recall, precision[:, c], alpha=0.2)
-        title = names[c] if ap50 is None else f"{names[c]} {ap50[c]:.2f}"
+        title = plot_name(names[c]) if ap50 is None else f"{plot_name(names[c])} {ap50[c]:.2f}"
         ax.set_title(title, fontsize=7)
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1.02)
@@ -140,7 +151,7 @@ def confusion_matrix_figure(matrix: np.ndarray, names: Sequence[str], conf_thres
     this class's boxes predicted as that class"; the background row is normalized the same way.
     Rows and columns that are all zero are dropped to keep large label sets readable.
     """
-    labels = list(names) + ["background"]
+    labels = [plot_name(name) for name in names] + ["background"]
     m = matrix.astype(np.float64)
     used = (m.sum(axis=0) + m.sum(axis=1)) > 0
     used[-1] = True

@@ -7,11 +7,14 @@ import cv2
 import numpy as np
 import torch
 
+from yolo.errors import shown
 from yolo.ops.boxes import clip_boxes
 
 __all__ = ["class_color", "text_color_for", "draw_detections", "draw_box_uncertainty", "label_places"]
 
 Color = Tuple[int, int, int]
+# The most characters of a class name drawn on an image (OpenCV took 6 s to draw a 5,000,000-character one).
+DRAWN_NAME_CHARS = 40
 
 
 # 20 well-separated colors (RGB hex), in an order where neighbours differ strongly in hue and lightness.
@@ -70,7 +73,7 @@ def draw_detections(
         label = int(labels[i])
         name = names[label] if names is not None and 0 <= label < len(names) else str(label)
         track = int(track_ids[i]) if track_ids is not None else -1
-        texts[i] = f"{f'#{track} ' if track >= 0 else ''}{name} {scores[i]:.2f}"
+        texts[i] = f"{f'#{track} ' if track >= 0 else ''}{shown(name, DRAWN_NAME_CHARS)} {scores[i]:.2f}"
     sizes = {i: _label_size(text, font_scale, font_thickness) for i, text in texts.items()}
     # Places chosen strongest first (the strongest label sits where it belongs). Every box is drawn before any
     # label, so no box line crosses a label (a stronger box's edge through a weaker label's digits misreads its

@@ -19,10 +19,11 @@ from yolo.anchors import kmeans_anchors, label_sizes, set_cfg_anchors
 from yolo.cli.args import fail, run_tool, setup_logging
 from yolo.cli.flags.anchors import parse_args
 from yolo.counts import MAX_ANCHORS
+from yolo.files.atomic import output_target, write_text_atomic
 from yolo.files.overwrite import refuse_overwriting_inputs
 from yolo.data.config import load_data_config
 from yolo.data.splits import build_dataset, dataset_inputs
-from yolo.errors import AnchorCfgError, CfgError, DataError
+from yolo.errors import MAX_MESSAGE, AnchorCfgError, CfgError, DataError, OutputError, shown
 from yolo.models.cfg import parse_cfg
 
 
@@ -33,7 +34,8 @@ def main(args: argparse.Namespace):
     if args.write is not None:
         try:
             refuse_overwriting_inputs(args.write, {"--cfg": args.cfg, "--data": args.data}, flag="--write")
-        except ValueError as exc:
+            args.write = output_target(args.write)  # a link's target; a FIFO would hang the write, a device be lost
+        except (ValueError, OutputError) as exc:
             fail(str(exc))
     width, height, k = args.width, args.height, args.num_of_clusters
     if args.cfg is not None:
@@ -76,8 +78,8 @@ def main(args: argparse.Namespace):
     print(f"anchors = {result.format(width)}")
     print(f"mean IoU = {result.mean_iou:.2f} %")
     if new_cfg is not None:
-        args.write.write_text(new_cfg, encoding="utf-8")
-        print(f"wrote {args.write}")
+        write_text_atomic(args.write, new_cfg)
+        print(f"wrote {shown(args.write, MAX_MESSAGE)}")
     return result
 
 

@@ -21,9 +21,10 @@ from pathlib import Path
 
 from yolo.cli.args import fail, run_tool, setup_logging
 from yolo.cli.flags.convert import parse_args
+from yolo.files.atomic import output_target
 from yolo.files.names import read_names
 from yolo.files.overwrite import refuse_overwriting_inputs
-from yolo.errors import CfgError
+from yolo.errors import MAX_MESSAGE, CfgError, shown
 from yolo.models.checkpoint import model_checkpoint, save_checkpoint
 from yolo.models.model import Darknet, load_model
 from yolo.models.weights import float_count
@@ -44,6 +45,7 @@ def main(args: argparse.Namespace) -> Path:
     to_checkpoint = output.suffix in CHECKPOINT_SUFFIXES
     try:
         refuse_overwriting_inputs(output, {"--weights": weights, "--cfg": args.cfg, "--names": args.names})
+        output = output_target(output)  # a link's target; a device, a FIFO or a folder: refused before the work
         nothing_to_do = _same_format(from_checkpoint, to_checkpoint, args.cutoff)
         if nothing_to_do:
             fail(f"{output}: {nothing_to_do}")
@@ -85,7 +87,7 @@ def _write_checkpoint(model, args: argparse.Namespace, weights: Path, output: Pa
                             cutoff=-1 if args.cutoff is None else args.cutoff)
     save_checkpoint(ckpt, output)
     n = sum(p.numel() for p in model.parameters())
-    print(f"wrote {output}: {len(model.module_list)} layers, {n:,} parameters, "
+    print(f"wrote {shown(output, MAX_MESSAGE)}: {len(model.module_list)} layers, {n:,} parameters, "
           f"{model.num_classes} classes, cfg {args.cfg}, from {weights}")
 
 
@@ -94,7 +96,7 @@ def _write_darknet(model, cutoff, weights: Path, output: Path, partial: bool) ->
         model.darknet_header = PARTIAL_HEADER
     model.save_darknet_weights(output, cutoff=cutoff)
     major, minor, revision, seen = model.darknet_header
-    print(f"wrote {output}: Darknet weights v{major}.{minor}.{revision} (seen={seen}), "
+    print(f"wrote {shown(output, MAX_MESSAGE)}: Darknet weights v{major}.{minor}.{revision} (seen={seen}), "
           f"{float_count(model, cutoff):,} floats from {weights}")
 
 

@@ -22,7 +22,7 @@ from yolo.cli.args import run_tool, setup_logging
 from yolo.cli.flags.demo import build_parser, parse_args  # noqa: F401  (tests build the parser from here)
 from yolo.data import ensure_shapes_dataset
 from yolo.device import named_device
-from yolo.errors import ConfigError
+from yolo.errors import MAX_MESSAGE, ConfigError, shown
 from yolo.ops.sizes import ImageSize, image_size
 from yolo.runs import run_name
 from yolo.settings.demo import REPO
@@ -84,7 +84,8 @@ def main(args: argparse.Namespace) -> int:
           f"({'reached' if map50 >= TARGET_MAP50 else 'below'} the {TARGET_MAP50} target)")
     print("time: " + ", ".join(f"{k} {v / 60:.1f} min" for k, v in times.items()) + f"; total {total / 60:.1f} min "
           f"on {os.cpu_count()} CPU core(s)")
-    print(f"trained weights: {weights}\nevaluation: {metrics['save_dir']}\nannotated held-out images: {detect_dir}")
+    print(f"trained weights: {shown(weights, MAX_MESSAGE)}\nevaluation: {shown(metrics['save_dir'], MAX_MESSAGE)}\n"
+          f"annotated held-out images: {shown(detect_dir, MAX_MESSAGE)}")
     print("=" * 72)
     return 0
 

@@ -30,7 +30,7 @@ from yolo.cli.flags.common import settings_from
 from yolo.cli.flags.detect import parse_args
 from yolo.cli.stream_stop import StreamStop
 from yolo.device import parse_device
-from yolo.errors import CfgError, ConfigError, WeightsError
+from yolo.errors import MAX_MESSAGE, CfgError, ConfigError, WeightsError, shown
 from yolo.inference.detector import Detector
 from yolo.inference.show import Window
 from yolo.inference.tracking import TrackingDetector, check_tracker
@@ -115,8 +115,8 @@ def main(args) -> Optional[Path]:
         json_path = writer.finish()  # with the signals still turned into requests: a second one waits for it
     elapsed = time.perf_counter() - t_start
     print(f"{n_images} image(s)/frame(s), {n_dets} detection(s) in {elapsed:.2f}s; "
-          + (f"results in {out_dir}" if out_dir is not None else "nothing saved (--nosave)")
-          + (f"; COCO results {json_path}" if json_path else "")
+          + (f"results in {shown(out_dir, MAX_MESSAGE)}" if out_dir is not None else "nothing saved (--nosave)")
+          + (f"; COCO results {shown(json_path, MAX_MESSAGE)}" if json_path else "")
           + (f"; {len(skipped)} source(s) skipped" if skipped else ""))
     if stop.signal_name is not None and not camera_ended:
         raise SystemExit(stop.exit_status)

@@ -22,7 +22,7 @@ from yolo.cli.flags.eval import parse_args
 from yolo.data import build_dataset, create_dataloader, load_data_config
 from yolo.data.loader import default_workers
 from yolo.device import cpu_threads, parse_device
-from yolo.errors import CfgError, ConfigError, DataError, WeightsError
+from yolo.errors import MAX_MESSAGE, CfgError, ConfigError, DataError, WeightsError, shown
 from yolo.evaluation import Evaluator, evaluate_model
 from yolo.evaluation.darknet_evaluator import DarknetMapEvaluator, check_darknet_map_model
 from yolo.evaluation.tiled import evaluate_tiled
@@ -133,7 +133,7 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
     evaluator.save_metrics(save_dir / "metrics.json", {"settings": settings})
     if opts.plots:
         evaluator.save_plots(save_dir)
-    print(f"Results saved to {save_dir}")
+    print(f"Results saved to {shown(save_dir, MAX_MESSAGE)}")
     metrics["save_dir"] = str(save_dir)
     return metrics
 

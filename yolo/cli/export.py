@@ -10,7 +10,7 @@ from typing import Dict
 
 from yolo.cli.args import fail, run_tool, setup_logging
 from yolo.cli.flags.export import parse_args
-from yolo.errors import CfgError, ExportError, ImageReadError, WeightsError
+from yolo.errors import MAX_MESSAGE, CfgError, ExportError, ImageReadError, WeightsError, shown
 from yolo.export import NMSOptions
 from yolo.export.heads import check_runtime
 from yolo.export.checked import INSTALL_EXPORT, RUNTIMES, SUFFIXES, export_checked, missing_package
@@ -20,6 +20,7 @@ from yolo.export.openvino import check_output_name
 from yolo.export.int8 import export_int8
 from yolo.export.latency import compare_latency_with_darknet_pair, latency_report
 from yolo.export.samples import check_inputs
+from yolo.files.atomic import output_target
 from yolo.files.overwrite import refuse_overwriting_inputs, same_file
 from yolo.models.model import load_model
 from yolo.models.preprocessing import model_input_choice
@@ -56,6 +57,10 @@ def _check_args(args) -> None:
         check_output_name(args.output)
     if args.format == "onnx":
         check_opset(args.opset, "--opset")  # before the model is read: the installed torch's range
+    if args.output is not None:  # a link's target; a device, a FIFO or a folder: refused before the work
+        args.output = output_target(args.output)
+        if args.format == "darknet":
+            output_target(args.output.with_suffix(".cfg"))
 
 
 def run(args) -> Dict[str, object]:
@@ -97,7 +102,7 @@ def _export(args, model, size, output: Path) -> Dict[str, object]:
     result: Dict[str, object] = {"output": output, "img_size": size}
     if args.format == "darknet":
         result["cfg"] = done.cfg
-    print(f"wrote {', '.join(str(p) for p in done.files)}")
+    print(f"wrote {', '.join(shown(p, MAX_MESSAGE) for p in done.files)}")
     if done.max_difference is not None:
         result["max_difference"] = done.max_difference
         shapes = ", ".join("x".join(str(v) for v in shape) for shape in done.checked_on)

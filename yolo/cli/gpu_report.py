@@ -31,6 +31,8 @@ from yolo.benchmark.gpu_schedule import RowStream, process_age
 from yolo.benchmark.report_table import figure_label, figure_text
 from yolo.cli.args import fail, run_tool, setup_logging, signal_exit_status
 from yolo.cli.flags.gpu_report import parse_args
+from yolo.errors import MAX_MESSAGE, OutputError, shown
+from yolo.files.atomic import output_target
 from yolo.ops.sizes import ImageSize, check_stride
 from yolo.settings.gpu_report import CLONE, DEFAULT_SIDE
 
@@ -64,6 +66,11 @@ def main(args) -> str:
     """Print the report as it is measured (and write it with ``--output``); returns its final markdown (the
     tables and notes). Stopped by Ctrl-C or SIGTERM, it ends with the tables of what was measured and exits with
     130 or 143."""
+    if args.output is not None:  # streamed as measured: a FIFO would hang the report, a device become a file
+        try:
+            args.output = output_target(args.output)
+        except OutputError as exc:
+            fail(str(exc))
     s = settings_from(args)
     if args.device != "cpu" and cuda_device() is None:
         print("no CUDA GPU on this machine: nothing measured (--device cpu measures ours on the CPU)")
@@ -79,7 +86,7 @@ def main(args) -> str:
     report = run_report(s, stream=stream)
     text = report.markdown()
     if args.output is not None:
-        print(f"written to {args.output}")
+        print(f"written to {shown(args.output, MAX_MESSAGE)}")
     if report.stopped is not None:
         raise SystemExit(signal_exit_status(report.stopped) or 1)
     return text

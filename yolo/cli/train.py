@@ -37,8 +37,8 @@ from yolo.cli.flags.common import settings_from
 from yolo.cli.flags.train import parse_args
 from yolo.cli.invocation import invoked_command
 from yolo.engine.trainer import Trainer
-from yolo.errors import (CfgError, ConfigError, DataError, LoaderWorkerError, NonFiniteLossError, OutputError,
-                         TrainingProcessLost, WeightsError)
+from yolo.errors import (MAX_MESSAGE, CfgError, ConfigError, DataError, LoaderWorkerError, NonFiniteLossError,
+                         OutputError, TrainingProcessLost, WeightsError, shown)
 from yolo.settings.train import TrainOptions
 
 logger = logging.getLogger("yolo.train")
@@ -79,30 +79,30 @@ def main(args: argparse.Namespace) -> int:
         fail(f"{exc}" + (f"; {last} is intact: continue with --resume {last}" if last and last.is_file() else ""))
     except NonFiniteLossError as exc:  # every process stops; the main one says why, once
         if trainer is None or trainer.main:
-            print(f"error: {exc}", file=sys.stderr)
+            print(f"error: {shown(exc, MAX_MESSAGE)}", file=sys.stderr)
         return EXIT_NON_FINITE
     except KeyboardInterrupt:
         print("aborted (second interrupt): nothing saved beyond the last checkpoint", file=sys.stderr)
         return EXIT_INTERRUPTED
     except LoaderWorkerError as exc:  # under DDP: this process ends, the others report it lost
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {shown(exc, MAX_MESSAGE)}", file=sys.stderr)
         return EXIT_WORKER_DIED
     except TrainingProcessLost as exc:  # each surviving process says it, in one line
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {shown(exc, MAX_MESSAGE)}", file=sys.stderr)
         return EXIT_PROCESS_LOST
     except (CfgError, DataError, WeightsError, ConfigError, FileNotFoundError) as exc:
         fail(str(exc))
     if result.status == "interrupted":
         if trainer.main or result.failure:  # once, not once per process (but where a loader worker died)
             what = f"stopped: {result.failure}" if result.failure else f"interrupted ({result.stopped_by})"
-            print(f"{what}: saved {result.last}; continue with: {invoked_command('train')} --resume {result.last}",
-                  file=sys.stderr)
+            print(shown(f"{what}: saved {result.last}; continue with: {invoked_command('train')} --resume "
+                        f"{result.last}", MAX_MESSAGE), file=sys.stderr)
         return interrupted_status(result.stopped_by)
     m = result.metrics
     summary = f"finished {result.epochs_done} epochs ({result.global_step} updates)"
     if m:
         summary += f": mAP50 {m.get('mAP50', 0):.4f}, mAP50_95 {m.get('mAP50_95', 0):.4f}"
-    print(f"{summary}; results in {result.run_dir}", file=sys.stderr)
+    print(f"{summary}; results in {shown(result.run_dir, MAX_MESSAGE)}", file=sys.stderr)
     return 0
 
 

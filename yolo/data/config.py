@@ -274,8 +274,10 @@ def load_data_config(path: PathLike, prepare: bool = True, training: bool = True
     if not isinstance(raw, dict):
         raise DataError("a dataset config must be a mapping with keys path, train, val, names", yaml_path)
     # An unknown key is refused, as in a --hyp file: a misspelt one (vall:, name:) would otherwise be dropped
-    # without a word. test and download are read by other tools' dataset files and are ignored here.
-    known = ("path", "train", "val", "names", "nc", "train_images", "val_images", "generate", "test", "download")
+    # without a word. test and download are read by other tools' dataset files, and roboflow (where a Roboflow
+    # export came from: workspace, project, version, license, url) is written by Roboflow; all three are ignored here.
+    known = ("path", "train", "val", "names", "nc", "train_images", "val_images", "generate", "test", "download",
+             "roboflow")
     unknown = [key for key in raw if key not in known]
     if unknown:
         raise DataError(f"unknown key {shown(repr(unknown[0]))} (known: {', '.join(known)})", yaml_path,

@@ -7,7 +7,9 @@ drawn pixels (shapes never touch, so no box is occluded). Written in the YOLO la
     root/images/{train,val}/00000.jpg
     root/labels/{train,val}/00000.txt      class cx cy w h (normalized)
     root/shapes.names                      class names, one per line
-    root/shapes.json                       generator parameters (to detect a stale folder)
+    root/shapes.json                       generator parameters and every file written, with its hash
+
+It deletes nothing it did not make (:mod:`yolo.data.shapes_folder`).
 """
 from __future__ import annotations
 
@@ -17,20 +19,20 @@ import math
 import os
 import shutil
 from pathlib import Path
-from typing import List, Optional, Tuple, Union
+from typing import Dict, List, Tuple, Union
 
 import cv2
 import numpy as np
 
-from yolo.errors import DataError
-from yolo.files.write_errors import check_written
+from yolo.data.shapes_folder import (IN_PROGRESS, MARKER, digest, exit_on_termination, marker_params, read_marker,
+                                     remove_generated, remove_stale_temp_folders, temp_folder)
+from yolo.files.write_errors import check_written, writing
 
 logger = logging.getLogger(__name__)
 
 SHAPE_NAMES = ("circle", "square", "triangle", "cross", "star")
 GENERATOR_VERSION = 1
 _SPLIT_CODES = {"train": 0, "val": 1}
-_MARKER = "shapes.json"
 
 
 # ----------------------------------------------------------------------------- drawing
@@ -139,8 +141,10 @@ def _params(num_train: int, num_val: int, seed: int, size_range: Tuple[int, int]
             "names": list(SHAPE_NAMES)}
 
 
-def write_split(root: Path, split: str, count: int, seed: int, size_range: Tuple[int, int], max_shapes: int) -> int:
-    """Write ``count`` images and label files of ``split`` under ``root``; returns the box count."""
+def write_split(root: Path, split: str, count: int, seed: int, size_range: Tuple[int, int], max_shapes: int,
+                files: Dict[str, str]) -> int:
+    """Write ``count`` images and label files of ``split`` under ``root``; returns the box count. Each file is
+    added to ``files`` (its path under ``root``: the hash of its bytes)."""
     image_dir, label_dir = root / "images" / split, root / "labels" / split
     image_dir.mkdir(parents=True, exist_ok=True)
     label_dir.mkdir(parents=True, exist_ok=True)
@@ -150,12 +154,16 @@ def write_split(root: Path, split: str, count: int, seed: int, size_range: Tuple
         image, boxes, labels = render_sample(rng, size_range, max_shapes)
         h, w = image.shape[:2]
         image_path = image_dir / f"{i:05d}.jpg"
-        check_written(cv2.imwrite(str(image_path), cv2.cvtColor(image, cv2.COLOR_RGB2BGR),
-                                  [cv2.IMWRITE_JPEG_QUALITY, 95]), image_path)
+        ok, jpeg = cv2.imencode(".jpg", cv2.cvtColor(image, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, 95])
+        check_written(ok, image_path)
         lines = []
         for (x1, y1, x2, y2), c in zip(boxes, labels):
             lines.append(f"{c} {(x1 + x2) / 2 / w:.6f} {(y1 + y2) / 2 / h:.6f} {(x2 - x1) / w:.6f} {(y2 - y1) / h:.6f}")
-        (label_dir / f"{i:05d}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        label = ("\n".join(lines) + "\n").encode("utf-8")
+        for path, data in ((image_path, jpeg.tobytes()), (label_dir / f"{i:05d}.txt", label)):
+            with writing(path):
+                path.write_bytes(data)
+            files[path.relative_to(root).as_posix()] = digest(data)
         total += len(labels)
     return total
 
@@ -165,50 +173,46 @@ def ensure_shapes_dataset(root: Union[str, os.PathLike], num_train: int = 400, n
     """Generate the shapes dataset at ``root`` unless it is already there with the same parameters.
 
     Writes into a temporary sibling folder and renames it into place, so an interrupted run or
-    a second process never sees half a dataset. A folder at ``root`` that this generator did not
-    write is never touched.
+    a second process never sees half a dataset. A folder at ``root`` holding anything this generator did not
+    write (or wrote and was changed since) is never touched: a :class:`yolo.errors.DataError`.
 
     Returns:
         ``root`` as a resolved path.
     """
     root = Path(root).expanduser().resolve()
     params = _params(num_train, num_val, seed, tuple(size_range), max_shapes)
-    marker = root / _MARKER
+    remove_stale_temp_folders(root)
     if root.exists():
-        existing = _read_marker(marker)
-        if existing == params and not force:
+        existing = read_marker(root)
+        if marker_params(existing) == params and not force:
             return root
-        if existing is None:
-            if any(root.iterdir()):
-                raise DataError(f"folder exists and is not a generated shapes dataset (no {_MARKER}); "
-                                "refusing to overwrite it", root)
-        else:
+        if existing is not None and any(root.iterdir()):
             logger.info("shapes dataset at %s has other parameters; regenerating", root)
-        shutil.rmtree(root)
+        remove_generated(root, existing)  # refuses (DataError) when anything there is not the generator's
     logger.info("generating the shapes dataset (%d train, %d val images) at %s", num_train, num_val, root)
     root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = root.parent / f".{root.name}.tmp-{os.getpid()}"
+    tmp = temp_folder(root)
     if tmp.exists():
         shutil.rmtree(tmp)
     try:
-        boxes = write_split(tmp, "train", num_train, seed, tuple(size_range), max_shapes)
-        boxes += write_split(tmp, "val", num_val, seed, tuple(size_range), max_shapes)
-        (tmp / "shapes.names").write_text("\n".join(SHAPE_NAMES) + "\n", encoding="utf-8")
-        (tmp / _MARKER).write_text(json.dumps(params, indent=1) + "\n", encoding="utf-8")
-        try:
-            os.rename(tmp, root)
-        except OSError:
-            if _read_marker(marker) != params:  # not another process finishing the same job
-                raise
+        with exit_on_termination():  # SIGTERM: the finally below removes the half-drawn folder
+            tmp.mkdir()
+            (tmp / IN_PROGRESS).write_text(f"{os.getpid()}\n", encoding="utf-8")
+            files: Dict[str, str] = {}
+            boxes = write_split(tmp, "train", num_train, seed, tuple(size_range), max_shapes, files)
+            boxes += write_split(tmp, "val", num_val, seed, tuple(size_range), max_shapes, files)
+            names = ("\n".join(SHAPE_NAMES) + "\n").encode("utf-8")
+            (tmp / "shapes.names").write_bytes(names)
+            files["shapes.names"] = digest(names)
+            (tmp / MARKER).write_text(json.dumps({**params, "files": files}, indent=0) + "\n", encoding="utf-8")
+            (tmp / IN_PROGRESS).unlink()
+            try:
+                os.rename(tmp, root)
+            except OSError:
+                if marker_params(read_marker(root)) != params:  # not another process finishing the same job
+                    raise
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     logger.info("shapes dataset ready: %s (%d boxes)", root, boxes)
     return root
-
-
-def _read_marker(path: Path) -> Optional[dict]:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from yolo import plots
+from yolo.errors import shown
 from yolo.evaluation.metrics import COCO_STAT_NAMES
 
 __all__ = ["class_table", "summary_text", "figures", "save_plots", "write_tensorboard", "save_metrics"]
@@ -20,7 +21,7 @@ TENSORBOARD_SCALARS = ("mAP50", "mAP50_95", "mAP75", "AR100", "precision", "reca
 
 def class_table(metrics: Mapping[str, Any]) -> str:
     """The per-class table (images, instances, P, R, AP50, AP) with an ``all`` row first."""
-    per_class = metrics["per_class"]
+    per_class = {shown(name): m for name, m in metrics["per_class"].items()}  # as every echoed value: escaped, cut
     width = max([len("class")] + [len(n) for n in per_class]) + 2
     lines = [f"{'class':>{width}}{'images':>9}{'instances':>11}{'P':>8}{'R':>8}{'AP50':>8}{'AP':>8}"]
 

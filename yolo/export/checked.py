@@ -3,6 +3,7 @@ what ``tools/export.py`` runs."""
 from __future__ import annotations
 
 import importlib.util
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional, Sequence
@@ -106,8 +107,8 @@ def export_checked(model, fmt: str, output: Path, inputs: Sequence[torch.Tensor]
         try:
             result.max_difference = check()
         except ExportError:
-            for p in result.files:
-                p.unlink(missing_ok=True)
+            for p in result.files:  # the written file: where a link at the path led, the link left as it is
+                Path(os.path.realpath(p)).unlink(missing_ok=True)
             raise
         result.checked_on = [x.shape for x in inputs]
     return result

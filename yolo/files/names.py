@@ -7,6 +7,7 @@ from typing import List, Optional, Union
 
 from yolo.counts import MAX_CLASSES
 from yolo.errors import DataError, shown
+from yolo.files.paths import special_file
 
 
 def read_names(path: Union[str, "os.PathLike[str]"]) -> List[str]:
@@ -16,6 +17,9 @@ def read_names(path: Union[str, "os.PathLike[str]"]) -> List[str]:
     is a one-line ``FileNotFoundError`` naming it; a file that is not UTF-8 text (UTF-16, binary) a
     :class:`DataError` naming it; more than :data:`yolo.counts.MAX_CLASSES` names a ``ValueError``."""
     path = Path(path)
+    special = special_file(path)
+    if special is not None:  # a FIFO would block the read, /dev/zero never end it
+        raise DataError(f"cannot read the names file: {special}", path)
     try:
         lines = path.read_text(encoding="utf-8-sig").splitlines()
     except FileNotFoundError:

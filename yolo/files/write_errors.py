@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Iterator, Optional, Union
 
 from yolo.errors import OutputError
+from yolo.files.paths import file_kind
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -96,10 +97,19 @@ def as_output_error(exc: OSError) -> Optional[OutputError]:
     return None
 
 
+def not_a_file_error(path: PathLike, mode: int) -> OutputError:
+    """The :class:`OutputError` for an output ``path`` that is there and is not a regular file (``mode``: its
+    ``st_mode``): writing it would replace a device, a FIFO or a folder with a file."""
+    error = OutputError(f"{path}: cannot write: it is {file_kind(mode)}, not a regular file; give the path of a file (new, or "
+                        "one to replace)")
+    error.path = str(path)
+    return error
+
+
 def check_written(ok: bool, path: PathLike) -> None:
     """Raise the :class:`OutputError` for ``path`` when a writer that returns a flag (``cv2.imwrite``) failed."""
     if not ok:
         raise output_error(path)
 
 
-__all__ = ["as_output_error", "check_written", "disk_problem", "output_error", "writing"]
+__all__ = ["as_output_error", "check_written", "disk_problem", "not_a_file_error", "output_error", "writing"]

@@ -41,12 +41,18 @@ T = TypeVar("T")
 
 
 def describe(det: dict, names: Sequence[str]) -> str:
-    """``2 cars, 1 dog`` (or ``no detections``)."""
+    """``2 cars, 1 dog`` (or ``no detections``); each name escaped and cut as every echoed value (a name is the
+    user's text: a checkpoint's, a ``.names`` file's)."""
     counts = Counter(int(k) for k in det["labels"].tolist())
     if not counts:
         return "no detections"
-    return ", ".join(f"{n} {names[k]}{'s' if n > 1 and not names[k].endswith('s') else ''}"
-                     for k, n in sorted(counts.items()))
+    return ", ".join(f"{n} {_plural(names[k]) if n > 1 else shown(names[k])}" for k, n in sorted(counts.items()))
+
+
+def _plural(name: str) -> str:
+    """``cars`` for ``car``; a name that ends in s, or is shown cut or escaped, as it is."""
+    text = shown(name)
+    return f"{text}s" if text == name and not name.endswith("s") else text
 
 
 def input_text(detector: Detector) -> str:
@@ -64,7 +70,7 @@ def names_hint(names_from: Optional[str]) -> Optional[str]:
         return ("note: no class names (the weights carry none, and no .names file beside the cfg lists as many "
                 "names as the model has classes): detections show class numbers; give --names FILE (one name a "
                 "line, e.g. Darknet's data/coco.names)")
-    return f"class names from {names_from} (beside the cfg; --names chooses others)"
+    return f"class names from {shown(names_from, MAX_MESSAGE)} (beside the cfg; --names chooses others)"
 
 
 def timing_text(timings: dict, images: int) -> str:

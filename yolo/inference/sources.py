@@ -6,18 +6,21 @@
 """
 from __future__ import annotations
 
+import fnmatch
 import glob
+import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, List, Optional
+from typing import Iterator, List, Optional, Sequence
 
 import cv2
 import numpy as np
 
 from yolo.errors import ImageReadError
 from yolo.files.images import IMAGE_SUFFIXES
+from yolo.files.opencv_paths import opencv_name
 
-__all__ = ["VIDEO_SUFFIXES", "SourceItem", "collect_sources", "camera_opens", "VideoReader"]
+__all__ = ["VIDEO_SUFFIXES", "SourceItem", "collect_sources", "camera_opens", "recursive_glob", "VideoReader"]
 
 VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".m4v", ".wmv", ".mpg", ".mpeg", ".webm", ".flv", ".ts")
 
@@ -66,13 +69,50 @@ def collect_sources(source: str) -> List[SourceItem]:
     if path.is_file():
         # A file named explicitly is tried as an image unless its suffix says video.
         return [SourceItem("video" if _kind_of(path) == "video" else "image", path)]
-    if any(ch in source for ch in "*?["):
-        files = sorted(Path(p) for p in glob.glob(source, recursive=True) if Path(p).is_file())
+    if glob.has_magic(source):
+        matches = recursive_glob(source) if "**" in source else map(Path, glob.glob(source))
+        files = sorted(p for p in matches if p.is_file())
         files = [p for p in files if _kind_of(p)]
         if not files:
             raise FileNotFoundError(f"{source}: no image or video file matches this pattern")
         return [SourceItem(_kind_of(p), p) for p in files]
     raise FileNotFoundError(f"{source}: source not found (expected a file, folder, glob or camera index)")
+
+
+def recursive_glob(pattern: str) -> List[Path]:
+    """The paths ``pattern`` matches, ``**`` standing for any number of folders (as ``glob.glob(recursive=True)``,
+    hidden names matched only by a part that starts with a dot), found by one walk that enters each folder once:
+    a link to a folder already walked (``loop/a -> .``) is not followed again, so a loop of links neither hangs
+    the walk (two such links made glob's walk exponential) nor repeats a file (one made glob list it 41 times)."""
+    parts = Path(pattern).parts
+    fixed = next((i for i, part in enumerate(parts) if glob.has_magic(part)), len(parts))
+    root, wanted = Path(*parts[:fixed]) if fixed else Path("."), parts[fixed:]
+    seen, found = set(), []
+    for folder, subfolders, names in os.walk(root, followlinks=True):
+        try:
+            stats = os.stat(folder)
+        except OSError:
+            subfolders[:] = []
+            continue
+        if (stats.st_dev, stats.st_ino) in seen:  # reached again through a link: walked already
+            subfolders[:] = []
+            continue
+        seen.add((stats.st_dev, stats.st_ino))
+        subfolders.sort()
+        here = Path(folder).relative_to(root).parts
+        found.extend(Path(folder) / name for name in names + subfolders if _parts_match((*here, name), wanted))
+    return found
+
+
+def _parts_match(parts: Sequence[str], wanted: Sequence[str]) -> bool:
+    """Whether the path parts ``parts`` match the pattern parts ``wanted`` (``**``: zero or more parts)."""
+    if not wanted:
+        return not parts
+    if wanted[0] == "**":
+        return any(_parts_match(parts[k:], wanted[1:]) for k in range(len(parts) + 1)
+                   if not any(part.startswith(".") for part in parts[:k]))
+    return (bool(parts) and fnmatch.fnmatch(parts[0], wanted[0])
+            and (not parts[0].startswith(".") or wanted[0].startswith(".")) and _parts_match(parts[1:], wanted[1:]))
 
 
 def camera_opens(index: int) -> bool:
@@ -101,7 +141,11 @@ class VideoReader:
 
     def __init__(self, item: SourceItem):
         self.item = item
-        self.capture = cv2.VideoCapture(item.camera if item.kind == "camera" else str(item.path))
+        if item.kind == "camera":
+            self.capture = cv2.VideoCapture(item.camera)
+        else:
+            with opencv_name(item.path) as name:  # a name that is not UTF-8 would crash OpenCV
+                self.capture = cv2.VideoCapture(name)
         if not self.capture.isOpened():
             raise ImageReadError(f"{item.path or item.name}: cannot open {item.kind}")
         self.fps = self.capture.get(cv2.CAP_PROP_FPS) or 25.0

@@ -6,6 +6,7 @@ Detections are the Detector's dicts: ``boxes`` ``Float[K, 4]`` xyxy original-ima
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -17,11 +18,12 @@ import torch
 
 from yolo.ops.boxes import xyxy_to_cxcywh, xyxy_to_xywh
 from yolo.ops.coco import coco_category_ids, coco_image_ids, detections_to_coco_results
-from yolo.files.atomic import write_text_atomic
+from yolo.files.atomic import NAME_MAX, write_bytes_atomic, write_text_atomic
+from yolo.files.opencv_paths import opencv_takes, plain_suffix
 from yolo.files.write_errors import check_written, writing
 from yolo.visualize import draw_box_uncertainty, draw_detections
 
-__all__ = ["IMAGE_IDS_FILE", "Writer"]
+__all__ = ["IMAGE_IDS_FILE", "Writer", "fitting_name"]
 
 IMAGE_IDS_FILE = "image_ids.json"  # beside results.json when its image ids are positions, not file names
 
@@ -72,7 +74,7 @@ class Writer:
         for (cx, cy, bw, bh), score, label in zip(rows.tolist(), det["scores"].tolist(), det["labels"].tolist()):
             row = f"{label} {cx:.6f} {cy:.6f} {bw:.6f} {bh:.6f}"
             lines.append(row + (f" {score:.5f}" if self.save_conf else ""))
-        path = self.out_dir / "labels" / f"{stem}.txt"
+        path = self.out_dir / "labels" / fitting_name(stem, ".txt")
         with writing(path):
             path.write_text("".join(line + "\n" for line in lines))
 
@@ -99,10 +101,13 @@ class Writer:
         if not self.save_img:
             return
         out_path, annotated = self.out_dir / name, self.annotate(image, det)
-        if not cv2.haveImageWriter(str(out_path)):
+        # OpenCV is given the suffix alone: a file name that is not UTF-8 crashes its bindings (exit 139)
+        if not cv2.haveImageWriter("image" + plain_suffix(out_path)):
             out_path = out_path.with_suffix(".jpg")
-        with writing(out_path):  # cv2.imwrite raises for some failures and returns False for others
-            check_written(cv2.imwrite(str(out_path), annotated), out_path)
+        with writing(out_path):  # cv2.imencode raises for some failures and returns False for others
+            ok, data = cv2.imencode(out_path.suffix, annotated)
+            check_written(ok, out_path)
+        write_bytes_atomic(out_path, data.tobytes())
 
     def video_frame(self, name: str, frame: np.ndarray, det: dict, fps: float) -> None:
         """Append ``frame`` annotated to the video ``name`` (``mp4v``), opened on its first frame. It is written
@@ -120,8 +125,13 @@ class Writer:
 
     def partial_name(self, name: str) -> Path:
         """Where the video ``name`` is written until it is finished: ``.<stem>.partial<suffix>`` beside it (the
-        suffix kept: OpenCV picks the container by it)."""
-        return self.out_dir / f".{Path(name).stem}.partial{Path(name).suffix}"
+        suffix kept: OpenCV picks the container by it); ``.<hash>.partial<suffix>`` when that name would be too
+        long (a legal 251-character video name) or is not UTF-8, which OpenCV cannot take."""
+        suffix = Path(name).suffix
+        partial = f".{Path(name).stem}.partial{suffix}"
+        if not opencv_takes(partial) or len(partial.encode("utf-8")) > NAME_MAX:
+            partial = f".{_name_hash(name)}.partial{plain_suffix(name)}"
+        return self.out_dir / partial
 
     def close_video(self, name: str) -> None:
         """Finish the video ``name`` and give it its final name (nothing when it has no frame)."""
@@ -152,12 +162,30 @@ class Writer:
         return path
 
 
+def _name_hash(name: str) -> str:
+    return hashlib.sha1(name.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+
+
+def fitting_name(stem: str, suffix: str) -> str:
+    """``stem + suffix``, or, when that is longer than a file name may be (a 251-character image name's label
+    ``NAME_2.txt``, a video frame's ``NAME_1234.txt``), the stem cut and a hash of it added:
+    ``START~HASH.suffix``."""
+    name = stem + suffix
+    if len(name.encode("utf-8", "surrogateescape")) <= NAME_MAX:
+        return name
+    tail = f"~{_name_hash(stem)}{suffix}"
+    cut = stem[:NAME_MAX]
+    while len((cut + tail).encode("utf-8", "surrogateescape")) > NAME_MAX:
+        cut = cut[:-1]
+    return cut + tail
+
+
 def _first_unused(stem: str, suffix: str, used: set) -> str:
     """``stem + suffix`` or ``stem_2 + suffix``, ``stem_3 + suffix``, ... : the first not in ``used``, which it
-    is added to."""
-    candidate, i = stem + suffix, 1
+    is added to (each cut to a file name's length by :func:`fitting_name`)."""
+    candidate, i = fitting_name(stem, suffix), 1
     while candidate in used:
         i += 1
-        candidate = f"{stem}_{i}{suffix}"
+        candidate = fitting_name(f"{stem}_{i}", suffix)
     used.add(candidate)
     return candidate

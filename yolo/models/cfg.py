@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Union
 from yolo.errors import CfgError, shown
+from yolo.files.paths import special_file
 
 logger = logging.getLogger(__name__)
 
@@ -133,6 +134,9 @@ CfgSource = Union[str, Path]
 def parse_cfg(path: CfgSource) -> List[Section]:
     """Read a cfg file. A missing or unreadable file is a :class:`CfgError`."""
     path = Path(path)
+    special = special_file(path)
+    if special is not None:  # a FIFO would block the read, /dev/zero never end it
+        raise CfgError(f"cannot read cfg file ({special})", str(path))
     try:
         text = path.read_bytes().decode("utf-8", errors="replace")
     except FileNotFoundError:

@@ -15,6 +15,7 @@ import torch
 
 from yolo.errors import WeightsError
 from yolo.files.atomic import atomic_path
+from yolo.files.paths import special_file
 
 FORMAT = "yolo-darknet/1"
 
@@ -66,6 +67,9 @@ def check_float_weights(state: Dict[str, torch.Tensor], expected: Dict[str, torc
 def load_checkpoint_file(path: Union[str, Path]) -> Dict[str, Any]:
     """Read one of our ``.pt`` files safely (``weights_only=True``); clear errors for anything else."""
     path = Path(path)
+    special = special_file(path)
+    if special is not None and not path.is_dir():
+        raise WeightsError(f"{path}: cannot read the checkpoint: {special}")
     if not path.is_file():
         raise WeightsError(f"{path}: checkpoint not found")
     if path.stat().st_size == 0:

@@ -98,8 +98,9 @@ def _rows_at(model: nn.Module, size: ImageSize) -> List[LayerRow]:
             filters = " ".join(str(v) for v in getattr(module, "sources", [module.source]))
             if not hasattr(module, "bflops"):
                 bflops = out_shape[0] * out_shape[1] * out_shape[2] / 1e9
-        rows.append(LayerRow(i, SHORT_NAMES.get(section.type, section.type), filters, size, in_shape, out_shape,
-                             bflops))
+        name = "downsample" if isinstance(module, Upsample) and module.reverse else SHORT_NAMES.get(section.type,
+                                                                                                      section.type)
+        rows.append(LayerRow(i, name, filters, size, in_shape, out_shape, bflops))
     return rows
 
 

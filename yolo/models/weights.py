@@ -23,6 +23,7 @@ import torch.nn as nn
 
 from yolo.errors import WeightsError
 from yolo.files.atomic import write_bytes_atomic
+from yolo.files.paths import special_file
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,9 @@ class DarknetHeader:
 def read_header(path: Union[str, Path]) -> DarknetHeader:
     """Read and check the header of a ``.weights`` file."""
     path = Path(path)
+    special = special_file(path)
+    if special is not None and not path.is_dir():  # a FIFO would block the read until a writer comes
+        raise WeightsError(f"{path}: cannot read the weights file: {special}")
     try:
         with open(path, "rb") as f:
             head = f.read(20)
