@@ -212,6 +212,19 @@ _GENERATE_RANGES = {"num_train": (0, 100_000), "num_val": (0, 100_000), "seed": 
 _GENERATE_SIDES = (32, 4096)
 
 
+def _refuse_file_in_root(root: Path, text: Any, yaml_path: Path) -> None:
+    """A dataset root at or under a file (``${YOLO_DATASETS}/shapes`` with ``YOLO_DATASETS`` set to a file) is a
+    :class:`DataError` at the ``path:`` line naming the file and the variables the path is made of, not the
+    ``File exists`` of a folder that cannot be made."""
+    blocker = next((p for p in (root, *root.parents) if p.exists() and not p.is_dir()), None)
+    if blocker is None:
+        return
+    variables = [m.group(1) or m.group(3) for m in _ENV_PATTERN.finditer(str(text))]
+    hint = f"; {' and '.join(variables)} must name a folder" if variables else ""
+    raise DataError(f"'path: {shown(text)}' is {shown(root)}, but {shown(blocker)} is a file, not a folder{hint}",
+                    yaml_path, _key_line(yaml_path, "path"))
+
+
 def _key_line(yaml_path: Path, key: Any) -> Optional[int]:
     """The first line of ``yaml_path`` that sets ``key`` (for messages), or None."""
     pattern = re.compile(rf"^\s*{re.escape(str(key))}\s*:")  # a YAML key may be a number
@@ -284,6 +297,7 @@ def load_data_config(path: PathLike, prepare: bool = True, training: bool = True
             raise DataError(f"missing required key '{key}'", yaml_path)
 
     root = _resolve(raw.get("path", "."), "path", yaml_path.parent, yaml_path)
+    _refuse_file_in_root(root, raw.get("path", "."), yaml_path)
     train = _resolve_split(raw["train"], "train", root, yaml_path)
     val = _resolve_split(raw["val"], "val", root, yaml_path)
     images = {k: _resolve_split(raw[k], k, root, yaml_path) for k in ("train_images", "val_images") if raw.get(k)}
