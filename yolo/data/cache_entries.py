@@ -39,7 +39,7 @@ def _is_number(value: Any) -> bool:
 def _valid_shape(shape: Any, reason: Any) -> bool:
     if shape is None:
         return isinstance(reason, str)
-    return (isinstance(shape, list) and len(shape) == 2 and all(_is_int(v) for v in shape)
+    return (isinstance(shape, (list, tuple)) and len(shape) == 2 and all(_is_int(v) for v in shape)
             and all(MIN_IMAGE_SIDE <= v <= MAX_SIDE for v in shape) and reason is None)
 
 
