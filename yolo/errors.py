@@ -65,7 +65,7 @@ def _from_loader_worker(message: str) -> str:
         return message
     marker = "\nyolo.errors.DataError: "
     at = message.rfind(marker)
-    return message[at + len(marker):] if at >= 0 else message
+    return message[at + len(marker):].rstrip("\n") if at >= 0 else message
 
 
 class ImageReadError(OSError):
