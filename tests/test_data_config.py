@@ -89,6 +89,16 @@ def test_coco128_yaml_points_at_assets_with_coco_names():
     assert cfg.names == reference and cfg.num_classes == 80
 
 
+def test_a_dataset_path_under_a_file_names_the_variable_that_must_be_a_folder(tmp_path, monkeypatch):
+    (tmp_path / "a-file").write_text("not a folder")
+    monkeypatch.setenv("YOLO_DATASETS", str(tmp_path / "a-file"))
+    with pytest.raises(DataError) as info:
+        load_data_config(REPO / "configs" / "shapes.yaml")
+    assert str(info.value) == (f"{REPO / 'configs' / 'shapes.yaml'}:4: 'path: ${{YOLO_DATASETS:-../datasets}}/shapes' "
+                               f"is {tmp_path / 'a-file' / 'shapes'}, but {tmp_path / 'a-file'} is a file, not a "
+                               "folder; YOLO_DATASETS must name a folder")
+
+
 def test_shapes_yaml_without_generating(tmp_path, monkeypatch):
     monkeypatch.setenv("YOLO_DATASETS", str(tmp_path))
     cfg = load_data_config(REPO / "configs" / "shapes.yaml", prepare=False)

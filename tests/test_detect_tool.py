@@ -198,3 +198,19 @@ def test_names_come_from_beside_the_cfg_or_a_hint_says_how_to_give_them(tmp_path
     from yolo.inference.detector import Detector
     detector = Detector(darknet / "cfg" / "yolov3-tiny.cfg", weights, device="cpu", img_size=320)
     assert detector.names == expected and detector.names_from == str(darknet / "data" / "coco.names")
+
+
+def test_a_jpeg_named_mp4_is_read_without_a_frame_count_it_does_not_have(tmp_path, capsys):
+    """OpenCV opens a JPEG named .mp4 as a one-frame stream whose header announces -2^63 frames: the count is not
+    shown (nor a rate that is not one used)."""
+    from yolo.inference.sources import VideoReader
+
+    video = tmp_path / "photo.mp4"
+    shutil.copy(asset("images/dog.jpg"), video)
+    (item,) = collect_sources(str(video))
+    with VideoReader(item) as reader:
+        assert reader.total == 0 and 0 < reader.fps <= 1000
+        assert len(list(reader)) == 1
+    main(tiny_args(video, tmp_path / "runs", "--nosave"))
+    out = capsys.readouterr().out
+    assert "photo.mp4 frame 1/?:" in out and "-9223372036854775808" not in out, out
