@@ -216,3 +216,24 @@ def test_the_cache_of_a_flat_split_goes_to_the_user_cache_never_into_the_folder_
     # a split with a labels folder keeps its cache there, inside the dataset
     scan_yolo(_split(tmp_path / "ds", 1), 3)
     assert (tmp_path / "ds" / "labels" / "train.cache.json").is_file()
+
+
+@pytest.mark.parametrize("content", ["zeros", "long-line"])
+def test_a_list_file_without_line_ends_is_refused_at_its_first_line_unread(tmp_path, content):
+    listing = tmp_path / "train.txt"
+    if content == "zeros":
+        with open(listing, "wb") as f:  # sparse: 3 GB of zeros, no line end; read whole, a MemoryError
+            f.truncate(3 << 30)
+    else:
+        listing.write_text("images/" + "x" * 70_000 + ".jpg\n")
+    with pytest.raises(DataError) as info:
+        scan_yolo(listing, 3)
+    assert str(info.value) == f"{listing}:1: not a text list of image paths (this line is longer than 65,536 bytes)"
+
+
+def test_a_split_that_is_a_fifo_is_named_as_such_never_read(tmp_path):
+    listing = tmp_path / "train.txt"
+    os.mkfifo(listing)
+    with pytest.raises(DataError) as info:
+        scan_yolo(listing, 3)
+    assert str(info.value).startswith(f"{listing}: not a folder or a regular file (a FIFO or a device)")

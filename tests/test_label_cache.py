@@ -88,3 +88,10 @@ def test_a_cache_file_that_is_no_regular_file_or_too_large_is_not_read(tmp_path,
         monkeypatch.setattr(json, "load", never)
     records, report = scan_yolo(folder, 5)
     assert [r.labels.tolist() for r in records] == [[1], [2]] and not report.problems
+
+
+def test_a_cache_file_nested_too_deep_for_the_json_reader_is_ignored(tmp_path):
+    folder = _split(tmp_path)
+    (tmp_path / "labels" / "train.cache.json").write_text("[" * 200_000 + "]" * 200_000)
+    records, report = scan_yolo(folder, 5)
+    assert [r.labels.tolist() for r in records] == [[1], [2]] and not report.problems

@@ -24,6 +24,8 @@ from yolo.files.images import MIN_IMAGE_SIDE
 # The largest image side OpenCV decodes (2^20); a cached size above it was not written by a scan.
 MAX_SIDE = 1 << 20
 PROBLEM_KINDS = ("image", "file", "box", "orphan")
+# The most entries one problem stands for (the lines of a list file).
+MAX_COUNT = 1 << 31
 # Rounding of the normalized values (float32 in the scan, written as JSON numbers).
 _SLACK = 1e-5
 
@@ -58,7 +60,7 @@ def _valid_problem(row: Any) -> bool:
         return False
     path, reason, line, kind, code, count = row
     return (isinstance(path, str) and isinstance(reason, str) and (line is None or (_is_int(line) and line >= 1))
-            and kind in PROBLEM_KINDS and isinstance(code, str) and _is_int(count) and count >= 1)
+            and kind in PROBLEM_KINDS and isinstance(code, str) and _is_int(count) and 1 <= count <= MAX_COUNT)
 
 
 def valid_entry(entry: Any, num_classes: int) -> bool:

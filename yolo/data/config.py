@@ -174,7 +174,7 @@ def _parse_names(raw: Any, yaml_path: Path, root: Path) -> Tuple[List[str], Opti
         text = expand_env(raw, yaml_path)
         candidates = [Path(text)] if os.path.isabs(text) else [root / text, yaml_path.parent / text]
         for candidate in candidates:
-            if candidate.is_file():
+            if candidate.exists() and not candidate.is_dir():  # a FIFO or a device is refused by read_names
                 names = read_names(candidate)
                 if not names:
                     raise DataError(f"'names' file {candidate} is empty", yaml_path)

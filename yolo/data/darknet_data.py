@@ -26,6 +26,7 @@ from typing import Any, Dict, Tuple
 
 from yolo.errors import DataError
 from yolo.files.names import read_names
+from yolo.files.small_text import read_small_text
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ def is_darknet_data(path) -> bool:
 def read_data_options(path: Path) -> Dict[str, Tuple[str, int]]:
     """``key -> (value, line number)`` of a ``.data`` file; a line without ``=`` is a :class:`DataError`."""
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        text = read_small_text(path, "Darknet .data file")
     except FileNotFoundError:
         raise DataError("Darknet .data file not found", path) from None
     except UnicodeDecodeError:

@@ -53,6 +53,8 @@ from yolo.data.validation import MAX_LABEL_FILE_BYTES, Problem, ValidationReport
 logger = logging.getLogger(__name__)
 
 PathLike = Union[str, os.PathLike]
+# The longest line of a list file read (a path is at most 4,096 bytes on Linux).
+MAX_LIST_LINE = 1 << 16
 
 
 @dataclass
@@ -311,7 +313,8 @@ def list_images(source: Path, search_dirs: Sequence[Path] = ()) -> Tuple[List[Pa
         images = images_under(source)
         return images, [], len(images)
     if not source.is_file():
-        raise DataError("image folder or list file not found", source)
+        raise DataError("not a folder or a regular file (a FIFO or a device): give the folder of the split's images or "
+                        "a .txt list of them" if source.exists() else "image folder or list file not found", source)
     if source.suffix.lower() in DATASET_IMAGE_SUFFIXES:
         raise DataError("an image, not a text list of image paths: give the folder of the split's images or a "
                         ".txt list of them", source)
@@ -319,7 +322,7 @@ def list_images(source: Path, search_dirs: Sequence[Path] = ()) -> Tuple[List[Pa
     bad: Dict[str, List[Tuple[int, str]]] = {"missing_image": [], "bad_image": []}  # code -> (line, entry)
     bases = [source.parent, *search_dirs, Path.cwd()]
     with open(source, "rb") as f:
-        for lineno, raw in enumerate(f, start=1):
+        for lineno, raw in enumerate(iter(lambda: f.readline(MAX_LIST_LINE + 1), b""), start=1):
             entry = _list_line(raw, source, lineno).strip()
             if not entry or entry.startswith("#"):
                 continue
@@ -351,7 +354,11 @@ def _bad_list_lines(source: Path, code: str, lines: List[Tuple[int, str]], liste
 
 def _list_line(raw: bytes, source: Path, lineno: int) -> str:
     """One line of an image list file as text; a line that is not UTF-8 is a :class:`DataError` at its line (the
-    file is not a list: an image, an archive, or text saved in another encoding such as UTF-16)."""
+    file is not a list: an image, an archive, or text saved in another encoding such as UTF-16), as is a line longer
+    than :data:`MAX_LIST_LINE` bytes (no path is; a file of zeros has no line end at all)."""
+    if len(raw) > MAX_LIST_LINE:
+        raise DataError(f"not a text list of image paths (this line is longer than {MAX_LIST_LINE:,} bytes)", source,
+                        lineno)
     try:
         return raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
     except UnicodeDecodeError:

@@ -7,6 +7,7 @@ from typing import List, Optional, Union
 
 from yolo.counts import MAX_CLASSES
 from yolo.errors import DataError, shown
+from yolo.files.small_text import read_small_text
 
 
 def read_names(path: Union[str, "os.PathLike[str]"]) -> List[str]:
@@ -17,7 +18,7 @@ def read_names(path: Union[str, "os.PathLike[str]"]) -> List[str]:
     :class:`DataError` naming it; more than :data:`yolo.counts.MAX_CLASSES` names a ``ValueError``."""
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8-sig").splitlines()
+        lines = read_small_text(path, "names file").splitlines()
     except FileNotFoundError:
         raise FileNotFoundError(f"{path}: names file not found") from None
     except UnicodeDecodeError as exc:  # the codec's own message does not say which file
