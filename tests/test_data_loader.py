@@ -41,10 +41,17 @@ def test_a_process_whose_loader_worker_failed_exits_without_waiting_for_it(tmp_p
     script = tmp_path / "fail.py"
     script.write_text(textwrap.dedent("""
         import sys
-        from torch.utils.data import DataLoader
-        from test_data_loader import BadItems
+        from torch.utils.data import DataLoader, Dataset
         from yolo.data.loader import init_worker
         from yolo.errors import DataError
+
+        class BadItems(Dataset):
+            def __len__(self):
+                return 4
+
+            def __getitem__(self, index):
+                raise DataError("cannot read image (missing or corrupt)", "/data/images/val/7.jpg")
+
         iterator = iter(DataLoader(BadItems(), batch_size=2, num_workers=2, worker_init_fn=init_worker))
         try:
             next(iterator)
@@ -52,7 +59,7 @@ def test_a_process_whose_loader_worker_failed_exits_without_waiting_for_it(tmp_p
             error = exc  # its traceback keeps the loader and its workers until the exit
             print("error:", exc)
     """))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0 and "error: /data/images/val/7.jpg" in done.stdout, done.stderr
 

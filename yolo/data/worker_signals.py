@@ -74,6 +74,7 @@ def is_worker_death(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and str(exc).startswith("DataLoader worker")
 
 
+@atexit.register
 def end_loader_workers(grace_s: float = 2.0) -> None:
     """At the exit of the main process: end the daemonic child processes still running (data loader workers).
     multiprocessing's own exit handler sends them SIGTERM, which loader workers ignore, then waits for them
@@ -91,7 +92,5 @@ def end_loader_workers(grace_s: float = 2.0) -> None:
             child.join(10)
 
 
-atexit.register(end_loader_workers)
-
-
-__all__ = ["QuietStart", "end_loader_workers", "STOP_SIGNALS", "ignore_stop_signals", "is_worker_death", "stop_signals_blocked"]
+__all__ = ["QuietStart", "STOP_SIGNALS", "end_loader_workers", "ignore_stop_signals", "is_worker_death",
+           "stop_signals_blocked"]
