@@ -373,7 +373,8 @@ def _cache_file(source: Path) -> Path:
     if source.is_dir():
         labels_dir = label_path_for(source / "x.jpg").parent
         beside = labels_dir.parent / f"{labels_dir.name}.cache.json"
-        return beside if labels_dir != source and labels_dir.parent != Path(labels_dir.anchor) else fallback_path(beside)
+        own_folder = labels_dir != source and labels_dir.parent != Path(labels_dir.anchor)
+        return beside if own_folder else fallback_path(beside)
     return source.with_name(source.stem + ".cache.json")
 
 

@@ -272,8 +272,9 @@ def read_label_file(path: Path, num_classes: int) -> Tuple[np.ndarray, List[Prob
     except OSError as e:  # a broken link
         return unusable(f"cannot read label file ({e.strerror or e})")
     if stat.S_ISDIR(st.st_mode):
-        return np.zeros((0, 5), np.float32), [Problem(str(path), "is a folder where the image's label file belongs; its image "
-                                                      "is dropped (rename the folder)", None, "file", "bad_label_file")]
+        return np.zeros((0, 5), np.float32), [Problem(str(path), "is a folder where the image's label file belongs; "
+                                                      "its image is dropped (rename the folder)", None, "file",
+                                                      "bad_label_file")]
     if not stat.S_ISREG(st.st_mode):  # reading a FIFO waits for a writer forever, a device never ends
         return unusable(f"not a regular file ({_file_type(st.st_mode)}): a label file must be a regular text file")
     try:

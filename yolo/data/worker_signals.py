@@ -12,6 +12,9 @@ A worker cannot ignore a signal before its ``worker_init_fn`` runs, so the main 
 the stop signals blocked (:func:`stop_signals_blocked`, :class:`QuietStart`): a forked worker inherits the
 blocked mask, ignores the signals, then unblocks them (one that arrived meanwhile is dropped); the main process
 unblocks them once the workers are started and receives what arrived meanwhile.
+
+Since they ignore SIGTERM, workers still running when the main process exits are ended by
+:func:`end_loader_workers` (an exit handler), which multiprocessing's own handler would otherwise wait for forever.
 """
 from __future__ import annotations
 
