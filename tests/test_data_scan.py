@@ -237,3 +237,21 @@ def test_a_split_that_is_a_fifo_is_named_as_such_never_read(tmp_path):
     with pytest.raises(DataError) as info:
         scan_yolo(listing, 3)
     assert str(info.value).startswith(f"{listing}: not a folder or a regular file (a FIFO or a device)")
+
+
+def test_a_split_folder_that_is_a_link_takes_the_labels_beside_the_link(tmp_path):
+    """``subset/images/train -> coco/images/train``: Darknet reads ``subset/images/train/0.jpg`` and its label
+    ``subset/labels/train/0.txt`` (the path as given), never the target's ``coco/labels/train/0.txt``."""
+    from yolo.data import build_dataset, load_data_config
+
+    original = tmp_path / "coco" / "images" / "train"
+    _label(_jpeg(original / "0.jpg"), "45 0.5 0.5 0.4 0.4\n")
+    subset = tmp_path / "subset"
+    (subset / "images").mkdir(parents=True)
+    (subset / "images" / "train").symlink_to(original)
+    _label(subset / "images" / "train" / "0.jpg", "2 0.5 0.5 0.4 0.4\n")
+    data = tmp_path / "subset.yaml"
+    data.write_text(f"path: {subset}\ntrain: images/train\nval: images/train\nnames: [a, b, c]\n")
+    dataset = build_dataset(load_data_config(data), "train")
+    assert [r.labels.tolist() for r in dataset.records] == [[2]]
+    assert dataset.records[0].path == str(subset / "images" / "train" / "0.jpg")

@@ -188,7 +188,9 @@ def _resolve(raw: Any, key: str, base: Path, yaml_path: Path) -> Path:
     if not isinstance(raw, (str, os.PathLike)):
         raise DataError(f"'{key}' must be a path, got {type(raw).__name__}", yaml_path)
     path = Path(expand_env(str(raw), yaml_path))
-    return (path if path.is_absolute() else base / path).resolve()
+    # absolute and normalized, but links kept as written: a split folder that is a link to another dataset's
+    # images takes the labels beside the link, as Darknet reads the path it is given
+    return Path(os.path.abspath(path if path.is_absolute() else base / path))
 
 
 def _resolve_split(raw: Any, key: str, root: Path, yaml_path: Path) -> Path:

@@ -421,7 +421,7 @@ def scan_yolo(source: PathLike, num_classes: int, search_dirs: Sequence[Path] = 
     dropped. Results are cached per file (an image's size and mtime, a label file's size, mtime and content hash)
     so a second scan reads no images.
     """
-    source = Path(source).resolve()
+    source = Path(os.path.abspath(source))  # links kept: labels are found beside the path as given (Darknet)
     images, problems, listed = list_images(source, search_dirs)
     report = ValidationReport(source=str(source), num_images=listed, num_classes=int(num_classes))
     if images:
@@ -669,7 +669,7 @@ def dataset_inputs(config: DataConfig, dataset: DetectionDataset) -> Dict[str, P
     if source.is_file():
         inputs["the split's list"] = source
     if not is_coco_json(source):
-        inputs["the label cache"] = _cache_file(source.resolve())
+        inputs["the label cache"] = _cache_file(Path(os.path.abspath(source)))
     for record in dataset.records:
         inputs[f"the image {record.path}"] = Path(record.path)
         label = find_label_file(Path(record.path)) if not is_coco_json(source) else None
