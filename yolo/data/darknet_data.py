@@ -71,7 +71,7 @@ def _resolve(value: str, key: str, line: int, data_path: Path) -> Path:
     candidates = [path] if path.is_absolute() else list(dict.fromkeys(base / path for base in bases))
     for candidate in candidates:
         if candidate.exists():
-            return candidate.resolve()
+            return Path(os.path.abspath(candidate))  # links kept, as Darknet opens the path it is given
     where = " or ".join(str(c.parent) for c in candidates)
     raise DataError(f"{key}={value}: not found (relative paths are read from the working directory, as Darknet "
                     f"does, then from the .data file's folder and the one above it; looked in {where})",
