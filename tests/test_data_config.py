@@ -1,4 +1,5 @@
 """Dataset YAML configs: env expansion, relative paths, names, errors that name the file."""
+import os
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,16 @@ def test_coco128_yaml_points_at_assets_with_coco_names():
     assert cfg.names == reference and cfg.num_classes == 80
 
 
+def test_a_dataset_path_under_a_file_names_the_variable_that_must_be_a_folder(tmp_path, monkeypatch):
+    (tmp_path / "a-file").write_text("not a folder")
+    monkeypatch.setenv("YOLO_DATASETS", str(tmp_path / "a-file"))
+    with pytest.raises(DataError) as info:
+        load_data_config(REPO / "configs" / "shapes.yaml")
+    assert str(info.value) == (f"{REPO / 'configs' / 'shapes.yaml'}:4: 'path: ${{YOLO_DATASETS:-../datasets}}/shapes' "
+                               f"is {tmp_path / 'a-file' / 'shapes'}, but {tmp_path / 'a-file'} is a file, not a "
+                               "folder; YOLO_DATASETS must name a folder")
+
+
 def test_shapes_yaml_without_generating(tmp_path, monkeypatch):
     monkeypatch.setenv("YOLO_DATASETS", str(tmp_path))
     cfg = load_data_config(REPO / "configs" / "shapes.yaml", prepare=False)
@@ -124,3 +135,32 @@ def test_a_parent_path_that_leads_nowhere_either_way_names_the_written_one(tmp_p
     with pytest.raises(DataError, match="'train'") as info:
         load_data_config(path)
     assert str(tmp_path / "nowhere" / "images") in str(info.value)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "sparse"])
+@pytest.mark.parametrize("config", ["yaml", "data"])
+def test_a_names_or_data_file_that_is_no_regular_file_or_too_large_is_one_line_unread(tmp_path, kind, config):
+    images = tmp_path / "images" / "train"
+    images.mkdir(parents=True)
+    odd = tmp_path / ("odd.data" if config == "data" and kind == "sparse" else "odd.names")
+    if kind == "fifo":
+        os.mkfifo(odd)  # reading it would wait for a writer forever
+    elif kind == "dev-zero":
+        odd.symlink_to("/dev/zero")  # reading it would never end
+    else:
+        with open(odd, "wb") as f:  # sparse: 3 GB of zeros, a MemoryError read whole
+            f.truncate(3 << 30)
+    if config == "yaml":
+        path = tmp_path / "data.yaml"
+        path.write_text(f"path: {tmp_path}\ntrain: images/train\nval: images/train\nnames: {odd}\n")
+    elif odd.suffix == ".data":
+        path = odd
+    else:
+        path = tmp_path / "obj.data"
+        path.write_text(f"classes=1\ntrain={images}\nnames={odd}\n")
+    with pytest.raises(DataError) as info:
+        load_data_config(path)
+    message = str(info.value)
+    assert "\n" not in message and str(odd) in message
+    assert ("more than the 16,777,216" in message if kind == "sparse" else
+            "not a regular file" in message or "is not a file" in message), message

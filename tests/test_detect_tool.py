@@ -261,7 +261,7 @@ def test_file_names_that_are_not_utf8_or_are_long_are_read_and_written(tmp_path)
     assert sorted(os.listdir(os.fsencode(out))) == sorted([b"bad\xff\xfename.jpg", b"labels", b"vid\xff.mp4",
                                                            b"v" * 247 + b".mp4"])
     assert sorted(os.listdir(os.fsencode(out / "labels"))) == sorted(
-        [b"bad\xff\xfename.txt", b"vid\xff_0.txt", b"vid\xff_1.txt", b"v" * 247 + b"_0.txt", b"v" * 247 + b"_1.txt"])
+        [b"bad\xff\xfename.txt", b"vid\xff_1.txt", b"vid\xff_2.txt", b"v" * 247 + b"_1.txt", b"v" * 247 + b"_2.txt"])
     assert "\\udcff" in result.stdout  # the name shown with escapes
     capture = cv2.VideoCapture(str(out / ("v" * 247 + ".mp4")))
     assert capture.isOpened() and int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) == 2
@@ -274,3 +274,19 @@ def test_the_run_folder_is_shown_with_escapes(tmp_path, capsys):
     main(tiny_args(asset("images/dog.jpg"), project, "--img-size", "160"))
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out and "runs\\x1b]0;title\\x07" in out
+
+
+def test_a_jpeg_named_mp4_is_read_without_a_frame_count_it_does_not_have(tmp_path, capsys):
+    """OpenCV opens a JPEG named .mp4 as a one-frame stream whose header announces -2^63 frames: the count is not
+    shown (nor a rate that is not one used)."""
+    from yolo.inference.sources import VideoReader
+
+    video = tmp_path / "photo.mp4"
+    shutil.copy(asset("images/dog.jpg"), video)
+    (item,) = collect_sources(str(video))
+    with VideoReader(item) as reader:
+        assert reader.total == 0 and 0 < reader.fps <= 1000
+        assert len(list(reader)) == 1
+    main(tiny_args(video, tmp_path / "runs", "--nosave"))
+    out = capsys.readouterr().out
+    assert "photo.mp4 frame 1/?:" in out and "-9223372036854775808" not in out, out

@@ -409,6 +409,16 @@ def test_demo_reads_relative_paths_from_the_callers_folder(tmp_path, capsys, mon
     assert err == f"error: {folder / 'bad.cfg'}:35: [convolutional] (layer 3): option 'filters=abc' is not an integer"
 
 
+def test_demo_with_yolo_datasets_set_to_a_file_is_one_line_before_any_training(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(os.getcwd())  # the demo moves to the repository: back after the test
+    (tmp_path / "a-file").write_text("not a folder")
+    monkeypatch.setenv("YOLO_DATASETS", str(tmp_path / "a-file"))
+    monkeypatch.setattr(demo_cli.train_cli, "main", lambda args: pytest.fail("the demo trained"))
+    err = one_line_error(capsys, lambda: demo_cli.main(demo_cli.parse_args(["--no-progress"])))
+    assert err == (f"error: YOLO_DATASETS={tmp_path / 'a-file'}: {tmp_path / 'a-file'} is a file, not a folder; "
+                   "YOLO_DATASETS must name a folder")
+
+
 @pytest.mark.parametrize("device, workers", [("cpu", ["--workers", "0"]), ("cuda", []), ("cuda:1", []), ("0", []),
                                              ("tpu", [])])
 def test_demo_loads_in_the_training_process_on_the_cpu_only(monkeypatch, device, workers):

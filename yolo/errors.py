@@ -42,6 +42,8 @@ class DataError(ValueError):
     """A problem with a dataset or its config, located at ``source`` (file, and line when known)."""
 
     def __init__(self, message: str, source: Optional[PathLike] = None, line: Optional[int] = None):
+        if source is None and line is None:
+            message = _from_loader_worker(message)
         self.source = str(source) if source is not None else None
         self.line = line
         self.problem = message
@@ -52,6 +54,18 @@ class DataError(ValueError):
         else:
             text = f"{source}:{line}: {message}"
         super().__init__(shown(text, MAX_MESSAGE, keep="\n"))  # DataError may list problems, one a line
+
+
+def _from_loader_worker(message: str) -> str:
+    """The message of a :class:`DataError` raised in a data loader worker process. PyTorch raises it again in the
+    main process as ``DataError(text)``, ``text`` being ``Caught DataError in DataLoader worker process N.``, the
+    worker's traceback, and last the error's own line ``yolo.errors.DataError: MESSAGE``: only MESSAGE (the file
+    and what is wrong with it) is for the user."""
+    if not message.startswith("Caught DataError in DataLoader worker process"):
+        return message
+    marker = "\nyolo.errors.DataError: "
+    at = message.rfind(marker)
+    return message[at + len(marker):].rstrip("\n") if at >= 0 else message
 
 
 class ImageReadError(OSError):

@@ -12,13 +12,14 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 import yaml
 
 from yolo.cli import detect as detect_cli
 from yolo.cli import eval as eval_cli
 from yolo.cli import train as train_cli
-from yolo.cli.args import run_tool, setup_logging
+from yolo.cli.args import fail, run_tool, setup_logging
 from yolo.cli.flags.demo import build_parser, parse_args  # noqa: F401  (tests build the parser from here)
 from yolo.data import ensure_shapes_dataset
 from yolo.device import named_device
@@ -30,15 +31,29 @@ from yolo.settings.demo import REPO
 TARGET_MAP50 = 0.9
 
 
-def heldout_images(count: int) -> Path:
-    """``count`` shapes images the model never saw (another seed than the train/val splits)."""
-    root = Path(os.environ.get("YOLO_DATASETS", REPO / "datasets")) / "shapes-heldout"
+def datasets_folder() -> Path:
+    """Where the held-out images are generated: ``$YOLO_DATASETS``, else the repository's ``datasets/``; checked
+    before the training (a file there is a one-line error, not mkdir's ``File exists`` after the training)."""
+    value = os.environ.get("YOLO_DATASETS")
+    folder = Path(value) if value else REPO / "datasets"
+    blocker = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        where = f"YOLO_DATASETS={shown(value)}" if value else shown(folder)
+        fail(f"{where}: {shown(blocker)} is a file, not a folder; YOLO_DATASETS must name a folder")
+    return folder
+
+
+def heldout_images(count: int, datasets: Optional[Path] = None) -> Path:
+    """``count`` shapes images the model never saw (another seed than the train/val splits), generated in
+    ``datasets`` (default :func:`datasets_folder`)."""
+    root = (datasets or datasets_folder()) / "shapes-heldout"
     ensure_shapes_dataset(root, num_train=0, num_val=count, seed=2024)
     return root / "images" / "val"
 
 
 def main(args: argparse.Namespace) -> int:
     run_name(args.name)  # before the training: one folder name for its three run folders
+    datasets = datasets_folder()
     # The files given are the caller's: found from the caller's folder, not the repository's.
     args.cfg, args.data, args.hyp = (os.path.abspath(path) for path in (args.cfg, args.data, args.hyp))
     os.chdir(REPO)  # runs/ and datasets/ land in the repository, as with the tools themselves
@@ -71,7 +86,7 @@ def main(args: argparse.Namespace) -> int:
     times["evaluate"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    source = heldout_images(args.heldout)
+    source = heldout_images(args.heldout, datasets)
     detect_dir = detect_cli.main(detect_cli.parse_args(
         ["--weights", str(weights), "--source", str(source), "--img-size", str(img_size[0]), str(img_size[1]),
          "--device", args.device, "--name", args.name] + shared))

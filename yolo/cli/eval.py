@@ -113,6 +113,9 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
     except KeyboardInterrupt:  # Ctrl-C: nothing was written; leave no empty run folder behind
         remove_if_empty(save_dir)
         raise
+    except DataError as exc:  # an image unreadable now (changed since the scan), read by a loader worker or here
+        remove_if_empty(save_dir)
+        fail(str(exc))
     speed = metrics["speed_ms"]
     print(evaluator.summary_text(metrics))
     print(f"Speed: {speed['preprocess']:.1f} ms pre-process, {speed['inference']:.1f} ms inference, "

@@ -21,6 +21,8 @@ from yolo.files.atomic import write_text_atomic
 logger = logging.getLogger(__name__)
 
 CACHE_VERSION = 3
+# A larger cache file is not read (a scan of 2,000,000 images writes about 1 GB).
+MAX_CACHE_BYTES = 2 << 30
 _MEMORY: Dict[str, Dict[str, Any]] = {}
 
 
@@ -72,11 +74,19 @@ def _write_json(path: Path, data: Dict[str, Any]) -> bool:
 
 
 def _read_json(path: Path) -> Optional[Dict[str, Any]]:
+    """The cache file's data; None for anything but a regular file of at most :data:`MAX_CACHE_BYTES` holding a
+    JSON object (a FIFO would wait for a writer forever, ``/dev/zero`` never ends). Its entries are checked one by
+    one where they are used (:mod:`yolo.data.cache_entries`)."""
     try:
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_CACHE_BYTES:
+            logger.debug("label cache %s ignored: not a regular file, or larger than %d bytes", path, MAX_CACHE_BYTES)
+            return None
         with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError):
+            data = json.load(f)
+    except (OSError, ValueError, RecursionError, MemoryError):
         return None
+    return data if isinstance(data, dict) and isinstance(data.get("entries", {}), dict) else None
 
 
 class LabelCache:

@@ -175,7 +175,7 @@ def _parse_names(raw: Any, yaml_path: Path, root: Path) -> Tuple[List[str], Opti
         text = expand_env(raw, yaml_path)
         candidates = [Path(text)] if os.path.isabs(text) else [root / text, yaml_path.parent / text]
         for candidate in candidates:
-            if candidate.is_file():
+            if candidate.exists() and not candidate.is_dir():  # a FIFO or a device is refused by read_names
                 names = read_names(candidate)
                 if not names:
                     raise DataError(f"'names' file {candidate} is empty", yaml_path)
@@ -189,7 +189,9 @@ def _resolve(raw: Any, key: str, base: Path, yaml_path: Path) -> Path:
     if not isinstance(raw, (str, os.PathLike)):
         raise DataError(f"'{key}' must be a path, got {type(raw).__name__}", yaml_path)
     path = Path(expand_env(str(raw), yaml_path))
-    return (path if path.is_absolute() else base / path).resolve()
+    # absolute and normalized, but links kept as written: a split folder that is a link to another dataset's
+    # images takes the labels beside the link, as Darknet reads the path it is given
+    return Path(os.path.abspath(path if path.is_absolute() else base / path))
 
 
 def _resolve_split(raw: Any, key: str, root: Path, yaml_path: Path) -> Path:
@@ -211,6 +213,19 @@ def _resolve_split(raw: Any, key: str, root: Path, yaml_path: Path) -> Path:
 _GENERATE_RANGES = {"num_train": (0, 100_000), "num_val": (0, 100_000), "seed": (0, 2 ** 32 - 1),
                     "max_shapes": (1, 50)}
 _GENERATE_SIDES = (32, 4096)
+
+
+def _refuse_file_in_root(root: Path, text: Any, yaml_path: Path) -> None:
+    """A dataset root at or under a file (``${YOLO_DATASETS}/shapes`` with ``YOLO_DATASETS`` set to a file) is a
+    :class:`DataError` at the ``path:`` line naming the file and the variables the path is made of, not the
+    ``File exists`` of a folder that cannot be made."""
+    blocker = next((p for p in (root, *root.parents) if p.exists() and not p.is_dir()), None)
+    if blocker is None:
+        return
+    variables = [m.group(1) or m.group(3) for m in _ENV_PATTERN.finditer(str(text))]
+    hint = f"; {' and '.join(variables)} must name a folder" if variables else ""
+    raise DataError(f"'path: {shown(text)}' is {shown(root)}, but {shown(blocker)} is a file, not a folder{hint}",
+                    yaml_path, _key_line(yaml_path, "path"))
 
 
 def _key_line(yaml_path: Path, key: Any) -> Optional[int]:
@@ -287,6 +302,7 @@ def load_data_config(path: PathLike, prepare: bool = True, training: bool = True
             raise DataError(f"missing required key '{key}'", yaml_path)
 
     root = _resolve(raw.get("path", "."), "path", yaml_path.parent, yaml_path)
+    _refuse_file_in_root(root, raw.get("path", "."), yaml_path)
     train = _resolve_split(raw["train"], "train", root, yaml_path)
     val = _resolve_split(raw["val"], "val", root, yaml_path)
     images = {k: _resolve_split(raw[k], k, root, yaml_path) for k in ("train_images", "val_images") if raw.get(k)}

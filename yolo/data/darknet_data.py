@@ -27,6 +27,7 @@ from typing import Any, Dict, Tuple
 
 from yolo.errors import DataError
 from yolo.files.names import read_names
+from yolo.files.small_text import read_small_text
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ def is_darknet_data(path) -> bool:
 def read_data_options(path: Path) -> Dict[str, Tuple[str, int]]:
     """``key -> (value, line number)`` of a ``.data`` file; a line without ``=`` is a :class:`DataError`."""
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        text = read_small_text(path, "Darknet .data file")
     except FileNotFoundError:
         raise DataError("Darknet .data file not found", path) from None
     except UnicodeDecodeError:
@@ -71,7 +72,7 @@ def _resolve(value: str, key: str, line: int, data_path: Path) -> Path:
     candidates = [path] if path.is_absolute() else list(dict.fromkeys(base / path for base in bases))
     for candidate in candidates:
         if candidate.exists():
-            return candidate.resolve()
+            return Path(os.path.abspath(candidate))  # links kept, as Darknet opens the path it is given
     where = " or ".join(str(c.parent) for c in candidates)
     raise DataError(f"{key}={value}: not found (relative paths are read from the working directory, as Darknet "
                     f"does, then from the .data file's folder and the one above it; looked in {where})",

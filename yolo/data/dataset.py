@@ -25,6 +25,7 @@ import hashlib
 import io
 import logging
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -34,23 +35,25 @@ import numpy as np
 import torch
 from pycocotools.coco import COCO
 from torch.utils.data import Dataset
-from tqdm import tqdm
 
 from yolo.ops import sizes
 from yolo.ops.sizes import ImageSize, SizeLike
-from yolo.data.cache import LabelCache
-from yolo.data.config import DataConfig, is_coco_json
+from yolo.data.cache import LabelCache, fallback_path
+from yolo.data.cache_entries import valid_entry
 from yolo.data.darknet_batched import PendingImage
 from yolo.data.image_cache import ImageCache
+from yolo.data.scan_files import check_images, images_under, transient_reason
 from yolo.errors import DataError, ImageReadError, shown
 from yolo.files.images import DATASET_IMAGE_SUFFIXES, image_file_size, load_image
 from yolo.data.transforms import (NO_AUGMENT, augment_config, item_rng, matrix_to_letterbox, mosaic_tile, reduced_size,
                                   resize_sample, resized_boxes, train_transform)
-from yolo.data.validation import Problem, ValidationReport, read_label_file
+from yolo.data.validation import MAX_LABEL_FILE_BYTES, Problem, ValidationReport, read_label_file
 
 logger = logging.getLogger(__name__)
 
 PathLike = Union[str, os.PathLike]
+# The longest line of a list file read (a path is at most 4,096 bytes on Linux).
+MAX_LIST_LINE = 1 << 16
 
 
 @dataclass
@@ -291,9 +294,10 @@ def label_path_for(image_path: PathLike) -> Path:
 
 def find_label_file(image_path: Path) -> Optional[Path]:
     """The label file of an image: :func:`label_path_for`, else ``name.txt`` next to the image. A folder of
-    that name is returned too, to be reported (its image must not pass for a background image)."""
+    that name is returned too, to be reported (its image must not pass for a background image), as is anything
+    else of that name that is no regular file (a FIFO, a link to ``/dev/zero``, a broken link)."""
     for candidate in (label_path_for(image_path), image_path.with_suffix(".txt")):
-        if candidate.is_file() or candidate.is_dir():
+        if os.path.lexists(candidate):  # a FIFO, a device or a broken link too: reported, never read as empty
             return candidate
     return None
 
@@ -311,10 +315,11 @@ def list_images(source: Path, search_dirs: Sequence[Path] = ()) -> Tuple[List[Pa
         number of entries listed.
     """
     if source.is_dir():
-        images = sorted(p for p in source.rglob("*") if p.suffix.lower() in DATASET_IMAGE_SUFFIXES and p.is_file())
+        images = images_under(source)
         return images, [], len(images)
     if not source.is_file():
-        raise DataError("image folder or list file not found", source)
+        raise DataError("not a folder or a regular file (a FIFO or a device): give the folder of the split's images or "
+                        "a .txt list of them" if source.exists() else "image folder or list file not found", source)
     if source.suffix.lower() in DATASET_IMAGE_SUFFIXES:
         raise DataError("an image, not a text list of image paths: give the folder of the split's images or a "
                         ".txt list of them", source)
@@ -323,7 +328,7 @@ def list_images(source: Path, search_dirs: Sequence[Path] = ()) -> Tuple[List[Pa
     bases = list_bases(source, search_dirs)
     found_from: Dict[Path, int] = {}  # base -> entries found from it
     with open(source, "rb") as f:
-        for lineno, raw in enumerate(f, start=1):
+        for lineno, raw in enumerate(iter(lambda: f.readline(MAX_LIST_LINE + 1), b""), start=1):
             entry = _list_line(raw, source, lineno).strip()
             if not entry or entry.startswith("#"):
                 continue
@@ -339,7 +344,7 @@ def list_images(source: Path, search_dirs: Sequence[Path] = ()) -> Tuple[List[Pa
             if found.suffix.lower() not in DATASET_IMAGE_SUFFIXES:
                 bad["bad_image"].append((lineno, entry))
             else:
-                images.append(found.resolve())
+                images.append(found.absolute())  # as written: its label is found beside the link, as Darknet does
     cwd = Path.cwd()
     elsewhere = {b: n for b, n in found_from.items() if b != cwd}
     if elsewhere:
@@ -373,7 +378,11 @@ def _bad_list_lines(source: Path, code: str, lines: List[Tuple[int, str]], liste
 
 def _list_line(raw: bytes, source: Path, lineno: int) -> str:
     """One line of an image list file as text; a line that is not UTF-8 is a :class:`DataError` at its line (the
-    file is not a list: an image, an archive, or text saved in another encoding such as UTF-16)."""
+    file is not a list: an image, an archive, or text saved in another encoding such as UTF-16), as is a line longer
+    than :data:`MAX_LIST_LINE` bytes (no path is; a file of zeros has no line end at all)."""
+    if len(raw) > MAX_LIST_LINE:
+        raise DataError(f"not a text list of image paths (this line is longer than {MAX_LIST_LINE:,} bytes)", source,
+                        lineno)
     try:
         return raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
     except UnicodeDecodeError:
@@ -381,9 +390,15 @@ def _list_line(raw: bytes, source: Path, lineno: int) -> str:
 
 
 def _cache_file(source: Path) -> Path:
+    """Where the label cache of a split is kept: beside its labels (``labels/<split>.cache.json``) or its list
+    file, inside the dataset. A folder of images with no ``images`` folder above them (a flat split, the labels
+    next to the images) has no such place of its own: its cache goes to the user's cache folder, never into the
+    folder above the split (which may be a user's home or ``/``)."""
     if source.is_dir():
         labels_dir = label_path_for(source / "x.jpg").parent
-        return labels_dir.parent / f"{labels_dir.name}.cache.json"
+        beside = labels_dir.parent / f"{labels_dir.name}.cache.json"
+        own_folder = labels_dir != source and labels_dir.parent != Path(labels_dir.anchor)
+        return beside if own_folder else fallback_path(beside)
     return source.with_name(source.stem + ".cache.json")
 
 
@@ -395,20 +410,31 @@ def _fingerprint(path: Optional[Path]) -> List[int]:
     return [st.st_size, st.st_mtime_ns]
 
 
+def _label_key(path: Optional[Path]) -> list:
+    """The label file's part of an image's cache key: its path and :func:`_label_fingerprint`."""
+    return [str(path)] + _label_fingerprint(path)
+
+
 def _label_fingerprint(path: Optional[Path]) -> list:
     """A label file's cache key: its size, mtime and a hash of its bytes, so a label edited in place with its mtime
     kept (``cp -p``, ``rsync -t``, ``touch -r``, a file system with 1-second times) is read again. Hashing a label
     file costs little next to decoding its image. A folder (reported by the scan) has no bytes to hash."""
     if path is None:
         return [-1, -1, ""]
-    st = path.stat()
-    if not path.is_file():
-        return [st.st_size, st.st_mtime_ns, ""]
     try:
-        digest = hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
+        st = path.stat()
+    except OSError:  # a broken link: the scan reports it
+        return [-1, -1, "unreadable"]
+    if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_LABEL_FILE_BYTES:  # reported, never read
+        return [st.st_size, st.st_mtime_ns, ""]
+    digest = hashlib.blake2b(digest_size=16)
+    try:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
     except OSError:  # unreadable: the scan reports it; the key then never matches a readable file's
-        digest = "unreadable"
-    return [st.st_size, st.st_mtime_ns, digest]
+        return [st.st_size, st.st_mtime_ns, "unreadable"]
+    return [st.st_size, st.st_mtime_ns, digest.hexdigest()]
 
 
 def scan_yolo(source: PathLike, num_classes: int, search_dirs: Sequence[Path] = (), cache: bool = True
@@ -419,7 +445,7 @@ def scan_yolo(source: PathLike, num_classes: int, search_dirs: Sequence[Path] = 
     dropped. Results are cached per file (an image's size and mtime, a label file's size, mtime and content hash)
     so a second scan reads no images.
     """
-    source = Path(source).resolve()
+    source = Path(os.path.abspath(source))  # links kept: labels are found beside the path as given (Darknet)
     images, problems, listed = list_images(source, search_dirs)
     report = ValidationReport(source=str(source), num_images=listed, num_classes=int(num_classes))
     if images:
@@ -432,26 +458,37 @@ def scan_yolo(source: PathLike, num_classes: int, search_dirs: Sequence[Path] = 
     used_labels = set()
     records: List[ImageRecord] = []
 
-    iterator = images
-    if len(images) >= 2000:
-        iterator = tqdm(images, desc=f"checking {source.name}", unit="img")
-    for image_path in iterator:
+    # the images and label files the cache has no valid entry for are read (the images decoded, several at once)
+    fingerprints: List[Tuple[str, list]] = []  # an image listed twice is used twice
+    for image_path in images:
         key = str(image_path)
-        label_path = find_label_file(image_path)
         try:
-            fingerprint = _fingerprint(image_path) + [str(label_path)] + _label_fingerprint(label_path)
+            fingerprints.append((key, _fingerprint(image_path) + _label_key(find_label_file(image_path))))
         except OSError as e:
             problems.append(Problem(key, f"cannot stat file: {e}", None, "image", "missing_image"))
-            continue
-        entry = old.get(key)
-        if entry is None or entry["fp"] != fingerprint:
-            shape, reason = image_file_size(image_path)
+    to_check = list({key: Path(key) for key, fp in fingerprints
+                     if not (isinstance(old.get(key), dict) and old[key].get("fp") == fp
+                             and valid_entry(old[key], num_classes))}.values())
+    checked = dict(zip(map(str, to_check), check_images(to_check, source.name)))
+    for key, fingerprint in fingerprints:
+        image_path = Path(key)
+        label_path = find_label_file(image_path)
+        entry, keep = entries.get(key, old.get(key)), True
+        if key in checked and key not in entries:
+            result = checked[key]
+            if isinstance(result, BaseException):  # this time only (too many open files, out of memory)
+                problems.append(Problem(key, f"{transient_reason(result)}; dropped this time, checked again next "
+                                        "time", None, "image", "unreadable_image"))
+                continue
+            shape, reason = result
             labels, label_problems = (read_label_file(label_path, num_classes) if label_path is not None
                                       else (np.zeros((0, 5), np.float32), []))
             entry = {"fp": fingerprint, "shape": shape, "reason": reason, "labels": labels.tolist(),
                      "problems": [p.to_json() for p in label_problems]}
+            keep = not any(p.code == "unreadable_label_file" for p in label_problems)  # read again next time
             changed = True
-        entries[key] = entry
+        if keep:
+            entries[key] = entry
         if label_path is not None:
             used_labels.add(label_path)
             report.num_label_files += 1
@@ -577,7 +614,10 @@ class CocoDataset(DetectionDataset):
         for image_id in sorted(coco.imgs):
             info = coco.imgs[image_id]
             path = image_dir / info.get("file_name", "")
-            shape, reason = image_file_size(path)
+            try:
+                shape, reason = image_file_size(path)
+            except (OSError, MemoryError) as e:  # this time only: a file-system error, out of memory
+                shape, reason = None, transient_reason(e)
             if shape is None:
                 problems.append(Problem(str(path), f"{reason} (image id {image_id} in {annotation_file.name})",
                                         None, "image", "bad_image"))

@@ -3,6 +3,7 @@ JSON, a Pascal VOC ``ImageSets/Main`` split, else a YOLO folder or list), and :f
 file a run reads from one."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Dict, Optional
 
@@ -26,7 +27,7 @@ def dataset_inputs(config: DataConfig, dataset: DetectionDataset) -> Dict[str, P
     if source.is_file():
         inputs["the split's list"] = source
     if not is_coco_json(source):
-        inputs["the label cache"] = _cache_file(source.resolve())
+        inputs["the label cache"] = _cache_file(Path(os.path.abspath(source)))
     voc = isinstance(dataset, VocDataset)  # its labels: Annotations/ID.xml, no label cache
     if voc:
         inputs.pop("the label cache", None)

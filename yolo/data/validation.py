@@ -11,6 +11,7 @@ import codecs
 import logging
 import math
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
@@ -28,6 +29,8 @@ EDGE_TOLERANCE = 0.01
 MIN_BOX_SIDE = 1e-4
 # A label file none of whose lines reads as a label, with at least this many lines, is not listed line by line.
 NOT_LABELS_AFTER = 3
+# The largest label file read (a line per box: Darknet's max_boxes is 90 a image by default; 16 MiB hold 400,000).
+MAX_LABEL_FILE_BYTES = 16 << 20
 
 # A label line's values as Darknet's read_boxes (src/data.c) reads them with fscanf("%d %f %f %f %f"): separated
 # by C whitespace only, the class a whole decimal number, the others plain decimal numbers. Python's own int() and
@@ -261,15 +264,27 @@ def read_label_file(path: Path, num_classes: int) -> Tuple[np.ndarray, List[Prob
     Each line is decoded on its own, so a line that is not UTF-8 text is dropped and reported like any
     other malformed line while the image keeps its valid boxes. A byte-order mark is tolerated.
     """
-    if path.is_dir():
-        return np.zeros((0, 5), np.float32), [Problem(str(path), "is a folder where the image's label file belongs; "
-                                                     "its image is dropped (rename the folder)", None, "file",
-                                                     "bad_label_file")]
+    def unusable(reason: str, code: str = "bad_label_file") -> Tuple[np.ndarray, List[Problem]]:
+        return np.zeros((0, 5), np.float32), [Problem(str(path), f"{reason}; its image is dropped", None, "file", code)]
+
     try:
-        data = path.read_bytes()
-    except OSError as e:
-        return np.zeros((0, 5), np.float32), [Problem(str(path), f"cannot read label file ({e}); its image is dropped", None,
-                                                     "file", "bad_label_file")]
+        st = path.stat()
+    except OSError as e:  # a broken link
+        return unusable(f"cannot read label file ({e.strerror or e})")
+    if stat.S_ISDIR(st.st_mode):
+        return np.zeros((0, 5), np.float32), [Problem(str(path), "is a folder where the image's label file belongs; "
+                                                      "its image is dropped (rename the folder)", None, "file",
+                                                      "bad_label_file")]
+    if not stat.S_ISREG(st.st_mode):  # reading a FIFO waits for a writer forever, a device never ends
+        return unusable(f"not a regular file ({_file_type(st.st_mode)}): a label file must be a regular text file")
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_LABEL_FILE_BYTES + 1)  # never more, whatever the file became since its stat
+    except OSError as e:  # perhaps this time only (too many open files): never cached
+        return unusable(f"cannot read label file ({e.strerror or e})", "unreadable_label_file")
+    if len(data) > MAX_LABEL_FILE_BYTES:
+        return unusable(f"label file of {st.st_size:,} bytes, more than the {MAX_LABEL_FILE_BYTES:,} a label file may "
+                        "have (one line per box)")
     if data.startswith(codecs.BOM_UTF8):
         data = data[len(codecs.BOM_UTF8):]
     lines: List[str] = []
@@ -286,6 +301,14 @@ def read_label_file(path: Path, num_classes: int) -> Tuple[np.ndarray, List[Prob
     if len(labels) == 0 and len(problems) >= NOT_LABELS_AFTER and all(p.code == "malformed" for p in problems):
         problems = [_not_a_label_file(path, problems)]
     return labels, problems
+
+
+def _file_type(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a file"
 
 
 def _not_a_label_file(path: Path, problems: List[Problem]) -> Problem:

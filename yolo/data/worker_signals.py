@@ -12,12 +12,19 @@ A worker cannot ignore a signal before its ``worker_init_fn`` runs, so the main 
 the stop signals blocked (:func:`stop_signals_blocked`, :class:`QuietStart`): a forked worker inherits the
 blocked mask, ignores the signals, then unblocks them (one that arrived meanwhile is dropped); the main process
 unblocks them once the workers are started and receives what arrived meanwhile.
+
+Since they ignore SIGTERM, workers still running when the main process exits are ended by
+:func:`end_loader_workers` (an exit handler), which multiprocessing's own handler would otherwise wait for forever.
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
+import multiprocessing
+import multiprocessing.util  # its exit handler is registered before ours, which therefore runs first
 import signal
 import threading
+import time
 from typing import Iterable, Iterator
 
 # What asks a run to stop: Ctrl-C, the group's SIGTERM, a closed terminal.
@@ -70,4 +77,23 @@ def is_worker_death(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and str(exc).startswith("DataLoader worker")
 
 
-__all__ = ["QuietStart", "STOP_SIGNALS", "ignore_stop_signals", "is_worker_death", "stop_signals_blocked"]
+@atexit.register
+def end_loader_workers(grace_s: float = 2.0) -> None:
+    """At the exit of the main process: end the daemonic child processes still running (data loader workers).
+    multiprocessing's own exit handler sends them SIGTERM, which loader workers ignore, then waits for them
+    forever: that is what happens when an exception (a val image that cannot be read, raised in a worker) ends a
+    tool while its traceback still holds the loader that owns them. They would be ended at exit anyway: SIGTERM
+    first, as multiprocessing does, and SIGKILL for those still there after ``grace_s`` seconds."""
+    children = [child for child in multiprocessing.active_children() if child.daemon]
+    for child in children:
+        child.terminate()
+    deadline = time.monotonic() + grace_s
+    for child in children:
+        child.join(max(0.0, deadline - time.monotonic()))
+        if child.is_alive():
+            child.kill()
+            child.join(10)
+
+
+__all__ = ["QuietStart", "STOP_SIGNALS", "end_loader_workers", "ignore_stop_signals", "is_worker_death",
+           "stop_signals_blocked"]

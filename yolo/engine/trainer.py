@@ -64,7 +64,7 @@ from yolo.engine.train_state import StepLog, TrainState
 from yolo.engine.transfer import frozen_to_eval
 from yolo.engine.update_step import StepRunner
 from yolo.data.worker_signals import is_worker_death
-from yolo.errors import LoaderWorkerError, NonFiniteLossError, TrainingProcessLost
+from yolo.errors import DataError, LoaderWorkerError, NonFiniteLossError, TrainingProcessLost
 from yolo.evaluation import EvaluationStopped
 
 logger = logging.getLogger(__name__)
@@ -333,6 +333,10 @@ class Trainer:
             evaluation_stopped = True
             state.epoch, state.epoch_step, runner.loss_sums = epoch, self.plan.steps_per_epoch, process_sums
             self._call_hooks("after_interrupt")
+        except DataError:  # a val image unreadable now (changed since its scan): last.pt, the evaluation left to resume
+            state.epoch, state.epoch_step, runner.loss_sums = epoch, self.plan.steps_per_epoch, process_sums
+            self._call_hooks("after_interrupt")
+            raise
         barrier()
         return any_true(self.stop_request.requested or evaluation_stopped, self.device)
 

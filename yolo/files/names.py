@@ -8,6 +8,7 @@ from typing import List, Optional, Union
 from yolo.counts import MAX_CLASSES
 from yolo.errors import DataError, shown
 from yolo.files.paths import special_file
+from yolo.files.small_text import read_small_text
 
 
 def read_names(path: Union[str, "os.PathLike[str]"]) -> List[str]:
@@ -21,7 +22,7 @@ def read_names(path: Union[str, "os.PathLike[str]"]) -> List[str]:
     if special is not None:  # a FIFO would block the read, /dev/zero never end it
         raise DataError(f"cannot read the names file: {special}", path)
     try:
-        lines = path.read_text(encoding="utf-8-sig").splitlines()
+        lines = read_small_text(path, "names file").splitlines()
     except FileNotFoundError:
         raise FileNotFoundError(f"{path}: names file not found") from None
     except UnicodeDecodeError as exc:  # the codec's own message does not say which file

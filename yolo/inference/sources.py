@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 import glob
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,8 @@ def _kind_of(path: Path) -> Optional[str]:
 
 
 MAX_CAMERA_INDEX = 2 ** 31 - 1
+# The highest frame rate taken from a video's header; above it (or none) the stream counts as 25 fps.
+MAX_FPS = 1000.0
 
 
 def collect_sources(source: str) -> List[SourceItem]:
@@ -148,8 +151,10 @@ class VideoReader:
                 self.capture = cv2.VideoCapture(name)
         if not self.capture.isOpened():
             raise ImageReadError(f"{item.path or item.name}: cannot open {item.kind}")
-        self.fps = self.capture.get(cv2.CAP_PROP_FPS) or 25.0
-        self.total = int(self.capture.get(cv2.CAP_PROP_FRAME_COUNT) or 0) if item.kind == "video" else 0
+        fps, count = self.capture.get(cv2.CAP_PROP_FPS), self.capture.get(cv2.CAP_PROP_FRAME_COUNT)
+        # what a file that is no real video (a JPEG named .mp4) announces can be anything: -2^63 frames, 0 fps
+        self.fps = fps if math.isfinite(fps) and 0 < fps <= MAX_FPS else 25.0
+        self.total = int(count) if item.kind == "video" and math.isfinite(count) and 0 < count < 2 ** 31 else 0
 
     def __iter__(self) -> Iterator[np.ndarray]:
         while True:

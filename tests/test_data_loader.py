@@ -1,0 +1,104 @@
+"""A data loader worker that meets a bad file: its :class:`DataError` reaches the main process as its own one line
+(not PyTorch's flattened worker traceback), the process then exits (the worker is not waited for forever), and the
+tools end with that line: eval without a run folder, training with ``last.pt`` saved for a resume.
+
+The bad file is an image rewritten after its scan with its size and mtime kept (the scan's cache still vouches
+for it): only the loader can find it out."""
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from torch.utils.data import DataLoader, Dataset
+
+from helpers import REPO, one_line_error
+from training_helpers import run, shapes_training, train_state, write_one_head_model
+from yolo.data import YoloDataset
+from yolo.data.loader import init_worker
+from yolo.errors import DataError
+
+pytestmark = pytest.mark.usefixtures("private_cache")
+
+
+class BadItems(Dataset):
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, index):
+        raise DataError("cannot read image (missing or corrupt)", "/data/images/val/7.jpg")
+
+
+def test_a_data_error_in_a_loader_worker_is_its_own_one_line():
+    loader = DataLoader(BadItems(), batch_size=2, num_workers=1, worker_init_fn=init_worker)
+    with pytest.raises(DataError) as info:
+        next(iter(loader))
+    assert str(info.value) == "/data/images/val/7.jpg: cannot read image (missing or corrupt)"
+
+
+def test_a_process_whose_loader_worker_failed_exits_without_waiting_for_it(tmp_path):
+    script = tmp_path / "fail.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        from torch.utils.data import DataLoader, Dataset
+        from yolo.data.loader import init_worker
+        from yolo.errors import DataError
+
+        class BadItems(Dataset):
+            def __len__(self):
+                return 4
+
+            def __getitem__(self, index):
+                raise DataError("cannot read image (missing or corrupt)", "/data/images/val/7.jpg")
+
+        iterator = iter(DataLoader(BadItems(), batch_size=2, num_workers=2, worker_init_fn=init_worker))
+        try:
+            next(iterator)
+        except DataError as exc:
+            error = exc  # its traceback keeps the loader and its workers until the exit
+            print("error:", exc)
+    """))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0 and "error: /data/images/val/7.jpg" in done.stdout, done.stderr
+
+
+def _rewrite_after_scan(image: Path) -> None:
+    """``image`` becomes zeros of its size, with its mtime kept: the scan's cache does not see the change."""
+    st = image.stat()
+    image.write_bytes(bytes(st.st_size))
+    os.utime(image, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+@pytest.fixture
+def changed_val_image(tmp_path):
+    shapes = shapes_training(tmp_path, num_train=8, num_val=2, seed=3)
+    val = shapes["root"] / "images" / "val"
+    YoloDataset(val, ["a"] * 5)  # the scan, cached
+    image = sorted(val.glob("*.jpg"))[1]
+    _rewrite_after_scan(image)
+    return shapes, image
+
+
+@pytest.mark.parametrize("workers", [1, 0])
+def test_eval_ends_with_one_line_naming_an_image_changed_since_its_scan(capsys, tmp_path, changed_val_image,
+                                                                          workers):
+    from yolo.cli import eval as eval_cli
+
+    shapes, image = changed_val_image
+    _, pt, _ = write_one_head_model(tmp_path)
+    argv = ["--weights", pt, "--data", shapes["data"], "--img-size", 64, "--workers", workers, "--project",
+            tmp_path / "runs", "--no-progress"]
+    err = one_line_error(capsys, lambda: eval_cli.main(eval_cli.parse_args([str(a) for a in argv])))
+    assert err == f"error: {image}: cannot read image (missing or corrupt)"
+    assert not list((tmp_path / "runs").glob("*"))  # no run folder left
+
+
+def test_training_whose_evaluation_meets_such_an_image_saves_last_pt_and_ends_with_it(tmp_path, changed_val_image):
+    shapes, image = changed_val_image
+    with pytest.raises(DataError) as info:
+        run(shapes, tmp_path / "runs", epochs=1, hyp={"workers": 1, "eval_interval": 1})
+    assert str(info.value) == f"{image}: cannot read image (missing or corrupt)"
+    state = train_state(tmp_path / "runs" / "exp")["train"]
+    assert state["epoch"] == 0 and state["epoch_step"] > 0  # the epoch's updates kept; its evaluation left to do
