@@ -35,12 +35,14 @@ setup(
     entry_points={
         "console_scripts": [
             f"yolo-{name.replace('_', '-')} = yolo.cli.{name}:cli"
-            for name in ("anchors", "benchmark", "convert", "demo", "detect", "eval", "export", "train")
+            for name in ("anchors", "benchmark", "convert", "demo", "detect", "eval", "export", "train", "tune")
         ],
     },
     extras_require={
         # tools/export.py --format onnx: torch.onnx.export and the metadata need onnx, the check onnxruntime
         "export": ["onnx", "onnxruntime"],
+        # tools/tune.py: the hyperparameter search (its study in SQLite through SQLAlchemy, which Optuna brings)
+        "tune": ["optuna>=3.6"],
         "dev": [
             "pytest",
             "hypothesis",
@@ -49,6 +51,7 @@ setup(
             "onnx",
             "onnxruntime",
             "onnxscript",
+            "optuna>=3.6",
         ],
     },
 )
