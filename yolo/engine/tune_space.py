@@ -132,6 +132,8 @@ def _param(key: str, value: Any, declared: Tuple[type, float, float, bool], wher
         if not isinstance(log, bool):
             raise ConfigError(f"{where}: {key}: log={shown(repr(log))} is not true or false")
         value = [value["low"], value["high"]]
+    if isinstance(value, list):  # PyYAML reads 1e-3 and 1.0e25 (no '.' or no sign) as text, as --hyp takes them
+        value = [_number_text(v) for v in value]
     if not (isinstance(value, list) and len(value) == 2
             and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)):
         raise ConfigError(f"{where}: {key}={shown(repr(value))}: give the range as [low, high] (or null to leave "
@@ -149,6 +151,16 @@ def _param(key: str, value: Any, declared: Tuple[type, float, float, bool], wher
         raise ConfigError(f"{where}: {key}: a log-uniform range must start above 0 (got {low:g}); "
                           f"write {{low: {low:g}, high: {high:g}, log: false}}")
     return Param(key, kind, kind(low), kind(high), log)
+
+
+def _number_text(value: Any) -> Any:
+    """A text that is a number (``1e-3``) as that number; anything else as it is."""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
 
 
 def _entries(path: Path) -> List[Tuple[str, Any, int]]:

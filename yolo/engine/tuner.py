@@ -190,9 +190,9 @@ class Tuner:
         return folder, study
 
     def _counted(self) -> int:
-        """The study's trials but the interrupted ones (each continues in a new trial)."""
+        """The study's trials run or running, but the interrupted ones (each continues in a trial queued for it)."""
         return sum(1 for t in self.study.get_trials(deepcopy=False)
-                   if t.user_attrs.get("note") != INTERRUPTED)
+                   if t.state != optuna.trial.TrialState.WAITING and t.user_attrs.get("note") != INTERRUPTED)
 
     def _requeue_interrupted(self) -> None:
         """Each interrupted trial not continued yet, queued again to go on from its ``last.pt``."""
