@@ -12,9 +12,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from helpers import one_line_error
 from training_helpers import HYP, read_results, write_one_head_training
 from yolo.cli.flags.train import parse_args as train_args
+from yolo.cli.flags.tune import parse_args
 from yolo.cli.train import main as train_main
+from yolo.cli.tune import main
 from yolo.engine.tuner import EpochScores, Tuner, tune
 from yolo.settings.tune import TuneOptions
 
@@ -123,3 +126,16 @@ def test_two_processes_on_one_sqlite_study_never_run_the_same_trial(shapes):
     assert [d.name for d in run_dirs] == [f"trial{t.number}" for t in trials]
     assert sorted(p.name for p in folder.iterdir() if p.is_dir()) == sorted(d.name for d in run_dirs)
     assert all(len(read_results(d)) == 1 for d in run_dirs)
+
+
+def test_resume_without_a_study_and_a_study_name_taken_are_one_line_errors(shapes, capsys):
+    runs = shapes / "runs"
+    err = one_line_error(capsys, lambda: main(parse_args(["--resume", "--project", str(runs), "--name", "none"])))
+    assert "--resume: no study at" in err and not runs.exists()
+    storage = f"sqlite:///{shapes / 'shared.db'}"
+    Tuner(TuneOptions(**settings(shapes, storage=storage)))  # creates the study 's' in shared.db
+    again = ["--cfg", str(shapes / "tiny.cfg"), "--data", str(shapes / "data.yaml"), "--storage", storage,
+             "--project", str(runs), "--name", "s"]
+    err = one_line_error(capsys, lambda: main(parse_args(again)))
+    assert "a study 's' is already in" in err and "--resume continues it" in err
+    assert sorted(p.name for p in runs.iterdir()) == ["s"]  # the refused one left no folder (s2) behind

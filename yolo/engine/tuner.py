@@ -47,7 +47,7 @@ from yolo.engine.tune_report import (best_heading, hyp_with, trial_rows, write_b
 from yolo.engine.tune_space import Param, read_space
 from yolo.errors import ConfigError, NonFiniteLossError
 from yolo.data.worker_signals import STOP_SIGNALS
-from yolo.runs import increment_path, run_name
+from yolo.runs import increment_path, remove_if_empty, run_name
 from yolo.settings.declare import with_settings_signature
 from yolo.settings.train import TrainOptions
 from yolo.settings.tune import DEFAULT_EPOCHS, DEFAULT_METRIC, DEFAULT_TRIALS, TuneOptions
@@ -165,6 +165,7 @@ class Tuner:
         folder = Path(o.project) / run_name(o.name)
         if o.storage is None and not (folder / "study.db").is_file():
             raise ConfigError(f"--resume: no study at {folder / 'study.db'}: start it without --resume")
+        created = not folder.is_dir()
         folder.mkdir(parents=True, exist_ok=True)
         url, storage = self._storage(folder)
         sampler, pruner = self._sampler_and_pruner()
@@ -172,6 +173,8 @@ class Tuner:
             study = optuna.load_study(study_name=self._study_name(folder), storage=storage, sampler=sampler,
                                       pruner=pruner)
         except KeyError:
+            if created:
+                remove_if_empty(folder)
             raise ConfigError(f"--resume: no study '{self._study_name(folder)}' in {url}: start it without "
                               f"--resume") from None
         return folder, study
@@ -185,6 +188,7 @@ class Tuner:
             study = optuna.create_study(study_name=self._study_name(folder), storage=storage, sampler=sampler,
                                         pruner=pruner, direction=direction(self.metric))
         except optuna.exceptions.DuplicatedStudyError:
+            remove_if_empty(folder)
             raise ConfigError(f"a study '{self._study_name(folder)}' is already in {url}: --resume continues "
                               f"it") from None
         return folder, study
