@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Mapping, Sequence
 
 import yaml
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
 
 from yolo.files.atomic import atomic_path, write_text_atomic
 
@@ -63,6 +64,7 @@ def trials_figure(rows: Sequence[Mapping[str, Any]], keys: Sequence[str], metric
             ax.scatter(xs, ys, c=colours, s=18)
         if key in log_keys:
             ax.set_xscale("log")
+            ax.xaxis.set_minor_formatter(NullFormatter())  # the decades only: minor labels run into each other
         ax.set_xlabel(key)
         ax.set_ylabel(metric)
         ax.grid(alpha=0.3)

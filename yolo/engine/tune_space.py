@@ -62,7 +62,7 @@ DEFAULT_SPACE: Tuple[Param, ...] = (
     Param("learning_rate", float, 1e-4, 1e-1, log=True),
     Param("momentum", float, 0.6, 0.98),
     Param("decay", float, 1e-5, 1e-2, log=True),
-    Param("burn_in", int, 0, 1000),
+    Param("burn_in", int, 0, 100),  # updates: a trial is short, and a burn-in past its end leaves it untrained
     Param("augment.hue", float, 0.0, 0.1),
     Param("augment.saturation", float, 1.0, 2.0),
     Param("augment.exposure", float, 1.0, 2.0),
