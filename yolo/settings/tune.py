@@ -28,7 +28,7 @@ def _as_train(name: str) -> Any:
 
 @dataclass
 class TuneOptions:
-    """What ``tools/tune.py`` takes (also :func:`yolo.engine.tune.tune`'s keyword arguments).
+    """What ``tools/tune.py`` takes (also :func:`yolo.engine.tune`'s keyword arguments).
 
     Each trial is one training run (``TrainOptions`` with the trial's hyperparameters over ``hyp``) in
     ``project/name/trialN``; the study (Optuna) is ``project/name/study.db`` unless ``storage`` names a database.
