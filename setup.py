@@ -37,7 +37,7 @@ setup(
         "console_scripts": [
             f"yolo-{name.replace('_', '-')} = yolo.cli.launch:{name}"
             for name in ("anchors", "benchmark", "convert", "convert_dataset", "demo", "detect", "eval", "export",
-                         "train")
+                         "train", "tune")
         ],
     },
     extras_require={
@@ -48,6 +48,8 @@ setup(
         # tools/export.py --format openvino (converted from the ONNX export) and --int8 (NNCF's post-training
         # quantization); ~250 MB installed with scikit-learn
         "openvino": ["onnx", "openvino", "nncf"],
+        # tools/tune.py: the hyperparameter search (its study in SQLite through SQLAlchemy, which Optuna brings)
+        "tune": ["optuna>=3.6"],
         "dev": [
             "pytest",
             "hypothesis",
@@ -61,6 +63,7 @@ setup(
             "motmetrics",
             "openvino",
             "nncf",
+            "optuna>=3.6",
         ],
     },
 )

@@ -13,7 +13,7 @@ import pytest
 from helpers import console_scripts, tool_parser
 
 REPO = Path(__file__).resolve().parent.parent
-TOOLS = ["anchors", "benchmark", "convert", "detect", "eval", "export", "gpu_report", "train"]
+TOOLS = ["anchors", "benchmark", "convert", "detect", "eval", "export", "gpu_report", "train", "tune"]
 SPLIT_ALIASES = {"width": "img_size", "height": "img_size"}  # anchors: --width/--height, now --img-size H W
 
 
@@ -39,7 +39,7 @@ def test_every_flag_has_help_and_the_help_has_examples(tool):
 def test_one_name_per_idea(tool):
     flags = visible_flags(tool_parser(tool))
     assert not flags & {"--batch", "--width", "--height", "--save-folder"}
-    if tool in ("train", "detect", "eval", "export"):  # tools that make run folders
+    if tool in ("train", "detect", "eval", "export", "tune"):  # tools that make run folders
         assert {"--project", "--name"} <= flags
     if tool in ("train", "detect", "eval", "benchmark"):
         assert "--batch-size" in flags
@@ -164,9 +164,10 @@ def test_cpu_threads_follow_the_affinity_mask():
 
 
 # tools that run a model (--device), show progress bars (--no-progress); every tool logs (--verbose)
-SHARED_FLAGS = {"--device": ("train", "detect", "eval"), "--no-progress": ("train", "detect", "eval", "demo"),
+SHARED_FLAGS = {"--device": ("train", "detect", "eval", "tune"),
+                "--no-progress": ("train", "detect", "eval", "demo", "tune"),
                 "--verbose": ("anchors", "benchmark", "convert", "demo", "detect", "eval", "export", "gpu_report",
-                              "train")}
+                              "train", "tune")}
 
 
 @pytest.mark.parametrize("flag, tools", SHARED_FLAGS.items(), ids=list(SHARED_FLAGS))

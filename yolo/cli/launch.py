@@ -13,7 +13,8 @@ import importlib.util
 import sys
 from typing import Callable, Sequence
 
-COMMANDS = ("anchors", "benchmark", "convert", "convert_dataset", "demo", "detect", "eval", "export", "train")
+COMMANDS = ("anchors", "benchmark", "convert", "convert_dataset", "demo", "detect", "eval", "export", "train",
+            "tune")
 
 
 def answer_help(tool: str, argv: Sequence[str]) -> None:
@@ -43,5 +44,6 @@ detect = command("detect")
 eval = command("eval")  # noqa: A001  (the yolo-eval command; the builtin is not used here)
 export = command("export")
 train = command("train")
+tune = command("tune")
 
 __all__ = ["COMMANDS", "answer_help", "command", *COMMANDS]

@@ -10,6 +10,9 @@ Typical use::
 
 ``Trainer.from_options`` is ``Trainer(build_training(options))``: the builder makes the parts
 (:class:`TrainingParts`) from the cfg and the dataset YAML, the trainer runs them.
+
+``tune(...)`` searches hyperparameters with Optuna, one training run per trial (:mod:`yolo.engine.tuner`; loaded
+on first use, with Optuna).
 """
 from yolo.engine.build import build_training
 from yolo.engine.config import Hyperparameters, TrainOptions, resolve_hyp
@@ -23,6 +26,18 @@ from yolo.engine.trainer import TrainResult, Trainer, train
 from yolo.errors import NonFiniteLossError
 from yolo.engine.transfer import TransferReport, freeze_layers, load_pretrained, with_num_classes
 
+
+
+def __getattr__(name: str):
+    """``tune``, ``Tuner`` and ``TuneResult`` of :mod:`yolo.engine.tuner`, imported when first asked for: Optuna
+    (the ``tune`` extra) loads only for a search."""
+    if name in ("tune", "Tuner", "TuneResult"):
+        from yolo.engine import tuner  # optional dependency: Optuna (the tune extra), loaded for a search only
+        return getattr(tuner, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = ["ConfigError", "Hyperparameters", "LRSchedule", "ModelEMA", "NonFiniteLossError", "RunPlan", "TrainOptions",
            "TrainResult", "TrainState", "Trainer", "TrainingParts", "TransferReport", "build_optimizer", "build_training",
-           "fitness", "freeze_layers", "load_pretrained", "resolve_hyp", "schedule_from_hyp", "train", "with_num_classes"]
+           "fitness", "freeze_layers", "load_pretrained", "resolve_hyp", "schedule_from_hyp", "train", "tune",
+           "with_num_classes"]

@@ -265,6 +265,7 @@ HYP_RANGES = {
     "tb_images": (0, 1000, "between 0 and 1000"),
     "ema_tau": (1e-30, math.inf, "above 0"),
     "epochs": (1, math.inf, "at least 1"),
+    "burn_in": (0, math.inf, "0 or more"),
     "max_batches": (0, math.inf, "0 or more"),
     "max_steps_per_epoch": (1, math.inf, "at least 1 (leave it out, or null, for no cap)"),
     "workers": (0, MAX_WORKERS, f"between 0 and {MAX_WORKERS} (as --workers)"),
