@@ -355,8 +355,9 @@ def imported_test_modules(text: str) -> List[str]:
 
 
 def test_no_test_module_imports_another():
-    """What tests share lives in tests/helpers.py, training_helpers.py, darknet_parity.py, cfg_snippets.py and
-    conftest.py, so that a test module is read for its tests alone and can change without breaking another."""
+    """What tests share lives in tests/helpers.py, training_helpers.py, darknet_parity.py, cfg_snippets.py,
+    previous_darknet_augment.py and conftest.py, so that a test module is read for its tests alone and can change
+    without breaking another."""
     offenders = [f"{path.relative_to(REPO)}: {name}" for path in python_files("tests")
                  for name in imported_test_modules(path.read_text(encoding="utf-8"))]
     assert not offenders, "test modules importing test modules:\n" + "\n".join(offenders)
