@@ -323,8 +323,8 @@ def test_the_lab_check_finds_an_import(tmp_path):
 
 # Tools that only make sense in a clone beside ../shared (no console script), and why.
 CLONE_ONLY = {"compare_darknet": "trains with the Darknet CLI built from ../shared/darknet by the test harness",
-              "gpu_report": "builds Darknet's GPU build from ../shared/darknet and reads ../shared/assets (lab tooling, "
-                            "tools/gpu_lab)"}
+              "gpu_report": "builds Darknet's GPU build from ../shared/darknet and reads ../shared/assets "
+                            "(lab tooling, tools/gpu_lab)"}
 
 
 def test_every_tool_is_a_console_script_running_the_same_code():

@@ -102,8 +102,8 @@ def data_figures(dataset: DetectionDataset, cfg: Path, img_size: ImageSize, imag
     """Time every pipeline on the first ``images`` items of ``dataset`` (augmented at ``img_size`` with ``cfg``'s
     settings); print the table and return the figures: ``<pipeline>_ms`` per image, ``darknet_RAM_cache_ms``
     (images decoded beforehand), ``JPEG_decode_ms`` (the decode alone) and ``darknet_per_decode`` (a Darknet item in
-    decodes of its image; ``darknet_per_decode_fastest`` from the fastest rounds); with the image steps on ``stage_device``
-    (default the CPU): ``darknet_worker_ms`` (the worker's part), ``darknet_stage_cpu_ms`` and
+    decodes of its image; ``darknet_per_decode_fastest`` from the fastest rounds); with the image steps on
+    ``stage_device`` (default the CPU): ``darknet_worker_ms`` (the worker's part), ``darknet_stage_cpu_ms`` and
     ``darknet_stage_wall_ms`` (the device stage, per image), ``darknet_worker_per_decode`` (and ``_fastest``) and
     ``darknet_worker_and_stage_per_decode`` (the worker's part plus the stage's CPU time, in decodes)."""
     count = min(int(images), len(dataset))
