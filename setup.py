@@ -33,6 +33,8 @@ setup(
     ],
     # The same commands as tools/NAME.py in a clone: yolo-train --cfg ..., yolo-detect --source ..., ...
     # yolo.cli.launch answers --help before the tool's module (and torch) loads.
+    # Not tools/compare_darknet.py nor tools/gpu_report.py: lab tools that build Darknet from ../shared beside a
+    # clone (their code is in tests/darknet_ref and tools/gpu_lab, outside the package), run from a clone only.
     entry_points={
         "console_scripts": [
             f"yolo-{name.replace('_', '-')} = yolo.cli.launch:{name}"

@@ -4,6 +4,7 @@ When ``YOLO_ASSETS`` is unset (a user's fresh clone), tests that need the assets
 with a clear reason; when it is set and a file is missing, the test fails.
 """
 import os
+import sys
 from pathlib import Path
 
 import cv2
@@ -11,6 +12,10 @@ import pytest
 import torch
 
 torch.set_num_threads(min(2, os.cpu_count() or 1))
+
+# tools/gpu_lab, the GPU report's modules (lab tooling beside the launcher tools/gpu_report.py, not in the package);
+# appended, so that no launcher in tools/ (detect.py, train.py, ...) shadows a module of the same name
+sys.path.append(str(Path(__file__).resolve().parent.parent / "tools"))
 
 # The shared helper modules assert too: their failures get pytest's detailed messages.
 pytest.register_assert_rewrite("helpers", "darknet_parity")

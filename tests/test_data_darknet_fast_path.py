@@ -1,5 +1,5 @@
 """The training data path: Darknet's augmentation (yolo.data.darknet_augment) against its previous implementation
-(yolo.benchmark.darknet_reference, whole-array numpy steps checked against Darknet's C code when it was the
+(tests/previous_darknet_augment.py, whole-array numpy steps checked against Darknet's C code when it was the
 package's), value for value; the run-long loader (persistent workers, one thread each) against per-epoch loaders;
 and ``tools/benchmark.py --data`` end to end.
 
@@ -14,7 +14,7 @@ import torch
 import yaml
 
 from darknet_parity import AUGMENT_HYP
-from yolo.benchmark.darknet_reference import reference_augment_image, reference_darknet_item
+from previous_darknet_augment import reference_augment_image, reference_darknet_item
 from yolo.data import DetectionDataset, EpochLoader, EpochShuffleSampler, create_dataloader, ensure_shapes_dataset, set_epoch
 from yolo.data.loader import default_workers
 from yolo.data.darknet_augment import (DarknetDraw, _to_uint8, augment_image, augment_image_uint8, darknet_item,
@@ -173,17 +173,16 @@ def test_each_worker_runs_one_torch_thread():
 
 # ---------------------------------------------------------------------------------------------- the benchmark
 def test_benchmark_data_mode_runs(tmp_path, capsys, assets, keep_threads):
-    """tools/benchmark.py --data: every pipeline timed, the previous implementation too, the same images;
-    figures are reported, never asserted on."""
+    """tools/benchmark.py --data: every pipeline timed; figures are reported, never asserted on."""
     from yolo.cli.benchmark import main as bench_main, parse_args as bench_args
 
     data, _ = _shapes(tmp_path)
     figures = bench_main(bench_args(["--data", str(data), "--cfg", str(assets("cfg/yolov3-tiny.cfg")),
                                      "--img-size", "64", "--images", "3", "--iters", "1", "--warmup", "0"]))
     out = capsys.readouterr().out
-    for name in ("darknet", "darknet_opencv", "affine", "darknet now", "darknet previous"):
+    for name in ("darknet", "darknet_opencv", "affine", "darknet, RAM cache", "JPEG decode"):
         assert name in out
-    assert figures["darknet_identical"] == 1.0 and figures["darknet_speedup"] > 0 and figures["darknet_RAM_cache_ms"] > 0
+    assert figures["darknet_RAM_cache_ms"] > 0
     assert figures["darknet_ms"] > 0 and figures["darknet_opencv_ms"] > 0 and figures["affine_ms"] > 0
     assert figures["darknet_per_decode"] == pytest.approx(figures["darknet_ms"] / figures["JPEG_decode_ms"])
     assert "darknet item / JPEG decode" in out

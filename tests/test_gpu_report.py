@@ -16,18 +16,18 @@ import pytest
 
 from conftest import assets_root
 from helpers import FakeClock
-from yolo.benchmark import darknet_gpu, gpu_environment, gpu_report
-from yolo.benchmark.darknet_gpu import (DarknetTrainIteration, arch_flag, copy_source, darknet_detect_ms,
+from gpu_lab import cli, darknet_gpu, gpu_environment, gpu_report
+from gpu_lab.darknet_gpu import (DarknetTrainIteration, arch_flag, copy_source, darknet_detect_ms,
                                         darknet_train_throughput, find_cuda_libraries, link_folder, make_command,
                                         patch_makefile, predicted_ms, run_darknet, steady_detect_ms,
                                         steady_train_throughput, train_iterations, training_cfg, write_darknet_data)
-from yolo.benchmark.gpu_environment import DARKNET, OURS_DETECT, OURS_TRAIN, probe
-from yolo.benchmark.gpu_schedule import Budget, Measurement, RowStream, run_schedule
-from yolo.benchmark.gpu_training import time_split
-from yolo.benchmark.report_table import NOT_MEASURED, markdown_table, time_tables
-from yolo.cli import gpu_report as cli
+from gpu_lab.gpu_environment import DARKNET, OURS_DETECT, OURS_TRAIN, probe
+from gpu_lab.gpu_schedule import Budget, Measurement, RowStream, run_schedule
+from gpu_lab.gpu_training import time_split
+from gpu_lab.report_table import NOT_MEASURED, markdown_table, time_tables
 from yolo.models.cfg import parse_cfg_text
 
+REPO = Path(__file__).resolve().parents[1]
 DARKNET_SRC = Path(os.environ.get("YOLO_DARKNET_SRC", Path(__file__).resolve().parents[2] / "shared" / "darknet"))
 
 # Lines Darknet's CPU build printed (bash ../shared/darknet/build.sh OUT; OUT/darknet detector test ... with
@@ -427,9 +427,8 @@ def test_a_second_ctrl_c_in_the_trainer_stops_the_schedule_too():
 
 STOPPED_SCRIPT = """
 import sys, time
-from yolo.benchmark import gpu_report
-from yolo.benchmark.gpu_schedule import Measurement
-from yolo.cli import gpu_report as cli
+from gpu_lab import cli, gpu_report
+from gpu_lab.gpu_schedule import Measurement
 
 def measurements(s, env, work, notes):
     def quick(key):
@@ -454,7 +453,7 @@ def test_sigterm_mid_run_leaves_the_table_so_far(tmp_path):
     script, output = tmp_path / "report.py", tmp_path / "report.md"
     script.write_text(STOPPED_SCRIPT)
     env = dict(os.environ, YOLO_ASSETS=str(assets_root()),
-               PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]))
+               PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "tools"), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.Popen([sys.executable, str(script), "--device", "cpu", "--quick", "--no-darknet", "--output",
                              str(output)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:

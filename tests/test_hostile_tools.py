@@ -16,6 +16,7 @@ import torch
 from cfg_snippets import ONE_HEAD_CFG, RATE_CFG
 from conftest import asset
 from darknet_ref import side_by_side
+from gpu_lab import cli as gpu_report_cli  # tools/gpu_lab (tests/conftest.py puts tools/ on sys.path)
 from helpers import fifo_with_a_late_writer, one_line_error, run_export_cli, run_tool
 from training_helpers import write_one_head_training
 from yolo.cli import anchors as anchors_cli
@@ -23,7 +24,6 @@ from yolo.cli import benchmark as benchmark_cli
 from yolo.cli import demo as demo_cli
 from yolo.cli import detect as detect_cli
 from yolo.cli import eval as eval_cli
-from yolo.cli import gpu_report as gpu_report_cli
 from yolo.errors import CfgError, DataError
 from yolo.export.names import export_names
 from yolo.files.names import read_names

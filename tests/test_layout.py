@@ -277,15 +277,54 @@ def test_the_layer_types_package_imports_every_registering_module():
     assert not listed, f"yolo/models/layer_types/__init__.py lists modules by hand again: {sorted(listed)}"
 
 
-@pytest.mark.parametrize("path", python_files("tools") + python_files("yolo/cli"),
+@pytest.mark.parametrize("path", sorted((REPO / "tools").glob("*.py")) + python_files("yolo/cli"),
                          ids=lambda p: str(p.relative_to(REPO)))
 def test_command_line_tools_are_thin(path):
     assert len(path.read_text(encoding="utf-8").splitlines()) < 150
 
 
+# Lab tooling that lives beside its launcher in tools/ rather than in the package (the package is what a user
+# installs): the folder, and why it is not in yolo.
+LAB_FOLDERS = {"gpu_lab": "tools/gpu_report.py: ours against Darknet's GPU build, built from ../shared/darknet"}
+
+
+def test_lab_tooling_stays_out_of_the_package():
+    """The package imports nothing from the lab folders of tools/ (installed, it has no tools/ beside it), and
+    their modules keep the package's size rule."""
+    assert sorted(p.name for p in (REPO / "tools").iterdir() if p.is_dir() and p.name != "__pycache__") == \
+        sorted(LAB_FOLDERS)
+    offenders = [f"{path.relative_to(REPO)} -> {dep}" for path, deps in import_names(python_files("yolo")).items()
+                 for dep in deps if dep.split(".")[0] in {*LAB_FOLDERS, "tools"}]
+    assert not offenders, "the package imports lab tooling: " + ", ".join(offenders)
+    long = [f"{path.relative_to(REPO)}: {lines}" for folder in LAB_FOLDERS for path in python_files(f"tools/{folder}")
+            if (lines := len(path.read_text(encoding="utf-8").splitlines())) > 500]
+    assert not long, "modules over 500 lines: " + ", ".join(long)
+
+
+def import_names(paths: List[Path]) -> Dict[Path, Set[str]]:
+    """File -> every absolute module name it imports, anywhere in the file (functions too)."""
+    found: Dict[Path, Set[str]] = {}
+    for path in paths:
+        names: Set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.add(node.module)
+        found[path] = names
+    return found
+
+
+def test_the_lab_check_finds_an_import(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("def f():\n    from gpu_lab.gpu_report import run_report\n")
+    assert import_names([module]) == {module: {"gpu_lab.gpu_report"}}
+
+
 # Tools that only make sense in a clone beside ../shared (no console script), and why.
 CLONE_ONLY = {"compare_darknet": "trains with the Darknet CLI built from ../shared/darknet by the test harness",
-              "gpu_report": "builds Darknet's GPU build from ../shared/darknet and reads ../shared/assets"}
+              "gpu_report": "builds Darknet's GPU build from ../shared/darknet and reads ../shared/assets "
+                            "(lab tooling, tools/gpu_lab)"}
 
 
 def test_every_tool_is_a_console_script_running_the_same_code():
@@ -316,8 +355,9 @@ def imported_test_modules(text: str) -> List[str]:
 
 
 def test_no_test_module_imports_another():
-    """What tests share lives in tests/helpers.py, training_helpers.py, darknet_parity.py, cfg_snippets.py and
-    conftest.py, so that a test module is read for its tests alone and can change without breaking another."""
+    """What tests share lives in tests/helpers.py, training_helpers.py, darknet_parity.py, cfg_snippets.py,
+    previous_darknet_augment.py and conftest.py, so that a test module is read for its tests alone and can change
+    without breaking another."""
     offenders = [f"{path.relative_to(REPO)}: {name}" for path in python_files("tests")
                  for name in imported_test_modules(path.read_text(encoding="utf-8"))]
     assert not offenders, "test modules importing test modules:\n" + "\n".join(offenders)

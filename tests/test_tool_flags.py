@@ -240,7 +240,7 @@ def test_img_size_is_height_width_once_parsed(tool, capsys):
 
 
 def test_the_gpu_report_runs_square_inputs(capsys):
-    from yolo.cli import gpu_report
+    from gpu_lab import cli as gpu_report  # tools/gpu_lab (tests/conftest.py puts tools/ on sys.path)
 
     assert gpu_report.settings_from(gpu_report.parse_args(["--img-size", "320"])).img_size == 320
     assert gpu_report.settings_from(gpu_report.parse_args([])).img_size == 416

@@ -1,5 +1,4 @@
-"""The training data path on one CPU core: milliseconds per training image for each augmentation pipeline, and
-Darknet's pipeline against its previous implementation (:mod:`yolo.benchmark.darknet_reference`) in the same run.
+"""The training data path on one CPU core: milliseconds per training image for each augmentation pipeline.
 
 One training image is what a loader worker makes of it: the JPEG decoded, augmented at the input size and put
 in the ``uint8`` ``3 x H x W`` tensor the collate stacks (:meth:`yolo.data.DetectionDataset.__getitem__`). The
@@ -14,20 +13,17 @@ where there is one, else on this CPU.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import time
 
 import cv2
-import numpy as np
 import torch
 
-from yolo.benchmark.darknet_reference import reference_darknet_item
 from yolo.timing import median_ms, time_interleaved
-from yolo.data.darknet_augment import darknet_item
 from yolo.data.darknet_batched import PendingBatch
 from yolo.data.dataset import DetectionDataset, read_image
-from yolo.data.transforms import PIPELINES, augment_from_cfg, item_rng
+from yolo.data.transforms import PIPELINES, augment_from_cfg
 from yolo.models.cfg import parse_cfg
 from yolo.models.head_sections import TRAINED_HEADS
 from yolo.ops.sizes import ImageSize, size_text
@@ -72,18 +68,6 @@ def _decode_task(dataset: DetectionDataset, count: int) -> Callable[[], None]:
     return run
 
 
-def _darknet_task(make_item: Callable, dataset: DetectionDataset, count: int, size: ImageSize, hyp: Mapping[str, float],
-                  outputs: Optional[List[np.ndarray]] = None) -> Callable[[], None]:
-    """Decode, Darknet's augmentation by ``make_item`` and the item tensor, as the dataset makes them."""
-    def run() -> None:
-        for index in range(count):
-            image = make_item(dataset.load_sample, index, len(dataset), item_rng(dataset.seed, 0, index), size, hyp)[0]
-            tensor = torch.from_numpy(np.ascontiguousarray(image.transpose(2, 0, 1)))
-            if outputs is not None:
-                outputs.append(tensor)
-    return run
-
-
 def _pending_task(dataset: DetectionDataset, count: int, size: ImageSize, batches: List[PendingBatch]
                   ) -> Callable[[], None]:
     """A worker's part with the image steps left for the device: the items (decode, draws, truths, pending
@@ -116,12 +100,10 @@ def device_stage_ms(batch: PendingBatch, device: torch.device, rounds: int) -> T
 def data_figures(dataset: DetectionDataset, cfg: Path, img_size: ImageSize, images: int, rounds: int, warmup: int = 1,
                  stage_device: Optional[torch.device] = None) -> Dict[str, float]:
     """Time every pipeline on the first ``images`` items of ``dataset`` (augmented at ``img_size`` with ``cfg``'s
-    settings) and Darknet's against its previous implementation; print the table and return the figures:
-    ``<pipeline>_ms`` per image, ``darknet_RAM_cache_ms`` (images decoded beforehand), ``darknet_previous_ms``,
-    ``darknet_now_ms`` and ``darknet_speedup`` (previous / now), ``darknet_identical`` (1.0 when both made the same
-    tensors), ``JPEG_decode_ms`` (the decode alone) and ``darknet_per_decode`` (a Darknet item in decodes of its
-    image; ``darknet_per_decode_fastest`` from the fastest rounds); with the image steps on ``stage_device``
-    (default the CPU): ``darknet_worker_ms`` (the worker's part), ``darknet_stage_cpu_ms`` and
+    settings); print the table and return the figures: ``<pipeline>_ms`` per image, ``darknet_RAM_cache_ms``
+    (images decoded beforehand), ``JPEG_decode_ms`` (the decode alone) and ``darknet_per_decode`` (a Darknet item in
+    decodes of its image; ``darknet_per_decode_fastest`` from the fastest rounds); with the image steps on
+    ``stage_device`` (default the CPU): ``darknet_worker_ms`` (the worker's part), ``darknet_stage_cpu_ms`` and
     ``darknet_stage_wall_ms`` (the device stage, per image), ``darknet_worker_per_decode`` (and ``_fastest``) and
     ``darknet_worker_and_stage_per_decode`` (the worker's part plus the stage's CPU time, in decodes)."""
     count = min(int(images), len(dataset))
@@ -140,13 +122,6 @@ def data_figures(dataset: DetectionDataset, cfg: Path, img_size: ImageSize, imag
     if darknet is not None:  # the worker's part when the image steps run on the device
         steps = DetectionDataset(dataset.records, dataset.names, img_size, augment=True, hyp=darknet, seed=dataset.seed)
         tasks["darknet, device steps"] = _pending_task(steps, count, img_size, pending)
-    now: List[torch.Tensor] = []
-    previous: List[torch.Tensor] = []
-    if darknet is not None:
-        _darknet_task(darknet_item, dataset, count, img_size, darknet, now)()
-        _darknet_task(reference_darknet_item, dataset, count, img_size, darknet, previous)()
-        tasks["darknet now"] = _darknet_task(darknet_item, dataset, count, img_size, darknet)
-        tasks["darknet previous"] = _darknet_task(reference_darknet_item, dataset, count, img_size, darknet)
     tasks["JPEG decode"] = _decode_task(dataset, count)
     times = time_interleaved(tasks, rounds, warmup)
     figures: Dict[str, float] = {}
@@ -180,10 +155,4 @@ def data_figures(dataset: DetectionDataset, cfg: Path, img_size: ImageSize, imag
               f"{figures['darknet_worker_per_decode_fastest']:.2f} in the fastest rounds); the device stage (batch of {count}) "
               f"{stage_cpu:.2f} ms/img of this process's CPU, {stage_wall:.2f} ms/img wall; worker + stage CPU: "
               f"{figures['darknet_worker_and_stage_per_decode']:.2f} decodes")
-    if darknet is not None:
-        identical = len(now) == len(previous) and all(torch.equal(a, b) for a, b in zip(now, previous))
-        figures["darknet_identical"] = float(identical)
-        figures["darknet_speedup"] = figures["darknet_previous_ms"] / figures["darknet_now_ms"]
-        print(f"darknet: previous / now = {figures['darknet_speedup']:.2f}x, the same images: "
-              f"{'yes' if identical else 'NO'}")
     return figures

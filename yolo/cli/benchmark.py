@@ -11,10 +11,8 @@ our time goes, per batch at batch 1 and --batch-size: upload (on CUDA), pre-proc
     python tools/benchmark.py --cfg weights/yolov3.cfg --img-size 416      # random weights
 
 With ``--data``, it times the training data path instead: milliseconds of one CPU core per training image
-(decode + augmentation + item tensor) for each augmentation pipeline with the cfg's settings, and Darknet's
-pipeline against its previous implementation in the same run (the ratio, and whether both made the same images);
-with ``--loader-workers``, also the training loader alone with those worker counts
-(:mod:`yolo.benchmark.loader`):
+(decode + augmentation + item tensor) for each augmentation pipeline with the cfg's settings; with
+``--loader-workers``, also the training loader alone with those worker counts (:mod:`yolo.benchmark.loader`):
 
     python tools/benchmark.py --data configs/coco128.yaml --cfg weights/yolov3-tiny.cfg --img-size 416
     python tools/benchmark.py --data configs/coco128.yaml --cfg weights/yolov3-tiny.cfg --loader-workers 1 2

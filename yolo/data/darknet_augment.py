@@ -17,7 +17,7 @@ of it (and are compared with Darknet's C functions called with the same values, 
 Images are float32 ``H x W x 3`` RGB in [0, 1] (Darknet's ``image`` data), arithmetic float32 as in C.
 Training items take :func:`augment_image_uint8`, the same values rounded to ``uint8`` levels. How it is made
 fast without changing a value is said at the image functions below; the previous, plainer implementation is
-kept as the benchmark's and the tests' reference (:mod:`yolo.benchmark.darknet_reference`).
+kept as the tests' reference (``tests/previous_darknet_augment.py``).
 """
 from __future__ import annotations
 

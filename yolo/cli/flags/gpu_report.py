@@ -1,4 +1,4 @@
-"""The flags of ``tools/gpu_report.py`` (:mod:`yolo.cli.gpu_report`)."""
+"""The flags of ``tools/gpu_report.py`` (``tools/gpu_lab/cli.py``)."""
 from __future__ import annotations
 
 from yolo.cli.args import DefaultsHelpFormatter, ToolParser, positive_int

@@ -8,7 +8,7 @@ same images (Darknet's build runs in the background while ours are measured). Ru
 installing it; what is missing (CUDA, nvcc, cuDNN's Python package, an asset, a module) is named and skipped.
 
 Each figure is printed (and appended to ``--output``) as soon as it is measured, after a progress line that says
-what runs next and for about how long. The report plans to ``--budget`` seconds (:mod:`yolo.benchmark.gpu_schedule`):
+what runs next and for about how long. The report plans to ``--budget`` seconds (:mod:`gpu_lab.gpu_schedule`):
 shorter rounds and updates, or the least important measurements left out with a note. Ctrl-C or SIGTERM (as
 ``timeout`` sends) ends it with the tables of what was measured, the rest "not measured (stopped)".
 
@@ -25,10 +25,10 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from yolo.benchmark.gpu_environment import cuda_device, find_assets
-from yolo.benchmark.gpu_report import ReportSettings, run_report
-from yolo.benchmark.gpu_schedule import RowStream, process_age
-from yolo.benchmark.report_table import figure_label, figure_text
+from gpu_lab.gpu_environment import cuda_device, find_assets
+from gpu_lab.gpu_report import ReportSettings, run_report
+from gpu_lab.gpu_schedule import RowStream, process_age
+from gpu_lab.report_table import figure_label, figure_text
 from yolo.cli.args import fail, run_tool, setup_logging, signal_exit_status
 from yolo.cli.flags.gpu_report import parse_args
 from yolo.errors import MAX_MESSAGE, OutputError, shown

@@ -1,6 +1,7 @@
-"""The previous implementation of Darknet's image augmentation (build without OpenCV), kept as the baseline that
-``tools/benchmark.py --data`` times against :mod:`yolo.data.darknet_augment` and that the tests compare it with
-value for value: whole-array numpy steps on ``3 x H x W`` float32 planes, in C's float32 order.
+"""The previous implementation of Darknet's image augmentation (build without OpenCV), kept with the tests as the
+reference that tests/test_data_darknet_fast_path.py compares :mod:`yolo.data.darknet_augment` with value for value:
+whole-array numpy steps on ``3 x H x W`` float32 planes, in C's float32 order (checked against Darknet's C code
+when it was the package's). Test code, not the package's: nothing in ``yolo`` imports it.
 
 :func:`reference_darknet_item` is :func:`yolo.data.darknet_augment.darknet_item` with these image steps (same
 draws, same truths, same random order).

@@ -8,7 +8,7 @@
   trainer passes them), in fp32 or with AMP.
 
 Every figure is a median over rounds after warm-up rounds (:mod:`yolo.timing`); CUDA work is
-synchronized inside each timed call. Given an :class:`~yolo.benchmark.gpu_schedule.Allotment`, the first warm-up
+synchronized inside each timed call. Given an :class:`~gpu_lab.gpu_schedule.Allotment`, the first warm-up
 round says what a round costs and the rounds are shortened to fit.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from yolo.benchmark.detection_stages import detection_stages
-from yolo.benchmark.gpu_schedule import Allotment
+from gpu_lab.gpu_schedule import Allotment
 from yolo.files.images import load_image
 from yolo.inference.detector import Detector
 from yolo.inference.preprocess import preprocess

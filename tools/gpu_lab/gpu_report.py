@@ -3,22 +3,22 @@
 For each model (yolov3-tiny with its weights when the assets have them, yolov3 with random weights), on the
 coco128 images at one input size:
 
-- ours (:mod:`yolo.benchmark.gpu_measure`, :mod:`yolo.benchmark.gpu_training`): end-to-end training images/s
+- ours (:mod:`gpu_lab.gpu_measure`, :mod:`gpu_lab.gpu_training`): end-to-end training images/s
   through the trainer (with its time split and loader workers), the training step alone in fp32 and AMP, the
   Detector pipeline and the model alone at batch 1 and at the training batch, fp32 and fp16, and the milliseconds
   of each detection stage per batch;
-- Darknet (:mod:`yolo.benchmark.darknet_gpu`): its GPU build made here for this GPU, ``detector test``
+- Darknet (:mod:`gpu_lab.darknet_gpu`): its GPU build made here for this GPU, ``detector test``
   (network ms at batch 1) and ``detector train`` (images/s) on the same images, with the same batch and
   subdivisions.
 
-Each measurement is one :class:`~yolo.benchmark.gpu_schedule.Measurement`, run by the schedule within the
-report's budget (:mod:`yolo.benchmark.gpu_schedule`: progress lines, each figure streamed as it comes, rounds
+Each measurement is one :class:`~gpu_lab.gpu_schedule.Measurement`, run by the schedule within the
+report's budget (:mod:`gpu_lab.gpu_schedule`: progress lines, each figure streamed as it comes, rounds
 shortened or the least important measurements left out, a clean stop on Ctrl-C/SIGTERM). Darknet's build runs in
-the background meanwhile (:class:`~yolo.benchmark.darknet_gpu.BackgroundBuild`); Darknet's timings and our
+the background meanwhile (:class:`~gpu_lab.darknet_gpu.BackgroundBuild`); Darknet's timings and our
 end-to-end training wait for it.
 
-What cannot run is named and skipped (:mod:`yolo.benchmark.gpu_environment`); its cells read "not measured".
-The table (:mod:`yolo.benchmark.report_table`), then where the time goes (the detection stages per batch, the
+What cannot run is named and skipped (:mod:`gpu_lab.gpu_environment`); its cells read "not measured".
+The table (:mod:`gpu_lab.report_table`), then where the time goes (the detection stages per batch, the
 training time split per update), are followed by notes: the machine, the settings, what was skipped, left out or
 stopped, and why.
 """
@@ -33,18 +33,18 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 
-from yolo.benchmark import darknet_gpu
-from yolo.benchmark.gpu_environment import DARKNET, OURS_DETECT, OURS_TRAIN, Environment, probe
-from yolo.benchmark.gpu_measure import detection_figures, load_images, step_throughput, training_batch
-from yolo.benchmark.gpu_schedule import (Allotment, Budget, Measurement, ReportStopped, RowStream, ScheduleResult,
+from gpu_lab import darknet_gpu
+from gpu_lab.gpu_environment import DARKNET, OURS_DETECT, OURS_TRAIN, Environment, probe
+from gpu_lab.gpu_measure import detection_figures, load_images, step_throughput, training_batch
+from gpu_lab.gpu_schedule import (Allotment, Budget, Measurement, ReportStopped, RowStream, ScheduleResult,
                                          run_schedule, stop_on_signals)
-from yolo.benchmark.report_table import markdown_table, time_tables
+from gpu_lab.report_table import markdown_table, time_tables
 from yolo.models.cfg import parse_cfg
 from yolo.models.model import Darknet
 from yolo.models.weights import randomize_weights
 
 try:
-    from yolo.benchmark.gpu_training import train_throughput
+    from gpu_lab.gpu_training import train_throughput
     TRAINER_IMPORT_ERROR: Optional[str] = None
 except ImportError as _exc:  # optional dependency: the trainer imports PyYAML, pycocotools, tqdm, TensorBoard
     train_throughput = None
@@ -228,7 +228,7 @@ def _measurements(s: ReportSettings, env: Environment, work: Path, notes: List[s
     """What the report measures here, in order, and Darknet's build started in the background (None without it)."""
     if OURS_DETECT in env.skipped:  # the assets are not there
         return [], None
-    need = (s.warmup + s.updates + 2) * s.batch  # the trainer's epoch (yolo.benchmark.gpu_training), and one more
+    need = (s.warmup + s.updates + 2) * s.batch  # the trainer's epoch (gpu_lab.gpu_training), and one more
     images = env.assets.images[:s.images]
     data = darknet_gpu.write_darknet_data(work / "data", images, env.assets.names, repeat=math.ceil(need / len(images)))
     models, ours = [], []

@@ -24,7 +24,7 @@ from typing import Dict, List, Optional
 
 import torch
 
-from yolo.benchmark.gpu_schedule import Allotment, ReportStopped
+from gpu_lab.gpu_schedule import Allotment, ReportStopped
 from yolo.engine.config import TrainOptions
 from yolo.engine.trainer import Trainer
 
