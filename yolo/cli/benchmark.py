@@ -125,4 +125,4 @@ def model_main(args) -> Dict[str, float]:
 
 def cli(argv=None) -> None:
     """Console entry point: ``yolo-benchmark``."""
-    run_tool(main, parse_args(argv))
+    run_tool(main, parse_args(argv), reduce="--batch-size, --img-size or --threads")

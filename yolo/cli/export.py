@@ -104,4 +104,4 @@ def main(args) -> Dict[str, object]:
 
 def cli(argv=None) -> None:
     """Console entry point: ``yolo-export``."""
-    run_tool(main, parse_args(argv))
+    run_tool(main, parse_args(argv), reduce="--img-size")

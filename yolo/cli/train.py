@@ -36,7 +36,9 @@ from yolo.cli.args import EXIT_INTERRUPTED, fail, run_tool, setup_logging, signa
 from yolo.cli.flags.common import settings_from
 from yolo.cli.flags.train import parse_args
 from yolo.cli.invocation import invoked_command
+from yolo.cli.resource_errors import EXIT_CLOSED_PIPE
 from yolo.engine.trainer import Trainer
+from yolo.output_pipe import output_closed
 from yolo.errors import (CfgError, ConfigError, DataError, LoaderWorkerError, NonFiniteLossError, OutputError,
                          TrainingProcessLost, WeightsError)
 from yolo.settings.train import TrainOptions
@@ -46,6 +48,8 @@ logger = logging.getLogger("yolo.train")
 EXIT_NON_FINITE = 3
 EXIT_WORKER_DIED = 4  # a data loader worker died (kill -9, the OOM killer): last.pt holds the last completed update
 EXIT_PROCESS_LOST = 5  # another process of a distributed run died
+# what sets the memory a run needs, for the one line when it runs out
+TRAIN_MEMORY = "--batch-size (or raise subdivisions= in the cfg), --img-size or --workers, or leave out --cache-images"
 
 
 def newest_run(project: Path) -> Path:
@@ -103,7 +107,7 @@ def main(args: argparse.Namespace) -> int:
     if m:
         summary += f": mAP50 {m.get('mAP50', 0):.4f}, mAP50_95 {m.get('mAP50_95', 0):.4f}"
     print(f"{summary}; results in {result.run_dir}", file=sys.stderr)
-    return 0
+    return EXIT_CLOSED_PIPE if output_closed() else 0  # a finished run whose reader left: 141, as after SIGPIPE
 
 
 def interrupted_status(stopped_by: str) -> int:
@@ -118,4 +122,4 @@ def interrupted_status(stopped_by: str) -> int:
 
 def cli(argv: Optional[List[str]] = None) -> None:
     """Console entry point: ``yolo-train``."""
-    sys.exit(run_tool(main, parse_args(argv)))
+    sys.exit(run_tool(main, parse_args(argv), reduce=TRAIN_MEMORY))

@@ -15,8 +15,12 @@ unblocks them once the workers are started and receives what arrived meanwhile.
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
+import multiprocessing
+import multiprocessing.util  # its exit function first, so that ours (registered after it) runs before it
 import signal
+import sys
 import threading
 from typing import Iterable, Iterator
 
@@ -64,10 +68,29 @@ class QuietStart:
         return len(self.loader)
 
 
+def end_leftover_workers() -> None:
+    """Kill (SIGKILL) the loader worker processes still alive, and wait for them.
+
+    Registered to run when the interpreter exits: a tool that ends with an error in the middle of a loop over a
+    loader (a worker out of memory, a bad image) leaves its workers waiting for work, and ``multiprocessing``'s
+    own exit function would stop them with SIGTERM, which they ignore, then wait for them forever. Only the
+    processes running PyTorch's worker loop are ended; a user's other processes are left alone."""
+    worker_module = sys.modules.get("torch.utils.data._utils.worker")  # loaded wherever a loader has workers
+    if worker_module is None:
+        return
+    for process in multiprocessing.active_children():
+        if getattr(process, "_target", None) is worker_module._worker_loop and process.is_alive():
+            process.kill()
+            process.join(timeout=5)
+
+
+atexit.register(end_leftover_workers)
+
+
 def is_worker_death(exc: BaseException) -> bool:
     """Whether ``exc`` is PyTorch's report of a loader worker that died (a kill, the OOM killer): ``DataLoader
     worker (pid N) is killed by signal: ...`` or ``... exited unexpectedly``."""
     return isinstance(exc, RuntimeError) and str(exc).startswith("DataLoader worker")
 
 
-__all__ = ["QuietStart", "STOP_SIGNALS", "ignore_stop_signals", "is_worker_death", "stop_signals_blocked"]
+__all__ = ["QuietStart", "STOP_SIGNALS", "end_leftover_workers", "ignore_stop_signals", "is_worker_death", "stop_signals_blocked"]

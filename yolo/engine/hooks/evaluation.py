@@ -12,13 +12,14 @@ import torch.nn as nn
 from torch.utils.data import DataLoader
 
 from yolo.data import collate_fn
-from yolo.data.loader import init_worker
+from yolo.data.loader import ensure_open_files, init_worker
 from yolo.data.worker_signals import QuietStart, is_worker_death
 from yolo.engine.config import Hyperparameters
 from yolo.engine.hooks.base import HookBase
 from yolo.engine.stop import StopRequest
 from yolo.engine.train_state import fitness
 from yolo.evaluation import EvaluationStopped, Evaluator, evaluate_model
+from yolo.output_pipe import discard_output
 from yolo.progress import use_bars
 
 logger = logging.getLogger(__name__)
@@ -52,6 +53,7 @@ def evaluate_run(model: nn.Module, val_set, names: List[str], hyp: Hyperparamete
     :class:`yolo.evaluation.EvaluationStopped`: nothing of it is recorded."""
     evaluator = Evaluator(names, val_set.ground_truth(), category_ids=getattr(val_set, "category_ids", None),
                           use_pycocotools=final)
+    ensure_open_files(workers)
     loader = DataLoader(val_set, batch_size=max(1, batch_size), shuffle=False, num_workers=workers,
                         collate_fn=collate_fn, worker_init_fn=init_worker if workers > 0 else None)
     try:
@@ -73,7 +75,10 @@ def evaluate_run(model: nn.Module, val_set, names: List[str], hyp: Hyperparamete
         except Exception as exc:  # a report; never lose a run over it
             logger.warning("could not write the evaluation to TensorBoard: %s", exc)
     if final:
-        print(evaluator.summary_text(metrics))
+        try:
+            print(evaluator.summary_text(metrics))
+        except BrokenPipeError:  # the reader has gone (``| head``): the run goes on, its output discarded
+            discard_output()
     if final and run_dir is not None:
         evaluator.save_metrics(run_dir / "metrics.json", {"epoch": epoch + 1})
         if hyp.plots:
