@@ -6,15 +6,20 @@ SIGPIPE does (exit status 141 = 128 + SIGPIPE, as a shell reports it), with noth
 """
 from __future__ import annotations
 
+import re
 import signal
 
 from yolo.output_pipe import discard_output
 
 # torch's words for an allocation that failed: the CPU allocator ("DefaultCPUAllocator: can't allocate memory:
 # you tried to allocate N bytes"), CUDA's caching allocator ("CUDA out of memory. Tried to allocate ..."), and
-# the words other back ends and cuDNN/cuBLAS use.
-_OOM_WORDS = ("can't allocate memory", "out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED",
+# the words other back ends and cuDNN/cuBLAS use; numpy's MemoryError as a loader worker passes it on ("Unable to
+# allocate 192. MiB for an array ...", re-raised as a RuntimeError).
+_OOM_WORDS = ("can't allocate memory", "out of memory", "Unable to allocate", "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED",
               "Cannot allocate memory")
+
+# how much torch's message says was asked: "you tried to allocate 1610612736 bytes", "Tried to allocate 2.00 GiB"
+_ASKED = re.compile(r"(?:you tried to allocate|Tried to allocate|Unable to allocate) ([0-9.]+ ?(?:bytes|[KMGTP]i?B))")
 
 EXIT_CLOSED_PIPE = 128 + int(getattr(signal, "SIGPIPE", 13))
 
@@ -31,11 +36,8 @@ def out_of_memory_message(exc: BaseException, reduce: str) -> str:
     """The one line for ``exc`` (:func:`is_out_of_memory`): how much was asked when torch says it, and what to
     reduce (``reduce``: the tool's flags that set the memory it needs)."""
     text = str(exc)
-    asked = ""
-    for marker in ("you tried to allocate ", "Tried to allocate "):
-        if marker in text:
-            asked = text.split(marker, 1)[1].split(".")[0].split(";")[0].split(" (")[0].strip()
-            break
+    found = _ASKED.search(text)
+    asked = found.group(1) if found else ""
     where = " (a data loader worker)" if "DataLoader worker" in text else ""
     on = "GPU" if "CUDA" in text or "cuda" in text else "CPU"
     tried = f" allocating {asked}" if asked else ""

@@ -20,7 +20,6 @@ import contextlib
 import multiprocessing
 import multiprocessing.util  # its exit function first, so that ours (registered after it) runs before it
 import signal
-import sys
 import threading
 from typing import Iterable, Iterator
 
@@ -69,17 +68,18 @@ class QuietStart:
 
 
 def end_leftover_workers() -> None:
-    """Kill (SIGKILL) the loader worker processes still alive, and wait for them.
+    """Kill (SIGKILL) the daemonic child processes still alive (PyTorch's loader workers are), and wait for them.
 
     Registered to run when the interpreter exits: a tool that ends with an error in the middle of a loop over a
     loader (a worker out of memory, a bad image) leaves its workers waiting for work, and ``multiprocessing``'s
-    own exit function would stop them with SIGTERM, which they ignore, then wait for them forever. Only the
-    processes running PyTorch's worker loop are ended; a user's other processes are left alone."""
-    worker_module = sys.modules.get("torch.utils.data._utils.worker")  # loaded wherever a loader has workers
-    if worker_module is None:
-        return
-    for process in multiprocessing.active_children():
-        if getattr(process, "_target", None) is worker_module._worker_loop and process.is_alive():
+    own exit function would stop them with SIGTERM, which they ignore, then wait for them forever. That function
+    ends every daemonic child anyway (a daemonic process cannot outlive its parent); this one only does it
+    firmly, before it."""
+    leftover = [p for p in multiprocessing.active_children() if p.daemon and p.is_alive()]
+    if leftover and hasattr(signal, "SIGCHLD") and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # PyTorch's handler would report these deaths as errors
+    for process in leftover:
+        if process.is_alive():
             process.kill()
             process.join(timeout=5)
 
