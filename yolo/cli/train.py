@@ -71,6 +71,12 @@ def main(args: argparse.Namespace) -> int:
             resume = str(newest_run(Path(args.project)))
         except FileNotFoundError as exc:
             fail(str(exc))
+    elif resume is not None and Path(args.project) != Path(TrainOptions().project):
+        # a run continues in its own folder (its checkpoints, results.csv and settings are there); moving it is
+        # the user's to do (the folder can be moved whole, then resumed where it is)
+        fail(f"--project {args.project} with --resume {resume}: a resumed run continues in its own folder "
+             f"({Path(resume).parent if Path(resume).suffix == '.pt' else Path(resume)}); --project only says where "
+             "a bare --resume looks for the newest run")
     if resume is None and (args.cfg is None or args.data is None):
         fail("--cfg and --data are required (or --resume a run)")
     options = settings_from(args, TrainOptions, resume=resume)
