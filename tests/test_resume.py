@@ -62,3 +62,26 @@ def test_resume_with_a_project_it_would_ignore_is_one_line(run_dir, tmp_path, ca
         ["--resume", str(run_dir / "last.pt"), "--project", str(tmp_path / "elsewhere")])))
     assert "a resumed run continues in its own folder" in err
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_an_image_deleted_while_training_is_one_short_line_with_the_resume_command(tmp_path, capsys, monkeypatch):
+    # before: 2,242+ characters of the loader worker's flattened traceback, cut before the file name, no resume hint
+    folder = write_one_head_training(tmp_path)
+    images = sorted((folder / "data" / "images" / "train").glob("*.jpg"))
+    real = Trainer.from_options
+
+    def with_a_deletion(options):
+        trainer = real(options)
+        trainer.add_callback("epoch_end", lambda t: [p.unlink() for p in images if p.exists()])
+        return trainer
+
+    monkeypatch.setattr(train_cli.Trainer, "from_options", with_a_deletion)
+    err = one_line_error(capsys, lambda: train_cli.main(train_cli.parse_args(
+        ["--cfg", str(folder / "tiny.cfg"), "--data", str(folder / "data.yaml"), "--hyp", str(folder / "hyp.yaml"),
+         "--epochs", "2", "--workers", "1", "--device", "cpu", "--project", str(tmp_path / "runs"), "--name", "run",
+         "--no-progress"])))
+    last = tmp_path / "runs" / "run" / "last.pt"
+    assert len(err) < 400, err
+    assert "Traceback" not in err and "DataLoader worker" not in err
+    assert any(str(p) in err for p in images), err
+    assert err.endswith(f"continue with: yolo-train --resume {last}") or err.endswith(f"--resume {last}"), err

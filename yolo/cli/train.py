@@ -32,11 +32,12 @@ from pathlib import Path
 from typing import List, Optional
 
 # EXIT_INTERRUPTED: Ctrl-C or Trainer.request_stop; another signal N: 128 + N (SIGTERM 143, SIGHUP 129)
-from yolo.cli.args import EXIT_INTERRUPTED, fail, run_tool, setup_logging, signal_exit_status
+from yolo.cli.args import EXIT_INTERRUPTED, fail, one_line, run_tool, setup_logging, signal_exit_status
 from yolo.cli.flags.common import settings_from
 from yolo.cli.flags.train import parse_args
 from yolo.cli.invocation import invoked_command
 from yolo.cli.resource_errors import EXIT_CLOSED_PIPE
+from yolo.data.worker_signals import original_message
 from yolo.engine.trainer import Trainer
 from yolo.output_pipe import output_closed
 from yolo.errors import (CfgError, ConfigError, DataError, LoaderWorkerError, NonFiniteLossError, OutputError,
@@ -100,7 +101,9 @@ def main(args: argparse.Namespace) -> int:
     except TrainingProcessLost as exc:  # each surviving process says it, in one line
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_PROCESS_LOST
-    except (CfgError, DataError, WeightsError, ConfigError, FileNotFoundError) as exc:
+    except DataError as exc:  # a bad file met while training (in a loader worker too): the file, and how to go on
+        fail(data_error_line(exc, trainer))
+    except (CfgError, WeightsError, ConfigError, FileNotFoundError) as exc:
         fail(str(exc))
     if result.status == "interrupted":
         if trainer.main or result.failure:  # once, not once per process (but where a loader worker died)
@@ -114,6 +117,18 @@ def main(args: argparse.Namespace) -> int:
         summary += f": mAP50 {m.get('mAP50', 0):.4f}, mAP50_95 {m.get('mAP50_95', 0):.4f}"
     print(f"{summary}; results in {result.run_dir}", file=sys.stderr)
     return EXIT_CLOSED_PIPE if output_closed() else 0  # a finished run whose reader left: 141, as after SIGPIPE
+
+
+def data_error_line(exc: DataError, trainer: Optional[Trainer]) -> str:
+    """One short line for a bad file met while training: its own message (not the loader worker's traceback
+    PyTorch wraps it in) and, where the run has a ``last.pt``, the command that continues it once the file is
+    repaired or removed."""
+    message = one_line(original_message(exc))
+    run_dir = trainer.run_dir if trainer is not None else None
+    last = run_dir / "last.pt" if run_dir is not None else None
+    if last is not None and last.is_file():
+        message += f"; repair or remove it, then continue with: {invoked_command('train')} --resume {last}"
+    return message
 
 
 def interrupted_status(stopped_by: str) -> int:

@@ -87,10 +87,27 @@ def end_leftover_workers() -> None:
 atexit.register(end_leftover_workers)
 
 
+def original_message(exc: BaseException) -> str:
+    """The message of the exception a loader worker raised, without PyTorch's wrapping: PyTorch re-raises it in
+    the main process as ``Caught DataError in DataLoader worker process 0.`` followed by the worker's whole
+    traceback, whose last lines are the original ``yolo.errors.DataError: <file>: <problem>``. Any other
+    exception: its message as it is. (A :class:`yolo.errors.DataError` keeps its whole text in ``problem``; its
+    message is cut at :data:`yolo.errors.MAX_MESSAGE` characters, before the file name.)"""
+    problem = getattr(exc, "problem", None)
+    text = problem if isinstance(problem, str) and problem.startswith("Caught ") else str(exc)
+    if not text.startswith("Caught ") or "Original Traceback" not in text:
+        return text
+    lines = text.rstrip().splitlines()
+    last_frame = max((i for i, line in enumerate(lines) if line.startswith(" ")), default=len(lines) - 1)
+    message = "\n".join(lines[last_frame + 1:]) or lines[-1]
+    name, sep, rest = message.partition(": ")
+    return rest if sep and name.replace(".", "").replace("_", "").isalnum() else message
+
+
 def is_worker_death(exc: BaseException) -> bool:
     """Whether ``exc`` is PyTorch's report of a loader worker that died (a kill, the OOM killer): ``DataLoader
     worker (pid N) is killed by signal: ...`` or ``... exited unexpectedly``."""
     return isinstance(exc, RuntimeError) and str(exc).startswith("DataLoader worker")
 
 
-__all__ = ["QuietStart", "STOP_SIGNALS", "end_leftover_workers", "ignore_stop_signals", "is_worker_death", "stop_signals_blocked"]
+__all__ = ["QuietStart", "STOP_SIGNALS", "end_leftover_workers", "original_message", "ignore_stop_signals", "is_worker_death", "stop_signals_blocked"]
