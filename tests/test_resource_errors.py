@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import REPO, run_tool
+from helpers import REPO, one_line_error, run_tool, tool_parser
 from training_helpers import write_one_head_model, write_one_head_training
 from yolo.cli.args import run_tool as run_main
 from yolo.cli.resource_errors import EXIT_CLOSED_PIPE
@@ -170,3 +170,11 @@ def test_training_whose_reader_left_finishes_the_run_and_exits_141(tiny, tmp_pat
     rows = (tmp_path / "run" / "results.csv").read_text().splitlines()
     assert len(rows) == 3  # the header and both epochs
     assert torch.load(tmp_path / "run" / "last.pt", weights_only=True)["train"]["epoch"] == 2
+
+
+@pytest.mark.parametrize("tool, args", [("benchmark", ["--cfg", "x.cfg"]), ("export", ["--weights", "x.pt"])])
+def test_a_thread_count_no_machine_has_is_refused_by_the_flag(capsys, tool, args):
+    # before: --threads 100000 was taken, and the runtime tried to start that many threads
+    parser = tool_parser(tool)
+    err = one_line_error(capsys, lambda: parser.parse_args([*args, "--threads", "100000"]))
+    assert "--threads: 100000 is out of range" in err and "1024" in err

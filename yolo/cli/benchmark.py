@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Dict
@@ -99,6 +100,10 @@ def model_main(args) -> Dict[str, float]:
     """The detection pipeline's figures, ours against OpenCV's (:func:`main` without its error handling)."""
     img_size = input_size(args)
     threads = args.threads or cpu_threads()
+    if threads > cpu_threads():  # more would only compete for the same cores (and each reserves its stack)
+        print(f"warning: --threads {threads} is more than the {cpu_threads()} CPUs this process may use: using "
+              f"{cpu_threads()}", file=sys.stderr)
+        threads = cpu_threads()
     torch.set_num_threads(threads)
     cv2.setNumThreads(threads)
     image = load_image(args.image) if args.image else synthetic_image()

@@ -12,7 +12,7 @@ from yolo.ops.postprocess_defaults import DETECT_CONF_THRES, DETECT_IOU_THRES, M
 from yolo.ops.sizes import SIZE_RULE, ImageSize
 from yolo.settings.common import img_size_setting
 from yolo.settings.declare import setting
-from yolo.settings.values import fraction, non_negative_int, number, positive_int
+from yolo.settings.values import fraction, non_negative_int, number, positive_int, thread_count
 
 FORMATS = ("darknet", "onnx", "torchscript")  # the keys of yolo.export.checked.SUFFIXES
 
@@ -57,7 +57,7 @@ class ExportOptions:
     benchmark: int = setting(
         0, "--benchmark", type=non_negative_int, metavar="RUNS",
         help="ONNX: also time onnxruntime, PyTorch and OpenCV DNN (model only, batch 1) over RUNS rounds")
-    threads: int = setting(2, "--threads", type=positive_int, help="CPU threads for every runtime in --benchmark")
+    threads: int = setting(2, "--threads", type=thread_count, help="CPU threads for every runtime in --benchmark")
 
 
 __all__ = ["ExportOptions", "FORMATS"]
