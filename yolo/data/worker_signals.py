@@ -15,12 +15,12 @@ unblocks them once the workers are started and receives what arrived meanwhile.
 """
 from __future__ import annotations
 
-import atexit
 import contextlib
 import multiprocessing
 import multiprocessing.util  # its exit function first, so that ours (registered after it) runs before it
 import signal
 import threading
+from atexit import register as at_exit  # (not named register: that is the layer-type decorator)
 from typing import Iterable, Iterator
 
 # What asks a run to stop: Ctrl-C, the group's SIGTERM, a closed terminal.
@@ -84,7 +84,7 @@ def end_leftover_workers() -> None:
             process.join(timeout=5)
 
 
-atexit.register(end_leftover_workers)
+at_exit(end_leftover_workers)
 
 
 def original_message(exc: BaseException) -> str:
