@@ -214,8 +214,8 @@ def test_multiscale_is_deterministic_and_darknet_like():
 # ------------------------------------------------------------------ crop values the pipeline cannot draw from
 def _head_cfg(tmp_path, head_lines: str):
     from yolo.models.cfg import parse_cfg_text
-    text = ("[net]\nwidth=64\nheight=64\n\n[convolutional]\nfilters=30\nsize=1\nactivation=linear\n\n[yolo]\nmask=0,1,2\n"
-            "anchors=10,10, 20,20, 40,40\nclasses=5\nnum=3\n" + head_lines)
+    text = ("[net]\nwidth=64\nheight=64\n\n[convolutional]\nfilters=30\nsize=1\nactivation=linear\n\n"
+            "[yolo]\nmask=0,1,2\nanchors=10,10, 20,20, 40,40\nclasses=5\nnum=3\n" + head_lines)
     sections = parse_cfg_text(text, source=str(tmp_path / "net.cfg"))
     return sections[0], [s for s in sections if s.type == "yolo"], text
 

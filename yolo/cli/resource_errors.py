@@ -15,8 +15,8 @@ from yolo.output_pipe import discard_output
 # you tried to allocate N bytes"), CUDA's caching allocator ("CUDA out of memory. Tried to allocate ..."), and
 # the words other back ends and cuDNN/cuBLAS use; numpy's MemoryError as a loader worker passes it on ("Unable to
 # allocate 192. MiB for an array ...", re-raised as a RuntimeError).
-_OOM_WORDS = ("can't allocate memory", "out of memory", "Unable to allocate", "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED",
-              "Cannot allocate memory")
+_OOM_WORDS = ("can't allocate memory", "out of memory", "Unable to allocate", "CUBLAS_STATUS_ALLOC_FAILED",
+              "CUDNN_STATUS_ALLOC_FAILED", "Cannot allocate memory")
 
 # how much torch's message says was asked: "you tried to allocate 1610612736 bytes", "Tried to allocate 2.00 GiB"
 _ASKED = re.compile(r"(?:you tried to allocate|Tried to allocate|Unable to allocate) ([0-9.]+ ?(?:bytes|[KMGTP]i?B))")

@@ -110,4 +110,5 @@ def is_worker_death(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and str(exc).startswith("DataLoader worker")
 
 
-__all__ = ["QuietStart", "STOP_SIGNALS", "end_leftover_workers", "original_message", "ignore_stop_signals", "is_worker_death", "stop_signals_blocked"]
+__all__ = ["QuietStart", "STOP_SIGNALS", "end_leftover_workers", "ignore_stop_signals", "is_worker_death",
+           "original_message", "stop_signals_blocked"]
