@@ -84,6 +84,10 @@ def test_tiny_cfg_builds(tmp_path):
     (("[net]", "width=1\n[net]"), "width=1", "comes before any [section]"),
     (("[maxpool]", "[max pool"), "[max pool", "malformed section header"),
     (("filters=8\n", "filters=8\nantialiasing=1\n"), "antialiasing=1", "'antialiasing=1' changes the computation"),
+    # a window no input can fill (before: accepted, then 10 TB asked for its padding in train and benchmark)
+    (("size=2\n", "size=100000\n"), "size=100000", "'size'=100000 is larger than any input can be (8192"),
+    (("[maxpool]\nsize=2\n", "[local_avgpool]\nsize=100000\n"), "size=100000", "'size'=100000 is larger"),
+    (("size=2\n", "size=2\npadding=9000\n"), "padding=9000", "'padding'=9000 is larger"),
 ])
 def test_bad_cfg_errors_name_file_line_and_problem(tmp_path, edit, at, message):
     old, new = edit

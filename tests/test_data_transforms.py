@@ -213,3 +213,38 @@ def test_multiscale_is_deterministic_and_darknet_like():
     assert all(h % 32 == 0 and w % 32 == 0 and w >= h for h, w in (wide(b) for b in range(50)))
     with pytest.raises(ValueError, match="multiple of the network stride"):
         MultiScale((400, 416))
+
+
+# ------------------------------------------------------------------ crop values the pipeline cannot draw from
+def _head_cfg(tmp_path, head_lines: str):
+    from yolo.models.cfg import parse_cfg_text
+    text = ("[net]\nwidth=64\nheight=64\n\n[convolutional]\nfilters=30\nsize=1\nactivation=linear\n\n"
+            "[yolo]\nmask=0,1,2\nanchors=10,10, 20,20, 40,40\nclasses=5\nnum=3\n" + head_lines)
+    sections = parse_cfg_text(text, source=str(tmp_path / "net.cfg"))
+    return sections[0], [s for s in sections if s.type == "yolo"], text
+
+
+@pytest.mark.parametrize("jitter", ["1", "0.99", "0.5"])
+def test_a_cfg_jitter_darknets_plain_build_cannot_crop_with_is_refused_at_its_line(tmp_path, jitter):
+    # before: accepted, then an IndexError in a loader worker (a crop of no pixels)
+    from yolo.errors import CfgError
+    net, heads, text = _head_cfg(tmp_path, f"jitter={jitter}\n")
+    line = text.splitlines().index(f"jitter={jitter}") + 1
+    with pytest.raises(CfgError, match=f"net.cfg:{line}: .*jitter={jitter} .*crop of no pixels.*below 0.5"):
+        augment_from_cfg(net, heads)
+    # Darknet's OpenCV build resets such a crop to the whole image: that pipeline takes it
+    assert augment_from_cfg(net, heads, overrides={"pipeline": "darknet_opencv"})["jitter"] == float(jitter)
+
+
+@pytest.mark.parametrize("values, key", [({"jitter": 1}, "jitter"), ({"jitter": 100}, "jitter"),
+                                         ({"jitter": 0.3, "resize": 2}, "jitter"), ({"resize": 1e-300}, "resize"),
+                                         ({"resize": 1e-7}, "resize"), ({"resize": 1e9}, "resize")])
+def test_augment_values_that_cannot_work_are_refused(values, key):
+    with pytest.raises(ValueError, match=f"augmentation {key}="):
+        augment_config({"pipeline": "darknet", **values})
+
+
+@pytest.mark.parametrize("values", [{"jitter": 0.49}, {"jitter": 0.3, "resize": 1.5}, {"resize": 1e-5},
+                                    {"resize": 100}, {"pipeline": "darknet_opencv", "jitter": 2}])
+def test_augment_values_darknet_can_draw_from_are_accepted(values):
+    augment_config({"pipeline": "darknet", **values})

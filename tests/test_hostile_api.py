@@ -47,6 +47,30 @@ def test_a_gray_or_bgra_image_is_checked_before_it_is_converted(detector, image,
         detector(image)
 
 
+@pytest.mark.parametrize("images, message", [
+    (None, "Detector() takes an image path (str or pathlib.Path) or a uint8 H x W x 3 BGR numpy array, or a list "
+           "of them, got NoneType"),
+    (b"/path.jpg", "Detector() takes an image path (str or pathlib.Path) or a uint8 H x W x 3 BGR numpy array, or a "
+                   "list of them, got bytes (a bytes path: pass os.fsdecode(path))"),
+    (42, "got int"),
+    ([None], "Detector(): image 0: expected an image path (str or pathlib.Path) or a uint8 H x W x 3 BGR numpy "
+             "array, got NoneType"),
+    ([np.zeros((8, 8, 3), np.uint8), b"/a.jpg"], "image 1: expected an image path (str or pathlib.Path) or a uint8 "
+                                                "H x W x 3 BGR numpy array, got bytes (a bytes path"),
+])
+def test_images_of_the_wrong_type_are_a_type_error_saying_what_is_taken(detector, images, message):
+    # before: None was a traceback from iterating it, b"/path.jpg" "got int" (bytes iterate as numbers)
+    with pytest.raises(TypeError, match=re.escape(message)):
+        detector(images)
+
+
+def test_a_trainer_of_anything_but_built_parts_is_a_type_error():
+    # before: Trainer({}) failed with AttributeError: 'dict' object has no attribute 'options'
+    with pytest.raises(TypeError, match=r"Trainer takes the built parts of a run \(TrainingParts\), got dict; to "
+                                        r"train from settings: Trainer.from_options"):
+        Trainer({})
+
+
 def test_gray_and_bgra_uint8_images_are_still_converted(detector):
     gray = np.full((20, 20), 7, np.uint8)
     bgra = np.dstack([gray, gray, gray, np.full((20, 20), 255, np.uint8)])

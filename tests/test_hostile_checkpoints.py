@@ -46,7 +46,8 @@ def edited(pt, tmp_path, name, **changes):
     ({"darknet_header": "x"}, "'darknet_header' is 'x', not [major, minor, revision, seen]"),
     ({"darknet_header": [1]}, "'darknet_header' is [1], not [major, minor, revision, seen]"),
     ({"num_classes": "x"}, "'num_classes' is 'x', not a class count"),
-    ({"input_size": [64]}, "'input_size' is [64], not [height, width]"),
+    ({"input_size": [64]}, "'input_size' is [64], not [height, width], sides 1 to 8192"),
+    ({"input_size": [100000, 100000]}, "'input_size' is [100000, 100000], not [height, width], sides 1 to 8192"),
     ({"format": "something/99"}, "'format' is 'something/99', not 'yolo-darknet/1'"),
 ])
 def test_a_checkpoint_with_a_wrong_field_is_one_error(tiny, tmp_path, changes, message):
@@ -54,6 +55,17 @@ def test_a_checkpoint_with_a_wrong_field_is_one_error(tiny, tmp_path, changes, m
     with pytest.raises(WeightsError) as exc:
         load_model(None, path)
     assert str(exc.value) == f"{path}: damaged or foreign checkpoint: {message}"
+
+
+@pytest.mark.parametrize("size", [[100000, 100000], [64, 0], [True, 64]])
+def test_a_recorded_input_size_no_input_can_have_is_one_line(tiny, tmp_path, capsys, size):
+    # before: detect allocated a 100000x100000 input ("tried to allocate ..."); --img-size itself stops at 8192
+    path = edited(tiny[1], tmp_path, "big.pt", preprocessing={"resize": "letterbox", "img_size": size})
+    image = tmp_path / "a.png"
+    image.write_bytes(b"")  # never read: the checkpoint fails first
+    err = one_line_error(capsys, lambda: detect.main(detect.parse_args(
+        ["--weights", str(path), "--source", str(image), "--device", "cpu", "--nosave"])))
+    assert err.startswith(f"error: {path}: malformed 'preprocessing' entry") and "sides 1 to 8192" in err
 
 
 def test_integer_tensors_where_the_model_has_float_weights_are_refused(tiny, tmp_path):

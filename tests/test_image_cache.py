@@ -17,7 +17,7 @@ from training_helpers import run, shapes_training, train_state
 from yolo.data.dataset import DetectionDataset, YoloDataset
 from yolo.data.image_cache import CACHE_SHARE, ImageCache
 from yolo.data.transforms import augment_config
-from yolo.data.memory import Available, available_memory, cgroup_available, meminfo_available
+from yolo.data.memory import Available, address_space_available, available_memory, cgroup_available, meminfo_available
 from yolo.engine.distributed import DistInfo
 from yolo.engine.shared_images import FILE_PREFIX, cache_train_images
 from yolo.errors import DataError
@@ -259,3 +259,16 @@ def test_two_ddp_ranks_share_one_copy(tmp_path):
     assert Path(first["files"][0][2]).parent == shared
     assert list(shared.iterdir()) == []  # its name is gone; the memory goes with the last process
     assert first["equal"] and second["equal"] and first["equal_items"] and second["equal_items"]
+
+
+def test_an_address_space_limit_counts_as_memory_left(tmp_path, monkeypatch):
+    # ulimit -v: before, the fit check read MemAvailable and cgroups alone, and the cache ran into a MemoryError
+    write(tmp_path / "status", "Name:\tpython\nVmPeak:\t 4000000 kB\nVmSize:\t 3000000 kB\nVmRSS:\t 700000 kB\n")
+    space = address_space_available(limit=4_000_000 * 1024, status=tmp_path / "status")
+    assert space.bytes == 1_000_000 * 1024 and "ulimit -v 4000000" in space.where
+    assert address_space_available(limit=-1, status=tmp_path / "status") is None  # RLIM_INFINITY
+    import yolo.data.memory as memory
+    monkeypatch.setattr(memory.resource, "getrlimit", lambda which: (4_000_000 * 1024, -1))
+    write(tmp_path / "meminfo", "MemAvailable:    8000000 kB\n")
+    found = available_memory(tmp_path / "meminfo", tmp_path / "nothing", tmp_path / "absent", tmp_path / "status")
+    assert found.bytes == 1_000_000 * 1024 and "address-space limit" in found.where

@@ -97,4 +97,4 @@ def cli(argv=None) -> None:
     args = parse_args(argv)
     args.started = time.monotonic() - process_age()
     setup_logging(args.verbose, logging.WARNING)
-    run_tool(main, args)
+    run_tool(main, args, reduce="--batch-size")

@@ -8,8 +8,10 @@ import sys
 from pathlib import Path
 from typing import Callable, NoReturn, Optional, TypeVar
 
+from yolo.cli.resource_errors import exit_on_closed_pipe, is_out_of_memory, out_of_memory_message
 from yolo.errors import MAX_MESSAGE, ConfigError, shown
 from yolo.files.write_errors import as_output_error
+from yolo.output_pipe import PipeSafeHandler
 # The checked numbers every tool's flags use (declared with the settings, which take them too).
 from yolo.settings.values import fraction, image_side, non_negative_int, number, positive_int
 
@@ -34,7 +36,7 @@ class VisibleFormatter(logging.Formatter):
 
 def setup_logging(verbose: bool = False, level: int = logging.INFO) -> None:
     """Plain ``logging`` to stderr: ``level`` (INFO) by default, DEBUG with ``verbose``; messages escaped."""
-    handler = logging.StreamHandler(sys.stderr)
+    handler = PipeSafeHandler(sys.stderr)  # a closed stderr (``2>&1 | head``): the rest is discarded
     handler.setFormatter(VisibleFormatter("%(message)s"))
     logging.basicConfig(level=logging.DEBUG if verbose else level, handlers=[handler])
 
@@ -56,11 +58,19 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise SystemExit(code)
 
 
-def run_tool(main: Callable[[argparse.Namespace], T], args: argparse.Namespace) -> T:
+def run_tool(main: Callable[[argparse.Namespace], T], args: argparse.Namespace, reduce: str = "") -> T:
     """``main(args)`` with what any tool can meet as one line instead of a traceback: a write that failed (a
-    full disk, a read-only folder) or a bad setting (exit status 2), and Ctrl-C (exit status 130)."""
+    full disk, a read-only folder), a bad setting or memory that ran out (exit status 2; ``reduce`` names the
+    flags that lower the memory the tool needs), and Ctrl-C (exit status 130). A closed output pipe (``| head``)
+    ends it quietly with status 141, as SIGPIPE ends a Unix tool."""
     try:
         return main(args)
+    except BrokenPipeError:
+        exit_on_closed_pipe()
+    except (MemoryError, RuntimeError) as exc:
+        if not is_out_of_memory(exc):
+            raise
+        fail(out_of_memory_message(exc, reduce))
     except OSError as exc:
         error = as_output_error(exc)
         if error is not None:

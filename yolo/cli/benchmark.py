@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Dict, List
@@ -116,6 +117,10 @@ def model_main(args) -> Dict[str, float]:
     """The detection pipeline's figures, ours against OpenCV's (:func:`main` without its error handling)."""
     img_size = input_size(args)
     threads = args.threads or cpu_threads()
+    if threads > cpu_threads():  # more would only compete for the same cores (and each reserves its stack)
+        print(f"warning: --threads {threads} is more than the {cpu_threads()} CPUs this process may use: using "
+              f"{cpu_threads()}", file=sys.stderr)
+        threads = cpu_threads()
     torch.set_num_threads(threads)
     cv2.setNumThreads(threads)
     image = load_image(args.image) if args.image else synthetic_image()
@@ -142,4 +147,4 @@ def model_main(args) -> Dict[str, float]:
 
 def cli(argv=None) -> None:
     """Console entry point: ``yolo-benchmark``."""
-    run_tool(main, parse_args(argv))
+    run_tool(main, parse_args(argv), reduce="--batch-size, --img-size or --threads")

@@ -128,4 +128,4 @@ def cli(argv=None) -> None:
     """Console entry point: ``yolo-demo``."""
     args = parse_args(argv)
     setup_logging(args.verbose)
-    sys.exit(run_tool(main, args))
+    sys.exit(run_tool(main, args, reduce="--heldout"))

@@ -146,4 +146,4 @@ def _remove_empty_run(out_dir: Optional[Path]) -> None:
 
 def cli(argv=None) -> None:
     """Console entry point: ``yolo-detect``."""
-    run_tool(main, parse_args(argv))
+    run_tool(main, parse_args(argv), reduce="--img-size or --batch-size")

@@ -145,4 +145,4 @@ def cli(argv: Optional[List[str]] = None) -> None:
     """Console entry point: ``yolo-eval``."""
     args = parse_args(argv)
     setup_logging(args.verbose)
-    run_tool(main, args)
+    run_tool(main, args, reduce="--img-size, --batch-size or --workers")

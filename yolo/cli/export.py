@@ -140,10 +140,12 @@ def main(args) -> Dict[str, object]:
         fail(str(exc).splitlines()[0], code=1)
     except ImportError as exc:
         fail(f"{exc.name or exc}: not installed ({INSTALL_EXPORT})")
+    except BrokenPipeError:  # the reader of the output has gone: run_tool ends quietly
+        raise
     except (CfgError, WeightsError, ImageReadError, ValueError, OSError) as exc:
         fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
 
 def cli(argv=None) -> None:
     """Console entry point: ``yolo-export``."""
-    run_tool(main, parse_args(argv))
+    run_tool(main, parse_args(argv), reduce="--img-size")

@@ -32,11 +32,14 @@ from pathlib import Path
 from typing import List, Optional
 
 # EXIT_INTERRUPTED: Ctrl-C or Trainer.request_stop; another signal N: 128 + N (SIGTERM 143, SIGHUP 129)
-from yolo.cli.args import EXIT_INTERRUPTED, fail, run_tool, setup_logging, signal_exit_status
+from yolo.cli.args import EXIT_INTERRUPTED, fail, one_line, run_tool, setup_logging, signal_exit_status
 from yolo.cli.flags.common import settings_from
 from yolo.cli.flags.train import parse_args
 from yolo.cli.invocation import invoked_command
+from yolo.cli.resource_errors import EXIT_CLOSED_PIPE
+from yolo.data.worker_signals import original_message
 from yolo.engine.trainer import Trainer
+from yolo.output_pipe import output_closed
 from yolo.errors import (MAX_MESSAGE, CfgError, ConfigError, DataError, LoaderWorkerError, NonFiniteLossError,
                          OutputError, TrainingProcessLost, WeightsError, shown)
 from yolo.settings.train import TrainOptions
@@ -46,6 +49,8 @@ logger = logging.getLogger("yolo.train")
 EXIT_NON_FINITE = 3
 EXIT_WORKER_DIED = 4  # a data loader worker died (kill -9, the OOM killer): last.pt holds the last completed update
 EXIT_PROCESS_LOST = 5  # another process of a distributed run died
+# what sets the memory a run needs, for the one line when it runs out
+TRAIN_MEMORY = "--batch-size (or raise subdivisions= in the cfg), --img-size or --workers, or leave out --cache-images"
 
 
 def newest_run(project: Path) -> Path:
@@ -67,6 +72,12 @@ def main(args: argparse.Namespace) -> int:
             resume = str(newest_run(Path(args.project)))
         except FileNotFoundError as exc:
             fail(str(exc))
+    elif resume is not None and Path(args.project) != Path(TrainOptions().project):
+        # a run continues in its own folder (its checkpoints, results.csv and settings are there); moving it is
+        # the user's to do (the folder can be moved whole, then resumed where it is)
+        fail(f"--project {args.project} with --resume {resume}: a resumed run continues in its own folder "
+             f"({Path(resume).parent if Path(resume).suffix == '.pt' else Path(resume)}); --project only says where "
+             "a bare --resume looks for the newest run")
     if resume is None and (args.cfg is None or args.data is None):
         fail("--cfg and --data are required (or --resume a run)")
     options = settings_from(args, TrainOptions, resume=resume)
@@ -90,7 +101,9 @@ def main(args: argparse.Namespace) -> int:
     except TrainingProcessLost as exc:  # each surviving process says it, in one line
         print(f"error: {shown(exc, MAX_MESSAGE)}", file=sys.stderr)
         return EXIT_PROCESS_LOST
-    except (CfgError, DataError, WeightsError, ConfigError, FileNotFoundError) as exc:
+    except DataError as exc:  # a bad file met while training (in a loader worker too): the file, and how to go on
+        fail(data_error_line(exc, trainer))
+    except (CfgError, WeightsError, ConfigError, FileNotFoundError) as exc:
         fail(str(exc))
     if result.status == "interrupted":
         if trainer.main or result.failure:  # once, not once per process (but where a loader worker died)
@@ -103,7 +116,19 @@ def main(args: argparse.Namespace) -> int:
     if m:
         summary += f": mAP50 {m.get('mAP50', 0):.4f}, mAP50_95 {m.get('mAP50_95', 0):.4f}"
     print(f"{summary}; results in {shown(result.run_dir, MAX_MESSAGE)}", file=sys.stderr)
-    return 0
+    return EXIT_CLOSED_PIPE if output_closed() else 0  # a finished run whose reader left: 141, as after SIGPIPE
+
+
+def data_error_line(exc: DataError, trainer: Optional[Trainer]) -> str:
+    """One short line for a bad file met while training: its own message (not the loader worker's traceback
+    PyTorch wraps it in) and, where the run has a ``last.pt``, the command that continues it once the file is
+    repaired or removed."""
+    message = one_line(original_message(exc))
+    run_dir = trainer.run_dir if trainer is not None else None
+    last = run_dir / "last.pt" if run_dir is not None else None
+    if last is not None and last.is_file():
+        message += f"; repair or remove it, then continue with: {invoked_command('train')} --resume {last}"
+    return message
 
 
 def interrupted_status(stopped_by: str) -> int:
@@ -118,4 +143,4 @@ def interrupted_status(stopped_by: str) -> int:
 
 def cli(argv: Optional[List[str]] = None) -> None:
     """Console entry point: ``yolo-train``."""
-    sys.exit(run_tool(main, parse_args(argv)))
+    sys.exit(run_tool(main, parse_args(argv), reduce=TRAIN_MEMORY))

@@ -1,6 +1,7 @@
 """A DataLoader with the project's collate and a seeded shuffle; the training loader of a whole run."""
 from __future__ import annotations
 
+import os
 from typing import Callable, Iterator, List, Optional, Tuple
 
 import cv2
@@ -10,6 +11,18 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from yolo.data.collate import collate_fn, collate_uint8
 from yolo.data.worker_signals import ignore_stop_signals
 from yolo.device import cpu_threads
+from yolo.errors import ConfigError
+
+try:
+    import resource
+except ImportError:  # pragma: no cover - not on Windows
+    resource = None
+
+# Open files a loader worker costs the main process: its queue's pipe and process sentinel, and the shared-memory
+# handles of the batches it has ready (two ahead, a few tensors each) while they are received; measured: 2 workers
+# run under ``ulimit -n 40``, not under 20.
+FILES_PER_WORKER = 12
+FILES_SPARE = 16
 from yolo.ops.sizes import ImageSize
 
 
@@ -92,6 +105,30 @@ def default_workers(mini_batch: int, processes_per_machine: int = 1, cpus: Optio
     return max(0, min(share, int(mini_batch)))
 
 
+def ensure_open_files(workers: int) -> None:
+    """Make room for ``workers`` loader workers under the open-file limit (``ulimit -n``): raise the soft limit
+    up to the hard one where needed (as a shell's ``ulimit -n`` would), else a :class:`ConfigError` that says
+    what to do. Without the room, PyTorch's shared-memory handles run out ("Too many open files") in a worker's
+    feeder thread, and the main process waits forever for a batch that never comes."""
+    if workers <= 0 or resource is None:
+        return
+    try:
+        open_now = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return  # no /proc: nothing to count with
+    need = open_now + FILES_SPARE + FILES_PER_WORKER * workers
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return
+    if hard == resource.RLIM_INFINITY or hard >= need:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need if hard == resource.RLIM_INFINITY else min(hard, max(
+            need, 4096)), hard))
+        return
+    raise ConfigError(f"the open-file limit (ulimit -n) is {hard}: {workers} data loader worker(s) need about {need} "
+                      f"open files ({open_now} are open); raise the limit (ulimit -n {max(1024, need)}) or use fewer "
+                      "--workers (0: load in the main process)")
+
+
 def init_worker(worker_id: int) -> None:
     """The ``worker_init_fn`` of the project's loaders: one torch thread (:func:`one_thread_per_worker`), and the
     stop signals left to the main process (:func:`yolo.data.worker_signals.ignore_stop_signals`)."""
@@ -119,6 +156,7 @@ class EpochLoader:
                  uint8_images: bool = False, pending_images: bool = False):
         if pending_images and not uint8_images:
             raise ValueError("pending_images needs uint8_images (the consumer finishes the batch)")
+        ensure_open_files(num_workers)
         img_size: ImageSize = dataset.img_size
         self.batches = SizedBatchSampler([], batch_size, size_of or (lambda number: img_size))
         self.batches.pending_images = bool(pending_images)
@@ -162,6 +200,7 @@ def create_dataloader(dataset: Dataset, batch_size: int, shuffle: bool = False, 
     ``num_workers`` and a resumed run sees the same data. Call :func:`set_epoch` before each
     epoch. Pass a ``sampler`` (e.g. ``DistributedSampler``) for DDP; ``shuffle`` is then ignored.
     """
+    ensure_open_files(num_workers)
     if sampler is None and shuffle:
         sampler = EpochShuffleSampler(len(dataset), seed)
     generator = torch.Generator()

@@ -4,14 +4,21 @@
 limit is often lower: cgroup v2 ``memory.max - memory.current``, cgroup v1 ``memory.limit_in_bytes -
 memory.usage_in_bytes``, in the process's own cgroup and every parent up to the root (a parent's limit binds too).
 The page cache of files read (``inactive_file`` in ``memory.stat``) counts in the usage but the kernel drops it
-before it kills anyone, so it is added back, as ``docker stats`` and the kubelet do. The least of all these is the
-figure; every file is optional (a bare machine has no cgroup limit, another system no ``/proc``).
+before it kills anyone, so it is added back, as ``docker stats`` and the kubelet do. A process limit on its address
+space (``ulimit -v``, ``RLIMIT_AS``) binds as well: the limit less the address space in use (``VmSize`` of
+``/proc/self/status``). The least of all these is the figure; every file is optional (a bare machine has no cgroup
+limit, another system no ``/proc``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional
+
+try:
+    import resource
+except ImportError:  # pragma: no cover - not on Windows
+    resource = None
 
 # cgroup v1 writes "no limit" as a page-rounded 2**63 - 1; anything this large is no limit.
 NO_LIMIT = 1 << 60
@@ -114,11 +121,39 @@ def cgroup_available(cgroup_root: Path = Path("/sys/fs/cgroup"),
     return best
 
 
+def address_space_available(limit: Optional[int] = None,
+                            status: Path = Path("/proc/self/status")) -> Optional[Available]:
+    """What the process's address-space limit (``ulimit -v``: ``limit`` bytes, by default the soft
+    ``RLIMIT_AS``) leaves: the limit less ``VmSize`` (the address space in use); None without a limit, or
+    where the size in use cannot be read."""
+    if limit is None:
+        if resource is None:
+            return None
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if limit < 0 or limit >= NO_LIMIT:  # RLIM_INFINITY is -1
+        return None
+    used = None
+    try:
+        for line in status.read_text().splitlines():
+            if line.startswith("VmSize:"):
+                parts = line.split()
+                used = int(parts[1]) * (1024 if len(parts) > 2 and parts[2].lower() == "kb" else 1)
+    except (OSError, UnicodeDecodeError, ValueError, IndexError):
+        return None
+    if used is None:
+        return None
+    return Available(max(0, limit - used), f"the address-space limit of this process (ulimit -v {limit // 1024})")
+
+
 def available_memory(meminfo: Path = Path("/proc/meminfo"), cgroup_root: Path = Path("/sys/fs/cgroup"),
-                     proc_cgroup: Path = Path("/proc/self/cgroup")) -> Optional[Available]:
-    """The memory this process can still take: the least of ``MemAvailable`` and the cgroup headroom (None when
-    neither can be read, as on a system without ``/proc``)."""
+                     proc_cgroup: Path = Path("/proc/self/cgroup"),
+                     status: Path = Path("/proc/self/status")) -> Optional[Available]:
+    """The memory this process can still take: the least of ``MemAvailable``, the cgroup headroom and what the
+    address-space limit leaves (None when none can be read, as on a system without ``/proc``)."""
     figures = []
+    space = address_space_available(status=status)
+    if space is not None:
+        figures.append(space)
     machine = meminfo_available(meminfo)
     if machine is not None:
         figures.append(Available(machine, "MemAvailable in /proc/meminfo"))
@@ -128,4 +163,4 @@ def available_memory(meminfo: Path = Path("/proc/meminfo"), cgroup_root: Path = 
     return min(figures, key=lambda a: a.bytes) if figures else None
 
 
-__all__ = ["Available", "available_memory", "cgroup_available", "meminfo_available"]
+__all__ = ["Available", "address_space_available", "available_memory", "cgroup_available", "meminfo_available"]

@@ -67,6 +67,7 @@ import numpy as np
 from yolo.errors import shown
 from yolo.ops.letterbox import (LETTERBOX_FILL, LETTERBOX_FILL_UINT8, LetterboxInfo, fit_image_darknet, letterbox,
                                 letterbox_params, stretch)
+from yolo.data.crop_limits import crop_problem
 from yolo.data.darknet_augment import FINISHED_IMAGES, darknet_item
 from yolo.data.darknet_batched import PENDING_IMAGES
 from yolo.data.darknet_opencv_augment import darknet_opencv_item, effective_mixup
@@ -124,6 +125,9 @@ def augment_config(overrides: Optional[Mapping[str, Any]] = None, **kwargs) -> D
         raise ValueError(f"augmentation pipeline={hyp['pipeline']!r}; known: {', '.join(PIPELINES)}")
     if hyp["resize"] <= 0 or hyp["max_boxes"] < 1:
         raise ValueError(f"augmentation resize={hyp['resize']} must be > 0 and max_boxes={hyp['max_boxes']} >= 1")
+    problem = crop_problem(hyp["pipeline"], hyp["jitter"], hyp["resize"])
+    if problem is not None:
+        raise ValueError(f"augmentation {problem[1]}")
     for key in ("saturation", "exposure"):
         if hyp[key] < 1.0:
             # Darknet's rand_scale(s) ranges over [s, 1/s] for s < 1 (its bounds are ordered): the range of 1/s.
@@ -207,6 +211,10 @@ def augment_from_cfg(net, heads: Sequence = (), mosaic_prob: float = 0.5,
         last = list(heads)[-1]
         hyp["jitter"] = last.get_float("jitter", 0.2)
         cfg_darknet_only["resize"] = last.get_float("resize", 1.0)
+        if not ({"jitter", "resize", "pipeline"} & {k for k, v in overrides.items() if v is not None}):
+            problem = crop_problem(pipeline, hyp["jitter"], cfg_darknet_only["resize"])
+            if problem is not None:  # the cfg's own values: said at their line
+                raise last.error(problem[1], problem[0])
         cfg_darknet_only["max_boxes"] = float(last.get_int("max", 200))
     # A key of the other pipeline is an error unless it has its no-op value (a saved hyp.yaml lists them all).
     neutral = {**DEFAULT_AUGMENT, "scale": 0.0, "translate": 0.0, "degrees": 0.0, "mosaic": 0.0}

@@ -14,17 +14,16 @@ blocked mask, ignores the signals, then unblocks them (one that arrived meanwhil
 unblocks them once the workers are started and receives what arrived meanwhile.
 
 Since they ignore SIGTERM, workers still running when the main process exits are ended by
-:func:`end_loader_workers` (an exit handler), which multiprocessing's own handler would otherwise wait for forever.
+:func:`end_leftover_workers` (an exit handler), which multiprocessing's own handler would otherwise wait for forever.
 """
 from __future__ import annotations
 
-import atexit
 import contextlib
 import multiprocessing
-import multiprocessing.util  # its exit handler is registered before ours, which therefore runs first
+import multiprocessing.util  # its exit function first, so that ours (registered after it) runs before it
 import signal
 import threading
-import time
+from atexit import register as at_exit  # (not named register: that is the layer-type decorator)
 from typing import Iterable, Iterator
 
 # What asks a run to stop: Ctrl-C, the group's SIGTERM, a closed terminal.
@@ -71,29 +70,48 @@ class QuietStart:
         return len(self.loader)
 
 
+def end_leftover_workers() -> None:
+    """Kill (SIGKILL) the daemonic child processes still alive (PyTorch's loader workers are), and wait for them.
+
+    Registered to run when the interpreter exits: a tool that ends with an error in the middle of a loop over a
+    loader (a worker out of memory, a bad image) leaves its workers waiting for work, and ``multiprocessing``'s
+    own exit function would stop them with SIGTERM, which they ignore, then wait for them forever. That function
+    ends every daemonic child anyway (a daemonic process cannot outlive its parent); this one only does it
+    firmly, before it."""
+    leftover = [p for p in multiprocessing.active_children() if p.daemon and p.is_alive()]
+    if leftover and hasattr(signal, "SIGCHLD") and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # PyTorch's handler would report these deaths as errors
+    for process in leftover:
+        if process.is_alive():
+            process.kill()
+            process.join(timeout=5)
+
+
+at_exit(end_leftover_workers)
+
+
+def original_message(exc: BaseException) -> str:
+    """The message of the exception a loader worker raised, without PyTorch's wrapping: PyTorch re-raises it in
+    the main process as ``Caught DataError in DataLoader worker process 0.`` followed by the worker's whole
+    traceback, whose last lines are the original ``yolo.errors.DataError: <file>: <problem>``. Any other
+    exception: its message as it is. (A :class:`yolo.errors.DataError` keeps its whole text in ``problem``; its
+    message is cut at :data:`yolo.errors.MAX_MESSAGE` characters, before the file name.)"""
+    problem = getattr(exc, "problem", None)
+    text = problem if isinstance(problem, str) and problem.startswith("Caught ") else str(exc)
+    if not text.startswith("Caught ") or "Original Traceback" not in text:
+        return text
+    lines = text.rstrip().splitlines()
+    last_frame = max((i for i, line in enumerate(lines) if line.startswith(" ")), default=len(lines) - 1)
+    message = "\n".join(lines[last_frame + 1:]) or lines[-1]
+    name, sep, rest = message.partition(": ")
+    return rest if sep and name.replace(".", "").replace("_", "").isalnum() else message
+
+
 def is_worker_death(exc: BaseException) -> bool:
     """Whether ``exc`` is PyTorch's report of a loader worker that died (a kill, the OOM killer): ``DataLoader
     worker (pid N) is killed by signal: ...`` or ``... exited unexpectedly``."""
     return isinstance(exc, RuntimeError) and str(exc).startswith("DataLoader worker")
 
 
-@atexit.register
-def end_loader_workers(grace_s: float = 2.0) -> None:
-    """At the exit of the main process: end the daemonic child processes still running (data loader workers).
-    multiprocessing's own exit handler sends them SIGTERM, which loader workers ignore, then waits for them
-    forever: that is what happens when an exception (a val image that cannot be read, raised in a worker) ends a
-    tool while its traceback still holds the loader that owns them. They would be ended at exit anyway: SIGTERM
-    first, as multiprocessing does, and SIGKILL for those still there after ``grace_s`` seconds."""
-    children = [child for child in multiprocessing.active_children() if child.daemon]
-    for child in children:
-        child.terminate()
-    deadline = time.monotonic() + grace_s
-    for child in children:
-        child.join(max(0.0, deadline - time.monotonic()))
-        if child.is_alive():
-            child.kill()
-            child.join(10)
-
-
-__all__ = ["QuietStart", "STOP_SIGNALS", "end_loader_workers", "ignore_stop_signals", "is_worker_death",
-           "stop_signals_blocked"]
+__all__ = ["QuietStart", "STOP_SIGNALS", "end_leftover_workers", "ignore_stop_signals", "is_worker_death",
+           "original_message", "stop_signals_blocked"]

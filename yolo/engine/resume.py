@@ -68,6 +68,7 @@ def read_resume_checkpoint(options: TrainOptions) -> Tuple[TrainOptions, Optiona
     if "train" not in ckpt:
         raise ConfigError(f"{resume_path}: not a training checkpoint (no optimizer/epoch state); "
                           "use --weights to start a new run from it")
+    check_same_run(ckpt, resume_path)
     saved = saved_options(ckpt, resume_path)
     saved.device = options.device if options.device is not None else saved.device
     saved.workers = options.workers if options.workers is not None else saved.workers
@@ -79,6 +80,23 @@ def read_resume_checkpoint(options: TrainOptions) -> Tuple[TrainOptions, Optiona
         saved.epochs = options.epochs
     saved.resume = str(resume_path)
     return saved, ckpt
+
+
+def check_same_run(ckpt: Dict[str, Any], resume_path: Path) -> None:
+    """Refuse a ``last.pt`` that is not the run's own: its folder's ``cfg.cfg`` (written when the run started, the
+    cfg every checkpoint of the run carries) holds another cfg than the checkpoint, as when another run's last.pt
+    was copied in; resumed, it would train the other model under this run's settings and results.csv."""
+    recorded = resume_path.parent / "cfg.cfg"
+    if not recorded.is_file() or not isinstance(ckpt.get("cfg"), str):
+        return
+    try:
+        run_cfg = recorded.read_bytes().decode("utf-8", errors="replace")  # as written: line ends unchanged
+    except OSError:
+        return
+    if run_cfg != ckpt["cfg"]:
+        raise ConfigError(f"{resume_path}: not this run's checkpoint: it holds another model than the run's "
+                          f"{recorded} (another run's last.pt copied here?); resume the run it came from, or start a "
+                          f"new run with --weights {resume_path}")
 
 
 def saved_options(ckpt: Dict[str, Any], resume_path: Path) -> TrainOptions:
@@ -176,5 +194,5 @@ def check_resume_counters(start: ResumeState, steps_per_epoch: int, resume_path:
                            "obj and cls loss sums and its mini-batches)")
 
 
-__all__ = ["MACHINE_SETTINGS", "RESUME_MAY_CHANGE", "ResumeState", "check_resume_counters", "load_training_state",
-           "read_resume_checkpoint", "refuse_settings_on_resume", "saved_hyp"]
+__all__ = ["MACHINE_SETTINGS", "RESUME_MAY_CHANGE", "ResumeState", "check_resume_counters", "check_same_run",
+           "load_training_state", "read_resume_checkpoint", "refuse_settings_on_resume", "saved_hyp"]

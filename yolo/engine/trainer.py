@@ -108,6 +108,9 @@ class Trainer:
     def __init__(self, parts: TrainingParts):
         if isinstance(parts, TrainOptions):
             raise TypeError("Trainer takes the built parts of a run; Trainer.from_options(options) builds them")
+        if not isinstance(parts, TrainingParts):
+            raise TypeError(f"Trainer takes the built parts of a run (TrainingParts), got {type(parts).__name__}; "
+                            "to train from settings: Trainer.from_options(TrainOptions(cfg=..., data=..., ...))")
         p = parts
         self.options, self.hyp, self.data, self.plan = p.options, p.hyp, p.data, p.plan
         self.device, self.dist = p.device, p.dist

@@ -50,6 +50,15 @@ from yolo.settings.detect import DetectorOptions
 __all__ = ["Detector", "cfg_resize_mode"]
 
 ImageInput = Union[str, Path, np.ndarray]
+EXPECTED_IMAGE = "an image path (str or pathlib.Path) or a uint8 H x W x 3 BGR numpy array"
+EXPECTED_IMAGES = f"{EXPECTED_IMAGE}, or a list of them"
+
+
+def _kind(value) -> str:
+    """What ``value`` is, for a TypeError: its type, and for a bytes path the way to pass it."""
+    if isinstance(value, (bytes, bytearray)):
+        return f"{type(value).__name__} (a bytes path: pass os.fsdecode(path))"
+    return type(value).__name__
 
 
 # ------------------------------------------------------------------------------------ detector
@@ -160,8 +169,13 @@ class Detector:
     def _load(images) -> List[np.ndarray]:
         if isinstance(images, (str, Path, np.ndarray)):
             images = [images]
+        elif isinstance(images, (bytes, bytearray)) or not isinstance(images, Iterable):
+            # bytes iterate as ints ("got int"), None not at all: say what is taken instead
+            raise TypeError(f"Detector() takes {EXPECTED_IMAGES}, got {_kind(images)}")
         out = []
         for i, image in enumerate(images):
+            if not isinstance(image, (str, Path, np.ndarray)):
+                raise TypeError(f"Detector(): image {i}: expected {EXPECTED_IMAGE}, got {_kind(image)}")
             if isinstance(image, (str, Path)):
                 out.append(load_image(image))
             else:

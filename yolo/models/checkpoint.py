@@ -13,6 +13,7 @@ from typing import Any, Dict, Optional, Sequence, Union
 
 import torch
 
+from yolo.counts import MAX_IMAGE_SIDE
 from yolo.errors import WeightsError
 from yolo.files.atomic import atomic_path
 from yolo.files.paths import special_file
@@ -128,8 +129,9 @@ def _field_problem(ckpt: Dict[str, Any]) -> Optional[str]:
         "names": (lambda v: isinstance(v, (list, tuple)) and all(isinstance(n, str) for n in v),
                   "a list of class names"),
         "num_classes": (lambda v: _is_int(v) and v >= 0, "a class count"),
-        "input_size": (lambda v: isinstance(v, (list, tuple)) and len(v) == 2 and all(_is_int(x) and x > 0 for x in v),
-                       "[height, width]"),
+        "input_size": (lambda v: isinstance(v, (list, tuple)) and len(v) == 2
+                       and all(_is_int(x) and 0 < x <= MAX_IMAGE_SIDE for x in v),
+                       f"[height, width], sides 1 to {MAX_IMAGE_SIDE}"),
         "darknet_header": (lambda v: isinstance(v, (list, tuple)) and len(v) == 4
                            and all(_is_int(x) and x >= 0 for x in v), "[major, minor, revision, seen]"),
     }

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, Mapping, Optional, Tuple
 
+from yolo.counts import MAX_IMAGE_SIDE
+from yolo.errors import shown
 from yolo.ops.sizes import ImageSize, SizeLike, check_stride, image_size
 
 RESIZE_MODES = ("letterbox", "stretch")
@@ -60,10 +62,11 @@ def checked_record(record: Any, where: str) -> Optional[Dict[str, Any]]:
     size = record.get("img_size") if isinstance(record, Mapping) else None
     if (not isinstance(record, Mapping) or record.get("resize") not in RESIZE_MODES
             or not isinstance(size, (list, tuple)) or len(size) != 2
-            or not all(isinstance(v, int) and v > 0 for v in size)
+            or not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_IMAGE_SIDE for v in size)
             or record.get("resample", RECORDLESS_RESAMPLE) not in RESAMPLERS):
-        raise ValueError(f"{where}: malformed 'preprocessing' entry {record!r} (expected resize letterbox/stretch, "
-                         "img_size [height, width] and, if given, resample darknet/opencv)")
+        raise ValueError(f"{where}: malformed 'preprocessing' entry {shown(repr(record))} (expected resize "
+                         f"letterbox/stretch, img_size [height, width], sides 1 to {MAX_IMAGE_SIDE}, and, if given, "
+                         "resample darknet/opencv)")
     return {"resize": record["resize"], "resample": record.get("resample", RECORDLESS_RESAMPLE),
             "img_size": [int(v) for v in size], "pipeline": record.get("pipeline")}
 

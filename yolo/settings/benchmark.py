@@ -12,7 +12,7 @@ from yolo.ops.postprocess_defaults import DETECT_CONF_THRES, DETECT_IOU_THRES
 from yolo.ops.sizes import ImageSize
 from yolo.settings.common import img_size_setting, resample_setting
 from yolo.settings.declare import setting
-from yolo.settings.values import fraction, non_negative_int, positive_int
+from yolo.settings.values import fraction, non_negative_int, positive_int, thread_count
 
 
 @dataclass
@@ -29,7 +29,7 @@ class BenchmarkOptions:
     image: Optional[Path] = setting(None, "--image", type=Path,
                                     help="image to run on (default: a synthetic 768x576)")
     threads: Optional[int] = setting(
-        None, "--threads", type=positive_int,
+        None, "--threads", type=thread_count,
         help="CPU threads for both (default: the cores this process may use; 1 with --data)")
     batch_size: int = setting(8, "--batch-size", type=positive_int, help="batch size for the throughput figures")
     iters: Optional[int] = setting(None, "--iters", type=positive_int,

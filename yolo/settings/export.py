@@ -12,7 +12,7 @@ from yolo.ops.postprocess_defaults import DETECT_CONF_THRES, DETECT_IOU_THRES, M
 from yolo.ops.sizes import SIZE_RULE, ImageSize
 from yolo.settings.common import img_size_setting
 from yolo.settings.declare import setting
-from yolo.settings.values import fraction, non_negative_int, number, positive_int
+from yolo.settings.values import fraction, non_negative_int, number, positive_int, thread_count
 
 FORMATS = ("darknet", "onnx", "openvino", "torchscript")  # the keys of yolo.export.checked.SUFFIXES
 
@@ -64,7 +64,7 @@ class ExportOptions:
                                    help="with --int8: dataset YAML (or obj.data) of the calibration and mAP images")
     calib_images: int = setting(300, "--calib-images", type=positive_int,
                                 help="with --int8: calibration images (at most the train split's)")
-    threads: int = setting(2, "--threads", type=positive_int, help="CPU threads for every runtime in --benchmark")
+    threads: int = setting(2, "--threads", type=thread_count, help="CPU threads for every runtime in --benchmark")
 
 
 __all__ = ["ExportOptions", "FORMATS"]

@@ -66,6 +66,9 @@ seed_value = number(int, 0, 2**32 - 1, "a seed")             # --seed
 # --workers: each loading process holds a copy of the dataset; more than this is a typo, not a machine.
 MAX_WORKERS = 64
 worker_count = number(int, 0, MAX_WORKERS, "the number of loading processes")
+# --threads: compute threads of one process; more than this is a typo, not a machine (each thread reserves its stack).
+MAX_THREADS = 1024
+thread_count = number(int, 1, MAX_THREADS, "the number of threads")
 # --beta-nms: Darknet's DIoU-NMS subtracts (d^2/c^2)^beta_nms (src/box.c box_diounms): at 0 that is 1 and at a
 # negative exponent up to infinity, so nothing is ever suppressed; it runs in float32, whose largest value bounds it.
 nms_exponent = positive_float(3.4028234e38, "the DIoU-NMS exponent")

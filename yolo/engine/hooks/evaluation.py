@@ -12,7 +12,7 @@ import torch.nn as nn
 from torch.utils.data import DataLoader
 
 from yolo.data import collate_fn
-from yolo.data.loader import init_worker
+from yolo.data.loader import ensure_open_files, init_worker
 from yolo.data.worker_signals import QuietStart, is_worker_death
 from yolo.engine.config import Hyperparameters
 from yolo.engine.hooks.base import HookBase
@@ -20,6 +20,7 @@ from yolo.engine.stop import StopRequest
 from yolo.engine.train_state import fitness
 from yolo.evaluation import EvaluationStopped, Evaluator, evaluate_model
 from yolo.evaluation.darknet_evaluator import DarknetMapEvaluator
+from yolo.output_pipe import discard_output
 from yolo.progress import use_bars
 
 logger = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ def evaluate_run(model: nn.Module, val_set, names: List[str], hyp: Hyperparamete
                           use_pycocotools=final)
     # hyp.darknet_map: Darknet's detector map from the same forward passes (its -map chart's figure)
     darknet = DarknetMapEvaluator(names, val_set.ground_truth()) if hyp.get("darknet_map") else None
+    ensure_open_files(workers)
     loader = DataLoader(val_set, batch_size=max(1, batch_size), shuffle=False, num_workers=workers,
                         collate_fn=collate_fn, worker_init_fn=init_worker if workers > 0 else None)
     try:
@@ -81,9 +83,12 @@ def evaluate_run(model: nn.Module, val_set, names: List[str], hyp: Hyperparamete
         except Exception as exc:  # a report; never lose a run over it
             logger.warning("could not write the evaluation to TensorBoard: %s", exc)
     if final:
-        print(evaluator.summary_text(metrics))
-        if darknet is not None:
-            print(darknet.report.text())
+        try:
+            print(evaluator.summary_text(metrics))
+            if darknet is not None:
+                print(darknet.report.text())
+        except BrokenPipeError:  # the reader has gone (``| head``): the run goes on, its output discarded
+            discard_output()
     if final and run_dir is not None:
         evaluator.save_metrics(run_dir / "metrics.json", {"epoch": epoch + 1})
         if hyp.plots:

@@ -11,6 +11,7 @@ import logging
 from typing import Any, Dict
 
 from yolo.engine.hooks.base import HookBase
+from yolo.output_pipe import discard_output
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +26,8 @@ class Guarded(HookBase):
     def _call(self, method: str, *args) -> None:
         try:
             getattr(self.hook, method)(*args)
+        except BrokenPipeError:  # the reader of the output has gone (``| head``): the rest is discarded
+            discard_output()
         except Exception as exc:  # any failure of a report, never of the training itself
             trainer = args[0] if args else None
             where = f" in epoch {trainer.state.epoch + 1}" if trainer is not None else ""

@@ -5,6 +5,11 @@ unfinished temp files as left by a kill.
 :class:`RunFolderLock` holds an exclusive ``flock`` on the folder itself (no lock file to leave behind) from the
 moment the folder is opened until the run ends; the system releases it when the process dies, even by
 ``SIGKILL``, so a killed run can always be resumed. Where ``fcntl`` does not exist (Windows) there is no lock.
+
+A ``flock`` belongs to the open file, which a forked process shares: the loader's worker processes would hold
+the lock too, and outlive a killed run by the seconds they take to notice (a resume right after ``kill -9`` would
+be refused). So a forked process closes its copy of the descriptor at once (``os.register_at_fork``); the lock
+stays with the process that took it.
 """
 from __future__ import annotations
 
@@ -18,6 +23,23 @@ try:
     import fcntl
 except ImportError:  # pragma: no cover - not on Linux or macOS
     fcntl = None
+
+
+# The descriptors holding a run folder's lock in this process, closed in every forked child.
+_HELD = set()
+
+
+def _close_in_child() -> None:
+    for fd in list(_HELD):
+        try:
+            os.close(fd)  # the child's copy only: the parent's descriptor keeps the lock
+        except OSError:
+            pass
+    _HELD.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_close_in_child)
 
 
 class RunFolderLock(HookBase):
@@ -36,9 +58,11 @@ class RunFolderLock(HookBase):
             raise ConfigError(f"{self.run_dir}: another training is running in this run folder; wait for it to "
                               "end (or stop it) before resuming it") from None
         self.fd = fd
+        _HELD.add(fd)
 
     def close(self) -> None:
         if self.fd is not None:
+            _HELD.discard(self.fd)
             os.close(self.fd)  # closing the descriptor releases the lock
             self.fd = None
 

@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from yolo.engine.epoch_times import data_wait_warning
 from yolo.engine.hooks.base import HookBase
+from yolo.errors import ConfigError
 from yolo.files.atomic import atomic_path
 from yolo.inference.batch import detections_to_cpu
 from yolo.inference.postprocess import PostprocessConfig
@@ -144,6 +145,16 @@ class ResultsCSVWriter(HookBase):
         valid = (isinstance(state.get("epoch"), int)
                  and all(isinstance(state.get(key), (int, float)) for key in self.TIMES))
         self.before_stop = dict(state) if valid else {}  # a record only: a damaged one counts as no stop
+
+    def before_train(self, trainer) -> None:
+        """A resumed run's results.csv must be readable before the first epoch is spent: one that is not (not
+        UTF-8 text, not CSV) is the user's to look at, so it is neither replaced nor trained past."""
+        try:
+            read_results(self.path, before_epoch=0)
+        except (UnicodeDecodeError, csv.Error) as exc:
+            reason = f"not UTF-8 text at byte {exc.start}" if isinstance(exc, UnicodeDecodeError) else f"not CSV: {exc}"
+            raise ConfigError(f"{self.path}: {reason}; this run writes one row an epoch into it: move it aside (or "
+                              "repair it) and resume again (nothing was changed)") from None
 
     def after_epoch(self, trainer) -> None:
         state = trainer.state

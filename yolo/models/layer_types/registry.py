@@ -11,6 +11,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import torch.nn as nn
 
+from yolo.counts import MAX_IMAGE_SIDE
 from yolo.models.activations import ACTIVATIONS, CONV_ONLY
 from yolo.models.cfg import Section
 
@@ -102,6 +103,12 @@ def pool_window(section: Section, prev: Shape) -> Tuple[int, int, int, Shape]:
     padding = section.get_int("padding", size - 1)
     if padding < 0:
         raise section.error(f"'padding' must not be negative, got {padding}", "padding")
+    for key, value in (("size", size), ("padding", padding), ("stride", stride)):
+        # Darknet computes any window, but no input side is over MAX_IMAGE_SIDE: a larger window reads nothing
+        # more (cells outside the input are left out) and only costs memory (size=100000 asked for 10 TB)
+        if value > MAX_IMAGE_SIDE:
+            raise section.error(f"'{key}'={value} is larger than any input can be ({MAX_IMAGE_SIDE}, the largest "
+                                "image side)", key)
     out_h = (h + padding - size) // stride + 1
     out_w = (w + padding - size) // stride + 1
     if out_h <= 0 or out_w <= 0:
