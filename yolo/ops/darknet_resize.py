@@ -184,12 +184,14 @@ def darknet_resize_image(image: np.ndarray, out_hw: ImageSize, bgr: bool = True,
                 out=read, mode="clip")
     rgb = cv2.cvtColor(read.view(np.uint8).reshape(2 * h, 2 * w, 4), cv2.COLOR_RGBA2RGB,
                        dst=_scratch(3, (2 * h, 2 * w, 3), np.uint8))
-    # (float)byte / 255. of every byte, as a table: one pass instead of a conversion and a division
-    values = torch.from_numpy(cv2.LUT(rgb, BYTE_VALUES, dst=_scratch(4, (2 * h, 2 * w, 3), np.float32)))
-    values = values.view(2 * h, 2 * w * 3)
+    # (float)byte / 255.: the conversion, then the float32 division (correctly rounded: the double quotient
+    # rounded to float for every byte); the left and the right pixels of a row apart, each block contiguous
+    values = torch.from_numpy(_scratch(4, (2, 2 * h, w * 3), np.float32))
+    values.permute(1, 0, 2).copy_(torch.from_numpy(rgb).view(2 * h, 2, w * 3))
+    values.div_(255.0)
     left, right, upper, lower = tables.interleaved_weights()
     # Pass 1, along x, on the upper and the lower rows at once: (1 - dx) * left + dx * right.
-    part = values[:, :w * 3].mul_(left).add_(values[:, w * 3:].mul_(right))
+    part = values[0].mul_(left).add_(values[1].mul_(right))
     # Pass 2, along y: (1 - dy) * upper, then + dy * lower.
     torch.mul(part[:h], upper, out=flat).add_(part[h:].mul_(lower))
     return out
