@@ -190,15 +190,17 @@ def darknet_resize_image(image: np.ndarray, out_hw: ImageSize, bgr: bool = True,
     tables = resize_tables((ih, iw), (h, w))
     sources, cols = tables.source_rows, tables.cols.reshape(-1)
     n = len(sources)
-    packed = cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_BGR2RGBA if bgr else cv2.COLOR_RGB2RGBA,
-                          dst=_scratch(0, (ih, iw, 4), np.uint8)).view(np.uint32).reshape(ih, iw)
+    image = np.ascontiguousarray(image)
+    to_rgba = cv2.COLOR_BGR2RGBA if bgr else cv2.COLOR_RGB2RGBA
     read = _scratch(2, (n, 2 * w), np.uint32)
     if ih < n:  # fewer pixels to gather one by one along the columns first
+        packed = cv2.cvtColor(image, to_rgba, dst=_scratch(0, (ih, iw, 4), np.uint8)).view(np.uint32)[..., 0]
         np.take(np.take(packed, cols, axis=1, out=_scratch(1, (ih, 2 * w), np.uint32), mode="clip"), sources,
                 axis=0, out=read, mode="clip")
-    else:
-        np.take(np.take(packed, sources, axis=0, out=_scratch(1, (n, iw), np.uint32), mode="clip"), cols, axis=1,
-                out=read, mode="clip")
+    else:  # the rows read, then only they packed
+        rows_read = np.take(image, sources, axis=0, out=_scratch(1, (n, iw, 3), np.uint8), mode="clip")
+        packed = cv2.cvtColor(rows_read, to_rgba, dst=_scratch(0, (n, iw, 4), np.uint8)).view(np.uint32)[..., 0]
+        np.take(packed, cols, axis=1, out=read, mode="clip")
     rgb = cv2.cvtColor(read.view(np.uint8).reshape(n, 2 * w, 4), cv2.COLOR_RGBA2RGB,
                        dst=_scratch(3, (n, 2 * w, 3), np.uint8))
     # (float)byte / 255.: the conversion, then the float32 division (correctly rounded: the double quotient
