@@ -144,9 +144,6 @@ def darknet_resize(pixels: torch.Tensor, out_hw: ImageSize) -> torch.Tensor:
 
 
 _WORKSPACE = threading.local()
-# Darknet's float of each byte: (float)byte / 255. (the double quotient rounded to float: the float32 quotient
-# for every byte, checked in tests/test_darknet_resize.py)
-BYTE_VALUES = (np.arange(256) / 255.0).astype(F32)
 
 
 def _scratch(slot: int, shape: Tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -203,8 +200,9 @@ def darknet_resize_image(image: np.ndarray, out_hw: ImageSize, bgr: bool = True,
         np.take(packed, cols, axis=1, out=read, mode="clip")
     rgb = cv2.cvtColor(read.view(np.uint8).reshape(n, 2 * w, 4), cv2.COLOR_RGBA2RGB,
                        dst=_scratch(3, (n, 2 * w, 3), np.uint8))
-    # (float)byte / 255.: the conversion, then the float32 division (correctly rounded: the double quotient
-    # rounded to float for every byte); the left and the right pixels of a row apart, each block contiguous
+    # (float)byte / 255. (C divides in double, then rounds to float): the cast, then the float32 division, whose
+    # correctly rounded quotient is that value for each of the 256 bytes; the left and the right pixels of each
+    # row apart, each block contiguous
     values = _scratch(4, (2, n, w * 3), np.float32)
     np.copyto(values.transpose(1, 0, 2), rgb.reshape(n, 2, w * 3), casting="unsafe")
     values = torch.from_numpy(values).div_(255.0)
