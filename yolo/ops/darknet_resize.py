@@ -32,6 +32,9 @@ from yolo.ops.sizes import ImageSize
 __all__ = ["ResizeTables", "darknet_resize", "darknet_resize_image", "resize_tables"]
 
 F32 = np.float32
+# Pass 1 runs once per distinct source row when at most this fraction of the rows read are distinct (below it,
+# the rows saved outweigh picking the rows for pass 2; measured on 1-thread CPU time)
+SHARED_ROWS = 0.75
 
 
 def _axis_table(n_in: int, n_out: int, copy_last: bool) -> Tuple[np.ndarray, np.ndarray]:
@@ -67,7 +70,10 @@ class ResizeTables:
 
     ``rows``: Int64[2, h] the upper and lower source row of each output row; ``row_weights``: Float32[2, h];
     ``cols``: Int64[2, w] the left and right source column of each output column; ``col_weights``:
-    Float32[2, w]. Tensors per device are made on first use and kept.
+    Float32[2, w]. ``source_rows``: Int64[n] the rows pass 1 of :func:`darknet_resize_image` runs on, and
+    ``source_of_row``: Int64[2, h] where the upper and the lower row of each output row lie among them (None when
+    ``source_rows`` is ``rows`` flattened: the upper rows, then the lower ones). Tensors per device are made on
+    first use and kept.
     """
 
     def __init__(self, in_hw: ImageSize, out_hw: ImageSize):
@@ -75,6 +81,14 @@ class ResizeTables:
         self.rows, self.row_weights = _axis_table(in_hw[0], out_hw[0], copy_last=False)
         self.cols, self.col_weights = _axis_table(in_hw[1], out_hw[1], copy_last=True)
         self._on = {}
+        # The source rows pass 1 runs on: each distinct row once when neighbouring output rows share enough of
+        # them (upscaling, or downscaling by less than 2), else the upper rows then the lower ones as read.
+        distinct, position = np.unique(self.rows, return_inverse=True)
+        if len(distinct) <= SHARED_ROWS * self.rows.size:
+            self.source_rows = distinct
+            self.source_of_row = torch.from_numpy(position.reshape(2, -1))
+        else:
+            self.source_rows, self.source_of_row = self.rows.reshape(-1), None
 
     def on(self, device: torch.device) -> Tuple[torch.Tensor, ...]:
         """``(rows, cols, row_weights, col_weights)`` as tensors on ``device``, weights shaped to broadcast
@@ -130,9 +144,6 @@ def darknet_resize(pixels: torch.Tensor, out_hw: ImageSize) -> torch.Tensor:
 
 
 _WORKSPACE = threading.local()
-# Darknet's float of each byte: (float)byte / 255. (the double quotient rounded to float: the float32 quotient
-# for every byte, checked in tests/test_darknet_resize.py)
-BYTE_VALUES = (np.arange(256) / 255.0).astype(F32)
 
 
 def _scratch(slot: int, shape: Tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -152,7 +163,9 @@ def darknet_resize_image(image: np.ndarray, out_hw: ImageSize, bgr: bool = True,
 
     The pixels are packed four bytes to a ``uint32`` (RGBA) so that gathering the rows and the columns the
     resize reads moves whole pixels (the columns first when the image has fewer rows than the gather reads);
-    the float32 passes then run on rows of ``w * 3`` values, in buffers kept for the next image of the size.
+    the bytes are cast to float32 and divided by 255 (cheaper than a float lookup table); pass 1 runs once per
+    source row when neighbouring output rows share rows (``ResizeTables.source_rows``), and the float32 passes
+    run on rows of ``w * 3`` values, in buffers kept for the next image of the size.
 
     Args:
         image: ``uint8`` ``H x W x 3``, BGR (``bgr=True``, as OpenCV decodes) or RGB.
@@ -168,28 +181,39 @@ def darknet_resize_image(image: np.ndarray, out_hw: ImageSize, bgr: bool = True,
     flat = out.view(h, w * 3)
     if image.shape[:2] == (h, w):  # Darknet's copy_image: the conversion alone
         rgb = cv2.cvtColor(image, cv2.COLOR_BGR2RGB) if bgr else image
-        torch.div(torch.from_numpy(np.ascontiguousarray(rgb)).view(h, w * 3), 255.0, out=flat)
+        flat.copy_(torch.from_numpy(np.ascontiguousarray(rgb)).view(h, w * 3)).div_(255.0)
         return out
     ih, iw = image.shape[:2]
     tables = resize_tables((ih, iw), (h, w))
-    rows, cols = tables.rows.reshape(-1), tables.cols.reshape(-1)
-    packed = cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_BGR2RGBA if bgr else cv2.COLOR_RGB2RGBA,
-                          dst=_scratch(0, (ih, iw, 4), np.uint8)).view(np.uint32).reshape(ih, iw)
-    read = _scratch(2, (2 * h, 2 * w), np.uint32)
-    if ih < 2 * h:  # fewer pixels to gather one by one along the columns first
-        np.take(np.take(packed, cols, axis=1, out=_scratch(1, (ih, 2 * w), np.uint32), mode="clip"), rows, axis=0,
-                out=read, mode="clip")
-    else:
-        np.take(np.take(packed, rows, axis=0, out=_scratch(1, (2 * h, iw), np.uint32), mode="clip"), cols, axis=1,
-                out=read, mode="clip")
-    rgb = cv2.cvtColor(read.view(np.uint8).reshape(2 * h, 2 * w, 4), cv2.COLOR_RGBA2RGB,
-                       dst=_scratch(3, (2 * h, 2 * w, 3), np.uint8))
-    # (float)byte / 255. of every byte, as a table: one pass instead of a conversion and a division
-    values = torch.from_numpy(cv2.LUT(rgb, BYTE_VALUES, dst=_scratch(4, (2 * h, 2 * w, 3), np.float32)))
-    values = values.view(2 * h, 2 * w * 3)
+    sources, cols = tables.source_rows, tables.cols.reshape(-1)
+    n = len(sources)
+    image = np.ascontiguousarray(image)
+    to_rgba = cv2.COLOR_BGR2RGBA if bgr else cv2.COLOR_RGB2RGBA
+    read = _scratch(2, (n, 2 * w), np.uint32)
+    if ih < n:  # fewer pixels to gather one by one along the columns first
+        packed = cv2.cvtColor(image, to_rgba, dst=_scratch(0, (ih, iw, 4), np.uint8)).view(np.uint32)[..., 0]
+        np.take(np.take(packed, cols, axis=1, out=_scratch(1, (ih, 2 * w), np.uint32), mode="clip"), sources,
+                axis=0, out=read, mode="clip")
+    else:  # the rows read, then only they packed
+        rows_read = np.take(image, sources, axis=0, out=_scratch(1, (n, iw, 3), np.uint8), mode="clip")
+        packed = cv2.cvtColor(rows_read, to_rgba, dst=_scratch(0, (n, iw, 4), np.uint8)).view(np.uint32)[..., 0]
+        np.take(packed, cols, axis=1, out=read, mode="clip")
+    rgb = cv2.cvtColor(read.view(np.uint8).reshape(n, 2 * w, 4), cv2.COLOR_RGBA2RGB,
+                       dst=_scratch(3, (n, 2 * w, 3), np.uint8))
+    # (float)byte / 255. (C divides in double, then rounds to float): the cast, then the float32 division, whose
+    # correctly rounded quotient is that value for each of the 256 bytes; the left and the right pixels of each
+    # row apart, each block contiguous
+    values = _scratch(4, (2, n, w * 3), np.float32)
+    np.copyto(values.transpose(1, 0, 2), rgb.reshape(n, 2, w * 3), casting="unsafe")
+    values = torch.from_numpy(values).div_(255.0)
     left, right, upper, lower = tables.interleaved_weights()
-    # Pass 1, along x, on the upper and the lower rows at once: (1 - dx) * left + dx * right.
-    part = values[:, :w * 3].mul_(left).add_(values[:, w * 3:].mul_(right))
+    # Pass 1, along x, once per source row: (1 - dx) * left + dx * right.
+    part = values[0].mul_(left).add_(values[1].mul_(right))
+    if tables.source_of_row is None:  # the upper rows, then the lower ones
+        above, below = part[:h], part[h:]
+    else:  # rows shared by neighbouring output rows: computed once, picked here
+        above, below = (torch.index_select(part, 0, tables.source_of_row[k],
+                                           out=torch.from_numpy(_scratch(5 + k, (h, w * 3), F32))) for k in (0, 1))
     # Pass 2, along y: (1 - dy) * upper, then + dy * lower.
-    torch.mul(part[:h], upper, out=flat).add_(part[h:].mul_(lower))
+    torch.mul(above, upper, out=flat).add_(below.mul_(lower))
     return out
