@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
@@ -84,10 +84,6 @@ class PostprocessConfig:
             settings["beta_nms"] = cfg_beta
         settings.setdefault("gaussian", has_gaussian_heads(getattr(net, "yolo_layers", ())))
         return cls(**settings)
-
-    def as_kwargs(self) -> Dict[str, object]:
-        """The settings by name (``PostprocessConfig(**config.as_kwargs()) == config``)."""
-        return asdict(self)
 
 
 def warn_if_not_finite(predictions: torch.Tensor, where: str) -> bool:
@@ -224,7 +220,7 @@ def postprocess(predictions: torch.Tensor, config: PostprocessConfig = Postproce
                 placements: Optional[Sequence[LetterboxInfo]] = None,
                 original_shapes: Optional[Sequence[ImageSize]] = None) -> List[Dict[str, torch.Tensor]]:
     """Model output -> per-image detections on the CPU: :func:`threshold_and_nms` for the whole batch on the
-    predictions' device (in float32), one copy of the kept rows to the CPU and, given ``placements``, each image's
+    predictions' device (half precision in float32), one copy of the kept rows to the CPU and, given ``placements``, each image's
     boxes mapped back through its placement (``placements[i]``, the :class:`LetterboxInfo` of the letterbox or
     stretch that made input ``i``) and clipped to ``original_shapes[i] = (h, w)``, the whole batch in one pass
     (:func:`boxes_to_original`).
@@ -237,13 +233,14 @@ def postprocess(predictions: torch.Tensor, config: PostprocessConfig = Postproce
     Returns:
         ``N`` dicts of CPU tensors, by decreasing score: ``boxes`` ``Float32[K, 4]`` xyxy (original-image pixels
         given ``placements``, else network-input pixels), ``scores`` ``Float32[K]``, ``labels`` ``Int64[K]``, plus
-        ``box_sigmas`` ``Float32[K, 4]`` with ``config.gaussian``; empty tensors when nothing is found.
+        ``box_sigmas`` ``Float32[K, 4]`` with ``config.gaussian``; empty tensors when nothing is found. (Float64
+        rows give float64 values.)
     """
     if (placements is None) != (original_shapes is None) or \
             placements is not None and not len(placements) == len(original_shapes) == len(predictions):
         raise ValueError(f"{len(predictions)} images, {'no' if placements is None else len(placements)} placements, "
                          f"{'no' if original_shapes is None else len(original_shapes)} original shapes")
-    flat = threshold_and_nms(predictions.float(), config)
+    flat = threshold_and_nms(predictions.to(torch.promote_types(predictions.dtype, torch.float32)), config)
     # The batch's detections to the CPU in one copy, a row per detection: box (4), score, label, [Gaussian_yolo]
     # uncertainties (4), image.
     columns = (flat.boxes, flat.scores[:, None], flat.labels[:, None].to(flat.boxes.dtype),
