@@ -358,6 +358,24 @@ def test_gaussian_rows_use_darknet_score_rule():
     assert none["boxes"].shape == (0, 4) and none["box_sigmas"].shape == (0, 4)
 
 
+def test_post_processing_of_a_gaussian_model_scores_its_rows_by_darknet_rule(small_gaussian):
+    """PostprocessConfig.for_model knows the rows end with four sigmas, so every user of it (training's sample
+    pictures here) scores them by Darknet's rule and returns the sigmas."""
+    from yolo.engine.hooks.writers import sample_detections
+
+    _, _, model = small_gaussian
+    config = PostprocessConfig.for_model(model, conf_thres=0.01)
+    assert config.gaussian and not PostprocessConfig.for_model(torch.nn.Linear(1, 1)).gaussian
+    images = torch.randint(0, 256, (2, 3, 96, 128), generator=torch.Generator().manual_seed(0), dtype=torch.uint8)
+    found = sample_detections(model, images, torch.device("cpu"))
+    with torch.no_grad():
+        expected = postprocess(model.eval()(images.float() / 255), PostprocessConfig(gaussian=True))
+    assert [sorted(d) for d in found] == [["box_sigmas", "boxes", "labels", "scores"]] * 2
+    assert sum(len(d["scores"]) for d in found) > 0
+    for got, want in zip(found, expected):
+        assert torch.equal(got["scores"], want["scores"]) and torch.equal(got["box_sigmas"], want["box_sigmas"])
+
+
 def test_detector_takes_nms_kind_from_a_last_gaussian_head(tmp_path):
     """Darknet's detector reads nms_kind from the last layer, here a [Gaussian_yolo] (cornersnms suppresses by
     IoU like the default)."""
