@@ -220,10 +220,10 @@ def postprocess(predictions: torch.Tensor, config: PostprocessConfig = Postproce
                 placements: Optional[Sequence[LetterboxInfo]] = None,
                 original_shapes: Optional[Sequence[ImageSize]] = None) -> List[Dict[str, torch.Tensor]]:
     """Model output -> per-image detections on the CPU: :func:`threshold_and_nms` for the whole batch on the
-    predictions' device (half precision in float32), one copy of the kept rows to the CPU and, given ``placements``, each image's
-    boxes mapped back through its placement (``placements[i]``, the :class:`LetterboxInfo` of the letterbox or
-    stretch that made input ``i``) and clipped to ``original_shapes[i] = (h, w)``, the whole batch in one pass
-    (:func:`boxes_to_original`).
+    predictions' device (half precision in float32), one copy of the kept rows to the CPU and, given
+    ``placements``, each image's boxes mapped back through its placement (``placements[i]``, the
+    :class:`LetterboxInfo` of the letterbox or stretch that made input ``i``) and clipped to
+    ``original_shapes[i] = (h, w)``, the whole batch in one pass (:func:`boxes_to_original`).
 
     Args:
         predictions: ``Float[N, B, 5 + C]`` model eval rows (``Float[N, B, 9 + C]`` with ``config.gaussian``).
