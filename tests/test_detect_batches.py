@@ -14,11 +14,10 @@ from conftest import asset
 from helpers import assert_same_detections, one_line_error, write_mjpg_video
 from yolo.cli.detect import cli, main, parse_args
 from yolo.files.images import load_image
-from yolo.inference.batch import boxes_to_original, postprocess_batch
 from yolo.inference.detector import Detector
 from yolo.inference.device_preprocess import preprocess_on_device
 from yolo.inference.graphed import GRAPH_MAX_BATCH
-from yolo.inference.postprocess import PostprocessConfig
+from yolo.inference.postprocess import PostprocessConfig, boxes_to_original, postprocess
 from yolo.inference.read_ahead import map_ahead, read_ahead
 from yolo.inference.runner import run_defaults
 from yolo.inference.staging import HostStaging
@@ -99,7 +98,7 @@ def test_boxes_to_original_equals_each_images_own_map():
 
 
 def test_a_batch_comes_to_the_host_in_one_copy(monkeypatch):
-    """postprocess_batch copies the whole batch's detections to the host once, not once per image."""
+    """postprocess copies the whole batch's detections to the host once, not once per image."""
     g = torch.Generator().manual_seed(1)
     predictions = torch.rand(6, 300, 5 + 3, generator=g)
     predictions[..., :4] *= 100
@@ -118,7 +117,7 @@ def test_a_batch_comes_to_the_host_in_one_copy(monkeypatch):
     monkeypatch.setattr(torch.Tensor, "cpu", counted_cpu)
     monkeypatch.setattr(torch.Tensor, "to", counted_to)
     placements = [LetterboxInfo(0.5, 0.5, 0.0, 10.0)] * 6
-    dets = postprocess_batch(predictions, PostprocessConfig(conf_thres=0.3), placements, [(300, 200)] * 6)
+    dets = postprocess(predictions, PostprocessConfig(conf_thres=0.3), placements, [(300, 200)] * 6)
     assert sum(len(d["labels"]) for d in dets) > 6
     assert len(copies) == 1
 

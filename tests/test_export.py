@@ -5,6 +5,7 @@ from a trained checkpoint in OpenCV DNN (an independent Darknet implementation).
 with our eval output: boxes relative to the input size, probabilities absolutely, within 1e-4.
 """
 import copy
+import dataclasses
 import re
 
 import cv2
@@ -145,8 +146,7 @@ def test_onnx_with_nms_equals_postprocess(tiny_v3, tmp_path):
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     x = batch(hw, 2)
     boxes, scores, labels, image = session.run(None, {"images": x.numpy()})
-    expected = postprocess(torch.from_numpy(eval_output(model, x)), options.conf_thres, options.iou_thres,
-                           max_det=options.max_det)
+    expected = postprocess(torch.from_numpy(eval_output(model, x)), options)
     for i, ref in enumerate(expected):
         mine = image == i
         assert len(ref["scores"]) > 2
@@ -164,8 +164,8 @@ def test_onnx_with_agnostic_nms_equals_postprocess(tiny_v3, tmp_path):
     x = batch(hw, 2)
     boxes, scores, labels, image = session.run(None, {"images": x.numpy()})
     predictions = torch.from_numpy(eval_output(model, x))
-    expected = postprocess(predictions, **options.as_kwargs())
-    per_class = postprocess(predictions, **{**options.as_kwargs(), "agnostic": False})
+    expected = postprocess(predictions, options)
+    per_class = postprocess(predictions, dataclasses.replace(options, agnostic=False))
     assert sum(len(r["scores"]) for r in expected) < sum(len(r["scores"]) for r in per_class)  # it matters here
     for i, ref in enumerate(expected):
         mine = image == i

@@ -14,9 +14,7 @@ from tqdm import tqdm
 
 from yolo.evaluation.darknet_evaluator import DarknetMapEvaluator, check_darknet_map_model
 from yolo.evaluation.evaluator import Evaluator
-from yolo.inference.batch import postprocess_batch, warn_if_not_finite
-from yolo.inference.postprocess import PostprocessConfig
-from yolo.models.heads import has_gaussian_heads
+from yolo.inference.postprocess import PostprocessConfig, postprocess, warn_if_not_finite
 from yolo.ops.letterbox import LetterboxInfo
 from yolo.ops.pixels import images_to_float
 from yolo.ops.postprocess_defaults import EVAL_CONF_THRES, EVAL_IOU_THRES, MAX_DET
@@ -81,7 +79,7 @@ def evaluate_model(
             ``orig_shape`` ``(h, w)`` and the ``letterbox`` :class:`yolo.ops.letterbox.LetterboxInfo` placement.
         evaluator: reset here, then fed every batch (boxes xyxy original-image pixels).
         conf_thres, iou_thres, max_det, multi_label: the :class:`~yolo.inference.postprocess.PostprocessConfig`
-            of :func:`yolo.inference.batch.postprocess_batch`, the ``Detector``'s post-processing (the
+            of :func:`yolo.inference.postprocess.postprocess`, the ``Detector``'s post-processing (the
             defaults are evaluation's, :mod:`yolo.ops.postprocess_defaults`: every class above 0.001 per box,
             NMS IoU 0.6, 300 per image).
         amp: autocast the forward pass (CUDA only).
@@ -97,12 +95,11 @@ def evaluate_model(
         includes Darknet's post-processing with ``darknet_map``) and, with ``darknet_map``, ``darknet_map``
         (:meth:`~yolo.evaluation.darknet_map.DarknetMapReport.as_dict`).
     """
-    # The Detector's post-processing (yolo.inference.batch.postprocess_batch) at COCO's settings, with
-    # Darknet's own NMS variant for the cfg (its last [yolo]'s nms_kind / beta_nms).
+    # The Detector's post-processing (yolo.inference.postprocess.postprocess) at COCO's settings, with
+    # Darknet's own NMS variant for the cfg (its last [yolo]'s nms_kind / beta_nms) and, with a [Gaussian_yolo]
+    # head, Darknet's score for rows that end with four uncertainties.
     settings = PostprocessConfig.for_model(model, conf_thres=conf_thres, iou_thres=iou_thres, multi_label=multi_label,
                                            max_det=max_det)
-    # With a [Gaussian_yolo] head every row ends with four uncertainties, which Darknet's score uses.
-    gaussian = has_gaussian_heads(getattr(getattr(model, "module", model), "yolo_layers", ()))
     if darknet_map is not None:
         check_darknet_map_model(model)
         darknet_map.reset()
@@ -142,7 +139,7 @@ def evaluate_model(
                     warn_if_not_finite(preds, desc)
                 placements, shapes = _placements(infos)
                 image_ids = [info["image_id"] for info in infos]
-                evaluator.process(image_ids, postprocess_batch(preds, settings, placements, shapes, gaussian))
+                evaluator.process(image_ids, postprocess(preds, settings, placements, shapes))
                 if darknet_map is not None:
                     darknet_map.process(image_ids, preds, placements, shapes, tuple(images.shape[-2:]), model)
                 t3 = time.perf_counter()

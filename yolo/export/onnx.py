@@ -180,7 +180,7 @@ def verify_onnx(path: Union[str, Path], model, inputs: Sequence[torch.Tensor], t
         outs = session.run(None, session_feed(session, x))
         if nms is None:
             return reference.compare(outs[0], ref, x)
-        expected = postprocess(ref, **nms.as_kwargs())
+        expected = postprocess(ref, nms)
         found = split_detections(*outs, batch_size=x.shape[0])
         return detections_difference(found, expected, tuple(x.shape[-2:])), None
 

@@ -6,10 +6,9 @@ the cfg's choice, as Darknet's ``letter_box``) to RGB float 0..1, by default wit
 (``resample="opencv"``: OpenCV DNN's input) (:func:`yolo.inference.preprocess.preprocess` on the CPU; on CUDA
 the ``uint8`` images are uploaded, in one copy from a pinned buffer the Detector keeps
 (:mod:`yolo.inference.staging`), and resized there, :func:`yolo.inference.device_preprocess.preprocess_on_device`)
--> model (eval decode) -> thresholds and NMS for the whole batch on the model's device
-(:func:`yolo.inference.postprocess.postprocess_flat`) -> one copy of the final detections to the CPU -> boxes
-mapped back to the original image and clipped (the last three: :func:`yolo.inference.batch.postprocess_batch`,
-which evaluation uses too).
+-> model (eval decode) -> thresholds and NMS for the whole batch on the model's device -> one copy of the
+final detections to the CPU -> boxes mapped back to the original image and clipped (the last three:
+:func:`yolo.inference.postprocess.postprocess`, which evaluation uses too).
 
 For speed the model is prepared for inference once (:func:`yolo.inference.prepare.prepare_for_inference`:
 BN folded, channels-last, the CPU kernels of :mod:`yolo.accel`; on CUDA optional fp16). On the CPU a batch
@@ -34,14 +33,12 @@ from yolo.files.images import as_bgr, load_image
 from yolo.files.names import check_names_count, names_beside_cfg, read_names
 from yolo.inference.device_preprocess import preprocess_on_device
 from yolo.inference.graphed import GraphedForward
-from yolo.inference.batch import postprocess_batch, warn_if_not_finite
-from yolo.inference.postprocess import PostprocessConfig
+from yolo.inference.postprocess import PostprocessConfig, postprocess, warn_if_not_finite
 from yolo.inference.prepare import prepare_for_inference
 from yolo.inference.preprocess import LetterboxInfo, preprocess
 from yolo.inference.staging import HostStaging
 from yolo.inference.tiling import TiledDetector
 from yolo.inference.tracking import track_frames
-from yolo.models.heads import has_gaussian_heads
 from yolo.models.preprocessing import cfg_resize_mode, default_resample, default_resize, model_input_choice
 from yolo.ops.sizes import ImageSize
 from yolo.settings.declare import with_settings_signature
@@ -80,7 +77,7 @@ class Detector:
     ``labels`` ``Int64[K]`` and ``names`` (``list[str]``, one per box); empty tensors when nothing is found.
     With ``[Gaussian_yolo]`` heads each dict also has ``box_sigmas`` ``Float[K, 4]`` (the uncertainties of
     tx, ty, tw, th), and scores follow Darknet's rule for them
-    (:func:`yolo.models.layer_types.gaussian_yolo.postprocess_gaussian`).
+    (:class:`~yolo.inference.postprocess.PostprocessConfig`'s ``gaussian``).
     """
 
     def __init__(self, cfg: Union[str, Path, None], weights: Union[str, Path, None], *,
@@ -106,7 +103,6 @@ class Detector:
         self.img_size: ImageSize
         self.img_size, self.img_size_from = model_input_choice(self.model, opts.img_size, "img_size")
         self.num_classes = int(self.model.num_classes)
-        self.gaussian = has_gaussian_heads(self.model.yolo_layers)
         self.names = self._resolve_names(opts.names, cfg)
         classes = opts.classes
         unknown = sorted(set(classes or ()) - set(range(self.num_classes)))
@@ -237,16 +233,16 @@ class Detector:
     def postprocess(self, predictions: torch.Tensor, infos: Sequence[LetterboxInfo],
                     shapes: Sequence[Tuple[int, int]]) -> List[Dict]:
         """Model output ``Float[N, B, 5+C]`` -> per-image detections in original pixels (CPU tensors), with the
-        class ``names``: :func:`yolo.inference.batch.postprocess_batch` (evaluation's path too) under this
+        class ``names``: :func:`yolo.inference.postprocess.postprocess` (evaluation's path too) under this
         detector's :attr:`settings`.
 
-        Thresholds and NMS run on the predictions' device for the whole batch (image by image for
-        ``[Gaussian_yolo]`` heads); the final detections come to the CPU in one copy."""
+        Thresholds and NMS run on the predictions' device for the whole batch; the final detections come to
+        the CPU in one copy."""
         if not self._output_checked:  # once: the check waits for the device
             self._output_checked = True
             warn_if_not_finite(predictions, self.source)
         out = []
-        for det in postprocess_batch(predictions, self.settings, infos, shapes, self.gaussian):
+        for det in postprocess(predictions, self.settings, infos, shapes):
             names = [self.names[k] for k in det["labels"].tolist()]
             out.append({"boxes": det["boxes"], "scores": det["scores"], "labels": det["labels"], "names": names,
                         **({"box_sigmas": det["box_sigmas"]} if "box_sigmas" in det else {})})

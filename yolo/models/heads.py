@@ -39,7 +39,7 @@ def is_gaussian_head(module) -> bool:
 def has_gaussian_heads(heads) -> bool:
     """Whether any of ``heads`` (a model's ``yolo_layers``) is a [Gaussian_yolo] head: then every row of the
     model's eval output has the sigma columns (:func:`uniform_eval_rows`) and is scored by Darknet's Gaussian
-    rule (:func:`yolo.models.layer_types.gaussian_yolo.postprocess_gaussian`)."""
+    rule (:func:`yolo.inference.postprocess.threshold_and_nms`)."""
     return any(is_gaussian_head(h) for h in heads)
 
 

@@ -6,7 +6,6 @@ leaf module :mod:`yolo.errors`).
 * :mod:`~yolo.ops.nms` - Darknet's NMS variants;
 * :mod:`~yolo.ops.pixels` - ``uint8`` image batches to the network's float input;
 * :mod:`~yolo.ops.postprocess_defaults` - the post-processing defaults (thresholds, ``max_det``), written once;
-* :mod:`~yolo.ops.detections` - the per-image detection dict (``boxes``, ``scores``, ``labels``);
 * :mod:`~yolo.ops.sizes` - network input sizes ``(height, width)`` and the stride check;
 * :mod:`~yolo.ops.coco` - COCO's JSON side: category and image ids, ``xywh`` boxes, result dicts.
 """

@@ -23,9 +23,7 @@ from yolo.engine.epoch_times import data_wait_warning
 from yolo.engine.hooks.base import HookBase
 from yolo.errors import ConfigError
 from yolo.files.atomic import atomic_path
-from yolo.inference.batch import detections_to_cpu
-from yolo.inference.postprocess import PostprocessConfig
-from yolo.models.heads import has_gaussian_heads
+from yolo.inference.postprocess import PostprocessConfig, postprocess
 from yolo.ops.pixels import images_to_float
 from yolo.ops.sizes import size_text
 from yolo.plots import results_figure
@@ -240,15 +238,14 @@ class TensorBoardWriter(HookBase):
 @torch.no_grad()
 def sample_detections(model: nn.Module, images: torch.Tensor, device: torch.device) -> List[Dict[str, torch.Tensor]]:
     """``model``'s detections on ``images`` (``UInt8[N, 3, H, W]`` RGB at the network input size) as detect.py finds
-    them: the Detector's post-processing (:func:`yolo.inference.batch.detections_to_cpu`) at detection's defaults
-    with the cfg's own NMS variant (:meth:`PostprocessConfig.for_model`). One dict per image of CPU tensors:
-    ``boxes`` ``Float32[K, 4]`` xyxy input pixels, ``scores`` ``Float32[K]``, ``labels`` ``Int64[K]``."""
+    them: the Detector's post-processing (:func:`yolo.inference.postprocess.postprocess`) at detection's defaults
+    with the cfg's own NMS variant and head kind (:meth:`PostprocessConfig.for_model`). One dict per image of CPU
+    tensors: ``boxes`` ``Float32[K, 4]`` xyxy input pixels, ``scores`` ``Float32[K]``, ``labels`` ``Int64[K]``."""
     settings = PostprocessConfig.for_model(model)
-    gaussian = has_gaussian_heads(getattr(model, "module", model).yolo_layers)  # rows with 4 sigmas
     was_training = model.training
     model.eval()
     try:
-        return detections_to_cpu(model(images_to_float(images.to(device))), settings, gaussian)
+        return postprocess(model(images_to_float(images.to(device))), settings)
     finally:
         model.train(was_training)
 

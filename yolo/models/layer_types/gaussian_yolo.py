@@ -13,21 +13,18 @@ two offsets (0 and 2 only, not their sigmas) to ``sigmoid * s - (s - 1) / 2``; 4
 
 With ``yolo_point=left_top`` (``right_bottom``) the offset locates the box's top-left (bottom-right) corner, so the
 centre is shifted by ``+w/2, +h/2`` (``-w/2, -h/2``). Darknet scores a class as
-``objectness * p_class * (1 - mean of the four sigmas)`` (:func:`postprocess_gaussian`).
+``objectness * p_class * (1 - mean of the four sigmas)`` (:func:`yolo.inference.postprocess.threshold_and_nms`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 import torch
 
 from yolo.models.cfg import Section
-from yolo.ops.boxes import cxcywh_to_xyxy
 from yolo.counts import MAX_ANCHORS, MAX_CLASSES
-from yolo.ops.detections import empty_detections
-from yolo.ops.nms import nms
-from yolo.ops.postprocess_defaults import BETA_NMS, DETECT_CONF_THRES, DETECT_IOU_THRES, MAX_DET
+from yolo.ops.postprocess_defaults import BETA_NMS
 from yolo.models.heads import Head, HeadOptions, check_nms_options
 from yolo.models.layer_types.head_anchors import head_anchors
 from yolo.models.layer_types.registry import LayerInfo, Shape, register
@@ -158,56 +155,3 @@ def build_gaussian_yolo(section: Section, shapes: List[Shape], prev: Shape) -> L
                             f"({classes}+9)*{len(mask)} = {(classes + NUM_BOX_ENTRIES) * len(mask)}")
     module = GaussianYOLOLayer(torch.tensor(anchors), mask, classes, opts)
     return LayerInfo(module, prev, prev)
-
-
-# -------------------------------------------------------------------------------------------- post-processing
-def postprocess_gaussian(predictions: torch.Tensor, conf_thres: float = DETECT_CONF_THRES,
-                         iou_thres: float = DETECT_IOU_THRES, classes: Optional[Sequence[int]] = None,
-                         agnostic: bool = False, multi_label: bool = False, max_det: int = MAX_DET,
-                         nms_kind: str = "default", beta_nms: float = BETA_NMS) -> List[Dict[str, torch.Tensor]]:
-    """Eval rows Float[N, B, 9+C] of Gaussian heads -> one dict per image, as :func:`yolo.inference.postprocess.postprocess`
-    (same arguments; ``boxes`` Float[K, 4] xyxy input pixels, ``scores``, ``labels``) plus ``box_sigmas``
-    Float[K, 4] (sigma_tx, sigma_ty, sigma_tw, sigma_th of each kept box).
-
-    Darknet's rule (get_gaussian_yolo_detections): a box is a candidate when ``objectness > conf_thres``; a class
-    scores ``objectness * p_class * (1 - mean sigma)`` and is kept when that is ``> conf_thres``.
-    """
-    if predictions.dim() != 3 or predictions.shape[-1] < NUM_BOX_ENTRIES + 1:
-        raise ValueError(f"predictions must be [N, B, 9 + C], got {tuple(predictions.shape)}")
-    num_classes = predictions.shape[-1] - NUM_BOX_ENTRIES
-    class_filter = None if classes is None else torch.as_tensor(list(classes), dtype=torch.int64,
-                                                                   device=predictions.device)
-    results = []
-    for image_pred in predictions.float():
-        pred = image_pred[image_pred[:, 4] > conf_thres]
-        sigmas = pred[:, 5 + num_classes:]
-        scores_all = pred[:, 5:5 + num_classes] * pred[:, 4:5] * (1.0 - sigmas.mean(1, keepdim=True))
-        boxes = cxcywh_to_xyxy(pred[:, :4])
-        if multi_label:
-            box_idx, labels = (scores_all > conf_thres).nonzero(as_tuple=True)
-            scores = scores_all[box_idx, labels]
-        else:
-            if len(pred):
-                scores, labels = scores_all.max(dim=1)
-            else:
-                scores, labels = scores_all.new_zeros(0), torch.zeros(0, dtype=torch.int64, device=pred.device)
-            box_idx = (scores > conf_thres).nonzero().squeeze(1)
-            scores, labels = scores[box_idx], labels[box_idx]
-        if class_filter is not None:
-            keep = torch.isin(labels, class_filter)
-            box_idx, scores, labels = box_idx[keep], scores[keep], labels[keep]
-        if scores.numel() == 0:
-            out = empty_detections(predictions.device, predictions.dtype)
-            out["box_sigmas"] = torch.zeros((0, 4), device=predictions.device, dtype=predictions.dtype)
-            results.append(out)
-            continue
-        group = torch.zeros_like(labels) if agnostic else labels
-        keep = nms(boxes[box_idx], scores, group, iou_thres, nms_kind, beta_nms)[:max_det]
-        results.append({
-            "boxes": boxes[box_idx][keep].to(predictions.dtype),
-            "scores": scores[keep].to(predictions.dtype),
-            "labels": labels[keep].to(torch.int64),
-            "box_sigmas": sigmas[box_idx][keep].to(predictions.dtype),
-        })
-    return results
-
