@@ -16,7 +16,7 @@ from yolo.backends.base import Backend, recorded_names, recorded_size
 from yolo.errors import CfgError, WeightsError
 from yolo.models.cfg import parse_cfg_text
 from yolo.models.model import Darknet
-from yolo.models.preprocessing import RESIZE_MODES
+from yolo.models.preprocessing import RECORDLESS_RESAMPLE, RESAMPLERS, RESIZE_MODES
 
 
 class ExportedModel(nn.Module):
@@ -42,8 +42,13 @@ class ExportedModel(nn.Module):
         resize = meta.get("resize")
         if resize not in RESIZE_MODES:
             raise WeightsError(f"{path}: its metadata gives no resize (letterbox or stretch): {resize!r}")
+        # the resize's arithmetic the export recorded; a file written before exports recorded it: OpenCV's
+        resample = meta.get("resample", RECORDLESS_RESAMPLE)
+        if resample not in RESAMPLERS:
+            raise WeightsError(f"{path}: its metadata gives an unknown resample (darknet or opencv): {resample!r}")
         self.img_size = recorded_size(path, meta)
-        self.preprocessing = {"resize": resize, "img_size": list(self.img_size), "pipeline": meta.get("pipeline")}
+        self.preprocessing = {"resize": resize, "resample": resample, "img_size": list(self.img_size),
+                              "pipeline": meta.get("pipeline")}
         # ONNX and OpenVINO record whether the input size is dynamic; a traced TorchScript file follows any size.
         self.dynamic = meta.get("dynamic", "true" if backend.runtime == "torch.jit" else "false") == "true"
         # What the tools read from a model, set past nn.Module's registry: the heads stay the shell's and
