@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Sequence
 
 from yolo.files.atomic import write_bytes_atomic
-from yolo.models.cfg import Section, parse_cfg_text
+from yolo.errors import CfgError
+from yolo.models.cfg import Section, parse_cfg, parse_cfg_text
 
 GAIN_PREFIX = "gain."
 # The gain keys with Darknet's defaults (parse_yolo and parse_gaussian_yolo read the same ones).
@@ -42,6 +43,15 @@ def gain_multipliers(params: Mapping[str, float]) -> Dict[str, float]:
 def gain_heads(sections: Sequence[Section]) -> List[Section]:
     """The sections whose gains a search scales."""
     return [s for s in sections if s.type in GAIN_HEADS]
+
+
+def has_gain_heads(cfg: Path) -> bool:
+    """Whether the cfg file has a head whose gains a search can scale; True when it cannot be read (its one-line
+    error then comes from the first trial's training, as any cfg's)."""
+    try:
+        return bool(gain_heads(parse_cfg(cfg)))
+    except CfgError:
+        return True
 
 
 def cfg_with_gains(text: str, multipliers: Mapping[str, float], source: str = "<cfg>") -> str:
@@ -97,4 +107,4 @@ def write_cfg_with_gains(cfg: Path, multipliers: Mapping[str, float], path: Path
 
 
 __all__ = ["GAIN_DEFAULTS", "GAIN_HEADS", "GAIN_PREFIX", "cfg_with_gains", "gain_heads", "gain_multipliers",
-           "is_gain", "write_cfg_with_gains"]
+           "has_gain_heads", "is_gain", "write_cfg_with_gains"]

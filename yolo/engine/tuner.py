@@ -46,11 +46,10 @@ from yolo.engine.hooks.writers import RESULTS_COLUMNS, RESULTS_TIME_COLUMNS
 from yolo.engine.trainer import Trainer
 from yolo.engine.tune_report import (best_heading, hyp_with, trial_rows, write_best_hyp, write_trials_csv,
                                      write_trials_plot)
-from yolo.engine.tune_gains import gain_heads, gain_multipliers, write_cfg_with_gains
+from yolo.engine.tune_gains import gain_multipliers, has_gain_heads, write_cfg_with_gains
 from yolo.engine.tune_space import Param, read_space
 from yolo.errors import ConfigError, NonFiniteLossError
 from yolo.data.worker_signals import STOP_SIGNALS
-from yolo.models.cfg import parse_cfg
 from yolo.runs import increment_path, remove_if_empty, run_name
 from yolo.settings.declare import with_settings_signature
 from yolo.settings.train import TrainOptions
@@ -142,7 +141,7 @@ class Tuner:
             self.space = [Param(d["key"], {"int": int, "float": float}[d["kind"]], d["low"], d["high"], d["log"])
                           for d in recorded["space"]]
         else:
-            self.space = read_space(o.space, pipeline, gains=bool(gain_heads(parse_cfg(s["cfg"]))))
+            self.space = read_space(o.space, pipeline, gains=has_gain_heads(Path(s["cfg"])))
         if not o.resume:
             self.folder, self.study = self._create_study()
             img_size = list(s["img_size"]) if s["img_size"] is not None else None
