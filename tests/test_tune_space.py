@@ -124,15 +124,16 @@ def test_a_trials_cfg_differs_from_the_cfg_only_in_the_gains_of_its_heads():
     out = cfg_with_gains(GAINS_CFG, {"iou_normalizer": 2.0, "obj_normalizer": 0.5, "cls_normalizer": 3.0})
     changed = [line for line in out.split("\r\n") if line not in GAINS_CFG.split("\r\n")]
     assert changed == [
-        "  iou_normalizer = 0.14 # ciou", "obj_normalizer=0.2", "cls_normalizer=6",  # 0.07, 0.4, 2 times
+        "  iou_normalizer = 0.14   # ciou", "obj_normalizer=0.2", "cls_normalizer=6",  # 0.07, 0.4, 2 times
         "iou_normalizer=1.5", "obj_normalizer=0.5", "cls_normalizer=3",  # added: Darknet's 0.75, 1, 1 times
         "iou_normalizer=1.5", "obj_normalizer=0.5", "cls_normalizer=1.5",  # the Gaussian head: added; 0.5 times 3
     ]
     # every other byte is the cfg's: the added lines out, the changed ones back, the text is the same
     restored = out
-    for before, after in (("  iou_normalizer = 0.07   # ciou", "  iou_normalizer = 0.14 # ciou"),
-                          ("obj_normalizer=0.4\r\n", "obj_normalizer=0.2\r\n"),
-                          ("cls_normalizer=2\r\n", "cls_normalizer=6\r\n"), ("cls_normalizer=0.5", "cls_normalizer=1.5")):
+    for before, after in (("iou_normalizer = 0.07 ", "iou_normalizer = 0.14 "),
+                          ("obj_normalizer=0.4\r", "obj_normalizer=0.2\r"),
+                          ("cls_normalizer=2\r", "cls_normalizer=6\r"),
+                          ("cls_normalizer=0.5", "cls_normalizer=1.5")):
         restored = restored.replace(after, before, 1)
     for added in ("iou_normalizer=1.5\r\nobj_normalizer=0.5\r\ncls_normalizer=3\r\n",
                   "iou_normalizer=1.5\r\nobj_normalizer=0.5\r\n"):

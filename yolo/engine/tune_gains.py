@@ -92,12 +92,11 @@ def _with_value(raw: str, value: str) -> str:
     """The option line ``raw`` with its value replaced (its indent, ``=`` spacing, comment and line end kept)."""
     body = raw.rstrip("\r\n")
     ending = raw[len(body):]
-    equals = body.index("=")
-    after = body[equals + 1:]
-    lead = after[:len(after) - len(after.lstrip())]
-    comment = body.find("#", equals)
-    tail = "" if comment < 0 else " " + body[comment:]
-    return f"{body[:equals + 1]}{lead}{value}{tail}{ending}"
+    equals = body.index("=") + 1
+    start = len(body) - len(body[equals:].lstrip())
+    comment = body.find("#", start)
+    end = len(body[:comment if comment >= 0 else len(body)].rstrip())
+    return f"{body[:start]}{value}{body[end:]}{ending}"
 
 
 def write_cfg_with_gains(cfg: Path, multipliers: Mapping[str, float], path: Path) -> Path:

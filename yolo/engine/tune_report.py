@@ -1,8 +1,8 @@
 """What a hyperparameter search leaves beside its trials (:mod:`yolo.engine.tune`): ``trials.csv`` (one row per
 trial: its number, state, score, hyperparameters, run folder and what ended it), ``trials.png`` (the score against
 each searched hyperparameter) and ``best_hyp.yaml`` (the ``--hyp`` file of the best trial, which ``tools/train.py``
-takes as it is; the loss gains, cfg keys, are in ``best.cfg`` beside it: :mod:`yolo.engine.tune_gains`). Each is written atomically from the study's records, so any process of a shared study may
-rewrite them.
+takes as it is; searched loss gains, cfg keys, are in ``best.cfg`` beside it: :mod:`yolo.engine.tune_gains`).
+Each is written atomically from the study's records, so any process of a shared study may rewrite them.
 """
 from __future__ import annotations
 

@@ -82,8 +82,8 @@ class TuneResult:
     best_params: Dict[str, Any]
     best_hyp: Optional[Path]
     status: str
-    best_cfg: Optional[Path] = None  # the cfg with the best trial's loss gains (None: no gain was searched)
     stopped_by: str = ""
+    best_cfg: Optional[Path] = None  # the cfg with the best trial's loss gains (None: no gain was searched)
 
 
 def metric_columns() -> List[str]:
