@@ -22,11 +22,11 @@ from typing import Dict, List, Mapping, Sequence
 from yolo.files.atomic import write_bytes_atomic
 from yolo.errors import CfgError
 from yolo.models.cfg import Section, parse_cfg, parse_cfg_text
+from yolo.models.head_sections import LOSS_GAIN_HEADS
 
 GAIN_PREFIX = "gain."
 # The gain keys with Darknet's defaults (parse_yolo and parse_gaussian_yolo read the same ones).
 GAIN_DEFAULTS: Dict[str, float] = {"iou_normalizer": 0.75, "obj_normalizer": 1.0, "cls_normalizer": 1.0}
-GAIN_HEADS = ("yolo", "gaussian_yolo")
 _ENCODING = ("utf-8", "surrogateescape")  # any byte of the cfg, UTF-8 or not, is written back as it was
 
 
@@ -42,7 +42,7 @@ def gain_multipliers(params: Mapping[str, float]) -> Dict[str, float]:
 
 def gain_heads(sections: Sequence[Section]) -> List[Section]:
     """The sections whose gains a search scales."""
-    return [s for s in sections if s.type in GAIN_HEADS]
+    return [s for s in sections if s.type in LOSS_GAIN_HEADS]
 
 
 def has_gain_heads(cfg: Path) -> bool:
@@ -66,7 +66,7 @@ def cfg_with_gains(text: str, multipliers: Mapping[str, float], source: str = "<
     for raw in text.splitlines(keepends=True):
         line = "".join(ch for ch in raw if not ch.isspace() and ch != "\0").lstrip("\ufeff")
         if line.startswith("["):
-            head = next(heads) if line[1:-1].lower() in GAIN_HEADS else None
+            head = next(heads) if line[1:-1].lower() in LOSS_GAIN_HEADS else None
             done = set()
             out.append(raw)
             if head is not None:  # the keys this head leaves out, right after its header
@@ -105,5 +105,5 @@ def write_cfg_with_gains(cfg: Path, multipliers: Mapping[str, float], path: Path
     return write_bytes_atomic(path, cfg_with_gains(text, multipliers, str(cfg)).encode(*_ENCODING))
 
 
-__all__ = ["GAIN_DEFAULTS", "GAIN_HEADS", "GAIN_PREFIX", "cfg_with_gains", "gain_heads", "gain_multipliers",
+__all__ = ["GAIN_DEFAULTS", "GAIN_PREFIX", "cfg_with_gains", "gain_heads", "gain_multipliers",
            "has_gain_heads", "is_gain", "write_cfg_with_gains"]
