@@ -139,3 +139,6 @@ def test_a_trials_cfg_differs_from_the_cfg_only_in_the_gains_of_its_heads():
                   "iou_normalizer=1.5\r\nobj_normalizer=0.5\r\n"):
         restored = restored.replace(added, "", 1)
     assert restored == GAINS_CFG
+    # a head whose header is the last line, without its line end
+    text = "[net]\nwidth=8\n[convolutional]\nfilters=30\n[yolo]"
+    assert cfg_with_gains(text, {"obj_normalizer": 2.0}) == text + "\nobj_normalizer=2\n"

@@ -70,9 +70,10 @@ def cfg_with_gains(text: str, multipliers: Mapping[str, float], source: str = "<
             done = set()
             out.append(raw)
             if head is not None:  # the keys this head leaves out, right after its header
-                ending = raw[len(raw.rstrip("\r\n")):] or "\n"
-                if ending == raw:  # a header without its line end (the last line)
-                    out[-1] = raw + "\n"
+                ending = raw[len(raw.rstrip("\r\n")):]
+                if not ending:  # a header without its line end (the last line)
+                    ending = "\n"
+                    out[-1] = raw + ending
                 out += [f"{key}={_value(head, key, m)}{ending}" for key, m in multipliers.items()
                         if key not in head.options]
             continue
