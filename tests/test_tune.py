@@ -13,12 +13,13 @@ import pytest
 import yaml
 
 from helpers import one_line_error
-from training_helpers import HYP, read_results, write_one_head_training
+from training_helpers import HYP, read_results, train_state, write_one_head_training
 from yolo.cli.flags.train import parse_args as train_args
 from yolo.cli.flags.tune import parse_args
 from yolo.cli.train import main as train_main
 from yolo.cli.tune import main
 from yolo.engine.tuner import EpochScores, Tuner, tune
+from yolo.models.cfg import parse_cfg_text
 from yolo.settings.tune import TuneOptions
 
 optuna = pytest.importorskip("optuna", reason="the hyperparameter search needs Optuna (pip install -e '.[tune]')")
@@ -39,6 +40,16 @@ def settings(folder: Path, **overrides) -> dict:
     return {"cfg": str(folder / "tiny.cfg"), "data": str(folder / "data.yaml"), "hyp": str(folder / "hyp.yaml"),
             "space": str(folder / "space.yaml"), "epochs": 2, "device": "cpu", "project": str(folder / "runs"),
             "name": "s", "progress": False, **overrides}
+
+
+# Darknet's defaults of the [yolo] gains (src/parser.c parse_yolo)
+DARKNET_GAINS = {"iou_normalizer": 0.75, "obj_normalizer": 1.0, "cls_normalizer": 1.0}
+
+
+def gains_of(cfg_text: str) -> dict:
+    """The gains the [yolo] head of a one-head cfg sets."""
+    (head,) = [s for s in parse_cfg_text(cfg_text) if s.type == "yolo"]
+    return {k: float(head.options[k]) for k in DARKNET_GAINS}
 
 
 def trials_of(folder: Path):
@@ -88,13 +99,22 @@ def test_a_stopped_study_resumes_where_it_stopped_and_its_best_hyp_file_trains(s
     winner = max((t for t in trials if t.state.name == "COMPLETE"), key=lambda t: t.value)
     assert best["learning_rate"] == winner.params["learning_rate"]
     assert best["augment"]["hue"] == winner.params["augment.hue"] and best["augment"]["pipeline"] == "affine"
-    # tools/train.py takes the file as it is
+    # the loss gains (searched by default) are cfg keys: in best.cfg, not in the --hyp file
+    assert not any(k.startswith("gain") for k in best) and "--cfg best.cfg --hyp best_hyp.yaml" in \
+        (folder / "best_hyp.yaml").read_text().splitlines()[0]
+    # each trial trained from its cfg with its gains times the head's (Darknet's defaults: the cfg sets none)
+    for t in (trials[0], trials[2]):
+        assert gains_of(train_state(Path(t.user_attrs["run_dir"]))["cfg"]) == pytest.approx(
+            {k: DARKNET_GAINS[k] * t.params[f"gain.{k}"] for k in DARKNET_GAINS}, rel=1e-5)
+    # tools/train.py takes the files as they are
     status = train_main(train_args([str(a) for a in (
-        "--cfg", shapes / "tiny.cfg", "--data", shapes / "data.yaml", "--hyp", folder / "best_hyp.yaml",
+        "--cfg", folder / "best.cfg", "--data", shapes / "data.yaml", "--hyp", folder / "best_hyp.yaml",
         "--epochs", 1, "--device", "cpu", "--project", shapes / "train", "--no-progress")]))
     assert status == 0
     assert float(yaml.safe_load((shapes / "train/exp/hyp.yaml").read_text())["learning_rate"]) == \
         pytest.approx(winner.params["learning_rate"])
+    assert gains_of((shapes / "train/exp/cfg.cfg").read_text()) == pytest.approx(
+        {k: DARKNET_GAINS[k] * winner.params[f"gain.{k}"] for k in DARKNET_GAINS}, rel=1e-5)
 
 
 def test_a_diverging_trial_is_pruned_and_recorded_and_the_search_goes_on(shapes):

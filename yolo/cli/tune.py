@@ -42,7 +42,8 @@ def main(args: argparse.Namespace) -> int:
     except (CfgError, DataError, WeightsError, ConfigError, FileNotFoundError) as exc:
         fail(str(exc))
     best = ("no trial finished yet" if result.best_trial is None else
-            f"best: trial {result.best_trial}, {result.metric} {result.best_value:.4f} -> {result.best_hyp}")
+            f"best: trial {result.best_trial}, {result.metric} {result.best_value:.4f} -> {result.best_hyp}"
+            + (f" and {result.best_cfg}" if result.best_cfg is not None else ""))
     if result.status == "interrupted":
         print(f"search stopped ({result.stopped_by}) after {result.trials} trials; {best}; continue with: "
               f"{invoked_command('tune')} --resume --project {options.project} --name {result.folder.name}",

@@ -1,8 +1,8 @@
 """What a hyperparameter search leaves beside its trials (:mod:`yolo.engine.tune`): ``trials.csv`` (one row per
 trial: its number, state, score, hyperparameters, run folder and what ended it), ``trials.png`` (the score against
 each searched hyperparameter) and ``best_hyp.yaml`` (the ``--hyp`` file of the best trial, which ``tools/train.py``
-takes as it is). Each is written atomically from the study's records, so any process of a shared study may
-rewrite them.
+takes as it is; searched loss gains, cfg keys, are in ``best.cfg`` beside it: :mod:`yolo.engine.tune_gains`).
+Each is written atomically from the study's records, so any process of a shared study may rewrite them.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import yaml
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
+from yolo.engine.tune_gains import is_gain
 from yolo.files.atomic import atomic_path, write_text_atomic
 
 PANEL_INCHES = (3.2, 2.6)
@@ -85,9 +86,12 @@ def write_trials_plot(rows: Sequence[Mapping[str, Any]], keys: Sequence[str], me
 
 
 def hyp_with(base: Mapping[str, Any], params: Mapping[str, Any]) -> Dict[str, Any]:
-    """``base`` (a ``--hyp`` mapping) with ``params`` drawn over it (``augment.KEY`` into ``augment``)."""
+    """``base`` (a ``--hyp`` mapping) with ``params`` drawn over it (``augment.KEY`` into ``augment``; the loss
+    gains, ``gain.KEY``, are cfg keys and left out)."""
     hyp = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in base.items()}
     for key, value in params.items():
+        if is_gain(key):
+            continue
         if key.startswith("augment."):
             hyp.setdefault("augment", {})
             hyp["augment"] = {**(hyp["augment"] or {}), key[len("augment."):]: value}
@@ -113,10 +117,12 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def best_heading(study_name: str, number: int, metric: str, value: float, trials: int) -> str:
-    """The first line of ``best_hyp.yaml``."""
+def best_heading(study_name: str, number: int, metric: str, value: float, trials: int,
+                 with_cfg: bool = False) -> str:
+    """The first line of ``best_hyp.yaml`` (``with_cfg``: the search drew loss gains, written in ``best.cfg``)."""
+    command = "tools/train.py --cfg best.cfg --hyp best_hyp.yaml" if with_cfg else "tools/train.py --hyp THIS_FILE"
     return (f"the best of {trials} trials of the hyperparameter search '{study_name}': trial {number}, "
-            f"{metric} {value:.4f}; train with: tools/train.py --hyp THIS_FILE")
+            f"{metric} {value:.4f}; train with: {command}")
 
 
 __all__ = ["best_heading", "hyp_with", "trial_rows", "trials_figure", "write_best_hyp", "write_trials_csv",

@@ -3,12 +3,15 @@
 Every key has a *declared* range, the values training accepts: :data:`yolo.engine.config.HYP_RANGES` and the
 field's type (``int`` or ``float``) of :class:`yolo.engine.config.Hyperparameters` for the top-level keys, and
 :data:`AUGMENT_RANGES` (the values :func:`yolo.data.transforms.augment_config` accepts) for the augmentation
-strengths, named ``augment.KEY``. The search draws from a narrower *default* range (:data:`DEFAULT_SPACE`) that a
-YAML file (``--space``) narrows, widens within the declared range, extends with other keys or empties::
+strengths, named ``augment.KEY``, and :data:`GAIN_RANGE` for the loss gains of the cfg's ``[yolo]`` heads,
+named ``gain.KEY`` (multipliers of each head's own value: :mod:`yolo.engine.tune_gains`). The search draws from
+a narrower *default* range (:data:`DEFAULT_SPACE`) that a YAML file (``--space``) narrows, widens within the
+declared range, extends with other keys or empties::
 
     learning_rate: [0.001, 0.05]      # drawn log-uniformly (the default for the learning rate and the decay)
     burn_in: [0, 200]                  # an int key draws ints
     augment.hue: [0.0, 0.05]           # or nested: augment: {hue: [0.0, 0.05]}
+    gain.obj_normalizer: [0.5, 2.0]    # times each [yolo] head's obj_normalizer (log-uniform by default)
     momentum: {low: 0.8, high: 0.95, log: false}
     decay: null                        # not searched (the cfg's / --hyp's value stands)
 
@@ -25,6 +28,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import yaml
 
 from yolo.engine.config import HYP_RANGES, Hyperparameters
+from yolo.engine.tune_gains import GAIN_DEFAULTS, GAIN_PREFIX, is_gain
 from yolo.errors import ConfigError, shown
 from yolo.files.yaml_files import load_yaml, yaml_problem
 
@@ -57,6 +61,14 @@ AUGMENT_RANGES: Dict[str, Tuple[float, float, bool]] = {
 }
 AFFINE_ONLY = ("scale", "translate", "degrees", "mosaic")
 
+# The multiplier of a loss gain. Darknet declares no range for the gains (parse_yolo reads any float) and our cfg
+# option table none either; a negative gain turns its term's gradient round, 0 switches the term off, and beyond
+# ten times its value one term drowns the other two.
+GAIN_RANGE: Tuple[float, float, bool] = (0.0, 10.0, False)
+# Searched by default from a quarter to four times the cfg's value, log-uniformly: about the span of the box,
+# objectness and class gains in Ultralytics' YOLOv5 evolve space (box 0.02-0.2 about 0.05, obj 0.2-4 about 1).
+GAIN_DEFAULT_SPACE = (0.25, 4.0)
+
 # The usual keys and the ranges a search draws them from by default.
 DEFAULT_SPACE: Tuple[Param, ...] = (
     Param("learning_rate", float, 1e-4, 1e-1, log=True),
@@ -70,8 +82,9 @@ DEFAULT_SPACE: Tuple[Param, ...] = (
     Param("augment.flip", float, 0.0, 0.5),
     Param("augment.scale", float, 0.0, 0.5),
     Param("augment.translate", float, 0.0, 0.2),
+    *(Param(GAIN_PREFIX + key, float, *GAIN_DEFAULT_SPACE, log=True) for key in GAIN_DEFAULTS),
 )
-_LOG_BY_DEFAULT = ("learning_rate", "decay")
+_LOG_BY_DEFAULT = ("learning_rate", "decay", *(GAIN_PREFIX + key for key in GAIN_DEFAULTS))
 _KIND = {f.name: f.type for f in fields(Hyperparameters)}
 
 
@@ -80,6 +93,8 @@ def declared_range(key: str) -> Optional[Tuple[type, float, float, bool]]:
     if key.startswith("augment."):
         known = AUGMENT_RANGES.get(key[len("augment."):])
         return None if known is None else (float, *known)
+    if is_gain(key):
+        return (float, *GAIN_RANGE) if key[len(GAIN_PREFIX):] in GAIN_DEFAULTS else None
     kind = {"int": int, "float": float}.get(str(_KIND.get(key, "")).replace("Optional[", "").rstrip("]"))
     if kind is None or key not in HYP_RANGES:
         return None
@@ -90,18 +105,19 @@ def declared_range(key: str) -> Optional[Tuple[type, float, float, bool]]:
 def searchable_keys() -> List[str]:
     """Every key a space file may name."""
     keys = [k for k in HYP_RANGES if declared_range(k) is not None]
-    return keys + [f"augment.{k}" for k in AUGMENT_RANGES]
+    return keys + [f"augment.{k}" for k in AUGMENT_RANGES] + [GAIN_PREFIX + k for k in GAIN_DEFAULTS]
 
 
-def default_space(pipeline: str) -> List[Param]:
-    """:data:`DEFAULT_SPACE` for the augmentation ``pipeline`` the trials run (``affine``, ``darknet``, ...)."""
+def default_space(pipeline: str, gains: bool = True) -> List[Param]:
+    """:data:`DEFAULT_SPACE` for the augmentation ``pipeline`` the trials run (``affine``, ``darknet``, ...), the
+    loss gains left out unless ``gains`` (the cfg has a ``[yolo]`` head)."""
     return [p for p in DEFAULT_SPACE
-            if pipeline == "affine" or p.key[len("augment."):] not in AFFINE_ONLY]
+            if (pipeline == "affine" or p.key[len("augment."):] not in AFFINE_ONLY) and (gains or not is_gain(p.key))]
 
 
-def read_space(path: Optional[str], pipeline: str) -> List[Param]:
+def read_space(path: Optional[str], pipeline: str, gains: bool = True) -> List[Param]:
     """The search space: :func:`default_space` changed by the YAML file ``path`` (None: the defaults)."""
-    space = {p.key: p for p in default_space(pipeline)}
+    space = {p.key: p for p in default_space(pipeline, gains)}
     if path is None:
         return list(space.values())
     for key, value, line in _entries(Path(path)):
@@ -116,6 +132,9 @@ def read_space(path: Optional[str], pipeline: str) -> List[Param]:
         if key[len("augment."):] in AFFINE_ONLY and pipeline != "affine":
             raise ConfigError(f"{where}: {key} belongs to the affine augmentation pipeline; the trials run "
                               f"'{pipeline}' (set augment: {{pipeline: affine}} in --hyp)")
+        if is_gain(key) and not gains:
+            raise ConfigError(f"{where}: {key}: the cfg has no [yolo] or [Gaussian_yolo] head whose "
+                              f"{key[len(GAIN_PREFIX):]} it could scale")
         space[key] = _param(key, value, declared, where)
     return list(space.values())
 
@@ -164,7 +183,8 @@ def _number_text(value: Any) -> Any:
 
 
 def _entries(path: Path) -> List[Tuple[str, Any, int]]:
-    """``(key, value, line)`` of each entry of the space file, ``augment: {...}`` flattened to ``augment.KEY``."""
+    """``(key, value, line)`` of each entry of the space file, ``augment: {...}`` flattened to ``augment.KEY`` (and
+    ``gain: {...}`` to ``gain.KEY``)."""
     if not path.is_file():
         raise ConfigError(f"{path}: search space file not found")
     try:
@@ -184,13 +204,13 @@ def _entries(path: Path) -> List[Tuple[str, Any, int]]:
     entries = []
     for key, value in data.items():
         line, node = lines.get(str(key), (1, None))
-        if key == "augment" and isinstance(value, dict):
+        if key in ("augment", "gain") and isinstance(value, dict):
             inner = {str(k.value): k.start_mark.line + 1 for k, _ in node.value} if node is not None else {}
-            entries += [(f"augment.{k}", v, inner.get(str(k), line)) for k, v in value.items()]
+            entries += [(f"{key}.{k}", v, inner.get(str(k), line)) for k, v in value.items()]
         else:
             entries.append((str(key), value, line))
     return entries
 
 
-__all__ = ["AUGMENT_RANGES", "DEFAULT_SPACE", "Param", "declared_range", "default_space", "read_space",
+__all__ = ["AUGMENT_RANGES", "DEFAULT_SPACE", "GAIN_RANGE", "Param", "declared_range", "default_space", "read_space",
            "searchable_keys"]

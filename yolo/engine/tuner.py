@@ -14,6 +14,8 @@ that leaves the training loop, its signals and its run folders to the trainer.
 A search is a folder ``runs/tune/NAME`` (:class:`yolo.settings.tune.TuneOptions`) holding ``study.db``, one run
 folder per trial (``trial0``, ``trial1``, ...: ``results.csv``, ``best.pt``, ``last.pt`` as any training run), and
 ``trials.csv``, ``trials.png`` and ``best_hyp.yaml`` (:mod:`yolo.engine.tune_report`), rewritten after each trial.
+A trial that draws loss gains (``gain.KEY``) trains from its own cfg ``trialN.cfg`` (:mod:`yolo.engine.tune_gains`),
+and the best one's is ``best.cfg``: ``tools/train.py --cfg best.cfg --hyp best_hyp.yaml`` trains as it did.
 
 * The space: :mod:`yolo.engine.tune_space` (the declared ranges, the defaults, the ``--space`` file).
 * The score: the best value of ``metric`` (a column of ``results.csv``) over the trial's epochs, the one its
@@ -44,6 +46,7 @@ from yolo.engine.hooks.writers import RESULTS_COLUMNS, RESULTS_TIME_COLUMNS
 from yolo.engine.trainer import Trainer
 from yolo.engine.tune_report import (best_heading, hyp_with, trial_rows, write_best_hyp, write_trials_csv,
                                      write_trials_plot)
+from yolo.engine.tune_gains import gain_multipliers, has_gain_heads, write_cfg_with_gains
 from yolo.engine.tune_space import Param, read_space
 from yolo.errors import ConfigError, NonFiniteLossError
 from yolo.data.worker_signals import STOP_SIGNALS
@@ -80,6 +83,7 @@ class TuneResult:
     best_hyp: Optional[Path]
     status: str
     stopped_by: str = ""
+    best_cfg: Optional[Path] = None  # the cfg with the best trial's loss gains (None: no gain was searched)
 
 
 def metric_columns() -> List[str]:
@@ -137,7 +141,7 @@ class Tuner:
             self.space = [Param(d["key"], {"int": int, "float": float}[d["kind"]], d["low"], d["high"], d["log"])
                           for d in recorded["space"]]
         else:
-            self.space = read_space(o.space, pipeline)
+            self.space = read_space(o.space, pipeline, gains=has_gain_heads(Path(s["cfg"])))
         if not o.resume:
             self.folder, self.study = self._create_study()
             img_size = list(s["img_size"]) if s["img_size"] is not None else None
@@ -271,7 +275,10 @@ class Tuner:
         if resume_from is not None:  # the run goes on with its own saved settings
             return TrainOptions(resume=resume_from, epochs=s["epochs"], **common)
         img_size = tuple(s["img_size"]) if s["img_size"] is not None else None
-        return TrainOptions(cfg=s["cfg"], data=s["data"], weights=s["weights"], hyp=hyp_with(self.base_hyp, params),
+        cfg, gains = s["cfg"], gain_multipliers(params)
+        if gains:  # the gains are cfg keys: the trial trains from its own copy of the cfg
+            cfg = str(write_cfg_with_gains(Path(s["cfg"]), gains, self.folder / f"trial{number}.cfg"))
+        return TrainOptions(cfg=cfg, data=s["data"], weights=s["weights"], hyp=hyp_with(self.base_hyp, params),
                             epochs=s["epochs"], batch_size=s["batch_size"], img_size=img_size, seed=s["seed"],
                             project=str(self.folder), name=f"trial{number}", **common)
 
@@ -292,7 +299,8 @@ class Tuner:
 
     # ---------------------------------------------------------------- results
     def write_reports(self) -> None:
-        """``trials.csv``, ``trials.png`` and ``best_hyp.yaml`` from the study's records."""
+        """``trials.csv``, ``trials.png``, ``best_hyp.yaml`` and (with searched gains) ``best.cfg`` from the study's
+        records."""
         trials = self.study.get_trials(deepcopy=False)
         keys = sorted({k for t in trials for k in t.params})
         rows = trial_rows(trials, keys)
@@ -301,7 +309,11 @@ class Tuner:
                           log_keys=[p.key for p in self.space if p.log])
         best = self._best()
         if best is not None:
-            heading = best_heading(self.study.study_name, best.number, self.metric, best.value, len(trials))
+            gains = gain_multipliers(best.params)
+            if gains:
+                write_cfg_with_gains(Path(self.settings["cfg"]), gains, self.folder / "best.cfg")
+            heading = best_heading(self.study.study_name, best.number, self.metric, best.value, len(trials),
+                                   with_cfg=bool(gains))
             write_best_hyp(self.base_hyp, best.params, heading, self.folder / "best_hyp.yaml")
 
     def _best(self):
@@ -319,7 +331,9 @@ class Tuner:
                           best_params={} if best is None else dict(best.params),
                           best_hyp=None if best is None else self.folder / "best_hyp.yaml",
                           status="interrupted" if self.stop_signal else "finished",
-                          stopped_by=self.stop_signal or "")
+                          stopped_by=self.stop_signal or "",
+                          best_cfg=self.folder / "best.cfg" if best is not None and gain_multipliers(best.params)
+                          else None)
 
 
 class EpochScores:
