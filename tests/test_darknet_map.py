@@ -72,6 +72,15 @@ def test_a_truth_found_twice_is_a_false_positive_and_probabilities_below_thresh_
     assert darknet_map([_dets([half], [0.9], [0])], [_truths([square], [0])], ["a"], iou_thresh=0.49).map == 1.0
 
 
+def test_recall_points_are_multiples_of_the_reciprocal_as_in_darknets_ofast_build():
+    # 5 truths, 3 found first (precision 1 at recall 0.2, 0.4, 0.6). Darknet's Makefile builds with -Ofast, so its
+    # recall point 6 of 11 is 6 * (1.0 / 10) = 0.6000000000000001, above 3/5: that point gets precision 0 and the
+    # AP is 6/11, not 7/11 (on coco128 with yolov3-tiny, four classes print Darknet's -points 11 AP only so).
+    boxes = [[0.1 + 0.2 * k, 0.5, 0.1, 0.1] for k in range(5)]
+    report = darknet_map([_dets(boxes[:3], [0.9, 0.8, 0.7], [0, 0, 0])], [_truths(boxes, [0] * 5)], ["a"], points=11)
+    assert report.map == pytest.approx(6 / 11, abs=1e-12)
+
+
 def test_the_wrong_class_does_not_match_and_points_one_is_refused():
     box = [0.5, 0.5, 0.2, 0.2]
     report = darknet_map([_dets([box], [0.9], [1])], [_truths([box], [0])], ["a", "b"])
