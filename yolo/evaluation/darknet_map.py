@@ -10,7 +10,8 @@ line by line, and where it differs from COCO's mAP (pycocotools):
   stable merge sort, so equal probabilities keep the order in which the detections were made: image by image, box
   by box, class by class). Per class: precision and recall after each rank; ``points=0`` is the area under the
   curve at each unique recall (the precision of a recall step is the best precision at or after the rank before
-  it), ``points=N`` the mean over N evenly spaced recalls of the best precision at or above each.
+  it), ``points=N`` the mean over N evenly spaced recalls (``point * (1 / (N - 1))``, as Darknet's ``-Ofast`` build
+  computes them) of the best precision at or above each.
 * **The mean** is over **all** classes of the names file: a class with no truth has AP 0 and counts in the mean
   (Darknet's quirk, kept: a names file with unused classes lowers mAP).
 * **At ``thresh``** (Darknet's ``-thresh``, 0.25): TP/FP per detection above it, where a detection whose truth an
@@ -174,7 +175,9 @@ def _average_precision(precision: np.ndarray, recall: np.ndarray, points: int) -
     best_after = np.maximum.accumulate(precision[::-1])[::-1]  # best precision from each rank on
     ap = 0.0
     for point in range(points):
-        cur_recall = point * 1.0 / (points - 1)
+        # Darknet is built with -Ofast, whose reciprocal math computes `point * 1.0 / (map_points-1)` as
+        # point times the reciprocal: 6 * (1 / 10) is 0.6000000000000001, above a recall of 3 / 5.
+        cur_recall = point * (1.0 / (points - 1))
         first = int(np.searchsorted(rec, cur_recall, side="left"))  # recall is non-decreasing along the ranks
         if first < len(rec) and best_after[first] > 0:
             ap += float(best_after[first])
