@@ -24,8 +24,11 @@ import pytest
 from conftest import asset
 from yolo.evaluation.darknet_map import ImageDetections, ImageTruths, darknet_map
 
-COCO_NAMES = [n.strip() for n in asset("cfg/coco.names").read_text().splitlines() if n.strip()] \
-    if asset("cfg/coco.names").is_file() else []
+
+
+def coco_names():
+    """COCO's 80 names from the assets (looked up when a test runs: a clone without them collects all the same)."""
+    return [n.strip() for n in asset("cfg/coco.names").read_text().splitlines() if n.strip()]
 
 
 # ----------------------------------------------------------------------------- the pure function, by hand
@@ -147,7 +150,7 @@ def our_report(tmp_path: Path, data: Path, cfg: Path, weights: Path, *flags):
 @pytest.mark.usefixtures("private_cache")
 def test_yolov3_tiny_real_weights_every_points_setting(darknet, tmp_path):
     cfg, weights = asset("cfg/yolov3-tiny.cfg"), asset("weights/yolov3-tiny.weights")
-    data = write_dataset(tmp_path / "data", (416, 416), 4, COCO_NAMES)  # 80 names, most without a truth
+    data = write_dataset(tmp_path / "data", (416, 416), 4, coco_names())  # 80 names, most without a truth
     for darknet_flags, our_flags in [(("-points", 0), ()),
                                      (("-points", 11, "-iou_thresh", 0.3, "-thresh", 0.1),
                                       ("--points", 11, "--darknet-iou-thresh", 0.3, "--darknet-thresh", 0.1)),
@@ -172,7 +175,7 @@ def test_yolov3_tiny_on_coco128_jpegs_at_their_own_sizes(darknet_opencv, tmp_pat
     images = sorted((asset("coco128") / "images/train2017").glob("*.jpg"))[:8]
     assert len({cv2.imread(str(p)).shape for p in images}) > 1  # several sizes, none the network's
     (folder / "valid.txt").write_text("".join(f"{p}\n" for p in images))
-    (folder / "coco.names").write_text("".join(f"{n}\n" for n in COCO_NAMES))
+    (folder / "coco.names").write_text("".join(f"{n}\n" for n in coco_names()))
     data = folder / "coco.data"
     data.write_text(f"classes=80\nvalid={folder / 'valid.txt'}\nnames={folder / 'coco.names'}\n")
     cfg, weights = asset("cfg/yolov3-tiny.cfg"), asset("weights/yolov3-tiny.weights")

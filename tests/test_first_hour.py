@@ -145,7 +145,7 @@ def test_download_script_names_are_the_ones_its_readme_and_error_list():
 
 # ------------------------------------------------------------------------------------- the README's steps
 # The user's own files in the README's examples: nothing the project can provide.
-USERS_OWN = {"image.jpg", "images/", "my.yaml", "video.mp4"}
+USERS_OWN = {"image.jpg", "images/", "my.yaml", "obj.data", "video.mp4"}  # files only the user has
 INPUT_FLAGS = ("--cfg", "--weights", "--data", "--hyp", "--source", "--resume")
 
 
@@ -160,11 +160,12 @@ def readme_commands() -> list:
 
 
 def made_by(argv) -> set:
-    """The files a README command leaves for a later one: a training run's checkpoints, convert's output."""
+    """The files a README command leaves for a later one: a training run's checkpoints, convert's and export's
+    --output."""
     tool = Path(argv[1]).stem
     if tool == "train" and "--resume" not in argv:
         return {"runs/train/exp/last.pt", "runs/train/exp/best.pt"}
-    if tool == "convert":
+    if tool in ("convert", "export") and "--output" in argv:
         return {argv[argv.index("--output") + 1]}
     return set()
 

@@ -200,7 +200,7 @@ def test_an_unknown_key_in_a_data_yaml_is_refused_at_its_line_as_in_a_hyp_file(c
                     "vall: images/train\n")
     err = anchors_error(capsys, "--data", data, "-n", "2")
     assert err == (f"error: {data}:5: unknown key 'vall' (known: path, train, val, names, nc, train_images, "
-                   "val_images, generate, test, download)"), err
+                   "val_images, generate, test, download, roboflow)"), err
 
 
 # ---------------------------------------------------------------------------------------------- names files

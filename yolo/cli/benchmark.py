@@ -56,7 +56,6 @@ def input_size(args) -> ImageSize:
 
 def data_main(args) -> Dict[str, float]:
     """``--data``: the training data path per pipeline (:func:`yolo.benchmark.data.data_figures`)."""
-
     threads = args.threads or 1
     torch.set_num_threads(threads)
     cv2.setNumThreads(threads)

@@ -1,8 +1,5 @@
-"""Export a Darknet model to ONNX, TorchScript, OpenVINO (float32 or INT8) or Darknet .weights, then check the
-written file.
-
-What it does, where the files go and examples: ``--help`` (:mod:`yolo.cli.flags.export`).
-"""
+"""Export a Darknet model to ONNX, TorchScript, OpenVINO (float32 or INT8) or Darknet .weights; check the file.
+What it does, where the files go and examples: ``--help`` (:mod:`yolo.cli.flags.export`)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -42,8 +39,7 @@ def _check_args(args) -> None:
     if args.format != "onnx" and (args.nms or args.benchmark):
         raise ValueError("--nms and --benchmark apply to --format onnx")
     if args.format == "openvino" and args.half:
-        raise ValueError("--half applies to onnx/torchscript: OpenVINO picks its CPU's precision itself (--int8 "
-                         "quantizes)")
+        raise ValueError("--half applies to onnx/torchscript: OpenVINO picks its CPU's precision (--int8 quantizes)")
     if args.int8 and args.format != "openvino":
         raise ValueError("--int8 applies to --format openvino")
     if args.int8 and args.data is None:
@@ -106,7 +102,8 @@ def _export(args, model, size, output: Path) -> Dict[str, object]:
     if done.max_difference is not None:
         result["max_difference"] = done.max_difference
         shapes = ", ".join("x".join(str(v) for v in shape) for shape in done.checked_on)
-        print(f"verified in {check_runtime(model) if args.format == 'darknet' else RUNTIMES[args.format]} on inputs {shapes}: largest difference to the PyTorch model "
+        runtime = check_runtime(model) if args.format == "darknet" else RUNTIMES[args.format]
+        print(f"verified in {runtime} on inputs {shapes}: largest difference to the PyTorch model "
               f"{done.max_difference:.3g}")
     if args.benchmark:
         result["latency_ms"] = compare_latency_with_darknet_pair(model, output, inputs[0], args.weights, args.cfg,
