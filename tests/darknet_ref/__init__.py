@@ -300,15 +300,20 @@ class DarknetRef:
                                f"{run.stdout[-2000:]}\n{run.stderr[-2000:]}")
         return run.stdout
 
-    def letterbox(self, image: np.ndarray, net_w: int, net_h: int) -> np.ndarray:
-        """Darknet's ``letterbox_image`` on ``image`` Float[C, H, W] (0..1) -> Float[C, net_h, net_w]."""
-        program = self.workdir / "letterbox"
+    def program(self, source: Path) -> Path:
+        """A small C program ``source`` built once against this build's ``libdarknet`` (in the work folder)."""
+        program = self.workdir / source.stem
         if not program.is_file():
-            cc = subprocess.run(["gcc", "-O2", "-o", str(program), str(LETTERBOX_C), f"-I{self.folder / 'include'}",
+            cc = subprocess.run(["gcc", "-O2", "-o", str(program), str(source), f"-I{self.folder / 'include'}",
                                  f"-L{self.folder}", "-ldarknet", f"-Wl,-rpath,{self.folder}", "-lm", "-fopenmp"],
                                 capture_output=True, text=True)
             if cc.returncode != 0:
-                raise RuntimeError(f"building the letterbox program failed:\n{cc.stderr[-3000:]}")
+                raise RuntimeError(f"building {source.name} against libdarknet failed:\n{cc.stderr[-3000:]}")
+        return program
+
+    def letterbox(self, image: np.ndarray, net_w: int, net_h: int) -> np.ndarray:
+        """Darknet's ``letterbox_image`` on ``image`` Float[C, H, W] (0..1) -> Float[C, net_h, net_w]."""
+        program = self.program(LETTERBOX_C)
         job = self._job()
         c, h, w = image.shape
         np.ascontiguousarray(image, dtype=np.float32).tofile(job / "in.bin")

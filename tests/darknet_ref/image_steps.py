@@ -17,14 +17,7 @@ RESIZE_C = Path(__file__).resolve().parent / "resize.c"
 
 
 def _program(ref) -> Path:
-    program = ref.workdir / "resize"
-    if not program.is_file():
-        cc = subprocess.run(["gcc", "-O2", "-o", str(program), str(RESIZE_C), f"-I{ref.folder / 'include'}",
-                             f"-L{ref.folder}", "-ldarknet", f"-Wl,-rpath,{ref.folder}", "-lm", "-fopenmp"],
-                            capture_output=True, text=True)
-        if cc.returncode != 0:
-            raise RuntimeError(f"building the resize program failed:\n{cc.stderr[-3000:]}")
-    return program
+    return ref.program(RESIZE_C)
 
 
 def _run(args: Sequence[object]) -> str:
