@@ -102,3 +102,54 @@ def test_training_whose_evaluation_meets_such_an_image_saves_last_pt_and_ends_wi
     assert str(info.value) == f"{image}: cannot read image (missing or corrupt)"
     state = train_state(tmp_path / "runs" / "exp")["train"]
     assert state["epoch"] == 0 and state["epoch_step"] > 0  # the epoch's updates kept; its evaluation left to do
+
+
+CLOSE_WHILE_ANOTHER_LOADERS_WORKER_DIES = r'''
+import json, os, signal, time
+import torch
+from yolo.data import EpochLoader
+
+
+class Items(torch.utils.data.Dataset):
+    img_size = (2, 2)
+
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, item):
+        return torch.zeros(3, 2, 2), torch.zeros(0, 6), {}
+
+
+closing, other = EpochLoader(Items(), batch_size=1, num_workers=2), EpochLoader(Items(), batch_size=1, num_workers=1)
+for loader in (closing, other):
+    list(loader.epoch(range(2), 0))
+iterator = closing.loader._iterator
+workers = [w.pid for w in iterator._workers]
+shutdown, victim = iterator._shutdown_workers, other.loader._iterator._workers[0].pid
+
+
+def other_worker_dies_during_the_shutdown(killed=[]):
+    if not killed:
+        killed.append(victim)
+        os.kill(victim, signal.SIGKILL)  # PyTorch's SIGCHLD handler raises for it while the shutdown waits
+        time.sleep(2)
+    shutdown()
+
+
+iterator._shutdown_workers = other_worker_dies_during_the_shutdown
+closing.close()
+time.sleep(0.5)
+alive = [pid for pid in workers if os.path.exists(f"/proc/{pid}") and
+         open(f"/proc/{pid}/stat").read().split()[2] != "Z"]
+print(json.dumps({"alive": alive}))
+os._exit(0)  # the other loader's dead worker is not this test's subject
+'''
+
+
+def test_closing_a_loader_while_another_loaders_worker_dies_still_ends_its_workers():
+    """PyTorch reports any registered loader worker's death from its SIGCHLD handler, also inside another loader's
+    shutdown: that death was reported where it happened; the closing loader's workers still end."""
+    from helpers import in_fresh_process
+
+    result, _ = in_fresh_process(CLOSE_WHILE_ANOTHER_LOADERS_WORKER_DIES, timeout=120)
+    assert result == {"alive": []}

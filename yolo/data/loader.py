@@ -9,7 +9,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from yolo.data.collate import collate_fn, collate_uint8
-from yolo.data.worker_signals import ignore_stop_signals
+from yolo.data.worker_signals import ignore_stop_signals, is_worker_death
 from yolo.device import cpu_threads
 from yolo.errors import ConfigError
 
@@ -179,7 +179,15 @@ class EpochLoader:
         the main process had open when they started, the run folder's lock among them."""
         iterator = getattr(self.loader, "_iterator", None)  # the persistent workers' iterator (DataLoader's own)
         if iterator is not None and hasattr(iterator, "_shutdown_workers"):
-            iterator._shutdown_workers()
+            for _ in range(8):
+                try:
+                    iterator._shutdown_workers()  # a no-op once it has run
+                    break
+                except RuntimeError as exc:
+                    # PyTorch's SIGCHLD handler reports a worker of any loader that died while we wait: that death
+                    # was reported where it happened; the shutdown goes on for the workers left.
+                    if not is_worker_death(exc):
+                        raise
         self.loader._iterator = None
 
 
