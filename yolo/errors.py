@@ -72,6 +72,11 @@ class ImageReadError(OSError):
     """An image file that is missing, unreadable or not a decodable image."""
 
 
+class DecoderUnavailableError(ValueError):
+    """A decode that cannot run on this machine (``stb``: no C compiler to build stb_image with); the message
+    says what is missing."""
+
+
 class ConfigError(ValueError):
     """A bad training setting; names where it came from."""
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 from yolo.files.atomic import write_text_atomic
+from yolo.files.cache_dir import user_cache_dir
 
 logger = logging.getLogger(__name__)
 
@@ -24,14 +25,6 @@ CACHE_VERSION = 3
 # A larger cache file is not read (a scan of 2,000,000 images writes about 1 GB).
 MAX_CACHE_BYTES = 2 << 30
 _MEMORY: Dict[str, Dict[str, Any]] = {}
-
-
-def user_cache_dir() -> Path:
-    """``$YOLO_CACHE_DIR``, else ``$XDG_CACHE_HOME/yolo``, else ``~/.cache/yolo``."""
-    if os.environ.get("YOLO_CACHE_DIR"):
-        return Path(os.environ["YOLO_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "yolo"
 
 
 def _is_under(path: Path, folder: Path) -> bool:

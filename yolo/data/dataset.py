@@ -68,13 +68,14 @@ class ImageRecord:
     image_id: int
 
 
-def read_image(path: PathLike) -> np.ndarray:
-    """RGB ``uint8`` ``H x W x 3`` (:func:`yolo.files.images.load_image`); an unreadable file is a
-    :class:`DataError` naming it, as every dataset problem."""
+def read_image(path: PathLike, decode: str = "opencv") -> np.ndarray:
+    """RGB ``uint8`` ``H x W x 3`` (:func:`yolo.files.images.load_image`, ``decode`` one of its decoders); an
+    unreadable file is a :class:`DataError` naming it, as every dataset problem."""
     try:
-        return load_image(path, rgb=True)
-    except ImageReadError:
-        raise DataError("cannot read image (missing or corrupt)", path) from None
+        return load_image(path, rgb=True, decode=decode)
+    except ImageReadError as exc:
+        reason = "missing or corrupt" if decode == "opencv" else str(exc).rsplit(": ", 1)[-1]
+        raise DataError(f"cannot read image ({reason})", path) from None
 
 
 class DetectionDataset(Dataset):
@@ -94,12 +95,14 @@ class DetectionDataset(Dataset):
     ``resize`` is the input made without augmentation: ``"letterbox"`` (Darknet's ``letterbox_image``)
     or ``"stretch"`` (Darknet's ``resize_image``), as Darknet's ``detector map`` picks it from the cfg;
     ``resample`` how it is resampled: ``"darknet"`` (Darknet's float resize, what ``detector map`` feeds the
-    network: the item is then a ``Float32`` 0..1 image) or ``"opencv"`` (``cv2.resize``, a ``uint8`` item).
+    network: the item is then a ``Float32`` 0..1 image) or ``"opencv"`` (``cv2.resize``, a ``uint8`` item);
+    ``decode`` how each file is read: ``"opencv"`` or ``"stb"`` (Darknet's default build's pixels).
     """
 
     category_ids: Optional[List[int]] = None
     resize: str = "letterbox"
     resample: str = "darknet"
+    decode: str = "opencv"
 
     def __init__(self, records: List[ImageRecord], names: Sequence[str], img_size: SizeLike = 416,
                  augment: bool = False, hyp: Optional[Dict[str, Any]] = None, seed: int = 0,
@@ -172,7 +175,7 @@ class DetectionDataset(Dataset):
     def decode_image(self, index: int) -> np.ndarray:
         """Image ``index`` read from disk: RGB ``uint8`` ``h x w x 3`` at its checked size."""
         record = self.records[index]
-        image = read_image(record.path)
+        image = read_image(record.path, self.decode)
         h, w = image.shape[:2]
         if (h, w) != (record.height, record.width):
             # The header said otherwise (unusual EXIF handling): keep the checked size, which the

@@ -3,6 +3,9 @@ BGR (:func:`as_bgr`), and the check and size of an image file that dataset scans
 
 Pixels are ``numpy`` ``uint8`` ``H x W x 3``, BGR as OpenCV reads them unless ``rgb`` is asked for; EXIF
 rotations are applied (``cv2.imdecode`` does, as ``cv2.imread``). Shapes are ``(height, width)``.
+
+Two decoders (:data:`DECODERS`): ``opencv`` (the default: ``cv2.imdecode``, as Darknet built with OpenCV reads
+images) and ``stb`` (stb_image, as Darknet's default build reads them, :mod:`yolo.files.stb_decode`).
 """
 from __future__ import annotations
 
@@ -15,8 +18,9 @@ from PIL import Image, UnidentifiedImageError
 
 from yolo.errors import ImageReadError
 from yolo.files.jpeg_end import jpeg_is_complete
+from yolo.files.stb_decode import stb_decode
 
-__all__ = ["IMAGE_SUFFIXES", "DATASET_IMAGE_SUFFIXES", "MIN_IMAGE_SIDE", "load_image", "decode_image", "as_bgr",
+__all__ = ["DECODERS", "IMAGE_SUFFIXES", "DATASET_IMAGE_SUFFIXES", "MIN_IMAGE_SIDE", "load_image", "decode_image", "as_bgr",
            "image_file_size"]
 
 # The photo formats a dataset folder is scanned for (their headers are checked by PIL before training).
@@ -24,12 +28,16 @@ DATASET_IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".we
 # Everything detection accepts from a folder or glob: the above and the other formats OpenCV decodes (a GIF's
 # first frame, as for a GIF named alone).
 IMAGE_SUFFIXES = DATASET_IMAGE_SUFFIXES + (".ppm", ".pgm", ".pbm", ".jp2", ".gif")
+# How a file becomes pixels: OpenCV's imdecode (Darknet's OpenCV build) or stb_image (Darknet's default build).
+DECODERS = ("opencv", "stb")
 # Smaller images are reported as unusable by dataset scans.
 MIN_IMAGE_SIDE = 2
 
 
-def load_image(path: Union[str, Path], rgb: bool = False) -> np.ndarray:
-    """Read an image file as ``uint8`` ``H x W x 3``, BGR (or RGB with ``rgb``).
+def load_image(path: Union[str, Path], rgb: bool = False, decode: str = "opencv") -> np.ndarray:
+    """Read an image file as ``uint8`` ``H x W x 3``, BGR (or RGB with ``rgb``), decoded by OpenCV
+    (``decode="opencv"``, :func:`decode_image`) or stb_image (``decode="stb"``, :func:`yolo.files.stb_decode.stb_decode`:
+    Darknet's default build's pixels, no EXIF rotation).
 
     Raises :class:`yolo.errors.ImageReadError` naming the path when the file is missing, unreadable or not
     an image.
@@ -39,6 +47,11 @@ def load_image(path: Union[str, Path], rgb: bool = False) -> np.ndarray:
         data = np.fromfile(str(path), dtype=np.uint8)  # works for any file name, unlike cv2.imread
     except OSError as exc:
         raise ImageReadError(f"{path}: cannot read file ({exc.strerror or exc})") from None
+    if decode == "stb":
+        image = stb_decode(data, path)  # RGB
+        return image if rgb else cv2.cvtColor(image, cv2.COLOR_RGB2BGR, dst=image)
+    if decode != "opencv":
+        raise ValueError(f"unknown decode {decode!r}: use 'opencv' or 'stb'")
     image = decode_image(data, path)
     return cv2.cvtColor(image, cv2.COLOR_BGR2RGB, dst=image) if rgb else image  # in place: no second image
 

@@ -30,6 +30,7 @@ import torch
 from yolo.backends import ExportedModel, load_runnable
 from yolo.device import parse_device
 from yolo.files.images import as_bgr, load_image
+from yolo.files.stb_decode import stb_library
 from yolo.files.names import check_names_count, names_beside_cfg, read_names
 from yolo.inference.device_preprocess import preprocess_on_device
 from yolo.inference.graphed import GraphedForward
@@ -39,7 +40,7 @@ from yolo.inference.preprocess import LetterboxInfo, preprocess
 from yolo.inference.staging import HostStaging
 from yolo.inference.tiling import TiledDetector
 from yolo.inference.tracking import track_frames
-from yolo.models.preprocessing import cfg_resize_mode, default_resample, default_resize, model_input_choice
+from yolo.models.preprocessing import cfg_resize_mode, default_decode, default_resample, default_resize, model_input_choice
 from yolo.ops.sizes import ImageSize
 from yolo.settings.declare import with_settings_signature
 from yolo.settings.detect import DetectorOptions
@@ -111,6 +112,9 @@ class Detector:
                              f"classes (0..{self.num_classes - 1}), so nothing could be detected")
         self.resize = opts.resize if opts.resize is not None else default_resize(self.model)
         self.resample = opts.resample if opts.resample is not None else default_resample(self.model)
+        self.decode = opts.decode if opts.decode is not None else default_decode(self.model)
+        if self.decode == "stb":
+            stb_library()  # built now (once per cache folder): a missing compiler is said before any image
         self.settings = PostprocessConfig.for_model(
             self.model, conf_thres=float(opts.conf_thres), iou_thres=float(opts.iou_thres),
             classes=tuple(classes) if classes is not None else None, agnostic=bool(opts.agnostic),
@@ -161,8 +165,7 @@ class Detector:
     nms_kind = property(lambda self: self.settings.nms_kind, doc="Darknet's NMS variant")
     beta_nms = property(lambda self: self.settings.beta_nms, doc="DIoU-NMS exponent")
 
-    @staticmethod
-    def _load(images) -> List[np.ndarray]:
+    def _load(self, images) -> List[np.ndarray]:
         if isinstance(images, (str, Path, np.ndarray)):
             images = [images]
         elif isinstance(images, (bytes, bytearray)) or not isinstance(images, Iterable):
@@ -173,7 +176,7 @@ class Detector:
             if not isinstance(image, (str, Path, np.ndarray)):
                 raise TypeError(f"Detector(): image {i}: expected {EXPECTED_IMAGE}, got {_kind(image)}")
             if isinstance(image, (str, Path)):
-                out.append(load_image(image))
+                out.append(load_image(image, decode=self.decode))
             else:
                 out.append(as_bgr(image, where=f"image {i}"))
         return out

@@ -10,6 +10,7 @@ A file that cannot be read is reported and skipped, never fatal.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import sys
 from collections import Counter
@@ -101,10 +102,11 @@ def _in_batches(items: Iterable[T], size: int) -> Iterator[List[T]]:
         yield batch
 
 
-def _read_image(item: SourceItem) -> Tuple[SourceItem, Optional[np.ndarray], Optional[str]]:
-    """``(item, BGR uint8 image, None)``, or ``(item, None, message)`` when the file cannot be read."""
+def _read_image(item: SourceItem, decode: str = "opencv") -> Tuple[SourceItem, Optional[np.ndarray], Optional[str]]:
+    """``(item, BGR uint8 image, None)``, or ``(item, None, message)`` when the file cannot be read
+    (``decode``: :data:`yolo.files.images.DECODERS`)."""
     try:
-        return item, load_image(item.path), None
+        return item, load_image(item.path, decode=decode), None
     except ImageReadError as exc:
         return item, None, shown(exc, MAX_MESSAGE)
 
@@ -122,7 +124,7 @@ def detect_images(items: Sequence[SourceItem], detector: Detector, writer: Write
     skipped: List[str] = []
     n_images = n_dets = 0
     step = max(1, batch_size)
-    reads = map_ahead(_read_image, items, workers, depth=2 * max(step, workers))
+    reads = map_ahead(functools.partial(_read_image, decode=detector.decode), items, workers, depth=2 * max(step, workers))
 
     def readable() -> Iterator[Tuple[SourceItem, np.ndarray]]:  # the images read; the others reported here
         for item, image, error in reads:

@@ -4,6 +4,7 @@ A training checkpoint (``best.pt``, ``last.pt``) holds ``preprocessing``::
 
     {"resize": "letterbox" | "stretch",   # how the trainer's validation resized each image
      "resample": "darknet" | "opencv",    # ... with Darknet's float resize_image or OpenCV's uint8 resize
+     "decode": "opencv" | "stb",          # ... each file decoded by OpenCV or stb_image (absent: "opencv")
      "img_size": [height, width],         # the training input size
      "pipeline": "darknet" | "darknet_opencv" | "affine"}   # the training augmentation
 
@@ -17,6 +18,9 @@ model is always measured on one preprocessing. A model without a record (Darknet
 The resampler (:func:`default_resample`): the trainer validates with Darknet's own ``resize_image``
 (``"darknet"``); a checkpoint written before the record had ``resample`` was validated with OpenCV's
 ``cv2.resize`` and keeps it (``"opencv"``), unless ``--resample`` says otherwise.
+
+The decode (:func:`default_decode`): the trainer reads images with OpenCV (``"opencv"``, also what a record
+without ``decode`` means); ``--decode stb`` reads them as Darknet's default build does.
 """
 from __future__ import annotations
 
@@ -29,6 +33,8 @@ from yolo.ops.sizes import ImageSize, SizeLike, check_stride, image_size
 RESIZE_MODES = ("letterbox", "stretch")
 RESAMPLERS = ("darknet", "opencv")  # yolo.ops.letterbox.RESAMPLERS (this module loads no OpenCV)
 RECORDLESS_RESAMPLE = "opencv"  # what a record without "resample" (older checkpoints) was validated with
+DECODERS = ("opencv", "stb")  # yolo.files.images.DECODERS (this module loads no OpenCV)
+RECORDLESS_DECODE = "opencv"  # what a record without "decode" (older checkpoints) was validated with
 
 
 def cfg_resize_mode(model) -> str:
@@ -43,7 +49,7 @@ def training_preprocessing(augment: Mapping[str, Any], img_size: ImageSize) -> D
     (:func:`yolo.data.transforms.augment_from_cfg`) and whose input is ``img_size`` ``(h, w)``."""
     pipeline = str(augment.get("pipeline", "darknet"))
     letterboxed = pipeline == "affine" or bool(float(augment.get("letter_box", 0) or 0))
-    return {"resize": "letterbox" if letterboxed else "stretch", "resample": "darknet",
+    return {"resize": "letterbox" if letterboxed else "stretch", "resample": "darknet", "decode": "opencv",
             "img_size": [int(v) for v in img_size], "pipeline": pipeline}
 
 
@@ -63,11 +69,13 @@ def checked_record(record: Any, where: str) -> Optional[Dict[str, Any]]:
     if (not isinstance(record, Mapping) or record.get("resize") not in RESIZE_MODES
             or not isinstance(size, (list, tuple)) or len(size) != 2
             or not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_IMAGE_SIDE for v in size)
-            or record.get("resample", RECORDLESS_RESAMPLE) not in RESAMPLERS):
+            or record.get("resample", RECORDLESS_RESAMPLE) not in RESAMPLERS
+            or record.get("decode", RECORDLESS_DECODE) not in DECODERS):
         raise ValueError(f"{where}: malformed 'preprocessing' entry {shown(repr(record))} (expected resize "
                          f"letterbox/stretch, img_size [height, width], sides 1 to {MAX_IMAGE_SIDE}, and, if given, "
-                         "resample darknet/opencv)")
+                         "resample darknet/opencv, decode opencv/stb)")
     return {"resize": record["resize"], "resample": record.get("resample", RECORDLESS_RESAMPLE),
+            "decode": record.get("decode", RECORDLESS_DECODE),
             "img_size": [int(v) for v in size], "pipeline": record.get("pipeline")}
 
 
@@ -82,6 +90,12 @@ def default_resample(model) -> str:
     before records named it), else Darknet's (``"darknet"``)."""
     record = recorded_preprocessing(model)
     return record.get("resample", RECORDLESS_RESAMPLE) if record is not None else "darknet"
+
+
+def default_decode(model) -> str:
+    """The decode a tool uses when none is asked for: the recorded one, else OpenCV's (``"opencv"``)."""
+    record = recorded_preprocessing(model)
+    return record.get("decode", RECORDLESS_DECODE) if record is not None else RECORDLESS_DECODE
 
 
 def default_img_size(model) -> Optional[ImageSize]:
@@ -139,5 +153,5 @@ def model_input_size(model, value: Optional[SizeLike], where: str) -> ImageSize:
 
 
 __all__ = ["FALLBACK_SIZE", "RESAMPLERS", "RESIZE_MODES", "cfg_resize_mode", "checked_record",
-           "chosen_input_size", "default_img_size", "default_resample", "default_resize", "model_input_choice", "model_input_size", "net_input_size",
+           "chosen_input_size", "default_decode", "default_img_size", "default_resample", "default_resize", "model_input_choice", "model_input_size", "net_input_size",
            "recorded_preprocessing", "training_preprocessing"]

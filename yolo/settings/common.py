@@ -48,6 +48,18 @@ def resample_setting() -> Any:
              "OpenCV DNN's blobFromImage (default: how a checkpoint of ours was validated, else darknet)")
 
 
+DECODERS = ("opencv", "stb")  # yolo.files.images.DECODERS (this module imports no OpenCV)
+
+
+def decode_setting() -> Any:
+    """``--decode``: how an image file becomes pixels (None: the checkpoint's, else OpenCV's)."""
+    return setting(
+        None, "--decode", choices=list(DECODERS),
+        help="opencv: cv2.imdecode, as Darknet built with OpenCV reads images (EXIF rotation applied); stb: "
+             "stb_image, as Darknet's default build (OPENCV=0) reads them (its detector test percentages to the "
+             "digit; compiled with the system C compiler on first use) (default: a checkpoint's record, else opencv)")
+
+
 def img_size_setting(help: str, **declaration: Any) -> Any:
     """``--img-size``: the network input, ``S`` (square) or ``H W``, parsed into an
     :data:`~yolo.ops.sizes.ImageSize` (:func:`~yolo.settings.values.size_from_flag`); None, not given: the

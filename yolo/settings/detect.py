@@ -11,7 +11,7 @@ from yolo.counts import GRAPH_MAX_BATCH
 from yolo.ops.postprocess_defaults import DETECT_CONF_THRES, DETECT_IOU_THRES, MAX_DET, NMS_KINDS
 from yolo.ops.sizes import SIZE_RULE, SizeLike
 from yolo.settings.checks import check_int_sequence, check_number, check_optional_number, check_sequence
-from yolo.settings.common import RESAMPLERS, device_setting, img_size_setting, resample_setting
+from yolo.settings.common import DECODERS, RESAMPLERS, decode_setting, device_setting, img_size_setting, resample_setting
 from yolo.settings.declare import setting
 from yolo.settings.values import fraction, nms_exponent, non_negative_int, positive_int, worker_count
 
@@ -39,6 +39,9 @@ class DetectorOptions:
       of ``darknet detector test``) or ``"opencv"`` (``cv2.resize`` on ``uint8``, OpenCV DNN's input); default:
       the one a checkpoint of ours records (``"opencv"`` for one older than the record's ``resample``), else
       ``"darknet"``.
+    - ``decode``: ``"opencv"`` (``cv2.imdecode``, as Darknet's OpenCV build reads files) or ``"stb"`` (stb_image,
+      as Darknet's default build reads them, :mod:`yolo.files.stb_decode`); default: the one a checkpoint of ours
+      records, else ``"opencv"``. Arrays passed in are used as they are.
     - ``device``: a name, a GPU index (``0`` is ``cuda:0``) or a :class:`torch.device` (used as it is).
     - ``half``: fp16 on CUDA, model and input in channels-last memory, heads and detections in fp32 (ignored on
       the CPU and with ``fast=False``).
@@ -56,6 +59,7 @@ class DetectorOptions:
         help="pre-processing (default: how a checkpoint of ours was trained and validated; else the cfg's, as "
              "Darknet: letter_box=1 in [net] letterboxes, else stretch)")
     resample: Optional[str] = resample_setting()
+    decode: Optional[str] = decode_setting()
     device: Union[str, int, torch.device, None] = device_setting()
     half: bool = setting(False, "--half", action="store_true", help="fp16 inference (CUDA only)")
     classes: Optional[Sequence[int]] = setting(None, "--classes", type=non_negative_int, nargs="+",
@@ -90,6 +94,8 @@ class DetectorOptions:
             raise ValueError(f"unknown resize mode {self.resize!r}: use 'letterbox' or 'stretch'")
         if self.resample not in (*RESAMPLERS, None):
             raise ValueError(f"unknown resampler {self.resample!r}: use 'darknet' or 'opencv'")
+        if self.decode not in (*DECODERS, None):
+            raise ValueError(f"unknown decode {self.decode!r}: use 'opencv' or 'stb'")
         if self.names is not None and not isinstance(self.names, (str, Path)):
             check_sequence("names", self.names, "class names (or a .names file)")
         check_number("conf_thres", self.conf_thres, fraction)

@@ -6,7 +6,7 @@ from typing import Optional
 
 from yolo.ops.postprocess_defaults import EVAL_CONF_THRES, EVAL_IOU_THRES, MAX_DET
 from yolo.ops.sizes import SIZE_RULE, SizeLike
-from yolo.settings.common import device_setting, img_size_setting, progress_setting, resample_setting
+from yolo.settings.common import decode_setting, device_setting, img_size_setting, progress_setting, resample_setting
 from yolo.settings.declare import setting
 from yolo.settings.detect import RESIZE_MODES
 from yolo.settings.values import fraction, map_points, positive_int, worker_count
@@ -41,6 +41,7 @@ class EvalOptions:
              "(resize_image); default: how a checkpoint of ours was trained and validated, else the cfg's, as "
              "Darknet's detector map (letter_box=1 in [net]: letterbox, else stretch)")
     resample: Optional[str] = resample_setting()
+    decode: Optional[str] = decode_setting()
     batch_size: int = setting(16, "--batch-size", type=positive_int, help="images per batch (default: %(default)s)")
     workers: Optional[int] = setting(None, "--workers", type=worker_count,
                                      help="data-loading processes (default: automatic)")
