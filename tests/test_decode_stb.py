@@ -12,13 +12,17 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from cfg_snippets import TWO_HEAD_CFG
 from conftest import asset
 from darknet_ref.image_steps import darknet_decode, detector_test
 from helpers import run_tool
-from yolo.errors import DecoderUnavailableError, ImageReadError
+from yolo.errors import DecoderUnavailableError, ImageReadError, WeightsError
+from yolo.export.traced import preprocessing_metadata
 from yolo.files import stb_decode as stb_module
 from yolo.files.images import load_image
 from yolo.inference.detector import Detector
+from yolo.models.checkpoint import model_checkpoint, save_checkpoint
+from yolo.models.model import load_model
 
 
 
@@ -149,3 +153,26 @@ def test_concurrent_builds_each_load_a_complete_library(tmp_path):
     assert all(p.returncode == 0 for p in procs) and len(sums) == 1
     assert len(list((tmp_path / "cache" / "stb_image").glob("*.so"))) == 1
     assert not list((tmp_path / "cache" / "stb_image").glob(".*"))  # no temporary file left behind
+
+
+@pytest.mark.slow
+def test_checkpoint_record_names_the_decode(tmp_path):
+    """A checkpoint's ``preprocessing.decode`` is the Detector's default and goes into an export's metadata; a
+    record without it (every checkpoint written before it) decodes with OpenCV, as it was validated; a flag
+    overrides it; an unknown one is refused naming the file."""
+    cfg = tmp_path / "two-head.cfg"
+    cfg.write_text(TWO_HEAD_CFG.format(bn=1))
+    model = load_model(cfg)
+    record = {"resize": "stretch", "resample": "darknet", "img_size": [96, 96], "pipeline": "darknet"}
+    paths = {}
+    for name, extra in (("stb", {"decode": "stb"}), ("old", {}), ("bad", {"decode": "jpeg"})):
+        paths[name] = save_checkpoint(model_checkpoint(model, preprocessing={**record, **extra}),
+                                      tmp_path / f"{name}.pt")
+    assert Detector(None, paths["stb"], device="cpu").decode == "stb"
+    assert Detector(None, paths["stb"], device="cpu", decode="opencv").decode == "opencv"
+    assert Detector(None, paths["old"], device="cpu").decode == "opencv"
+    assert preprocessing_metadata(load_model(weights=paths["stb"]))["decode"] == "stb"
+    with pytest.raises(WeightsError, match=r"bad\.pt: malformed 'preprocessing'"):
+        load_model(weights=paths["bad"])
+    with pytest.raises(ValueError, match="unknown decode"):
+        Detector(None, paths["old"], device="cpu", decode="libjpeg")

@@ -52,7 +52,8 @@ def test_training_and_eval_agree_on_best_pt(shapes, tmp_path, capsys):
                     eval_interval=8)
     assert trainer.val_set.resize == "letterbox"
     best = load_checkpoint_file(trainer.result.best)
-    assert best["preprocessing"] == {"resize": "letterbox", "resample": "darknet", "img_size": [64, 64],
+    assert best["preprocessing"] == {"resize": "letterbox", "resample": "darknet", "decode": "opencv",
+                                     "img_size": [64, 64],
                                      "pipeline": "affine"}
     trained = best["metrics"]  # what the training measured on this very model
     assert trained["mAP50"] > 0.2, trained  # a model that finds shapes: the comparison below means something
@@ -90,10 +91,11 @@ def test_darknet_pipeline_validates_as_the_cfg_says(shapes, tmp_path, caplog):
     assert caplog.text.count("burn_in=10 updates is longer than this run's 3 updates") == 1
     assert (trainer.val_set.resize, trainer.val_set.resample) == ("stretch", "darknet")
     assert load_checkpoint_file(trainer.result.last)["preprocessing"] == {
-        "resize": "stretch", "resample": "darknet", "img_size": [64, 64], "pipeline": "darknet"}
+        "resize": "stretch", "resample": "darknet", "decode": "opencv", "img_size": [64, 64], "pipeline": "darknet"}
     assert training_preprocessing({"pipeline": "darknet", "letter_box": 1.0}, (64, 96))["resize"] == "letterbox"
     assert training_preprocessing({"pipeline": "darknet_opencv", "letter_box": 0.0}, (64, 96)) == \
-        {"resize": "stretch", "resample": "darknet", "img_size": [64, 96], "pipeline": "darknet_opencv"}
+        {"resize": "stretch", "resample": "darknet", "decode": "opencv", "img_size": [64, 96],
+         "pipeline": "darknet_opencv"}
 
     # a model without a record (a converted .pt, Darknet .weights) follows its cfg; a broken record is refused
     ckpt = load_checkpoint_file(trainer.result.last)

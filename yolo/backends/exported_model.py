@@ -16,7 +16,7 @@ from yolo.backends.base import Backend, recorded_names, recorded_size
 from yolo.errors import CfgError, WeightsError
 from yolo.models.cfg import parse_cfg_text
 from yolo.models.model import Darknet
-from yolo.models.preprocessing import RECORDLESS_RESAMPLE, RESAMPLERS, RESIZE_MODES
+from yolo.models.preprocessing import DECODERS, RECORDLESS_DECODE, RECORDLESS_RESAMPLE, RESAMPLERS, RESIZE_MODES
 
 
 class ExportedModel(nn.Module):
@@ -46,9 +46,12 @@ class ExportedModel(nn.Module):
         resample = meta.get("resample", RECORDLESS_RESAMPLE)
         if resample not in RESAMPLERS:
             raise WeightsError(f"{path}: its metadata gives an unknown resample (darknet or opencv): {resample!r}")
+        decode = meta.get("decode", RECORDLESS_DECODE)  # written before exports recorded it: OpenCV's
+        if decode not in DECODERS:
+            raise WeightsError(f"{path}: its metadata gives an unknown decode (opencv or stb): {decode!r}")
         self.img_size = recorded_size(path, meta)
-        self.preprocessing = {"resize": resize, "resample": resample, "img_size": list(self.img_size),
-                              "pipeline": meta.get("pipeline")}
+        self.preprocessing = {"resize": resize, "resample": resample, "decode": decode,
+                              "img_size": list(self.img_size), "pipeline": meta.get("pipeline")}
         # ONNX and OpenVINO record whether the input size is dynamic; a traced TorchScript file follows any size.
         self.dynamic = meta.get("dynamic", "true" if backend.runtime == "torch.jit" else "false") == "true"
         # What the tools read from a model, set past nn.Module's registry: the heads stay the shell's and

@@ -27,8 +27,8 @@ from yolo.evaluation import Evaluator, evaluate_model
 from yolo.evaluation.darknet_evaluator import DarknetMapEvaluator, check_darknet_map_model
 from yolo.evaluation.tiled import evaluate_tiled
 from yolo.inference.detector import Detector
+from yolo.files.images import ready_decoder
 from yolo.files.names import names_difference
-from yolo.files.stb_decode import stb_library
 from yolo.models.preprocessing import default_decode, default_resample, default_resize, model_input_choice
 from yolo.ops.sizes import size_text
 from yolo.progress import use_bars
@@ -79,9 +79,7 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
         dataset = build_dataset(data, opts.split, img_size=img_size, augment=False)
         dataset.resize = opts.resize or default_resize(model)
         dataset.resample = opts.resample or default_resample(model)
-        dataset.decode = opts.decode or default_decode(model)
-        if dataset.decode == "stb":
-            stb_library()  # built now: a missing compiler is said before the run folder is made
+        dataset.decode = ready_decoder(opts.decode or default_decode(model))  # stb compiled now, or said why not
         split = data.split(opts.split)
         evaluator = Evaluator(data.names, dataset.ground_truth(), category_ids=getattr(dataset, "category_ids", None),
                               use_pycocotools=not opts.fast,
@@ -132,10 +130,9 @@ def main(args: argparse.Namespace) -> Dict[str, Any]:
 
     evaluator.save_results_json(save_dir / "predictions.json")
     settings = {"cfg": opts.cfg, "weights": str(opts.weights), "data": str(opts.data), "split": opts.split,
-                "img_size": list(img_size), "resize": dataset.resize,
-                "resample": dataset.resample, "decode": dataset.decode, "conf_thres": opts.conf_thres,
-                "iou_thres": opts.iou_thres, "max_det": opts.max_det, "multi_label": opts.multi_label,
-                "darknet_map": opts.darknet_map,
+                "img_size": list(img_size), "resize": dataset.resize, "resample": dataset.resample,
+                "decode": dataset.decode, "conf_thres": opts.conf_thres, "iou_thres": opts.iou_thres,
+                "max_det": opts.max_det, "multi_label": opts.multi_label, "darknet_map": opts.darknet_map,
                 **({"tile_overlap": tile.tile_overlap, "tile_merge": tile.tile_merge} if tile.tile else {})}
     evaluator.save_metrics(save_dir / "metrics.json", {"settings": settings})
     if opts.plots:

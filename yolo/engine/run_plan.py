@@ -39,6 +39,7 @@ def build_datasets(data, hyp: Hyperparameters, stride: int, seed: int, main: boo
                 # validate as the model trains, as the checkpoint records it (yolo.models.preprocessing)
                 record = training_preprocessing(hyp.augment, img_size)
                 val_set.resize, val_set.resample = record["resize"], record["resample"]
+                val_set.decode = record["decode"]
         barrier()
     if hyp.cache_images:  # before the loader's workers start: they share the decoded images
         one_size = None if hyp.multi_scale else img_size  # every item at img_size: images may be kept reduced

@@ -15,7 +15,7 @@ from yolo.errors import ExportError
 from yolo.export.heads import keep_heads_float32, output_columns
 from yolo.files.atomic import atomic_path
 from yolo.inference.preprocess import LETTERBOX_FILL
-from yolo.models.preprocessing import default_resample, default_resize
+from yolo.models.preprocessing import default_decode, default_resample, default_resize
 from yolo.ops.sizes import ImageSize
 
 def inference_copy(model, half: bool = False, fuse: bool = True):
@@ -50,10 +50,12 @@ def preprocessing_metadata(model) -> Dict[str, str]:
     resized (the resize the model was trained and validated with, :func:`yolo.models.preprocessing.default_resize`;
     letterbox borders filled with 0.5), HWC to NCHW, multiplied by ``scale`` (1/255), no mean or std; ``resample``
     names the resize's arithmetic (:func:`yolo.models.preprocessing.default_resample`: ``darknet``, Darknet's
-    ``resize_image`` on the 0..1 floats; ``opencv``, ``cv2.resize`` bilinear on the bytes)."""
+    ``resize_image`` on the 0..1 floats; ``opencv``, ``cv2.resize`` bilinear on the bytes); ``decode`` how image
+    files became pixels (:func:`yolo.models.preprocessing.default_decode`: ``opencv``, libjpeg/libpng through
+    ``cv2.imdecode``; ``stb``, stb_image, as Darknet's default build)."""
     resize = default_resize(model)
     meta = {"color_order": "RGB", "layout": "NCHW", "scale": repr(1 / 255), "resize": resize,
-            "resample": default_resample(model)}
+            "resample": default_resample(model), "decode": default_decode(model)}
     if resize == "letterbox":
         meta["letterbox_fill"] = repr(LETTERBOX_FILL)  # on the scaled 0..1 input
     return meta

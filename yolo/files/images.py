@@ -18,9 +18,9 @@ from PIL import Image, UnidentifiedImageError
 
 from yolo.errors import ImageReadError
 from yolo.files.jpeg_end import jpeg_is_complete
-from yolo.files.stb_decode import stb_decode
+from yolo.files.stb_decode import stb_decode, stb_library
 
-__all__ = ["DECODERS", "IMAGE_SUFFIXES", "DATASET_IMAGE_SUFFIXES", "MIN_IMAGE_SIDE", "load_image", "decode_image", "as_bgr",
+__all__ = ["DECODERS", "IMAGE_SUFFIXES", "ready_decoder", "DATASET_IMAGE_SUFFIXES", "MIN_IMAGE_SIDE", "load_image", "decode_image", "as_bgr",
            "image_file_size"]
 
 # The photo formats a dataset folder is scanned for (their headers are checked by PIL before training).
@@ -32,6 +32,17 @@ IMAGE_SUFFIXES = DATASET_IMAGE_SUFFIXES + (".ppm", ".pgm", ".pbm", ".jp2", ".gif
 DECODERS = ("opencv", "stb")
 # Smaller images are reported as unusable by dataset scans.
 MIN_IMAGE_SIDE = 2
+
+
+def ready_decoder(decode: str) -> str:
+    """``decode`` (one of :data:`DECODERS`) made ready before any image is read: stb_image is compiled now,
+    once per cache folder, so that a missing C compiler is said at the start
+    (:class:`yolo.errors.DecoderUnavailableError`). Returns ``decode``."""
+    if decode not in DECODERS:
+        raise ValueError(f"unknown decode {decode!r}: use 'opencv' or 'stb'")
+    if decode == "stb":
+        stb_library()
+    return decode
 
 
 def load_image(path: Union[str, Path], rgb: bool = False, decode: str = "opencv") -> np.ndarray:

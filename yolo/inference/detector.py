@@ -29,8 +29,7 @@ import torch
 
 from yolo.backends import ExportedModel, load_runnable
 from yolo.device import parse_device
-from yolo.files.images import as_bgr, load_image
-from yolo.files.stb_decode import stb_library
+from yolo.files.images import as_bgr, load_image, ready_decoder
 from yolo.files.names import check_names_count, names_beside_cfg, read_names
 from yolo.inference.device_preprocess import preprocess_on_device
 from yolo.inference.graphed import GraphedForward
@@ -112,9 +111,8 @@ class Detector:
                              f"classes (0..{self.num_classes - 1}), so nothing could be detected")
         self.resize = opts.resize if opts.resize is not None else default_resize(self.model)
         self.resample = opts.resample if opts.resample is not None else default_resample(self.model)
-        self.decode = opts.decode if opts.decode is not None else default_decode(self.model)
-        if self.decode == "stb":
-            stb_library()  # built now (once per cache folder): a missing compiler is said before any image
+        # stb_image is compiled now (once per cache folder): a missing compiler is said before any image
+        self.decode = ready_decoder(opts.decode if opts.decode is not None else default_decode(self.model))
         self.settings = PostprocessConfig.for_model(
             self.model, conf_thres=float(opts.conf_thres), iou_thres=float(opts.iou_thres),
             classes=tuple(classes) if classes is not None else None, agnostic=bool(opts.agnostic),

@@ -124,7 +124,8 @@ def detect_images(items: Sequence[SourceItem], detector: Detector, writer: Write
     skipped: List[str] = []
     n_images = n_dets = 0
     step = max(1, batch_size)
-    reads = map_ahead(functools.partial(_read_image, decode=detector.decode), items, workers, depth=2 * max(step, workers))
+    reads = map_ahead(functools.partial(_read_image, decode=detector.decode), items, workers,
+                      depth=2 * max(step, workers))
 
     def readable() -> Iterator[Tuple[SourceItem, np.ndarray]]:  # the images read; the others reported here
         for item, image, error in reads:

@@ -11,7 +11,8 @@ from yolo.counts import GRAPH_MAX_BATCH
 from yolo.ops.postprocess_defaults import DETECT_CONF_THRES, DETECT_IOU_THRES, MAX_DET, NMS_KINDS
 from yolo.ops.sizes import SIZE_RULE, SizeLike
 from yolo.settings.checks import check_int_sequence, check_number, check_optional_number, check_sequence
-from yolo.settings.common import DECODERS, RESAMPLERS, decode_setting, device_setting, img_size_setting, resample_setting
+from yolo.settings.common import (DECODERS, RESAMPLERS, decode_setting, device_setting, img_size_setting,
+                                  resample_setting)
 from yolo.settings.declare import setting
 from yolo.settings.values import fraction, nms_exponent, non_negative_int, positive_int, worker_count
 
