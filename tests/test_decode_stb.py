@@ -129,10 +129,18 @@ def test_detect_tool_decode_stb_corrupt_image(tmp_path, yolov3_tiny):
     result = run_tool("detect", "--cfg", yolov3_tiny[0], "--weights", yolov3_tiny[1], "--source", bad,
                       "--decode", "stb", "--nosave", "--device", "cpu")
     assert "broken.jpg" in result.stderr and "Traceback" not in result.stderr, result.stderr
+    # no compiler and nothing compiled yet: one line, said before any image is read
+    env = {**os.environ, "PATH": str(tmp_path), "CC": "", "YOLO_CACHE_DIR": str(tmp_path / "empty-cache")}
+    result = run_tool("detect", "--cfg", yolov3_tiny[0], "--weights", yolov3_tiny[1], "--source", bad,
+                      "--decode", "stb", "--nosave", "--device", "cpu", env=env)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and "C compiler" in lines[0], result.stderr
 
 
 def test_no_compiler_is_one_line_error(monkeypatch, tmp_path):
+    """Needed only while the cache folder has no compiled decoder."""
     monkeypatch.setattr(stb_module, "_LIBRARY", None)
+    monkeypatch.setenv("YOLO_CACHE_DIR", str(tmp_path / "empty-cache"))
     monkeypatch.setenv("CC", "no-such-compiler")
     monkeypatch.setenv("PATH", str(tmp_path))  # no cc, no gcc
     with pytest.raises(DecoderUnavailableError, match="C compiler") as info:

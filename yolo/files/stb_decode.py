@@ -7,7 +7,7 @@ Darknet's pixels; no maintained Python package exposes it. The package carries t
 (``stb/stb_image.h``, v2.30) and a ten-line wrapper (``stb/stb_decode.c``), compiled on first use with the
 system C compiler (``$CC``, else ``cc``, else ``gcc``) as Darknet compiles it (stb's defaults: every format,
 SSE2 on x86-64; the integer decoders give the same bytes at any optimisation level) into the user cache folder
-(:func:`yolo.files.cache_dir.user_cache_dir`), named by a hash of the sources, the compiler and the flags, and
+(:func:`yolo.files.cache_dir.user_cache_dir`), named by a hash of the sources, the flags and the platform, and
 loaded with ``ctypes``. The library is written to a temporary name and renamed into place, so processes that
 compile at the same time each load a complete library.
 """
@@ -47,11 +47,12 @@ def _compiler() -> str:
                                   "install gcc, or set CC), or use --decode opencv")
 
 
-def _library_path(compiler: str) -> Path:
+def _library_path() -> Path:
+    """Where the compiled decoder of these sources and flags for this machine's architecture is kept."""
     digest = hashlib.sha256()
     for name in ("stb_image.h", "stb_decode.c"):
         digest.update((SOURCES / name).read_bytes())
-    digest.update(" ".join([compiler, *FLAGS, platform.machine()]).encode())
+    digest.update(" ".join([*FLAGS, platform.system(), platform.machine()]).encode())
     return user_cache_dir() / "stb_image" / f"stb_decode-{digest.hexdigest()[:16]}.so"
 
 
@@ -83,10 +84,9 @@ def stb_library() -> ctypes.CDLL:
     global _LIBRARY
     with _LOCK:
         if _LIBRARY is None:
-            compiler = _compiler()
-            path = _library_path(compiler)
-            if not path.is_file():
-                _build(compiler, path)
+            path = _library_path()
+            if not path.is_file():  # a compiler is needed only once per cache folder
+                _build(_compiler(), path)
             library = ctypes.CDLL(str(path))
             library.yolo_stb_decode.restype = ctypes.POINTER(ctypes.c_ubyte)
             library.yolo_stb_decode.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int),
