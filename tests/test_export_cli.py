@@ -73,6 +73,7 @@ def test_onnx_records_its_input_preprocessing_and_names_its_axes(tiny, tmp_path)
     assert "letter_box" not in asset("cfg/yolov3-tiny.cfg").read_text()
     assert meta["resize"] == "stretch" and "letterbox_fill" not in meta
     assert meta["color_order"] == "RGB" and meta["layout"] == "NCHW" and meta["resample"] == "darknet"
+    assert meta["decode"] == "opencv"
     assert float(meta["scale"]) == pytest.approx(1 / 255, rel=1e-12)
     assert json.loads(meta["img_size"]) == [128, 192]
     coco = [line.strip() for line in asset("cfg/coco.names").read_text().splitlines() if line.strip()]
