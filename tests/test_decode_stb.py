@@ -17,7 +17,8 @@ from cfg_snippets import TWO_HEAD_CFG
 from conftest import asset
 from darknet_ref.image_steps import darknet_decode, detector_test
 from helpers import run_tool
-from yolo.errors import DecoderUnavailableError, ImageReadError, WeightsError
+from yolo.data.dataset import read_image
+from yolo.errors import DataError, DecoderUnavailableError, ImageReadError, WeightsError
 from yolo.export.traced import preprocessing_metadata
 from yolo.files import stb_decode as stb_module
 from yolo.files.images import load_image
@@ -129,6 +130,10 @@ def test_corrupt_file_is_one_line_error_naming_it(tmp_path):
     empty.write_bytes(b"")
     with pytest.raises(ImageReadError, match=r"empty\.png"):
         load_image(empty, decode="stb")
+    webp = tmp_path / "photo.webp"  # OpenCV reads it, stb_image (and so Darknet's default build) does not
+    cv2.imwrite(str(webp), photo())
+    with pytest.raises(DataError, match=r"photo\.webp: not a readable image \(stb_image: unknown image type\)$"):
+        read_image(webp, "stb")  # evaluation's reader
 
 
 @needs_compiler

@@ -74,8 +74,9 @@ def read_image(path: PathLike, decode: str = "opencv") -> np.ndarray:
     try:
         return load_image(path, rgb=True, decode=decode)
     except ImageReadError as exc:
-        reason = "missing or corrupt" if decode == "opencv" else str(exc).rsplit(": ", 1)[-1]
-        raise DataError(f"cannot read image ({reason})", path) from None
+        if decode == "opencv":
+            raise DataError("cannot read image (missing or corrupt)", path) from None
+        raise DataError(str(exc).split(": ", 1)[-1], path) from None  # stb_image's reason, after the path
 
 
 class DetectionDataset(Dataset):

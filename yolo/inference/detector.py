@@ -1,6 +1,7 @@
 """``Detector``: images in, detections in original-image pixels out.
 
-Pipeline: BGR ``uint8`` image (:mod:`yolo.files.images`) -> resize (``letterbox`` or ``stretch``: by default
+Pipeline: BGR ``uint8`` image (:mod:`yolo.files.images`; a file decoded by OpenCV, ``decode="opencv"``, or by
+stb_image as Darknet's default build, ``decode="stb"``) -> resize (``letterbox`` or ``stretch``: by default
 the cfg's choice, as Darknet's ``letter_box``) to RGB float 0..1, by default with Darknet's own float
 ``resize_image`` (``resample="darknet"``: the input of ``detector test``), or OpenCV's on ``uint8``
 (``resample="opencv"``: OpenCV DNN's input) (:func:`yolo.inference.preprocess.preprocess` on the CPU; on CUDA
