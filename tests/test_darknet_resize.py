@@ -108,8 +108,9 @@ def test_detector_scores_equal_darknets_opencv_build(darknet_opencv, yolov3_tiny
 
 
 # The edges of the tables: one-pixel-wide and one-pixel-high images (with outputs of one column), a one-pixel
-# image, upscaling by 30 along one axis and more, shrinking by 70 and 50, odd sizes that share rows and columns
-EDGE_SIZES = [((40, 1), (13, 7)), ((1, 40), (7, 13)), ((1, 1), (5, 3)), ((23, 1), (9, 1)), ((3, 4), (97, 131)),
+# image, upscaling by 30 along one axis and more, shrinking by 70 and 50, odd sizes that share rows and columns, no
+# change of size (Darknet's copy_image)
+EDGE_SIZES = [((37, 23), (37, 23)), ((40, 1), (13, 7)), ((1, 40), (7, 13)), ((1, 1), (5, 3)), ((23, 1), (9, 1)), ((3, 4), (97, 131)),
               ((2, 2), (61, 3)), ((1200, 1500), (17, 29)), ((801, 97), (16, 45)), ((101, 77), (63, 45)),
               ((63, 45), (101, 77))]
 
