@@ -105,3 +105,36 @@ def test_detector_scores_equal_darknets_opencv_build(darknet_opencv, yolov3_tiny
     for path, theirs, result in zip(paths, expected, detector(paths)):
         shape = cv2.imread(str(path)).shape[:2]
         assert_same_printout(printed(result, shape), darknets(theirs, shape), path.name)
+
+
+# The edges of the tables: one-pixel-wide and one-pixel-high images (with outputs of one column), a one-pixel
+# image, upscaling by 30 along one axis and more, shrinking by 70 and 50, odd sizes that share rows and columns, no
+# change of size (Darknet's copy_image)
+EDGE_SIZES = [((37, 23), (37, 23)), ((40, 1), (13, 7)), ((1, 40), (7, 13)), ((1, 1), (5, 3)), ((23, 1), (9, 1)), ((3, 4), (97, 131)),
+              ((2, 2), (61, 3)), ((1200, 1500), (17, 29)), ((801, 97), (16, 45)), ((101, 77), (63, 45)),
+              ((63, 45), (101, 77))]
+
+
+@pytest.mark.parametrize("image_hw, out_hw", EDGE_SIZES)
+def test_resize_edges_equal_darknets_resize_image(darknet, image_hw, out_hw):
+    rgb = np.random.default_rng(7 * sum(image_hw) + sum(out_hw)).integers(0, 256, (*image_hw, 3), dtype=np.uint8)
+    expected = darknet_fit(darknet, rgb, out_hw[1], out_hw[0])
+    assert np.array_equal(darknet_resize_image(rgb, out_hw, bgr=False).numpy(), expected)
+    assert np.array_equal(darknet_resize_image(rgb[:, :, ::-1], out_hw).numpy(), expected)  # a reversed view
+    on_device = darknet_resize(torch.from_numpy(rgb).permute(2, 0, 1)[None], out_hw)
+    assert np.array_equal(on_device[0].permute(1, 2, 0).numpy(), expected)
+
+
+def test_resize_of_gray_and_rgba_images_as_converted(darknet):
+    """A gray image and an RGBA one arrive as three channels (stb_image's ``load_image_color`` replicates the
+    gray and drops the alpha; so does OpenCV's ``imread``): as a broadcast view and as a view skipping the alpha,
+    both not contiguous, resized as Darknet resizes the same bytes."""
+    rng = np.random.default_rng(11)
+    gray = rng.integers(0, 256, (37, 53), dtype=np.uint8)
+    as_color = np.broadcast_to(gray[:, :, None], (37, 53, 3))  # zero stride along the channels
+    rgba = rng.integers(0, 256, (29, 61, 4), dtype=np.uint8)
+    for pixels, out_hw in ((as_color, (41, 19)), (rgba[:, :, :3], (16, 80))):
+        expected = darknet_fit(darknet, np.ascontiguousarray(pixels), out_hw[1], out_hw[0])
+        assert np.array_equal(darknet_resize_image(pixels, out_hw, bgr=False).numpy(), expected)
+        batch, _ = preprocess([pixels[:, :, ::-1]], out_hw, "stretch")  # the Detector's input, from BGR
+        assert np.array_equal(batch[0].permute(1, 2, 0).numpy(), expected)
