@@ -30,7 +30,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 import yaml
 
 from yolo.counts import MAX_BATCH, MAX_IMAGE_SIDE
-from yolo.data.transforms import augment_from_cfg
+from yolo.data.augment_hyp import augment_from_cfg
 from yolo.engine.schedule import SCHEDULE_DEFAULTS, LRSchedule, ScheduleSettings, read_net_schedule, resolve_steps
 from yolo.errors import ConfigError, shown
 from yolo.files.yaml_files import load_yaml, yaml_problem
@@ -166,7 +166,7 @@ def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, 
     (None values are ignored).
     ``img_size`` comes out as ``(h, w)`` (:func:`yolo.ops.sizes.image_size`), a multiple of the network's
     ``stride`` when one is given, and ``augment`` as the full augmentation settings of
-    :func:`yolo.data.transforms.augment_from_cfg`. A bad value is a one-line :class:`ConfigError` naming the
+    :func:`yolo.data.augment_hyp.augment_from_cfg`. A bad value is a one-line :class:`ConfigError` naming the
     YAML (or the cfg's file and line for a [net] key).
     """
     where = str(hyp_source) if isinstance(hyp_source, (str, Path)) else "hyp"

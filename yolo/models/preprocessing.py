@@ -40,7 +40,7 @@ def cfg_resize_mode(model) -> str:
 
 def training_preprocessing(augment: Mapping[str, Any], img_size: ImageSize) -> Dict[str, Any]:
     """The record for a run whose resolved augmentation settings are ``augment``
-    (:func:`yolo.data.transforms.augment_from_cfg`) and whose input is ``img_size`` ``(h, w)``."""
+    (:func:`yolo.data.augment_hyp.augment_from_cfg`) and whose input is ``img_size`` ``(h, w)``."""
     pipeline = str(augment.get("pipeline", "darknet"))
     letterboxed = pipeline == "affine" or bool(float(augment.get("letter_box", 0) or 0))
     return {"resize": "letterbox" if letterboxed else "stretch", "resample": "darknet",
