@@ -166,7 +166,7 @@ def crop_resize(image: np.ndarray, dx: int, dy: int, crop_w: int, crop_h: int, w
     return _untranspose(_crop_resize_transposed(image, dx, dy, crop_w, crop_h, w, h, flip))
 
 
-def resize_image(image: np.ndarray, w: int, h: int) -> np.ndarray:
+def resize_image_float32(image: np.ndarray, w: int, h: int) -> np.ndarray:
     """Darknet's ``resize_image`` on ``H x W x 3`` pixels (float32 result; ``uint8`` is divided by 255)."""
     ih, iw = image.shape[:2]
     return crop_resize(image, 0, 0, iw, ih, w, h).transpose(1, 2, 0)
@@ -423,5 +423,5 @@ def darknet_item(load: Callable[[int], tuple], index: int, num_items: int, rng: 
 
 __all__ = ["DarknetDraw", "FINISHED_IMAGES", "ImageRandoms", "ImageSteps", "augment_image", "augment_image_uint8", "augment_truths", "crop_image",
            "crop_resize", "darknet_crop", "darknet_item", "darknet_sample", "distort_image", "draw_darknet",
-           "draw_image_randoms", "hsv_to_rgb", "input_matrix", "mixup_images", "mixup_truths", "resize_image",
+           "draw_image_randoms", "hsv_to_rgb", "input_matrix", "mixup_images", "mixup_truths", "resize_image_float32",
            "rgb_to_hsv"]
