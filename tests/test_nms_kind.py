@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from yolo.models.cfg import parse_cfg, parse_cfg_text
-from yolo.inference.postprocess import PostprocessConfig, postprocess
+from yolo.inference.postprocess import PostprocessOptions, postprocess
 from yolo.models.heads import nms_settings
 from yolo.ops.nms import nms
 
@@ -84,7 +84,7 @@ def test_postprocess_matches_darknet_nms(kind, beta, seed):
     classes, conf, thresh = 3, 0.2, 0.45
     predictions, dets = _random_detections(rng, 60, classes, conf)
     expected = reference_nms(dets, classes, thresh, kind, beta)
-    config = PostprocessConfig(conf_thres=conf, iou_thres=thresh, multi_label=True, max_det=10_000, nms_kind=kind,
+    config = PostprocessOptions(conf_thres=conf, iou_thres=thresh, multi_label=True, max_det=10_000, nms_kind=kind,
                                beta_nms=beta)
     out = postprocess(predictions, config)[0]
     # Map each kept (box, label) back to its detection index through the exact box coordinates.
