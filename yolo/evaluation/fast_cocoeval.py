@@ -15,7 +15,7 @@ twelve numbers equal pycocotools' to 5.6e-17 and its precision array to 2.2e-16,
 class is; and the per-image records that the reports read (``evalImgs``: precision and recall at the best F1) are
 empty in its public object, kept only in a private ``_evalImgs_cpp``. It was faster (median of 5 interleaved runs
 on a loaded 2-core machine, every area range: 5.5 s against pycocotools' 21.2 s and this class's 14.6 s), but
-evaluation runs this class only for the per-epoch validation, restricted to area "all".
+evaluation runs this class only for the per-epoch validation and ``eval --fast``, restricted to area "all".
 """
 from __future__ import annotations
 
