@@ -209,6 +209,21 @@ def test_the_size_rule_finds_a_call_inside(tmp_path):
     assert size_normaliser_calls(module) == [4]
 
 
+# Names every command-line tool defines once, each meaning the same (its entry point, its parser); and one function
+# of the export that asks the model what yolo.models.heads asks its heads.
+SAME_MEANING_NAMES = {"main", "cli", "build_parser", "parse_args", "has_gaussian_heads"}
+
+
+def test_no_two_public_classes_or_functions_share_a_name():
+    defined: Dict[str, List[str]] = {}
+    for path in python_files("yolo"):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and not node.name.startswith("_"):
+                defined.setdefault(node.name, []).append(str(path.relative_to(REPO)))
+    twice = {name: paths for name, paths in defined.items() if len(paths) > 1 and name not in SAME_MEANING_NAMES}
+    assert not twice, f"one name, two definitions (name each for what it is): {twice}"
+
+
 def add_argument_calls(path: Path) -> List[str]:
     """``function:line`` of each ``add_argument`` call in ``path``."""
     found = []
