@@ -7,7 +7,7 @@ import torchvision
 
 from conftest import asset
 from yolo.inference.detector import Detector
-from yolo.inference.postprocess import _ONE_CALL_MAX, PostprocessConfig, postprocess, threshold_and_nms
+from yolo.inference.postprocess import _ONE_CALL_MAX, PostprocessOptions, postprocess, threshold_and_nms
 from yolo.ops.nms import nms
 
 IMAGES = ["dog.jpg", "horses.jpg", "person.jpg", "eagle.jpg", "giraffe.jpg", "kite.jpg", "scream.jpg"]
@@ -76,7 +76,7 @@ def test_batched_equals_per_image_reference(seed, options):
     max_det = options.get("max_det", 300)
     expected = reference(pred, conf, iou, max_det, options.get("multi_label", False), options.get("agnostic", False),
                          options.get("classes"), options.get("kind", "default"))
-    config = PostprocessConfig(conf, iou, classes=options.get("classes"), agnostic=options.get("agnostic", False),
+    config = PostprocessOptions(conf, iou, classes=options.get("classes"), agnostic=options.get("agnostic", False),
                                multi_label=options.get("multi_label", False), max_det=max_det,
                                nms_kind=options.get("kind", "default"))
     results = postprocess(pred, config)
@@ -86,7 +86,7 @@ def test_batched_equals_per_image_reference(seed, options):
 
 
 def test_flat_detections_are_grouped_by_image_and_score():
-    flat = threshold_and_nms(random_predictions(3), PostprocessConfig(0.3, 0.45))
+    flat = threshold_and_nms(random_predictions(3), PostprocessOptions(0.3, 0.45))
     assert torch.all(flat.image_index[1:] >= flat.image_index[:-1])
     for i in range(flat.num_images):
         scores = flat.scores[flat.image_index == i]
@@ -97,7 +97,7 @@ def test_flat_detections_are_grouped_by_image_and_score():
 def test_no_candidates_at_all():
     pred = random_predictions(0)
     pred[..., 4] = 0.0
-    results = postprocess(pred, PostprocessConfig(0.3, 0.45))
+    results = postprocess(pred, PostprocessOptions(0.3, 0.45))
     assert [len(d["labels"]) for d in results] == [0] * len(pred)
     assert all(d["boxes"].shape == (0, 4) and d["labels"].dtype == torch.int64 for d in results)
 
@@ -119,7 +119,7 @@ def test_detector_batch_equals_one_image_at_a_time():
 def test_large_batch_goes_image_by_image_with_the_same_result(multi_label):
     # Past one NMS call's bound the batch is done one image at a time; the result must not change.
     pred = random_predictions(4, images=3, boxes=4000, classes=3)
-    config = PostprocessConfig(0.05, 0.45, multi_label=multi_label, max_det=100000)
+    config = PostprocessOptions(0.05, 0.45, multi_label=multi_label, max_det=100000)
     flat = threshold_and_nms(pred, config)
     assert int((pred[..., 4] > 0.05).sum()) > _ONE_CALL_MAX["cpu"]
     expected = reference(pred, 0.05, 0.45, 100000, multi_label)

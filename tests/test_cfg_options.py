@@ -160,7 +160,7 @@ def test_opencv_only_options_select_darknets_opencv_pipeline(caplog, net_extra, 
     """mosaic, blur, gaussian_noise (and cutmix, which the build without OpenCV refuses) are trained by Darknet's
     OpenCV pipeline, said in one log line; parser.c's mapping: mosaic overrides mixup, cutmix cancels it."""
     sections = _sections(net_extra + "mosaic_bound=1\n")
-    with caplog.at_level(logging.INFO, logger="yolo.data.transforms"):
+    with caplog.at_level(logging.INFO, logger="yolo.data"):
         hyp = resolve_hyp(sections[0], [s for s in sections if s.type == "yolo"], None, {})["augment"]
     assert hyp["pipeline"] == "darknet_opencv" and (hyp["mixup"], hyp["mosaic"]) == (mixup, mosaic)
     assert hyp["mosaic_bound"] == 1 and hyp["blur"] == (1 if "blur" in net_extra else 0)

@@ -12,7 +12,7 @@ from yolo.files.images import load_image
 from yolo.inference.detector import Detector
 from yolo.inference.device_preprocess import preprocess_on_device
 from yolo.inference.graphed import GRAPH_MAX_BATCH, GraphedForward
-from yolo.inference.postprocess import PostprocessConfig, postprocess, threshold_and_nms
+from yolo.inference.postprocess import PostprocessOptions, postprocess, threshold_and_nms
 from yolo.inference.preprocess import preprocess
 from yolo.models.model import load_model
 
@@ -117,7 +117,7 @@ def test_batched_nms_on_cuda_equals_cpu(cuda_device):
     pred = torch.cat((torch.rand(8, 2000, 2, generator=g) * 200, 5 + torch.rand(8, 2000, 2, generator=g) * 60,
                       torch.rand(8, 2000, 1 + 20, generator=g)), -1)
     for options in ({}, {"multi_label": True}, {"agnostic": True}, {"max_det": 5}):
-        config = PostprocessConfig(0.3, 0.45, **options)
+        config = PostprocessOptions(0.3, 0.45, **options)
         expected = postprocess(pred, config)
         assert threshold_and_nms(pred.to(cuda_device), config).boxes.device.type == cuda_device.type
         got = postprocess(pred.to(cuda_device), config)

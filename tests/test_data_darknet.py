@@ -190,7 +190,7 @@ def test_list_entries_relative_to_the_darknet_folder_are_found_from_anywhere(tmp
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     config = load_data_config(data)
-    with caplog.at_level(logging.INFO, logger="yolo.data.dataset"):
+    with caplog.at_level(logging.INFO, logger="yolo.data"):
         dataset = build_dataset(config, "train", img_size=64, augment=False, cache=False)
     assert [os.path.basename(r.path) for r in dataset.records] == [f"{i:012d}.jpg" for i in range(3)]
     for record in dataset.records:
@@ -200,7 +200,7 @@ def test_list_entries_relative_to_the_darknet_folder_are_found_from_anywhere(tmp
     # From the Darknet folder, as Darknet runs: the entries are read as written, and no base is named.
     monkeypatch.chdir(tmp_path / "darknet")
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="yolo.data.dataset"):
+    with caplog.at_level(logging.INFO, logger="yolo.data"):
         assert len(build_dataset(load_data_config("data/obj.data"), "train", img_size=64, cache=False)) == 3
     assert "relative entries read from" not in caplog.text
 

@@ -9,7 +9,7 @@ import pytest
 from conftest import asset
 from yolo.data import YoloDataset, load_data_config
 from yolo.errors import DataError
-from yolo.data import dataset as dataset_module
+from yolo.data import yolo_layout
 from yolo.data.cache import fallback_path
 
 NAMES = ["a", "b", "c"]
@@ -146,10 +146,12 @@ def test_scan_is_cached_and_invalidated_by_changes(tmp_path, monkeypatch, privat
     cache_file = tmp_path / "labels" / "train.cache.json"
     assert cache_file.is_file()
 
-    def no_reads(path):
-        raise AssertionError(f"{path} was read again despite the cache")
+    def no_reads(paths, name):
+        if paths:
+            raise AssertionError(f"{paths} read again despite the cache")
+        return []
 
-    monkeypatch.setattr(dataset_module, "image_file_size", no_reads)
+    monkeypatch.setattr(yolo_layout, "check_images", no_reads)
     assert YoloDataset(images, NAMES).records[0].labels.tolist() == [0]
 
     label.write_text("1 0.5 0.5 0.4 0.4\n0 0.2 0.2 0.1 0.1\n")

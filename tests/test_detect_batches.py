@@ -17,7 +17,7 @@ from yolo.files.images import load_image
 from yolo.inference.detector import Detector
 from yolo.inference.device_preprocess import preprocess_on_device
 from yolo.inference.graphed import GRAPH_MAX_BATCH
-from yolo.inference.postprocess import PostprocessConfig, boxes_to_original, postprocess
+from yolo.inference.postprocess import PostprocessOptions, boxes_to_original, postprocess
 from yolo.inference.read_ahead import map_ahead, read_ahead
 from yolo.inference.runner import run_defaults
 from yolo.inference.staging import HostStaging
@@ -117,7 +117,7 @@ def test_a_batch_comes_to_the_host_in_one_copy(monkeypatch):
     monkeypatch.setattr(torch.Tensor, "cpu", counted_cpu)
     monkeypatch.setattr(torch.Tensor, "to", counted_to)
     placements = [LetterboxInfo(0.5, 0.5, 0.0, 10.0)] * 6
-    dets = postprocess(predictions, PostprocessConfig(conf_thres=0.3), placements, [(300, 200)] * 6)
+    dets = postprocess(predictions, PostprocessOptions(conf_thres=0.3), placements, [(300, 200)] * 6)
     assert sum(len(d["labels"]) for d in dets) > 6
     assert len(copies) == 1
 

@@ -87,7 +87,7 @@ def reference_metrics(mode, tmp_path):
     from pycocotools.cocoeval import COCOeval
 
     from reference import opencv_forward
-    from yolo.inference.postprocess import PostprocessConfig, postprocess
+    from yolo.inference.postprocess import PostprocessOptions, postprocess
 
     files = parity_files()
     cfg, weights = asset("cfg/yolov3-tiny.cfg"), asset("weights/yolov3-tiny.weights")
@@ -106,7 +106,7 @@ def reference_metrics(mode, tmp_path):
         obj = pred[..., 4:5]
         pred[..., 5:] = torch.where(obj > 0, pred[..., 5:] / obj.clamp_min(1e-30), torch.zeros_like(pred[..., 5:]))
         pred[..., :4] *= SIZE
-        for det, path, im, (sx, sy, px, py) in zip(postprocess(pred, PostprocessConfig(CONF, IOU, multi_label=True,
+        for det, path, im, (sx, sy, px, py) in zip(postprocess(pred, PostprocessOptions(CONF, IOU, multi_label=True,
                                                                           max_det=300)),
                                                   chunk, originals, places):
             h, w = im.shape[:2]

@@ -143,7 +143,7 @@ def real_detections(tmp_path_factory):
     """yolov3-tiny detections (OpenCV DNN, conf 0.001, NMS 0.6, every class above threshold) on 32
     coco128 images at 416, boxes in original pixels; plus their ground truth."""
     from reference import opencv_forward
-    from yolo.inference.postprocess import PostprocessConfig, postprocess
+    from yolo.inference.postprocess import PostprocessOptions, postprocess
 
     files = sorted((asset("coco128/images/train2017")).glob("*.jpg"))[:32]
     images = [cv2.imread(str(f)) for f in files]
@@ -154,7 +154,7 @@ def real_detections(tmp_path_factory):
     obj = pred[..., 4:5]
     pred[..., 5:] = torch.where(obj > 0, pred[..., 5:] / obj.clamp_min(1e-30), torch.zeros_like(pred[..., 5:]))
     pred[..., :4] *= 416
-    dets = postprocess(pred, PostprocessConfig(0.001, 0.6, multi_label=True, max_det=300))
+    dets = postprocess(pred, PostprocessOptions(0.001, 0.6, multi_label=True, max_det=300))
     for det, img in zip(dets, images):
         h, w = img.shape[:2]
         det["boxes"] = det["boxes"] * torch.tensor([w / 416, h / 416, w / 416, h / 416])

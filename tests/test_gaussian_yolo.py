@@ -14,7 +14,7 @@ from darknet_parity import assert_deltas_equal, coco_batch, crowded_truths, head
 from helpers import make_gt, randomize_model
 from yolo.errors import CfgError
 from yolo.losses.gaussian_yolo_loss import gaussian_yolo_loss
-from yolo.inference.postprocess import PostprocessConfig, postprocess
+from yolo.inference.postprocess import PostprocessOptions, postprocess
 from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer
 from yolo.losses.yolo_loss import YoloLoss
 from yolo.models.model import Darknet
@@ -349,23 +349,23 @@ def test_export_onnx_and_torchscript_verified(small_gaussian, tmp_path):
 def test_gaussian_rows_use_darknet_score_rule():
     """One row by hand: score = objectness * p * (1 - mean sigma), thresholded strictly."""
     row = torch.tensor([[[50.0, 40.0, 20.0, 10.0, 0.8, 0.5, 0.9, 0.1, 0.2, 0.3, 0.4]]])
-    (det,) = postprocess(row, PostprocessConfig(conf_thres=0.1, gaussian=True))
+    (det,) = postprocess(row, PostprocessOptions(conf_thres=0.1, gaussian=True))
     assert det["labels"].tolist() == [1]
     assert det["scores"].item() == pytest.approx(0.8 * 0.9 * (1 - 0.25))
     assert det["boxes"].tolist() == [[40.0, 35.0, 60.0, 45.0]]
     assert det["box_sigmas"][0].tolist() == pytest.approx([0.1, 0.2, 0.3, 0.4])
-    (none,) = postprocess(row, PostprocessConfig(conf_thres=0.8, gaussian=True))
+    (none,) = postprocess(row, PostprocessOptions(conf_thres=0.8, gaussian=True))
     assert none["boxes"].shape == (0, 4) and none["box_sigmas"].shape == (0, 4)
 
 
 def test_post_processing_of_a_gaussian_model_scores_its_rows_by_darknet_rule(small_gaussian):
-    """PostprocessConfig.for_model knows the rows end with four sigmas, so every user of it (training's sample
+    """PostprocessOptions.for_model knows the rows end with four sigmas, so every user of it (training's sample
     pictures here) scores them by Darknet's rule and returns the sigmas."""
     from yolo.engine.hooks.writers import sample_detections
 
     _, _, model = small_gaussian
-    config = PostprocessConfig.for_model(model, conf_thres=0.01)
-    assert config.gaussian and not PostprocessConfig.for_model(torch.nn.Linear(1, 1)).gaussian
+    config = PostprocessOptions.for_model(model, conf_thres=0.01)
+    assert config.gaussian and not PostprocessOptions.for_model(torch.nn.Linear(1, 1)).gaussian
     images = torch.randint(0, 256, (2, 3, 96, 128), generator=torch.Generator().manual_seed(0), dtype=torch.uint8)
     assert [sorted(d) for d in sample_detections(model, images, torch.device("cpu"))] == \
         [["box_sigmas", "boxes", "labels", "scores"]] * 2
@@ -373,7 +373,7 @@ def test_post_processing_of_a_gaussian_model_scores_its_rows_by_darknet_rule(sma
         rows = model.eval()(images.float() / 255)
     found = postprocess(rows, config)
     assert sum(len(d["scores"]) for d in found) > 0
-    for got, want in zip(found, postprocess(rows, PostprocessConfig(conf_thres=0.01, gaussian=True))):
+    for got, want in zip(found, postprocess(rows, PostprocessOptions(conf_thres=0.01, gaussian=True))):
         assert torch.equal(got["scores"], want["scores"]) and torch.equal(got["box_sigmas"], want["box_sigmas"])
 
 

@@ -198,7 +198,7 @@ def test_evaluation_scores_each_head_by_its_rule(tmp_path):
     from helpers import make_gt
     from yolo.evaluation import Evaluator, evaluate_model
     from yolo.inference.preprocess import LetterboxInfo
-    from yolo.inference.postprocess import PostprocessConfig, postprocess
+    from yolo.inference.postprocess import PostprocessOptions, postprocess
 
     cfg = tmp_path / "mixed.cfg"
     cfg.write_text(mixed_cfg("yolov3-tiny.cfg", {0}))
@@ -212,7 +212,7 @@ def test_evaluation_scores_each_head_by_its_rule(tmp_path):
     metrics = evaluate_model(model, [(x, torch.zeros(0, 6), [info])], evaluator, conf_thres=0.05, iou_thres=1.0,
                              multi_label=False, max_det=100000, progress=False)
     with torch.no_grad():
-        (expected,) = postprocess(model(x), PostprocessConfig(conf_thres=0.05, iou_thres=1.0, max_det=100000,
+        (expected,) = postprocess(model(x), PostprocessOptions(conf_thres=0.05, iou_thres=1.0, max_det=100000,
                                                               gaussian=True))
     assert metrics["num_detections"] == len(expected["scores"]) > 0
     scores = sorted(r["score"] for r in evaluator.results_json())

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from yolo.ops.boxes import clip_boxes, cxcywh_to_xyxy, xyxy_to_cxcywh
-from yolo.inference.postprocess import PostprocessConfig, postprocess
+from yolo.inference.postprocess import PostprocessOptions, postprocess
 from yolo.ops.letterbox import LETTERBOX_FILL_UINT8, LetterboxInfo, letterbox, letterbox_params, resize_image, stretch
 
 
@@ -164,7 +164,7 @@ def test_postprocess_matches_plain_python_nms(seed, options):
     pred[..., 4] = torch.rand(n, b, generator=g, dtype=torch.float64)
     pred[..., 5:] = torch.rand(n, b, c, generator=g, dtype=torch.float64)
     conf, iou_thres = 0.3, 0.45
-    ours = postprocess(pred, PostprocessConfig(conf, iou_thres, **options))
+    ours = postprocess(pred, PostprocessOptions(conf, iou_thres, **options))
     assert len(ours) == n
     for i in range(n):
         ref = reference_postprocess(pred[i], conf, iou_thres, **options)
@@ -181,7 +181,7 @@ def test_postprocess_empty_and_shapes():
     pred[1, 0, :4] = torch.tensor([50.0, 50.0, 20.0, 20.0])
     pred[1, 0, 4] = 0.9
     pred[1, 0, 5 + 7] = 0.8
-    out = postprocess(pred, PostprocessConfig(0.25, 0.45))
+    out = postprocess(pred, PostprocessOptions(0.25, 0.45))
     for i in (0, 2):
         assert out[i]["boxes"].shape == (0, 4) and out[i]["scores"].shape == (0,)
         assert out[i]["labels"].shape == (0,) and out[i]["labels"].dtype == torch.int64
@@ -189,9 +189,9 @@ def test_postprocess_empty_and_shapes():
     assert torch.allclose(out[1]["boxes"], torch.tensor([[40.0, 40.0, 60.0, 60.0]]))
     assert out[1]["scores"].item() == pytest.approx(0.72)
     # Class filter removing everything still gives empty tensors.
-    assert postprocess(pred, PostprocessConfig(0.25, 0.45, classes=(3,)))[1]["boxes"].shape == (0, 4)
+    assert postprocess(pred, PostprocessOptions(0.25, 0.45, classes=(3,)))[1]["boxes"].shape == (0, 4)
     with pytest.raises(ValueError):
-        postprocess(torch.zeros(10, 85), PostprocessConfig(0.25, 0.45))
+        postprocess(torch.zeros(10, 85), PostprocessOptions(0.25, 0.45))
 
 
 def test_postprocess_threshold_is_strict_and_uses_obj_times_class():
@@ -199,5 +199,5 @@ def test_postprocess_threshold_is_strict_and_uses_obj_times_class():
     pred[0, :, 2:4] = 10.0
     pred[0, 0, 4], pred[0, 0, 5] = 0.5, 0.5  # 0.25: not above 0.25
     pred[0, 1, 4], pred[0, 1, 6] = 0.9, 0.3  # 0.27: kept, although the class prob alone is 0.3
-    out = postprocess(pred, PostprocessConfig(0.25, 0.45))[0]
+    out = postprocess(pred, PostprocessOptions(0.25, 0.45))[0]
     assert out["labels"].tolist() == [1]

@@ -197,14 +197,29 @@ def test_the_detectors_keywords_are_the_declared_settings(tiny_pt):
 
     detector = Detector(None, tiny_pt, device="cpu", conf_thres=0.3, classes=[1], fast=False)
     assert detector.options == DetectorOptions(device="cpu", conf_thres=0.3, classes=[1], fast=False)
-    assert (detector.conf_thres, detector.settings.classes, detector.names) == (0.3, (1,), ["a", "b", "c"])
+    assert (detector.conf_thres, detector.postprocess_options.classes, detector.names) == (0.3, (1,), ["a", "b", "c"])
     given = DetectorOptions(iou_thres=0.2, max_det=5, device="cpu")
     detector = Detector(None, tiny_pt, options=given, max_det=7)
-    assert (detector.iou_thres, detector.settings.max_det, given.max_det) == (0.2, 7, 5)
+    assert (detector.iou_thres, detector.postprocess_options.max_det, given.max_det) == (0.2, 7, 5)
     with pytest.raises(TypeError, match="conf_thresh"):
         Detector(None, tiny_pt, conf_thresh=0.3)
     with pytest.raises(ValueError, match="unknown resize mode 'fit'"):
         Detector(None, tiny_pt, resize="fit")
+
+
+def test_the_names_before_one_word_per_concept_still_work_and_say_so(tiny_pt):
+    """``Detector.settings`` and ``PostprocessConfig`` were renamed (``postprocess_options``, ``PostprocessOptions``:
+    what a caller chooses is "options"); the old names still work, with a DeprecationWarning."""
+    from yolo.inference import postprocess as postprocess_module
+    detector = Detector(None, tiny_pt, device="cpu", conf_thres=0.3, fast=False)
+    with pytest.warns(DeprecationWarning, match="postprocess_options"):
+        assert detector.settings is detector.postprocess_options
+    with pytest.warns(DeprecationWarning, match="PostprocessOptions"):
+        assert postprocess_module.PostprocessConfig is postprocess_module.PostprocessOptions
+    with pytest.warns(DeprecationWarning, match="PostprocessOptions"):
+        from yolo.inference.postprocess import PostprocessConfig  # noqa: F401
+    with pytest.raises(AttributeError):
+        postprocess_module.NoSuchName
 
 
 def test_detect_reads_the_device_and_the_checkpoint_once(tiny_pt, tmp_path, monkeypatch):

@@ -25,9 +25,18 @@ ONEDNN_ACTIVATIONS = {
 }
 
 
+PRIVATE_OPERATORS = ("_reorder_convolution_weight", "_convolution_pointwise")
+
+
 def onednn_conv_available() -> bool:
-    """Whether this PyTorch build has oneDNN and the private fused-convolution operator."""
-    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_convolution_pointwise")
+    """Whether this PyTorch build has oneDNN and the private operators used here (the weight reorder and the fused
+    convolution); a build without them keeps the plain PyTorch convs."""
+    if not torch.backends.mkldnn.is_available():
+        return False
+    try:
+        return all(hasattr(torch.ops.mkldnn, name) for name in PRIVATE_OPERATORS)
+    except RuntimeError:  # a build whose operator registry cannot be asked
+        return False
 
 
 class FusedConvCPU(nn.Module):

@@ -1,4 +1,5 @@
-"""Putting the fast CPU kernels into a fused model (opt-in: :func:`yolo.inference.prepare.prepare_for_inference`).
+"""Putting the fast CPU kernels into a fused model (:func:`yolo.inference.prepare.prepare_for_inference`'s
+``fast_cpu_kernels``, on by default for a Detector on the CPU: see :mod:`yolo.accel` for why and the figures).
 
 Each replaced layer computes what the plain PyTorch module it replaces computes (``ConvBNAct`` after
 ``fuse()``, ``MaxPool``), to float rounding; ``tests/test_detector.py`` compares whole models.
@@ -63,9 +64,22 @@ def swap_modules_for_cpu(model: nn.Module, example_hw: Tuple[int, int], winograd
 
 def use_fast_cpu_kernels(model: nn.Module, example_hw: Tuple[int, int]) -> nn.Module:
     """:func:`swap_modules_for_cpu`, then one forward pass at ``example_hw`` so that oneDNN creates its
-    kernels now rather than on the first image. Returns ``model`` (changed in place)."""
+    kernels now rather than on the first image. Returns ``model`` (changed in place).
+
+    The private operators may change in another PyTorch: when that first pass fails, every layer gets its plain
+    PyTorch module back (a warning says so) and the model runs as without these kernels.
+    """
+    plain = list(model.module_list)
     swap_modules_for_cpu(model, example_hw)
-    with torch.inference_mode():
-        model(torch.zeros(1, getattr(model, "input_channels", 3), *example_hw).contiguous(
-            memory_format=torch.channels_last))
+    example = torch.zeros(1, getattr(model, "input_channels", 3), *example_hw).contiguous(
+        memory_format=torch.channels_last)
+    try:
+        with torch.inference_mode():
+            model(example)
+    except (RuntimeError, TypeError, AttributeError, NotImplementedError) as exc:
+        for i, module in enumerate(plain):
+            model.module_list[i] = module
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        logger.warning("the fast CPU kernels (torch.ops.mkldnn) do not run in this PyTorch %s (%s): plain PyTorch "
+                       "convolutions instead", torch.__version__, reason)
     return model

@@ -22,8 +22,9 @@ import torch
 
 from yolo.timing import median_ms, time_interleaved
 from yolo.data.darknet_batched import PendingBatch
-from yolo.data.dataset import DetectionDataset, read_image
-from yolo.data.transforms import PIPELINES, augment_from_cfg
+from yolo.data.dataset import DetectionDataset
+from yolo.data.image_record import read_image
+from yolo.data.augment_hyp import PIPELINES, augment_from_cfg
 from yolo.models.cfg import parse_cfg
 from yolo.models.head_sections import TRAINED_HEADS
 from yolo.ops.sizes import ImageSize, size_text
@@ -33,7 +34,7 @@ __all__ = ["pipeline_settings", "data_figures", "training_settings"]
 
 def pipeline_settings(cfg: Path) -> Tuple[Dict[str, Dict[str, float]], Dict[str, str]]:
     """The augmentation settings of each pipeline with ``cfg``'s ``[net]`` and last head's values
-    (:func:`yolo.data.transforms.augment_from_cfg`), and why a pipeline cannot take this cfg (e.g. the affine
+    (:func:`yolo.data.augment_hyp.augment_from_cfg`), and why a pipeline cannot take this cfg (e.g. the affine
     one refuses ``letter_box=1``)."""
     sections = parse_cfg(cfg)
     net, heads = sections[0], [s for s in sections if s.type in TRAINED_HEADS]

@@ -24,7 +24,8 @@ from yolo.cli.flags.demo import build_parser, parse_args  # noqa: F401  (tests b
 from yolo.data import ensure_shapes_dataset
 from yolo.device import named_device
 from yolo.errors import MAX_MESSAGE, ConfigError, shown
-from yolo.ops.sizes import ImageSize, image_size
+from yolo.engine.config import Hyperparameters
+from yolo.ops.sizes import ImageSize
 from yolo.runs import run_name
 from yolo.settings.demo import REPO
 
@@ -121,7 +122,7 @@ def _newest(parent: Path, name: str) -> Path:
 def _train_img_size(run_dir: Path) -> ImageSize:
     """The run's training input ``(height, width)``, as its ``hyp.yaml`` records it."""
     hyp_file = run_dir / "hyp.yaml"
-    return image_size(yaml.safe_load(hyp_file.read_text())["img_size"], f"{hyp_file}: img_size")
+    return Hyperparameters.from_dict(yaml.safe_load(hyp_file.read_text()), str(hyp_file)).img_size
 
 
 def cli(argv=None) -> None:

@@ -13,13 +13,15 @@ Typical use::
 from yolo.data.collate import MultiScale, collate_fn, resize_batch
 from yolo.data.config import DataConfig, expand_env, load_data_config
 from yolo.errors import DataError
-from yolo.data.dataset import (CocoDataset, DetectionDataset, ImageRecord, YoloDataset, label_path_for, read_image,
-                               scan_yolo)
+from yolo.data.coco_dataset import CocoDataset
+from yolo.data.dataset import DetectionDataset, YoloDataset
+from yolo.data.image_record import ImageRecord, read_image
+from yolo.data.yolo_layout import label_path_for, scan_yolo
 from yolo.data.splits import build_dataset, dataset_inputs
 from yolo.data.voc import VocDataset
 from yolo.data.loader import EpochLoader, EpochShuffleSampler, create_dataloader, set_epoch
 from yolo.data.shapes import SHAPE_NAMES, ensure_shapes_dataset
-from yolo.data.transforms import DEFAULT_AUGMENT, augment_config, augment_from_cfg
+from yolo.data.augment_hyp import DEFAULT_AUGMENT, augment_config, augment_from_cfg
 from yolo.data.validation import Problem, ValidationReport
 
 __all__ = [

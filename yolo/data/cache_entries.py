@@ -5,7 +5,7 @@ disk error can damage it). What the scan would never have written (a class id be
 outside the image, ``"labels": "garbage"``, a size of -5) makes the entry invalid, and the scan reads that
 image and its label file again instead, as if the entry were not there.
 
-One entry (written by :func:`yolo.data.dataset.scan_yolo`)::
+One entry (written by :func:`yolo.data.yolo_layout.scan_yolo`)::
 
     fp        list: the image's and the label file's fingerprint (compared by the scan)
     shape     [height, width] of the image, or None when it is unusable

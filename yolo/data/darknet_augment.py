@@ -12,7 +12,8 @@ random subset as Darknet's shuffle. With ``mixup=1`` half of the images (a coin 
 another random training image augmented on its own, and carry the partner's truths then their own (Darknet
 tosses one coin per loading thread, which holds one image whenever ``batch`` is at most its 64 threads).
 
-Everything random is drawn once into a :class:`DarknetDraw`; the image and box functions are pure functions
+Everything random is drawn once into a :class:`DarknetDraw` (:mod:`yolo.data.darknet_draw`); the image functions
+here and the truths' (:mod:`yolo.data.darknet_truths`) are pure functions
 of it (and are compared with Darknet's C functions called with the same values, tests/test_augment_darknet.py).
 Images are float32 ``H x W x 3`` RGB in [0, 1] (Darknet's ``image`` data), arithmetic float32 as in C.
 Training items take :func:`augment_image_uint8`, the same values rounded to ``uint8`` levels. How it is made
@@ -29,147 +30,9 @@ import cv2
 import numpy as np
 import torch
 
-from yolo.data.darknet_random import draw_rand_scale
-
-F32 = np.float32
-
-
-@dataclass(frozen=True)
-class DarknetDraw:
-    """The random part of one image's augmentation in the plain-C build: the crop (pixels cut from each side;
-    negative values extend the crop beyond the image), the mirror, and the HSV changes (hue shift in turns,
-    factors); made by :func:`draw_darknet` from :func:`draw_image_randoms`.
-
-    The OpenCV build's draw (:class:`yolo.data.darknet_opencv_augment.OpenCVDraw`) takes the same randoms and
-    more (blur, noise), and its crop passes the mosaic corner rule and Darknet's reset of an invalid crop, after
-    which its right and bottom margins no longer give the crop size: it keeps the size apart. Here the four
-    margins are the crop.
-    """
-
-    pleft: int
-    pright: int
-    ptop: int
-    pbot: int
-    flip: bool
-    dhue: float = 0.0
-    dsat: float = 1.0
-    dexp: float = 1.0
-
-    def crop_size(self, orig_hw: Tuple[int, int]) -> Tuple[int, int]:
-        """``(sheight, swidth)``: the crop's size in original pixels."""
-        oh, ow = orig_hw
-        return oh - self.ptop - self.pbot, ow - self.pleft - self.pright
-
-
-def _trunc(x) -> int:
-    """C's float -> int conversion (toward zero)."""
-    return int(np.trunc(F32(x)))
-
-
-def _precalc(lo: float, hi: float, r: np.float32) -> np.float32:
-    """Darknet's ``rand_precalc_random``: ``r * (hi - lo) + lo`` with the bounds ordered."""
-    lo, hi = F32(lo), F32(hi)
-    if hi < lo:
-        lo, hi = hi, lo
-    return F32(r * (hi - lo) + lo)
-
-
-def darknet_crop(orig_hw: Tuple[int, int], net_hw: Tuple[int, int], hyp: Mapping[str, float],
-                 resize_r1: float, resize_r2: float, r1: float, r2: float, r3: float, r4: float
-                 ) -> Tuple[int, int, int, int]:
-    """``(pleft, pright, ptop, pbot)`` from ``load_data_detection``'s uniform draws (``random_float``): the
-    ``jitter`` crop, the ``resize`` zoom and the ``letter_box`` widening, integer formulas as in C.
-
-    ``hyp`` holds ``jitter``, ``resize`` and ``letter_box`` (see :func:`draw_darknet`).
-    """
-    oh, ow = orig_hw
-    net_h, net_w = net_hw
-    jitter, resize = F32(hyp["jitter"]), F32(hyp.get("resize", 1.0))
-    dw, dh = _trunc(F32(ow) * jitter), _trunc(F32(oh) * jitter)
-    resize_down = F32(1) / resize if resize > 1 else resize
-    resize_up = F32(1) / resize if resize < 1 else resize
-    min_rdw = _trunc(F32(ow) * (F32(1) - F32(1) / resize_down) / F32(2))
-    min_rdh = _trunc(F32(oh) * (F32(1) - F32(1) / resize_down) / F32(2))
-    max_rdw = _trunc(F32(ow) * (F32(1) - F32(1) / resize_up) / F32(2))
-    max_rdh = _trunc(F32(oh) * (F32(1) - F32(1) / resize_up) / F32(2))
-    resize_r1, resize_r2 = F32(resize_r1), F32(resize_r2)
-
-    pleft, pright = _trunc(_precalc(-dw, dw, F32(r1))), _trunc(_precalc(-dw, dw, F32(r2)))
-    ptop, pbot = _trunc(_precalc(-dh, dh, F32(r3))), _trunc(_precalc(-dh, dh, F32(r4)))
-    # C's `int += float`: the sum is formed in float, then truncated.
-    hi_w, hi_h = (0, 0) if resize < 1 else (max_rdw, max_rdh)
-    pleft = _trunc(F32(pleft) + _precalc(min_rdw, hi_w, resize_r1))
-    pright = _trunc(F32(pright) + _precalc(min_rdw, hi_w, resize_r2))
-    ptop = _trunc(F32(ptop) + _precalc(min_rdh, hi_h, resize_r1))
-    pbot = _trunc(F32(pbot) + _precalc(min_rdh, hi_h, resize_r2))
-
-    if hyp.get("letter_box", 0):
-        img_ar = F32(ow) / F32(oh)
-        net_ar = F32(net_w) / F32(net_h)
-        if img_ar / net_ar > 1:  # the crop grows in height to the network's aspect ratio
-            delta_h = (F32(ow) / net_ar - F32(oh)) / F32(2)
-            ptop, pbot = _trunc(F32(ptop) - delta_h), _trunc(F32(pbot) - delta_h)
-        else:
-            delta_w = (F32(oh) * net_ar - F32(ow)) / F32(2)
-            pleft, pright = _trunc(F32(pleft) - delta_w), _trunc(F32(pright) - delta_w)
-    return pleft, pright, ptop, pbot
-
-
-@dataclass(frozen=True)
-class ImageRandoms:
-    """The random values ``load_data_detection`` takes for one image in both of Darknet's builds, in its order
-    (src/data.c, under ``if (!augmentation_calculated || !track)``): the zoom's uniforms ``resize_r``
-    (``resize_r1``, ``resize_r2``), the jitter's ``jitter_r`` (``r1`` .. ``r4``: left, right, top, bottom), the
-    mirror, and the colour changes (hue shift in turns; saturation and exposure factors from ``rand_scale``)."""
-
-    resize_r: Tuple[np.float32, np.float32]
-    jitter_r: Tuple[np.float32, np.float32, np.float32, np.float32]
-    flip: bool
-    dhue: float
-    dsat: float
-    dexp: float
-
-    def margins(self, orig_hw: Tuple[int, int], net_hw: Tuple[int, int], hyp: Mapping[str, float]
-                ) -> Tuple[int, int, int, int]:
-        """``(pleft, pright, ptop, pbot)``: :func:`darknet_crop` of these uniforms."""
-        return darknet_crop(orig_hw, net_hw, hyp, *self.resize_r, *self.jitter_r)
-
-
-def draw_image_randoms(rng, hyp: Mapping[str, float], r_scale: bool) -> ImageRandoms:
-    """Draw :class:`ImageRandoms` from ``rng`` in Darknet's order: ``rng.random()`` for each ``random_float()``,
-    ``rng.integers(2)`` for the mirror's ``random_gen() % 2`` (only when ``hyp["flip"]`` > 0), and
-    :func:`draw_rand_scale`'s two draws for each factor. ``hyp``: ``flip``, ``hue``, ``saturation``, ``exposure``.
-
-    ``r_scale``: also take ``r_scale = random_float()``, which both of Darknet's builds draw between the mirror
-    and the hue and never use. The OpenCV draw takes it: its whole stream is compared with Darknet's, call for
-    call. The plain-C draw does not and never did: what is compared with Darknet there is the values a draw
-    gives (fed to Darknet's image and truth functions), not the stream (its truths are shuffled with
-    ``rng.permutation``, not Darknet's ``randomize_boxes``), and taking the extra draw would change every seeded
-    augmentation of the ``darknet`` pipeline.
-    """
-    resize_r = (F32(rng.random()), F32(rng.random()))
-    jitter_r = tuple(F32(rng.random()) for _ in range(4))
-    flip = bool(rng.integers(2)) if hyp.get("flip", 0) > 0 else False
-    if r_scale:
-        rng.random()
-    hue = F32(hyp.get("hue", 0.0))
-    dhue = float(F32(F32(rng.random()) * (hue - -hue) + -hue))
-    dsat = draw_rand_scale(rng, float(hyp.get("saturation", 1.0)))
-    dexp = draw_rand_scale(rng, float(hyp.get("exposure", 1.0)))
-    return ImageRandoms(resize_r, jitter_r, flip, dhue, dsat, dexp)
-
-
-def draw_darknet(rng: np.random.Generator, orig_hw: Tuple[int, int], net_hw: Tuple[int, int],
-                 hyp: Mapping[str, float]) -> DarknetDraw:
-    """Draw one image's augmentation as the plain-C ``load_data_detection`` does (less its unused ``r_scale``,
-    see :func:`draw_image_randoms`).
-
-    ``hyp`` holds ``jitter``, ``resize`` (of the last ``[yolo]``), ``letter_box`` (0/1), ``flip`` (> 0: mirror
-    half of the images), ``hue``, ``saturation``, ``exposure`` (Darknet's ``[net]`` values).
-    """
-    randoms = draw_image_randoms(rng, hyp, r_scale=False)
-    pleft, pright, ptop, pbot = randoms.margins(orig_hw, net_hw, hyp)
-    return DarknetDraw(pleft, pright, ptop, pbot, randoms.flip, randoms.dhue, randoms.dsat, randoms.dexp)
+from yolo.data.darknet_draw import F32, DarknetDraw, ImageRandoms, darknet_crop, draw_darknet, draw_image_randoms
+from yolo.data.darknet_truths import (augment_truths, input_matrix, mixup_images, mixup_truths, truths_from_xyxy,
+                                      xyxy_from_truths)
 
 
 # ---------------------------------------------------------------------------------------------- image
@@ -303,7 +166,7 @@ def crop_resize(image: np.ndarray, dx: int, dy: int, crop_w: int, crop_h: int, w
     return _untranspose(_crop_resize_transposed(image, dx, dy, crop_w, crop_h, w, h, flip))
 
 
-def resize_image(image: np.ndarray, w: int, h: int) -> np.ndarray:
+def resize_image_float32(image: np.ndarray, w: int, h: int) -> np.ndarray:
     """Darknet's ``resize_image`` on ``H x W x 3`` pixels (float32 result; ``uint8`` is divided by 255)."""
     ih, iw = image.shape[:2]
     return crop_resize(image, 0, 0, iw, ih, w, h).transpose(1, 2, 0)
@@ -482,80 +345,6 @@ def augment_image_uint8(image: np.ndarray, draw: DarknetDraw, net_hw: Tuple[int,
     return _untranspose(planes).transpose(1, 2, 0)
 
 
-# ---------------------------------------------------------------------------------------------- truths
-def augment_truths(truths: np.ndarray, draw: DarknetDraw, orig_hw: Tuple[int, int], net_hw: Tuple[int, int]
-                   ) -> Tuple[np.ndarray, np.ndarray]:
-    """Label boxes through the crop and mirror: ``correct_boxes`` then ``fill_truth_detection``'s checks.
-
-    Args:
-        truths: Float[N, 4] ``(x, y, w, h)`` centre boxes normalized to the original image (the label file).
-    Returns:
-        ``(boxes Float32[K, 4] (x, y, w, h) normalized to the network input, keep Bool[N])``.
-    """
-    oh, ow = orig_hw
-    sheight, swidth = draw.crop_size(orig_hw)
-    sx, sy = F32(swidth) / F32(ow), F32(sheight) / F32(oh)
-    dx = (F32(draw.pleft) / F32(ow)) / sx
-    dy = (F32(draw.ptop) / F32(oh)) / sy
-    inv_sx, inv_sy = F32(1.0 / float(sx)), F32(1.0 / float(sy))
-    # The two axes side by side (rows x then y), the same float32 operations on each.
-    t = np.asarray(truths, dtype=F32).reshape(-1, 4).T  # x, y, w, h
-    centre, half = t[:2], t[2:] / F32(2)
-    low, high = centre - half, centre + half  # left, top / right, bottom in the original image
-    invalid = ((t[0] == 0) & (t[1] == 0)) | (high < 0).any(0) | (low > 1).any(0)
-    scale, shift = np.array([[inv_sx], [inv_sy]], F32), np.array([[dx], [dy]], F32)
-    low, high = low * scale - shift, high * scale - shift
-    if draw.flip:
-        low[0], high[0] = F32(1) - high[0], F32(1) - low[0]
-    low, high = np.clip(low, 0, 1), np.clip(high, 0, 1)
-    middle, size = (low + high) / F32(2), np.clip(high - low, 0, 1)
-    net_h, net_w = net_hw
-    keep = (~invalid & (size >= np.array([[F32(1) / F32(net_w)], [F32(1) / F32(net_h)]], F32)).all(0)
-            & (middle > 0).all(0) & (middle <= 1).all(0))
-    return np.concatenate([middle, size]).T[keep].astype(F32), keep
-
-
-def input_matrix(draw: DarknetDraw, orig_hw: Tuple[int, int], net_hw: Tuple[int, int]) -> np.ndarray:
-    """3x3 matrix mapping original-image pixels to network-input pixels (the truths' mapping)."""
-    sheight, swidth = draw.crop_size(orig_hw)
-    net_h, net_w = net_hw
-    sx, sy = net_w / swidth, net_h / sheight
-    matrix = np.array([[sx, 0.0, -draw.pleft * sx], [0.0, sy, -draw.ptop * sy], [0.0, 0.0, 1.0]])
-    if draw.flip:
-        matrix = np.array([[-1.0, 0.0, float(net_w)], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]) @ matrix
-    return matrix
-
-
-def mixup_images(new: np.ndarray, old: np.ndarray) -> np.ndarray:
-    """Darknet's ``blend_images(new, 0.5, old, 0.5)``: ``new * 0.5 + old * 0.5`` in float32."""
-    return (new.astype(F32) * F32(0.5) + old.astype(F32) * F32(0.5)).astype(F32)
-
-
-def mixup_truths(new: np.ndarray, old: np.ndarray, max_boxes: int) -> np.ndarray:
-    """Darknet's ``blend_truth``: the rows of ``new`` then those of ``old``, at most ``max_boxes`` in all
-    (works on any per-truth rows, e.g. Float[K, 4] boxes or Int64[K] labels)."""
-    return np.concatenate([new, old])[:max_boxes]
-
-
-def truths_from_xyxy(boxes: np.ndarray, orig_hw: Tuple[int, int]) -> np.ndarray:
-    """Float32[N, 4] xyxy boxes in original pixels -> Float32[N, 4] Darknet truths ``(x, y, w, h)``, centre boxes
-    normalized to the image (what a label file holds)."""
-    oh, ow = orig_hw
-    boxes = np.asarray(boxes, np.float32).reshape(-1, 4)
-    return np.stack([(boxes[:, 0] + boxes[:, 2]) / 2 / ow, (boxes[:, 1] + boxes[:, 3]) / 2 / oh,
-                     (boxes[:, 2] - boxes[:, 0]) / ow, (boxes[:, 3] - boxes[:, 1]) / oh], 1)
-
-
-def xyxy_from_truths(truths: np.ndarray, net_hw: Tuple[int, int]) -> np.ndarray:
-    """Float32[K, >=4] truths ``(x, y, w, h, ...)`` normalized to the network input -> Float32[K, 4] xyxy input
-    pixels."""
-    net_h, net_w = net_hw
-    t = np.asarray(truths, np.float32)
-    xyxy = np.stack([(t[:, 0] - t[:, 2] / 2) * net_w, (t[:, 1] - t[:, 3] / 2) * net_h,
-                     (t[:, 0] + t[:, 2] / 2) * net_w, (t[:, 1] + t[:, 3] / 2) * net_h], 1)
-    return xyxy.astype(np.float32).reshape(-1, 4)
-
-
 def _draw_one(image: np.ndarray, boxes: np.ndarray, labels: np.ndarray, rng: np.random.Generator,
               net_hw: Tuple[int, int], hyp: Mapping[str, float]):
     """One image's draw, truths (xyxy input pixels), labels and matrix; its pixels are made by the caller."""
@@ -634,5 +423,5 @@ def darknet_item(load: Callable[[int], tuple], index: int, num_items: int, rng: 
 
 __all__ = ["DarknetDraw", "FINISHED_IMAGES", "ImageRandoms", "ImageSteps", "augment_image", "augment_image_uint8", "augment_truths", "crop_image",
            "crop_resize", "darknet_crop", "darknet_item", "darknet_sample", "distort_image", "draw_darknet",
-           "draw_image_randoms", "hsv_to_rgb", "input_matrix", "mixup_images", "mixup_truths", "resize_image",
+           "draw_image_randoms", "hsv_to_rgb", "input_matrix", "mixup_images", "mixup_truths", "resize_image_float32",
            "rgb_to_hsv"]

@@ -13,9 +13,9 @@ Relative paths are read as Darknet reads them, from the working directory (Darkn
 from where it runs); when one is not there, the ``.data`` file's own folder is tried, then the folder above it
 (``data/obj.data`` naming ``data/train.txt``: Darknet's layout, run from the folder that holds ``data/``). Only
 evaluation needs no ``train=`` (``read_darknet_data(path, training=False)``). The image lists are read
-by :func:`yolo.data.dataset.list_images` (relative lines as Darknet reads them, from the working directory; then
+by :func:`yolo.data.yolo_layout.list_images` (relative lines as Darknet reads them, from the working directory; then
 from the list's folder, the folder above it, the ``.data`` file's folder and the one above it) and every
-image's label file is found by Darknet's rule (:func:`yolo.data.dataset.label_path_for`: ``images`` or
+image's label file is found by Darknet's rule (:func:`yolo.data.yolo_layout.label_path_for`: ``images`` or
 ``JPEGImages`` becomes ``labels``, the extension ``.txt``; else beside the image).
 """
 from __future__ import annotations

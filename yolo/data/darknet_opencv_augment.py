@@ -35,8 +35,10 @@ from typing import Callable, List, Mapping, Optional, Sequence, Tuple
 import cv2
 import numpy as np
 
-from yolo.data.darknet_augment import (F32, DarknetDraw, _to_uint8, _trunc, augment_truths, draw_image_randoms,
-                                       input_matrix, mixup_images, mixup_truths, truths_from_xyxy, xyxy_from_truths)
+from yolo.data.darknet_augment import _to_uint8
+from yolo.data.darknet_draw import F32, DarknetDraw, _trunc, draw_image_randoms
+from yolo.data.darknet_truths import (augment_truths, input_matrix, mixup_images, mixup_truths, truths_from_xyxy,
+                                      xyxy_from_truths)
 
 RAND_MAX = 2147483647  # glibc's: random_gen() returns rand()
 MOSAIC, MIXUP = 3, 1   # Darknet's use_mixup values of the two blends

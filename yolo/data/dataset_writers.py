@@ -31,7 +31,8 @@ from typing import Dict, List, Sequence, Tuple
 import numpy as np
 import yaml
 
-from yolo.data.dataset import DetectionDataset, ImageRecord
+from yolo.data.dataset import DetectionDataset
+from yolo.data.image_record import ImageRecord
 from yolo.data.voc import voc_xml
 from yolo.errors import DataError
 from yolo.files.atomic import write_text_atomic

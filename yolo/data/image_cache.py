@@ -37,7 +37,7 @@ FILL_THREADS = 8
 SHARED_MEMORY_FOLDER = Path("/dev/shm")
 
 
-def size_text(n: int) -> str:
+def bytes_text(n: int) -> str:
     """``n`` bytes for a message: ``109.2 GB``, ``19.6 MB``, ``19.6 kB``."""
     for unit, scale in (("GB", 1e9), ("MB", 1e6)):
         if n >= scale:
@@ -52,8 +52,8 @@ def fits(need: int, available: Optional[Available]) -> bool:
 
 def too_big_message(need: int, available: Available, images: int) -> str:
     """The one warning line of a cache that does not fit."""
-    return (f"cache_images: the {images} decoded train images need {size_text(need)}, more than "
-            f"{CACHE_SHARE:.0%} of the {size_text(available.bytes)} available ({available.where}); training "
+    return (f"cache_images: the {images} decoded train images need {bytes_text(need)}, more than "
+            f"{CACHE_SHARE:.0%} of the {bytes_text(available.bytes)} available ({available.where}); training "
             f"reads them from disk instead (the same items, more decoding)")
 
 
@@ -161,4 +161,4 @@ def shared_folder(need: int, candidates: Sequence[Path] = (SHARED_MEMORY_FOLDER,
     return Path(tempfile.gettempdir())
 
 
-__all__ = ["CACHE_SHARE", "ImageCache", "fits", "size_text", "shared_folder", "too_big_message"]
+__all__ = ["CACHE_SHARE", "ImageCache", "fits", "bytes_text", "shared_folder", "too_big_message"]

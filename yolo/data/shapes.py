@@ -141,7 +141,7 @@ def _params(num_train: int, num_val: int, seed: int, size_range: Tuple[int, int]
             "names": list(SHAPE_NAMES)}
 
 
-def write_split(root: Path, split: str, count: int, seed: int, size_range: Tuple[int, int], max_shapes: int,
+def write_shapes_split(root: Path, split: str, count: int, seed: int, size_range: Tuple[int, int], max_shapes: int,
                 files: Dict[str, str]) -> int:
     """Write ``count`` images and label files of ``split`` under ``root``; returns the box count. Each file is
     added to ``files`` (its path under ``root``: the hash of its bytes)."""
@@ -199,8 +199,8 @@ def ensure_shapes_dataset(root: Union[str, os.PathLike], num_train: int = 400, n
             tmp.mkdir()
             (tmp / IN_PROGRESS).write_text(f"{os.getpid()}\n", encoding="utf-8")
             files: Dict[str, str] = {}
-            boxes = write_split(tmp, "train", num_train, seed, tuple(size_range), max_shapes, files)
-            boxes += write_split(tmp, "val", num_val, seed, tuple(size_range), max_shapes, files)
+            boxes = write_shapes_split(tmp, "train", num_train, seed, tuple(size_range), max_shapes, files)
+            boxes += write_shapes_split(tmp, "val", num_val, seed, tuple(size_range), max_shapes, files)
             names = ("\n".join(SHAPE_NAMES) + "\n").encode("utf-8")
             (tmp / "shapes.names").write_bytes(names)
             files["shapes.names"] = digest(names)

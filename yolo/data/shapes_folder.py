@@ -28,7 +28,7 @@ IN_PROGRESS = ".shapes-generating"
 SPLITS = ("train", "val")
 # the folders the generator makes, deepest first (the order they are removed in)
 FOLDERS = tuple(f"{kind}/{split}" for kind in ("images", "labels") for split in SPLITS) + ("images", "labels")
-# the label scan's caches for the two splits (yolo.data.dataset._cache_file): made here too, stale after a change
+# the label scan's caches for the two splits (yolo.data.yolo_layout._cache_file): made here too, stale after a change
 LABEL_CACHES = tuple(f"labels/{split}.cache.json" for split in SPLITS)
 
 

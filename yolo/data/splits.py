@@ -9,7 +9,9 @@ from typing import Any, Dict, Optional
 
 from yolo.data.config import DataConfig, is_coco_json
 from yolo.data.darknet_data import is_darknet_data
-from yolo.data.dataset import CocoDataset, DetectionDataset, YoloDataset, _cache_file, find_label_file
+from yolo.data.coco_dataset import CocoDataset
+from yolo.data.dataset import DetectionDataset, YoloDataset
+from yolo.data.yolo_layout import _cache_file, find_label_file
 from yolo.data.voc import VocDataset, is_voc_split
 from yolo.ops.sizes import SizeLike
 

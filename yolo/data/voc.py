@@ -30,7 +30,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from yolo.data.dataset import DetectionDataset, ImageRecord
+from yolo.data.dataset import DetectionDataset
+from yolo.data.image_record import ImageRecord
 from yolo.data.validation import Problem, ValidationReport
 from yolo.errors import DataError, shown
 from yolo.files.images import DATASET_IMAGE_SUFFIXES, image_file_size

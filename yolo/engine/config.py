@@ -30,8 +30,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 import yaml
 
 from yolo.counts import MAX_BATCH, MAX_IMAGE_SIDE
-from yolo.data.transforms import augment_from_cfg
-from yolo.engine.schedule import SCHEDULE_DEFAULTS, LRSchedule, ScheduleSettings, read_net_schedule, resolve_steps
+from yolo.data.augment_hyp import augment_from_cfg
+from yolo.engine.schedule import SCHEDULE_DEFAULTS, LRSchedule, ScheduleHyperparameters, read_net_schedule, resolve_steps
 from yolo.errors import ConfigError, shown
 from yolo.files.yaml_files import load_yaml, yaml_problem
 from yolo.models.cfg_options import check_training_options, last_head
@@ -44,14 +44,14 @@ from yolo.settings.train import TrainOptions  # declared with its flags; here fo
 logger = logging.getLogger(__name__)
 
 @dataclass
-class Hyperparameters(ScheduleSettings):
+class Hyperparameters(ScheduleHyperparameters):
     """Every training setting, resolved from ``[net]``, ``--hyp`` and the flags (:func:`resolve_hyp`).
 
     The field order is ``hyp.yaml``'s. Code that also takes a plain dict (a saved run's ``hyp.yaml``) reads
     it as a mapping: ``hyp["batch"]``, ``hyp.get("burn_in", 0)``.
     """
 
-    # Darknet's [net] schedule keys come from ScheduleSettings (yolo.engine.schedule), with Darknet's defaults.
+    # Darknet's [net] schedule keys come from ScheduleHyperparameters (yolo.engine.schedule), with Darknet's defaults.
     # Darknet's [net] update keys (parse_net_options); B1, B2 and eps are read only with adam=1.
     batch: int = 1  # images per update over all processes
     subdivisions: int = 1  # mini-batches per update (gradient accumulation)
@@ -166,7 +166,7 @@ def resolve_hyp(net, heads: Sequence, hyp_source: Union[str, Path, Mapping[str, 
     (None values are ignored).
     ``img_size`` comes out as ``(h, w)`` (:func:`yolo.ops.sizes.image_size`), a multiple of the network's
     ``stride`` when one is given, and ``augment`` as the full augmentation settings of
-    :func:`yolo.data.transforms.augment_from_cfg`. A bad value is a one-line :class:`ConfigError` naming the
+    :func:`yolo.data.augment_hyp.augment_from_cfg`. A bad value is a one-line :class:`ConfigError` naming the
     YAML (or the cfg's file and line for a [net] key).
     """
     where = str(hyp_source) if isinstance(hyp_source, (str, Path)) else "hyp"

@@ -3,6 +3,13 @@ mini-batches from that update on.
 
 Data order and augmentation are functions of ``(seed, epoch, index)``, so that a resumed run reads, from the
 update it stopped at, the very batches the uninterrupted run would have read.
+
+Why not torchdata's ``StatefulDataLoader``: with nothing in the loader but ``(seed, epoch, index)``, the resume
+point is the update number the checkpoint already holds, and the skip is one sampler (:class:`SkipSampler`, which
+skips indices without loading them). A stateful loader would add its state to every checkpoint (a new entry, taken
+between prefetched batches), a dependency that replaces PyTorch's ``DataLoader``, under the persistent workers whose
+sampler is swapped each epoch (:class:`yolo.data.loader.EpochLoader`) and whose shutdown and signal handling
+(:mod:`yolo.data.worker_signals`) were made for PyTorch's own; not adopted, not measured.
 """
 from __future__ import annotations
 

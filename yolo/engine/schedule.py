@@ -43,7 +43,7 @@ POLICIES = ("constant", "step", "steps", "exp", "poly", "sigmoid", "sgdr", "rand
 DARKNET_PI = 3.14159265  # the constant Darknet's sgdr uses
 
 @dataclass
-class ScheduleSettings:
+class ScheduleHyperparameters:
     """Darknet's ``[net]`` learning-rate keys with Darknet's defaults (parse_net_options): the one declaration
     that :class:`LRSchedule` and the trainer's :class:`yolo.engine.config.Hyperparameters` both extend.
 
@@ -67,7 +67,7 @@ class ScheduleSettings:
 
 
 # The same keys and defaults as a plain dict (a fresh list for each list default).
-SCHEDULE_DEFAULTS: Dict[str, Any] = asdict(ScheduleSettings())
+SCHEDULE_DEFAULTS: Dict[str, Any] = asdict(ScheduleHyperparameters())
 
 
 def _f32(value: float) -> float:
@@ -75,7 +75,7 @@ def _f32(value: float) -> float:
 
 
 @dataclass
-class LRSchedule(ScheduleSettings):
+class LRSchedule(ScheduleHyperparameters):
     """A Darknet learning-rate policy; call it with the update number ``n`` (1-based).
 
     ``sgdr_cycle`` None means ``max_batches`` (Darknet's default). ``seed`` drives ``policy=random`` only.
@@ -305,5 +305,5 @@ def set_lr(optimizer, lr: float) -> None:
         group["lr"] = lr * group.get("lr_scale", 1.0)
 
 
-__all__ = ["LRSchedule", "POLICIES", "SCHEDULE_DEFAULTS", "ScheduleSettings", "burn_in_outlasts_run", "scaled_burn_in",
+__all__ = ["LRSchedule", "POLICIES", "SCHEDULE_DEFAULTS", "ScheduleHyperparameters", "burn_in_outlasts_run", "scaled_burn_in",
            "rate_warnings", "read_net_schedule", "resolve_steps", "schedule_from_hyp", "set_lr"]

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence, Tuple
 
 from yolo.data.dataset import DetectionDataset
-from yolo.data.image_cache import SHARED_MEMORY_FOLDER, ImageCache, fits, size_text, shared_folder, too_big_message
+from yolo.data.image_cache import SHARED_MEMORY_FOLDER, ImageCache, fits, bytes_text, shared_folder, too_big_message
 from yolo.data.memory import Available, available_memory
 from yolo.engine.distributed import DistInfo, barrier, gather_objects, is_distributed
 from yolo.errors import DataError
@@ -96,7 +96,7 @@ def cache_train_images(dataset: DetectionDataset, dist: DistInfo = DistInfo(), p
     if leader:
         where = f", one copy shared by this machine's processes ({Path(plan).parent})" if plan else ""
         logger.info("cache_images: %d train images decoded and kept in memory (%s)%s", len(shapes),
-                    size_text(need), where)
+                    bytes_text(need), where)
     return True
 
 

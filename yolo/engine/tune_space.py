@@ -2,7 +2,7 @@
 
 Every key has a *declared* range, the values training accepts: :data:`yolo.engine.config.HYP_RANGES` and the
 field's type (``int`` or ``float``) of :class:`yolo.engine.config.Hyperparameters` for the top-level keys, and
-:data:`AUGMENT_RANGES` (the values :func:`yolo.data.transforms.augment_config` accepts) for the augmentation
+:data:`AUGMENT_RANGES` (the values :func:`yolo.data.augment_hyp.augment_config` accepts) for the augmentation
 strengths, named ``augment.KEY``, and :data:`GAIN_RANGE` for the loss gains of the cfg's ``[yolo]`` heads,
 named ``gain.KEY`` (multipliers of each head's own value: :mod:`yolo.engine.tune_gains`). The search draws from
 a narrower *default* range (:data:`DEFAULT_SPACE`) that a YAML file (``--space``) narrows, widens within the

@@ -107,9 +107,10 @@ def direction(metric: str) -> str:
 class Tuner:
     """One process's part of a search (:func:`tune` is ``Tuner(options).run()``).
 
-    A new search checks its settings, then creates its folder and study, and records the settings in the study
-    (``settings``: cfg, data, weights, the ``--hyp`` values, the space, epochs, metric, trials, batch size, input
-    size, seed); ``resume`` loads the study and takes each of these not given from the record."""
+    A new search checks its options, then creates its folder and study, and records them in the study (under the
+    key ``settings``, as studies have always held them: cfg, data, weights, the ``--hyp`` values, the space, epochs,
+    metric, trials, batch size, input size, seed); ``resume`` loads the study and takes each of these not given
+    from the record. ``study_options`` holds them, as given or recorded."""
 
     def __init__(self, options: TuneOptions):
         if optuna is None:
@@ -122,11 +123,11 @@ class Tuner:
         if o.resume:
             self.folder, self.study = self._load_study()
             recorded = self.study.user_attrs.get("settings", {})
-        self.settings = s = {key: getattr(o, key) if getattr(o, key) is not None else recorded.get(key, default)
-                             for key, default in (("cfg", None), ("data", None), ("weights", None),
-                                                  ("batch_size", None), ("img_size", None),
-                                                  ("epochs", DEFAULT_EPOCHS), ("trials", DEFAULT_TRIALS),
-                                                  ("metric", recorded.get("metric", DEFAULT_METRIC)))}
+        self.study_options = s = {key: getattr(o, key) if getattr(o, key) is not None else recorded.get(key, default)
+                                   for key, default in (("cfg", None), ("data", None), ("weights", None),
+                                                        ("batch_size", None), ("img_size", None),
+                                                        ("epochs", DEFAULT_EPOCHS), ("trials", DEFAULT_TRIALS),
+                                                        ("metric", recorded.get("metric", DEFAULT_METRIC)))}
         s["seed"] = recorded.get("seed", o.seed)
         self.metric = check_metric(s["metric"])
         if o.resume and recorded.get("metric", self.metric) != self.metric:
@@ -218,7 +219,7 @@ class Tuner:
             self._requeue_interrupted()
         previous = self._install_handlers()
         try:
-            while self.stop_signal is None and self._counted() < self.settings["trials"]:
+            while self.stop_signal is None and self._counted() < self.study_options["trials"]:
                 self._run_trial(self.study.ask())
                 self.write_reports()
         finally:
@@ -270,7 +271,7 @@ class Tuner:
         return trial.suggest_float(p.key, p.low, p.high, log=p.log)
 
     def _train_options(self, number: int, params: Dict[str, Any], resume_from: Optional[str]) -> TrainOptions:
-        o, s = self.options, self.settings
+        o, s = self.options, self.study_options
         common = dict(device=o.device, workers=o.workers, progress=o.progress)
         if resume_from is not None:  # the run goes on with its own saved settings
             return TrainOptions(resume=resume_from, epochs=s["epochs"], **common)
@@ -311,7 +312,7 @@ class Tuner:
         if best is not None:
             gains = gain_multipliers(best.params)
             if gains:
-                write_cfg_with_gains(Path(self.settings["cfg"]), gains, self.folder / "best.cfg")
+                write_cfg_with_gains(Path(self.study_options["cfg"]), gains, self.folder / "best.cfg")
             heading = best_heading(self.study.study_name, best.number, self.metric, best.value, len(trials),
                                    with_cfg=bool(gains))
             write_best_hyp(self.base_hyp, best.params, heading, self.folder / "best_hyp.yaml")

@@ -30,7 +30,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-__all__ = ["ClassAP", "DarknetMapReport", "ImageDetections", "ImageTruths", "box_iou", "darknet_map"]
+__all__ = ["ClassAP", "DarknetMapReport", "ImageDetections", "ImageTruths", "cxcywh_iou_one_to_many", "darknet_map", "pairwise_iou"]
 
 F32 = np.float32
 
@@ -122,7 +122,7 @@ def _c_float(value: Optional[float]) -> str:
     return "-nan" if value is None else f"{value:1.2f}"
 
 
-def box_iou(box: np.ndarray, others: np.ndarray) -> np.ndarray:
+def cxcywh_iou_one_to_many(box: np.ndarray, others: np.ndarray) -> np.ndarray:
     """Darknet's ``box_iou`` (src/box.c) in float32: ``box`` ``Float32[4]`` against ``others`` ``Float32[G, 4]``,
     cx, cy, w, h -> ``Float32[G]`` (0 where the boxes do not overlap or the union is 0)."""
     return pairwise_iou(np.asarray(box, F32).reshape(1, 4), others)[0]

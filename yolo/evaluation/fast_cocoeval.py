@@ -9,6 +9,13 @@ annotations become arrays grouped by (image, category) once, the IoUs are pycoco
 ``accumulate()`` and ``summarize()`` are pycocotools' own, so the numbers are COCOeval's, bit for bit
 (tests/test_evaluation.py compares the records and arrays of both, crowd regions and area ranges
 included). The idea is detectron2's ``COCOeval_opt`` (a C++ ``evaluate``), in numpy.
+
+Why not the ``faster-coco-eval`` package (1.8.0, C++): on yolov3-tiny's 24,629 detections of coco128 at 416 its
+twelve numbers equal pycocotools' to 5.6e-17 and its precision array to 2.2e-16, but not bit for bit, where this
+class is; and the per-image records that the reports read (``evalImgs``: precision and recall at the best F1) are
+empty in its public object, kept only in a private ``_evalImgs_cpp``. It was faster (median of 5 interleaved runs
+on a loaded 2-core machine, every area range: 5.5 s against pycocotools' 21.2 s and this class's 14.6 s), but
+evaluation runs this class only for the per-epoch validation and ``eval --fast``, restricted to area "all".
 """
 from __future__ import annotations
 

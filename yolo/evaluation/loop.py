@@ -14,7 +14,7 @@ from tqdm import tqdm
 
 from yolo.evaluation.darknet_evaluator import DarknetMapEvaluator, check_darknet_map_model
 from yolo.evaluation.evaluator import Evaluator
-from yolo.inference.postprocess import PostprocessConfig, postprocess, warn_if_not_finite
+from yolo.inference.postprocess import PostprocessOptions, postprocess, warn_if_not_finite
 from yolo.ops.letterbox import LetterboxInfo
 from yolo.ops.pixels import images_to_float
 from yolo.ops.postprocess_defaults import EVAL_CONF_THRES, EVAL_IOU_THRES, MAX_DET
@@ -78,7 +78,7 @@ def evaluate_model(
             ``infos[i]`` (a dict, as :mod:`yolo.data.dataset` makes it) gives ``image_id``, the original
             ``orig_shape`` ``(h, w)`` and the ``letterbox`` :class:`yolo.ops.letterbox.LetterboxInfo` placement.
         evaluator: reset here, then fed every batch (boxes xyxy original-image pixels).
-        conf_thres, iou_thres, max_det, multi_label: the :class:`~yolo.inference.postprocess.PostprocessConfig`
+        conf_thres, iou_thres, max_det, multi_label: the :class:`~yolo.inference.postprocess.PostprocessOptions`
             of :func:`yolo.inference.postprocess.postprocess`, the ``Detector``'s post-processing (the
             defaults are evaluation's, :mod:`yolo.ops.postprocess_defaults`: every class above 0.001 per box,
             NMS IoU 0.6, 300 per image).
@@ -98,7 +98,7 @@ def evaluate_model(
     # The Detector's post-processing (yolo.inference.postprocess.postprocess) at COCO's settings, with
     # Darknet's own NMS variant for the cfg (its last [yolo]'s nms_kind / beta_nms) and, with a [Gaussian_yolo]
     # head, Darknet's score for rows that end with four uncertainties.
-    settings = PostprocessConfig.for_model(model, conf_thres=conf_thres, iou_thres=iou_thres, multi_label=multi_label,
+    settings = PostprocessOptions.for_model(model, conf_thres=conf_thres, iou_thres=iou_thres, multi_label=multi_label,
                                            max_det=max_det)
     if darknet_map is not None:
         check_darknet_map_model(model)

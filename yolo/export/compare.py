@@ -28,7 +28,7 @@ ArrayLike = Union[np.ndarray, torch.Tensor]
 Noise = Optional[Callable[[], float]]  # the model's own float32 rounding on an input, computed only when needed
 
 
-def as_numpy(x: ArrayLike) -> np.ndarray:
+def as_float32_numpy(x: ArrayLike) -> np.ndarray:
     """A float32 NumPy copy of a tensor (any device) or array."""
     return x.detach().float().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x, dtype=np.float32)
 
@@ -40,7 +40,7 @@ def max_difference(ours: ArrayLike, ref: ArrayLike, input_hw: Optional[ImageSize
     ``|a - b| / max(1, |b|)``; objectness and class probabilities ``|a - b|``. Any other output
     (a classifier): ``|a - b| / max(1, |b|)``. Shapes must match.
     """
-    a, b = as_numpy(ours), as_numpy(ref)
+    a, b = as_float32_numpy(ours), as_float32_numpy(ref)
     if a.shape != b.shape:
         raise ExportError(f"output shape {a.shape} differs from the PyTorch model's {b.shape}")
     if a.size == 0:

@@ -53,9 +53,10 @@ def check_nms_supported(model) -> None:
                          "box uncertainties): export without it and post-process with yolo.Detector")
 
 
-class Float32Head(nn.Module):
-    """Runs a head in float32 inside a float16 network: the decode (grids, exp, pixel boxes) keeps
-    full precision, and ONNX ``Range`` (the grid) has no float16 kernel."""
+class ExportedFloat32Head(nn.Module):
+    """Runs a head in float32 inside a float16 network to be exported: the decode (grids, exp, pixel boxes) keeps
+    full precision, and ONNX ``Range`` (the grid) has no float16 kernel. (The Detector's float16 model has its own,
+    :class:`yolo.inference.prepare.Float32Head`, which also leaves channels-last in the cast.)"""
 
     def __init__(self, head: nn.Module):
         super().__init__()
@@ -66,10 +67,10 @@ class Float32Head(nn.Module):
 
 
 def keep_heads_float32(net) -> None:
-    """Wrap every head of a float16 ``net`` (a :class:`yolo.models.model.Darknet`) in :class:`Float32Head`."""
+    """Wrap every head of a float16 ``net`` (a :class:`yolo.models.model.Darknet`) in :class:`ExportedFloat32Head`."""
     for i, module in enumerate(net.module_list):
         if net._is_head[i]:
-            net.module_list[i] = Float32Head(module)
+            net.module_list[i] = ExportedFloat32Head(module)
 
 
 def opencv_columns(model) -> Optional[int]:

@@ -9,19 +9,19 @@ import torch.nn as nn
 import torchvision
 
 from yolo.export.compare import ArrayLike
-from yolo.inference.postprocess import PostprocessConfig
+from yolo.inference.postprocess import PostprocessOptions
 
 NMS_OUTPUT_NAMES = ("boxes", "scores", "labels", "batch_index")
 NMS_OUTPUT_COLUMNS = ("boxes [K, 4] x1, y1, x2, y2 (input pixels), scores [K], labels [K], "
                       "batch_index [K] (image of each detection)")
 
 
-# Post-processing baked into an ONNX graph is the Detector's (:class:`PostprocessConfig`), with the part of it one
+# Post-processing baked into an ONNX graph is the Detector's (:class:`PostprocessOptions`), with the part of it one
 # ONNX NonMaxSuppression can do (:func:`check_exportable`); NMSOptions is the export's name for it.
-NMSOptions = PostprocessConfig
+NMSOptions = PostprocessOptions
 
 
-def check_exportable(options: PostprocessConfig) -> None:
+def check_exportable(options: PostprocessOptions) -> None:
     """Raise ``ValueError`` for ``options`` an ONNX graph cannot apply: it keeps the best class per box
     (``objectness * class_prob > conf_thres``), runs plain-IoU NMS at ``iou_thres`` per class (or over all classes
     with ``agnostic``) and keeps at most ``max_det`` detections per image, sorted by score."""
@@ -40,7 +40,7 @@ def check_exportable(options: PostprocessConfig) -> None:
                          "yolo.Detector)")
 
 
-def nms_metadata(options: PostprocessConfig) -> Dict[str, object]:
+def nms_metadata(options: PostprocessOptions) -> Dict[str, object]:
     """What an exported file records of its NMS: the thresholds and ``max_det`` (and ``agnostic`` when set)."""
     kept = {"conf_thres": options.conf_thres, "iou_thres": options.iou_thres, "max_det": options.max_det}
     return {**kept, **({"agnostic": True} if options.agnostic else {})}
@@ -82,7 +82,7 @@ class DetectionsWithNMS(nn.Module):
     per-image shift, so rounding matches :func:`yolo.inference.postprocess.postprocess`).
     """
 
-    def __init__(self, model: nn.Module, options: PostprocessConfig = PostprocessConfig()):
+    def __init__(self, model: nn.Module, options: PostprocessOptions = PostprocessOptions()):
         super().__init__()
         check_exportable(options)
         self.model = model

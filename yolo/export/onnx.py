@@ -16,7 +16,7 @@ from typing import Dict, Optional, Sequence, Union
 import numpy as np
 import torch
 
-from yolo.export.compare import ArrayLike, Reference, as_numpy, check_each_input, detections_difference
+from yolo.export.compare import ArrayLike, Reference, as_float32_numpy, check_each_input, detections_difference
 from yolo.export.heads import check_nms_supported
 from yolo.export.nms import (NMS_OUTPUT_COLUMNS, NMS_OUTPUT_NAMES, DetectionsWithNMS, NMSOptions, nms_metadata,
                              split_detections)
@@ -159,7 +159,7 @@ def _input_dtype(session) -> np.dtype:
 
 def session_feed(session, x: ArrayLike) -> Dict[str, np.ndarray]:
     """The input dict for ``session.run``: ``x`` ``Float[N, 3, H, W]`` as the file's input type (float16 or 32)."""
-    return {session.get_inputs()[0].name: as_numpy(x).astype(_input_dtype(session))}
+    return {session.get_inputs()[0].name: as_float32_numpy(x).astype(_input_dtype(session))}
 
 
 def verify_onnx(path: Union[str, Path], model, inputs: Sequence[torch.Tensor], tol: Optional[float] = None,

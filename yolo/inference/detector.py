@@ -21,6 +21,7 @@ and, on CUDA, ``tests/test_cuda_inference.py``).
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
@@ -34,7 +35,7 @@ from yolo.files.images import as_bgr, load_image, ready_decoder
 from yolo.files.names import check_names_count, names_beside_cfg, read_names
 from yolo.inference.device_preprocess import preprocess_on_device
 from yolo.inference.graphed import GraphedForward
-from yolo.inference.postprocess import PostprocessConfig, postprocess, warn_if_not_finite
+from yolo.inference.postprocess import PostprocessOptions, postprocess, warn_if_not_finite
 from yolo.inference.prepare import prepare_for_inference
 from yolo.inference.preprocess import LetterboxInfo, preprocess
 from yolo.inference.staging import HostStaging
@@ -78,7 +79,7 @@ class Detector:
     ``labels`` ``Int64[K]`` and ``names`` (``list[str]``, one per box); empty tensors when nothing is found.
     With ``[Gaussian_yolo]`` heads each dict also has ``box_sigmas`` ``Float[K, 4]`` (the uncertainties of
     tx, ty, tw, th), and scores follow Darknet's rule for them
-    (:class:`~yolo.inference.postprocess.PostprocessConfig`'s ``gaussian``).
+    (:class:`~yolo.inference.postprocess.PostprocessOptions`'s ``gaussian``).
     """
 
     def __init__(self, cfg: Union[str, Path, None], weights: Union[str, Path, None], *,
@@ -114,7 +115,7 @@ class Detector:
         self.resample = opts.resample if opts.resample is not None else default_resample(self.model)
         # stb_image is compiled now (once per cache folder): a missing compiler is said before any image
         self.decode = ready_decoder(opts.decode if opts.decode is not None else default_decode(self.model))
-        self.settings = PostprocessConfig.for_model(
+        self.postprocess_options = PostprocessOptions.for_model(
             self.model, conf_thres=float(opts.conf_thres), iou_thres=float(opts.iou_thres),
             classes=tuple(classes) if classes is not None else None, agnostic=bool(opts.agnostic),
             multi_label=bool(opts.multi_label), max_det=int(opts.max_det), nms_kind=opts.nms_kind,
@@ -158,11 +159,22 @@ class Detector:
         check_names_count(names, self.num_classes, source)
         return names
 
-    # The post-processing settings, read-only (they live in ``self.settings``).
-    conf_thres = property(lambda self: self.settings.conf_thres, doc="score threshold")
-    iou_thres = property(lambda self: self.settings.iou_thres, doc="NMS IoU threshold")
-    nms_kind = property(lambda self: self.settings.nms_kind, doc="Darknet's NMS variant")
-    beta_nms = property(lambda self: self.settings.beta_nms, doc="DIoU-NMS exponent")
+    # The post-processing options, read-only (they live in ``self.postprocess_options``).
+    conf_thres = property(lambda self: self.postprocess_options.conf_thres, doc="score threshold")
+    iou_thres = property(lambda self: self.postprocess_options.iou_thres, doc="NMS IoU threshold")
+    nms_kind = property(lambda self: self.postprocess_options.nms_kind, doc="Darknet's NMS variant")
+    beta_nms = property(lambda self: self.postprocess_options.beta_nms, doc="DIoU-NMS exponent")
+
+    @property
+    def settings(self) -> PostprocessOptions:
+        """Deprecated name of :attr:`postprocess_options`."""
+        warnings.warn("Detector.settings is now Detector.postprocess_options", DeprecationWarning, stacklevel=2)
+        return self.postprocess_options
+
+    @settings.setter
+    def settings(self, value: PostprocessOptions) -> None:
+        warnings.warn("Detector.settings is now Detector.postprocess_options", DeprecationWarning, stacklevel=2)
+        self.postprocess_options = value
 
     def _load(self, images) -> List[np.ndarray]:
         if isinstance(images, (str, Path, np.ndarray)):
@@ -236,7 +248,7 @@ class Detector:
                     shapes: Sequence[Tuple[int, int]]) -> List[Dict]:
         """Model output ``Float[N, B, 5+C]`` -> per-image detections in original pixels (CPU tensors), with the
         class ``names``: :func:`yolo.inference.postprocess.postprocess` (evaluation's path too) under this
-        detector's :attr:`settings`.
+        detector's :attr:`postprocess_options`.
 
         Thresholds and NMS run on the predictions' device for the whole batch; the final detections come to
         the CPU in one copy."""
@@ -244,7 +256,7 @@ class Detector:
             self._output_checked = True
             warn_if_not_finite(predictions, self.source)
         out = []
-        for det in postprocess(predictions, self.settings, infos, shapes):
+        for det in postprocess(predictions, self.postprocess_options, infos, shapes):
             names = [self.names[k] for k in det["labels"].tolist()]
             out.append({"boxes": det["boxes"], "scores": det["scores"], "labels": det["labels"], "names": names,
                         **({"box_sigmas": det["box_sigmas"]} if "box_sigmas" in det else {})})

@@ -1,5 +1,5 @@
 """From a model's eval rows to detections: the one entry point :func:`postprocess`, under one
-:class:`PostprocessConfig` (its defaults: :mod:`yolo.ops.postprocess_defaults`). What the ``Detector`` returns
+:class:`PostprocessOptions` (its defaults: :mod:`yolo.ops.postprocess_defaults`). What the ``Detector`` returns
 (:meth:`yolo.inference.detector.Detector.postprocess`), what evaluation scores (:func:`yolo.evaluation.evaluate_model`)
 and what a training run draws differ only in their config (evaluation's COCO settings: conf 0.001, NMS IoU 0.6,
 every class above the threshold per box, 300 per image).
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import warnings
 from dataclasses import dataclass
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -27,7 +28,7 @@ from yolo.ops.postprocess_defaults import BETA_NMS, DETECT_CONF_THRES, DETECT_IO
 from yolo.ops.sizes import ImageSize
 
 __all__ = [
-    "PostprocessConfig",
+    "PostprocessOptions",
     "FlatDetections",
     "boxes_to_original",
     "postprocess",
@@ -37,9 +38,19 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+# Names kept working for code written before the rename (one word per concept: what a caller chooses is "options").
+_RENAMED = {"PostprocessConfig": "PostprocessOptions"}
+
+
+def __getattr__(name: str):
+    if name in _RENAMED:
+        warnings.warn(f"yolo.inference.postprocess.{name} is now {_RENAMED[name]}", DeprecationWarning, stacklevel=2)
+        return globals()[_RENAMED[name]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 @dataclass(frozen=True)
-class PostprocessConfig:
+class PostprocessOptions:
     """How a model's eval rows become detections (:func:`postprocess`), in one value, taken by everything that
     does it: the Detector (every batch), evaluation, an exported graph's NMS
     (:class:`yolo.export.nms.DetectionsWithNMS`) and the sample pictures of a training run.
@@ -72,7 +83,7 @@ class PostprocessConfig:
     gaussian: bool = False
 
     @classmethod
-    def for_model(cls, model: torch.nn.Module, **settings) -> "PostprocessConfig":
+    def for_model(cls, model: torch.nn.Module, **settings) -> "PostprocessOptions":
         """``settings`` for ``model`` (a Darknet model, a DDP wrapper of one, or an exported file's model):
         ``nms_kind`` / ``beta_nms`` not given (or ``None``) are the cfg's own, from its last ``[yolo]`` section as
         Darknet does (:func:`nms_settings`); ``gaussian`` is whether it has ``[Gaussian_yolo]`` heads."""
@@ -147,7 +158,7 @@ def _batched_nms_rows(boxes: torch.Tensor, scores: torch.Tensor, groups: torch.T
     return keep[torch.sort(scores[keep], descending=True, stable=True).indices]
 
 
-def threshold_and_nms(predictions: torch.Tensor, config: PostprocessConfig) -> FlatDetections:
+def threshold_and_nms(predictions: torch.Tensor, config: PostprocessOptions) -> FlatDetections:
     """Eval rows -> the batch's kept detections, on the predictions' device: one threshold pass, one NMS over
     (image, class) groups and one per-image cut at ``config.max_det``, with no loop over images (so no per-image
     host round trip on CUDA).
@@ -156,7 +167,7 @@ def threshold_and_nms(predictions: torch.Tensor, config: PostprocessConfig) -> F
         predictions: ``Float[N, B, 5 + C]`` model eval rows: ``cxcywh`` boxes (input pixels), objectness (0..1),
             class probabilities (0..1, not multiplied by objectness); ``Float[N, B, 9 + C]`` with
             ``config.gaussian``: then each row ends with its box's four uncertainties.
-        config: the thresholds, NMS and filters (:class:`PostprocessConfig`).
+        config: the thresholds, NMS and filters (:class:`PostprocessOptions`).
 
     Returns:
         :class:`FlatDetections` in ``predictions``' dtype (thresholds and NMS in float32 for half precision).
@@ -216,7 +227,7 @@ def boxes_to_original(boxes: torch.Tensor, counts: Sequence[int], placements: Se
     return torch.minimum(out.clamp_(min=0), rows[:, 8:12])
 
 
-def postprocess(predictions: torch.Tensor, config: PostprocessConfig = PostprocessConfig(),
+def postprocess(predictions: torch.Tensor, config: PostprocessOptions = PostprocessOptions(),
                 placements: Optional[Sequence[LetterboxInfo]] = None,
                 original_shapes: Optional[Sequence[ImageSize]] = None) -> List[Dict[str, torch.Tensor]]:
     """Model output -> per-image detections on the CPU: :func:`threshold_and_nms` for the whole batch on the
@@ -227,7 +238,7 @@ def postprocess(predictions: torch.Tensor, config: PostprocessConfig = Postproce
 
     Args:
         predictions: ``Float[N, B, 5 + C]`` model eval rows (``Float[N, B, 9 + C]`` with ``config.gaussian``).
-        config: thresholds, NMS, class filter and ``max_det`` (:class:`PostprocessConfig`).
+        config: thresholds, NMS, class filter and ``max_det`` (:class:`PostprocessOptions`).
         placements, original_shapes: one per image, or both ``None`` (boxes stay in network-input pixels).
 
     Returns:

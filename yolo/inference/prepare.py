@@ -1,5 +1,5 @@
 """A model made for fast eval once, before the first image: BN folded, channels-last, and on the CPU the
-opt-in kernels of :mod:`yolo.accel`; on CUDA optionally fp16 (convolutions in fp16, heads in fp32)."""
+kernels of :mod:`yolo.accel` (on by default, ``fast_cpu_kernels``); on CUDA optionally fp16 (convolutions in fp16, heads in fp32)."""
 from __future__ import annotations
 
 import copy

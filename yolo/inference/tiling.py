@@ -154,18 +154,18 @@ class TiledDetector:
     def _merge(self, parts: Sequence[Dict], windows: Sequence[Tuple[int, int, int, int]]) -> Dict:
         """The slices' detections moved to the image's pixels and merged per class (all together with the
         Detector's ``agnostic``); at most its ``max_det``, by decreasing score."""
-        settings = self.detector.settings
+        options = self.detector.postprocess_options
         offsets = [torch.tensor([x0, y0, x0, y0], dtype=torch.float32) for x0, y0, _, _ in windows]
         boxes = torch.cat([d["boxes"].float() + o for d, o in zip(parts, offsets)])
         scores = torch.cat([d["scores"].float() for d in parts])
         labels = torch.cat([d["labels"] for d in parts])
-        groups = torch.zeros_like(labels) if settings.agnostic else labels
+        groups = torch.zeros_like(labels) if options.agnostic else labels
         if self.merge == "greedy":
             boxes, scores, keep = greedy_merge(boxes, scores, groups)
         else:
-            keep = nms(boxes, scores, groups, settings.iou_thres, settings.nms_kind, settings.beta_nms).cpu()
+            keep = nms(boxes, scores, groups, options.iou_thres, options.nms_kind, options.beta_nms).cpu()
             boxes, scores = boxes[keep], scores[keep]
-        keep, boxes, scores = keep[:settings.max_det], boxes[:settings.max_det], scores[:settings.max_det]
+        keep, boxes, scores = keep[:options.max_det], boxes[:options.max_det], scores[:options.max_det]
         labels = labels[keep]
         return {"boxes": boxes, "scores": scores, "labels": labels,
                 "names": [self.detector.names[k] for k in labels.tolist()]}

@@ -116,14 +116,14 @@ def mot_lines(frame_number: int, det: Dict) -> List[str]:
 def detecting_at(detector, conf_thres: float) -> Iterator[None]:
     """``detector`` (a Detector, or a wrapper with its ``detector``) runs at ``conf_thres`` within the block."""
     base = detector
-    while not hasattr(base, "settings") or "settings" not in vars(base):
+    while "postprocess_options" not in vars(base):
         base = base.detector
-    saved = base.settings
-    base.settings = dataclasses.replace(saved, conf_thres=min(float(conf_thres), saved.conf_thres))
+    saved = base.postprocess_options
+    base.postprocess_options = dataclasses.replace(saved, conf_thres=min(float(conf_thres), saved.conf_thres))
     try:
         yield
     finally:
-        base.settings = saved
+        base.postprocess_options = saved
 
 
 class TrackingDetector:

@@ -22,8 +22,10 @@ def _safe_div(num: Tensor, den: Tensor) -> Tensor:
     return num / torch.where(den == 0, torch.ones_like(den), den)
 
 
-def box_iou(a: Tensor, b: Tensor) -> Tensor:
-    """Darknet's box_iou: intersection over union, 0 when either is 0."""
+def elementwise_cxcywh_iou(a: Tensor, b: Tensor) -> Tensor:
+    """Darknet's ``box_iou`` (src/box.c) of centre boxes ``a`` and ``b`` Float[..., 4] ``(cx, cy, w, h)``, pair by
+    pair (shapes broadcast) -> Float[...]: intersection over union, 0 when either is 0. Not a matrix of every pair
+    of xyxy boxes, as torchvision's ``box_iou`` (:mod:`yolo.ops.boxes`) is."""
     def overlap(c1, s1, c2, s2):
         return torch.minimum(c1 + s1 / 2, c2 + s2 / 2) - torch.maximum(c1 - s1 / 2, c2 - s2 / 2)
 
@@ -45,7 +47,7 @@ def _enclosing(a: Tensor, b: Tensor):
 
 def box_iou_kind(a: Tensor, b: Tensor, kind: str) -> Tensor:
     """Darknet's box_iou_kind: ``iou``, ``giou``, ``diou`` (with Darknet's exponent 0.6) or ``ciou``."""
-    iou = box_iou(a, b)
+    iou = elementwise_cxcywh_iou(a, b)
     if kind == "iou" or kind == "mse":
         return iou
     cw, ch = _enclosing(a, b)

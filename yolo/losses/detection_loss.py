@@ -37,7 +37,7 @@ from typing import Tuple
 import torch
 from torch import Tensor
 
-from yolo.losses.darknet_box import box_iou
+from yolo.losses.darknet_box import elementwise_cxcywh_iou
 from yolo.losses.registry import register_head_loss
 from yolo.losses.targets import to_device
 from yolo.models.layer_types.detection import DetectionLayer, DetectionTrainOptions, detection_train_options
@@ -98,7 +98,7 @@ def responsible_boxes(boxes: Tensor, truth_box: Tensor, side: int, sqrt: bool, f
     if sqrt:
         pred = torch.cat((pred[..., :2], pred[..., 2:] * pred[..., 2:]), -1)
     truth = (truth_box / scale).unsqueeze(2)
-    iou = box_iou(pred, truth)  # [N, cells, B]
+    iou = elementwise_cxcywh_iou(pred, truth)  # [N, cells, B]
     rmse = ((pred - truth) ** 2).sum(-1).sqrt()
     # Darknet's scan: the first largest IoU when some box overlaps, else the first smallest RMSE.
     best = torch.where((iou > 0).any(-1), iou.argmax(-1), rmse.argmin(-1))

@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from yolo.losses.darknet_box import box_iou, box_iou_kind, dx_box_iou
+from yolo.losses.darknet_box import box_iou_kind, dx_box_iou, elementwise_cxcywh_iou
 from yolo.losses.registry import register_head_loss
 from yolo.losses.targets import anchors_on, darknet_truth_rows, padded_truths, slot_index, to_device
 from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer
@@ -159,7 +159,7 @@ def gaussian_yolo_loss(head: GaussianYOLOLayer, out: Tensor, targets: Tensor, ke
         obj_target = torch.zeros_like(obj_weight)
         class_match = (act[..., 9:] > CLASS_MATCH).any(-1)
         boxes, index, valid = (to_device(v, device) for v in padded_truths(tbox, image, batch))
-        ious = box_iou(pred.unsqueeze(-2), boxes.view(batch, 1, 1, 1, -1, 4))  # [N, A, H, W, Tmax]
+        ious = elementwise_cxcywh_iou(pred.unsqueeze(-2), boxes.view(batch, 1, 1, 1, -1, 4))  # [N, A, H, W, Tmax]
         ious = torch.where(valid.view(batch, 1, 1, 1, -1), ious, 0.0)
         best_iou, best_t = ious.max(-1)
         has_truths = valid.any(1).view(batch, 1, 1, 1)
@@ -190,7 +190,7 @@ def gaussian_yolo_loss(head: GaussianYOLOLayer, out: Tensor, targets: Tensor, ke
             anchor_boxes = torch.cat((torch.zeros_like(host_anchors), host_anchors / torch.tensor(
                 [width, height], device=host, dtype=torch.float64)), 1)  # [total, 4] centred, normalized
             centred = torch.cat((torch.zeros_like(tbox[:, :2]), tbox[:, 2:]), 1)
-            best_n = box_iou(anchor_boxes[None], centred[:, None]).argmax(1)  # [T], first maximum
+            best_n = elementwise_cxcywh_iou(anchor_boxes[None], centred[:, None]).argmax(1)  # [T], first maximum
             in_mask = best_n[:, None] == host_mask[None, :]  # [T, A]
             if opts.iou_thresh < 1.0:
                 extra = box_iou_kind(anchor_boxes[host_mask][None], centred[:, None], opts.iou_thresh_kind)

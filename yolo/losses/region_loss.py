@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from yolo.losses.darknet_box import box_iou
+from yolo.losses.darknet_box import elementwise_cxcywh_iou
 from yolo.losses.registry import register_head_loss
 from yolo.losses.targets import darknet_truth_rows, last_writers, padded_truths, slot_index, to_device
 from yolo.models.layer_types.region import RegionLayer, RegionTrainOptions
@@ -113,7 +113,7 @@ def region_loss(head: RegionLayer, out: Tensor, targets: Tensor, keep: Tensor, i
         boxes, index, valid = padded_truths(tbox, image, batch)
         pad_cls = torch.where(valid, cls_id[index], 0) if rows.numel() else torch.zeros_like(index)
         boxes, pad_cls = to_device(boxes, device), to_device(pad_cls, device)
-        ious = box_iou(pred.unsqueeze(-2), boxes.view(batch, 1, 1, 1, -1, 4))  # [N, A, H, W, Tmax]
+        ious = elementwise_cxcywh_iou(pred.unsqueeze(-2), boxes.view(batch, 1, 1, 1, -1, 4))  # [N, A, H, W, Tmax]
         ious = torch.where(to_device(valid, device).view(batch, 1, 1, 1, -1), ious, 0.0)
         best_iou, arg = ious.max(-1)
         best_cls = pad_cls.gather(1, arg.view(batch, -1)).view_as(arg)
@@ -155,7 +155,7 @@ def region_loss(head: RegionLayer, out: Tensor, targets: Tensor, keep: Tensor, i
             zeros = torch.zeros_like(shape)
             centred = torch.cat((zeros, shape), -1)
             t_centred = torch.cat((torch.zeros_like(tbox[:, :2]), tbox[:, 2:]), 1)[:, None, :]
-            anchor = box_iou(centred, t_centred).argmax(1)  # first maximum; 0 when every IoU is 0
+            anchor = elementwise_cxcywh_iou(centred, t_centred).argmax(1)  # first maximum; 0 when every IoU is 0
 
             unique, _, winner = last_writers(slot_index(image, anchor, gj, gi, num_anchors, (grid_h, grid_w)))
             written = unique if opts.bias_match else None
@@ -165,7 +165,7 @@ def region_loss(head: RegionLayer, out: Tensor, targets: Tensor, keep: Tensor, i
                                                   torch.log(t[:, 2] * grid_w / bias[a, 0]),
                                                   torch.log(t[:, 3] * grid_h / bias[a, 1])), 1)
             box_weight[b, a, j, i] = opts.coord_scale
-            obj_target[b, a, j, i] = box_iou(pred[b, a, j, i], t) if opts.rescore else 1.0
+            obj_target[b, a, j, i] = elementwise_cxcywh_iou(pred[b, a, j, i], t) if opts.rescore else 1.0
             obj_weight[b, a, j, i] = opts.object_scale
             cls_target[b, a, j, i] = c
             cls_weight[b, a, j, i] = opts.class_scale

@@ -17,7 +17,7 @@ from typing import Tuple
 import torch
 from torch import Tensor
 
-from yolo.losses.darknet_box import box_iou as darknet_iou
+from yolo.losses.darknet_box import elementwise_cxcywh_iou as darknet_iou
 from yolo.losses.darknet_box import box_iou_kind as darknet_iou_kind
 
 

@@ -145,7 +145,7 @@ def _corners(boxes: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
 
 
 def _best_truths(pred: Tensor, boxes: Tensor, valid: Tensor) -> Tuple[Tensor, Tensor]:
-    """Best Darknet IoU (``box_iou``) of predictions Float[N, P, 4] with their image's truths Float[N, T, 4]
+    """Best Darknet IoU (:func:`yolo.losses.darknet_box.elementwise_cxcywh_iou`) of predictions Float[N, P, 4] with their image's truths Float[N, T, 4]
     and the first truth reaching it (0 when none overlaps, as Darknet's strict ``>`` scan from 0)."""
     n, p, _ = pred.shape
     t = boxes.shape[1]

@@ -28,6 +28,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 from yolo.counts import MAX_IMAGE_SIDE
 from yolo.errors import shown
+from yolo.models.layer_types.registry import positive
 from yolo.ops.sizes import ImageSize, SizeLike, check_stride, image_size
 
 RESIZE_MODES = ("letterbox", "stretch")
@@ -46,7 +47,7 @@ def cfg_resize_mode(model) -> str:
 
 def training_preprocessing(augment: Mapping[str, Any], img_size: ImageSize) -> Dict[str, Any]:
     """The record for a run whose resolved augmentation settings are ``augment``
-    (:func:`yolo.data.transforms.augment_from_cfg`) and whose input is ``img_size`` ``(h, w)``."""
+    (:func:`yolo.data.augment_hyp.augment_from_cfg`) and whose input is ``img_size`` ``(h, w)``."""
     pipeline = str(augment.get("pipeline", "darknet"))
     letterboxed = pipeline == "affine" or bool(float(augment.get("letter_box", 0) or 0))
     return {"resize": "letterbox" if letterboxed else "stretch", "resample": "darknet", "decode": "opencv",
@@ -109,11 +110,12 @@ FALLBACK_SIZE = 416  # the input side when neither a flag, a checkpoint nor the 
 
 def net_input_size(net) -> Optional[ImageSize]:
     """The cfg's ``[net]`` ``(height, width)`` (a side it omits: 416, as Darknet's parser), or None when it sets
-    neither; ``net`` is the cfg's first section (:class:`yolo.models.cfg.Section`)."""
+    neither; ``net`` is the cfg's first section (:class:`yolo.models.cfg.Section`). Two integers checked as the model
+    checks them (a side below 1 is the cfg's error, naming its line), so already an ``ImageSize``."""
     if not (net.has("height") or net.has("width")):
         return None
-    return image_size((net.get_int("height", FALLBACK_SIZE), net.get_int("width", FALLBACK_SIZE)),
-                      "the cfg's [net] width/height")
+    return (positive(net, "height", net.get_int("height", FALLBACK_SIZE)),
+            positive(net, "width", net.get_int("width", FALLBACK_SIZE)))
 
 
 def chosen_input_size(value: Optional[SizeLike], where: str, recorded: Optional[ImageSize],

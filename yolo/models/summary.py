@@ -45,7 +45,13 @@ def layer_rows(model: nn.Module, img_size: Optional[SizeLike] = None) -> List[La
 
     Shapes come from a forward pass with hooks, so they are what the model really computes.
     """
-    return _rows_at(model, image_size(img_size, "img_size", model.input_size))
+    return _rows_at(model, _input_size(model, img_size))
+
+
+def _input_size(model: nn.Module, img_size: Optional[SizeLike]) -> ImageSize:
+    """``img_size`` (the caller's: one side, or height, width) as ``(h, w)``, default the cfg's [net] size: where a
+    size enters :func:`layer_rows` and :func:`model_summary`."""
+    return image_size(img_size, "img_size", model.input_size)
 
 
 def _rows_at(model: nn.Module, size: ImageSize) -> List[LayerRow]:
@@ -106,7 +112,7 @@ def _rows_at(model: nn.Module, size: ImageSize) -> List[LayerRow]:
 
 def model_summary(model: nn.Module, img_size: Optional[SizeLike] = None) -> str:
     """The summary table as text, with totals of parameters, weights-file floats and BFLOPs."""
-    h, w = image_size(img_size, "img_size", model.input_size)
+    h, w = _input_size(model, img_size)
     rows = _rows_at(model, (h, w))
     fmt = "{:>4} {:<9}{:>8} {:>11}  {:>16} -> {:>16} {:>8}"
     lines = [fmt.format("", "layer", "filters", "size/strd", "input", "output", "BFLOPs")]

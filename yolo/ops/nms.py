@@ -38,7 +38,9 @@ def _pair_distance_iou(a: np.ndarray, b: np.ndarray, beta: float) -> np.ndarray:
 
 
 def _iou_block(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """IoU matrix of xyxy ``Float64[M, 4]`` and ``Float64[N, 4]`` -> ``Float64[M, N]`` (numpy: no thread pool)."""
+    """IoU matrix of xyxy ``Float64[M, 4]`` and ``Float64[N, 4]`` -> ``Float64[M, N]``: ``torchvision.ops.box_iou``'s
+    values bit for bit (0 where it gives 0/0), but about twice as fast on the small per-class groups DIoU-NMS calls
+    it with (no torch dispatch or thread pool; tests/test_nms_kind.py compares the two)."""
     iw = np.clip(np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0]), 0, None)
     ih = np.clip(np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1]), 0, None)
     inter = iw * ih

@@ -1,5 +1,5 @@
 """The defaults of post-processing, written once: every tool, setting and function that thresholds or suppresses
-detections takes its default from here (:class:`yolo.inference.postprocess.PostprocessConfig` gathers them into
+detections takes its default from here (:class:`yolo.inference.postprocess.PostprocessOptions` gathers them into
 one value). This module loads no torch: the tools' flag declarations (:mod:`yolo.settings`) read it too.
 
 Detection draws what Darknet's ``detector test`` draws (``thresh`` 0.25 on ``objectness * class probability``,

@@ -79,7 +79,7 @@ def reset_states(model: nn.Module) -> None:
             module.reset_state()
 
 
-class Connected(ConnectedLayer):
+class StepConnected(ConnectedLayer):
     """A [connected] layer on one time step, as [rnn], [gru] and [lstm] use it inside (src/connected_layer.c):
     Float[B, inputs] -> Float[B, outputs], same weights, file order and BN (eps 1e-5, the biases as BN beta)."""
 

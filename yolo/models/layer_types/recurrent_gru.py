@@ -21,7 +21,7 @@ from typing import List
 import torch
 
 from yolo.models.cfg import Section
-from yolo.models.layer_types.recurrent_base import Connected, ConnectedRecurrent, build_connected_recurrent
+from yolo.models.layer_types.recurrent_base import StepConnected, ConnectedRecurrent, build_connected_recurrent
 from yolo.models.layer_types.registry import LayerInfo, Shape, register
 
 
@@ -32,8 +32,8 @@ class GRU(ConnectedRecurrent):
     def __init__(self, inputs: int, outputs: int, batch_normalize: bool):
         super().__init__()
         self.outputs = outputs
-        self.input_z, self.input_r, self.input_h = (Connected(inputs, outputs, batch_normalize) for _ in range(3))
-        self.state_z, self.state_r, self.state_h = (Connected(outputs, outputs, batch_normalize) for _ in range(3))
+        self.input_z, self.input_r, self.input_h = (StepConnected(inputs, outputs, batch_normalize) for _ in range(3))
+        self.state_z, self.state_r, self.state_h = (StepConnected(outputs, outputs, batch_normalize) for _ in range(3))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         steps = self.split_steps(x.flatten(1))

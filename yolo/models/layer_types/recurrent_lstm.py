@@ -18,7 +18,7 @@ from typing import List
 import torch
 
 from yolo.models.cfg import Section
-from yolo.models.layer_types.recurrent_base import Connected, ConnectedRecurrent, build_connected_recurrent
+from yolo.models.layer_types.recurrent_base import StepConnected, ConnectedRecurrent, build_connected_recurrent
 from yolo.models.layer_types.registry import LayerInfo, Shape, register
 
 
@@ -29,8 +29,8 @@ class LSTM(ConnectedRecurrent):
     def __init__(self, inputs: int, outputs: int, batch_normalize: bool):
         super().__init__()
         self.outputs = outputs
-        self.wf, self.wi, self.wg, self.wo = (Connected(outputs, outputs, batch_normalize) for _ in range(4))
-        self.uf, self.ui, self.ug, self.uo = (Connected(inputs, outputs, batch_normalize) for _ in range(4))
+        self.wf, self.wi, self.wg, self.wo = (StepConnected(outputs, outputs, batch_normalize) for _ in range(4))
+        self.uf, self.ui, self.ug, self.uo = (StepConnected(inputs, outputs, batch_normalize) for _ in range(4))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         steps = self.split_steps(x.flatten(1))

@@ -26,7 +26,7 @@ import torch.nn as nn
 from yolo.models.activations import ACTIVATIONS
 from yolo.models.cfg import Section
 from yolo.models.layer_types.convolutional import ConvBNAct
-from yolo.models.layer_types.recurrent_base import Connected, RecurrentLayer, conv_bflops, same_size_conv
+from yolo.models.layer_types.recurrent_base import StepConnected, RecurrentLayer, conv_bflops, same_size_conv
 from yolo.models.layer_types.limits import check_layer_size
 from yolo.models.layer_types.registry import LayerInfo, Shape, activation, positive, register
 
@@ -76,9 +76,9 @@ class RNN(PlainRecurrent):
 
     def __init__(self, inputs: int, hidden: int, outputs: int, act: str, self_act: str, batch_normalize: bool,
                  shortcut: bool):
-        super().__init__(Connected(inputs, hidden, batch_normalize, act),
-                         Connected(hidden, hidden, batch_normalize, self_act),
-                         Connected(hidden, outputs, batch_normalize, act), shortcut)
+        super().__init__(StepConnected(inputs, hidden, batch_normalize, act),
+                         StepConnected(hidden, hidden, batch_normalize, self_act),
+                         StepConnected(hidden, outputs, batch_normalize, act), shortcut)
         self.hidden = hidden
 
     def zero_state(self, x_t):
