@@ -19,12 +19,13 @@ With ``--data``, it times the training data path instead: milliseconds of one CP
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import cv2
 import torch
@@ -33,6 +34,7 @@ from yolo.benchmark.compare import cpu_figures, cuda_figures, random_weights_fil
 from yolo.benchmark.data import data_figures, training_settings
 from yolo.benchmark.detection_stages import stage_figures
 from yolo.benchmark.loader import loader_figures
+from yolo.benchmark.neighbours import load_text, neighbours
 from yolo.benchmark.runtimes import RuntimeRow, runtime_table, weights_figures
 from yolo.cli.args import fail, run_tool, setup_logging
 from yolo.cli.flags.benchmark import parse_args
@@ -90,13 +92,26 @@ def runtimes_main(args) -> List[RuntimeRow]:
     return rows
 
 
+@contextlib.contextmanager
+def beside_neighbours(spec: Optional[str]):
+    """``--neighbours``: the block runs beside them (:mod:`yolo.benchmark.neighbours`); says so and prints the load
+    average before they end."""
+    with neighbours(spec) as pids:
+        if pids:
+            what = "a CPU training run" if spec == "train" else f"{len(pids)} busy-loop process(es)"
+            print(f"beside {what} (pid {', '.join(map(str, pids))}); {load_text()}")
+        yield
+        print(load_text())
+
+
 def main(args) -> Dict[str, float]:
     """Print the tables; returns the figures (see :func:`yolo.benchmark.compare.cpu_figures`)."""
     setup_logging(args.verbose, logging.WARNING)
     if args.runtimes is not None:
         if args.weights is None or not args.weights.is_file():
             fail(f"{args.weights}: weights not found" if args.weights else "--runtimes needs --weights")
-        return runtimes_main(args)
+        with beside_neighbours(args.neighbours):
+            return runtimes_main(args)
     if args.cfg is None:
         fail("--cfg is needed (only --runtimes takes a .pt or an exported file alone)")
     if not args.cfg.is_file():
@@ -106,7 +121,8 @@ def main(args) -> Dict[str, float]:
     if args.weights is not None and not args.weights.is_file():
         fail(f"{args.weights}: weights not found")
     try:
-        return model_main(args)
+        with beside_neighbours(args.neighbours):
+            return model_main(args)
     # ValueError: CfgError, WeightsError and the Detector's "not a detector" (a classifier cfg)
     except (ValueError, ImageReadError, FileNotFoundError) as exc:
         fail(str(exc).strip().splitlines()[0])
