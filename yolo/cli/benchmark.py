@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -35,6 +34,7 @@ from yolo.benchmark.data import data_figures, training_settings
 from yolo.benchmark.detection_stages import stage_figures
 from yolo.benchmark.loader import loader_figures
 from yolo.benchmark.neighbours import load_text, neighbours
+from yolo.openmp_wait import openmp_wait_text
 from yolo.benchmark.runtimes import RuntimeRow, runtime_table, weights_figures
 from yolo.cli.args import fail, run_tool, setup_logging
 from yolo.cli.flags.benchmark import parse_args
@@ -146,7 +146,7 @@ def model_main(args) -> Dict[str, float]:
         kind = "real" if args.weights else "random"
         print(f"{args.cfg.name} ({kind} weights) at {size_text(img_size)}, {threads} CPU threads, "
               f"image {size_text(image.shape[:2])}, torch {torch.__version__}, OpenCV {cv2.__version__}, "
-              f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
+              f"{openmp_wait_text()}")
         figures = cpu_figures(args.cfg, weights, opencv=not args.no_opencv, compile=args.compile, **common)
         stage_rounds = max(3, common["rounds"] // 4)
         stages = dict(common, rounds=stage_rounds, warmup=min(args.warmup, 1))
