@@ -60,7 +60,8 @@ def test_no_neighbours_starts_nothing():
 def test_the_training_neighbour_is_a_cpu_training_run_on_the_shapes_data(tmp_path):
     (command,) = neighbour_commands("train", tmp_path)
     assert command[1].endswith(os.path.join("tools", "train.py"))
-    assert command[command.index("--device") + 1] == "cpu" and command[command.index("--data") + 1].endswith("shapes.yaml")
+    assert command[command.index("--device") + 1] == "cpu"
+    assert command[command.index("--data") + 1].endswith("shapes.yaml")
     assert command[command.index("--project") + 1] == str(tmp_path)  # its run is written in a folder of ours
 
 

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Iterator, List, Optional
 
-__all__ = ["neighbours", "neighbour_commands", "load_text"]
+__all__ = ["neighbours", "beside_neighbours", "neighbour_commands", "load_text"]
 
 REPO = Path(__file__).resolve().parent.parent.parent
 BUSY_LOOP = "while True:\n    pass"
@@ -33,9 +33,9 @@ LOOP_SETTLE_S = 1.0
 def neighbour_commands(spec: str, folder: Path) -> List[List[str]]:
     """The command lines ``spec`` starts (``folder``: where a training neighbour writes its run)."""
     if spec == "train":
-        return [[sys.executable, str(REPO / "tools" / "train.py"), "--cfg", str(REPO / "configs" / "yolov3-tiny-shapes.cfg"),
-                 "--data", str(REPO / "configs" / "shapes.yaml"), "--hyp", str(REPO / "configs" / "hyp.shapes.yaml"),
-                 "--device", "cpu", "--epochs", "1000", "--project", str(folder), "--no-progress"]]
+        configs = REPO / "configs"
+        return [[sys.executable, str(REPO / "tools" / "train.py"), "--cfg", str(configs / "yolov3-tiny-shapes.cfg"),
+                 "--data", str(configs / "shapes.yaml"), "--hyp", str(configs / "hyp.shapes.yaml"), "--device", "cpu", "--epochs", "1000", "--project", str(folder), "--no-progress"]]
     return [[sys.executable, "-c", BUSY_LOOP] for _ in range(int(spec))]
 
 
@@ -78,6 +78,19 @@ def neighbours(spec: Optional[str], settle_s: Optional[float] = None) -> Iterato
             yield [p.pid for p in procs]
         finally:
             _end(procs)
+
+
+@contextlib.contextmanager
+def beside_neighbours(spec: Optional[str]) -> Iterator[None]:
+    """:func:`neighbours` for a tool: says which ones run beside the block and prints the load average before they
+    end (``tools/benchmark.py --neighbours``)."""
+    with neighbours(spec) as pids:
+        if pids:
+            what = "a CPU training run" if spec == "train" else f"{len(pids)} busy-loop process(es)"
+            print(f"beside {what} (pid {', '.join(map(str, pids))}); {load_text()}")
+        yield
+        if pids:
+            print(f"before ending them: {load_text()}")
 
 
 def load_text() -> str:

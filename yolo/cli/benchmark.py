@@ -19,12 +19,11 @@ With ``--data``, it times the training data path instead: milliseconds of one CP
 """
 from __future__ import annotations
 
-import contextlib
 import logging
 import sys
 import tempfile
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 import cv2
 import torch
@@ -33,8 +32,7 @@ from yolo.benchmark.compare import cpu_figures, cuda_figures, random_weights_fil
 from yolo.benchmark.data import data_figures, training_settings
 from yolo.benchmark.detection_stages import stage_figures
 from yolo.benchmark.loader import loader_figures
-from yolo.benchmark.neighbours import load_text, neighbours
-from yolo.openmp_wait import openmp_wait_text
+from yolo.benchmark.neighbours import beside_neighbours
 from yolo.benchmark.runtimes import RuntimeRow, runtime_table, weights_figures
 from yolo.cli.args import fail, run_tool, setup_logging
 from yolo.cli.flags.benchmark import parse_args
@@ -92,18 +90,6 @@ def runtimes_main(args) -> List[RuntimeRow]:
     return rows
 
 
-@contextlib.contextmanager
-def beside_neighbours(spec: Optional[str]):
-    """``--neighbours``: the block runs beside them (:mod:`yolo.benchmark.neighbours`); says so and prints the load
-    average before they end."""
-    with neighbours(spec) as pids:
-        if pids:
-            what = "a CPU training run" if spec == "train" else f"{len(pids)} busy-loop process(es)"
-            print(f"beside {what} (pid {', '.join(map(str, pids))}); {load_text()}")
-        yield
-        print(load_text())
-
-
 def main(args) -> Dict[str, float]:
     """Print the tables; returns the figures (see :func:`yolo.benchmark.compare.cpu_figures`)."""
     setup_logging(args.verbose, logging.WARNING)
@@ -123,8 +109,7 @@ def main(args) -> Dict[str, float]:
     try:
         with beside_neighbours(args.neighbours):
             return model_main(args)
-    # ValueError: CfgError, WeightsError and the Detector's "not a detector" (a classifier cfg)
-    except (ValueError, ImageReadError, FileNotFoundError) as exc:
+    except (ValueError, ImageReadError, FileNotFoundError) as exc:  # ValueError: CfgError, WeightsError, a classifier
         fail(str(exc).strip().splitlines()[0])
 
 
@@ -145,8 +130,7 @@ def model_main(args) -> Dict[str, float]:
         weights = args.weights or random_weights_file(args.cfg, Path(tmp))
         kind = "real" if args.weights else "random"
         print(f"{args.cfg.name} ({kind} weights) at {size_text(img_size)}, {threads} CPU threads, "
-              f"image {size_text(image.shape[:2])}, torch {torch.__version__}, OpenCV {cv2.__version__}, "
-              f"{openmp_wait_text()}")
+              f"image {size_text(image.shape[:2])}, torch {torch.__version__}, OpenCV {cv2.__version__}")
         figures = cpu_figures(args.cfg, weights, opencv=not args.no_opencv, compile=args.compile, **common)
         stage_rounds = max(3, common["rounds"] // 4)
         stages = dict(common, rounds=stage_rounds, warmup=min(args.warmup, 1))
