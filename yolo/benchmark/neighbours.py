@@ -35,7 +35,8 @@ def neighbour_commands(spec: str, folder: Path) -> List[List[str]]:
     if spec == "train":
         configs = REPO / "configs"
         return [[sys.executable, str(REPO / "tools" / "train.py"), "--cfg", str(configs / "yolov3-tiny-shapes.cfg"),
-                 "--data", str(configs / "shapes.yaml"), "--hyp", str(configs / "hyp.shapes.yaml"), "--device", "cpu", "--epochs", "1000", "--project", str(folder), "--no-progress"]]
+                 "--data", str(configs / "shapes.yaml"), "--hyp", str(configs / "hyp.shapes.yaml"), "--device", "cpu",
+                 "--epochs", "1000", "--project", str(folder), "--no-progress"]]
     return [[sys.executable, "-c", BUSY_LOOP] for _ in range(int(spec))]
 
 
