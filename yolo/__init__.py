@@ -11,6 +11,12 @@ tools' argument parsers, answering ``--help``) does not load torch.
 """
 import importlib
 
+from yolo.openmp_wait import set_openmp_defaults
+
+# How torch's idle CPU threads wait (yolo.openmp_wait): only effective before torch's first import, so it is set
+# here, before any of the names below loads torch; a process that imported torch first keeps OpenMP's defaults.
+set_openmp_defaults()
+
 # public name -> the module that defines it
 _PUBLIC = {
     "CfgError": "yolo.errors",

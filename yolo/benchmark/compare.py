@@ -16,6 +16,7 @@ import torch
 
 from yolo.benchmark.opencv_dnn import OpenCVPipeline
 from yolo.models.opencv_importer import opencv_lacks
+from yolo.openmp_wait import openmp_wait_text
 from yolo.timing import median_ms, time_interleaved
 from yolo.inference.detector import Detector
 from yolo.inference.preprocess import preprocess
@@ -94,8 +95,8 @@ def cpu_figures(cfg: Path, weights: Path, img_size: ImageSize, image: np.ndarray
         results.update(time_interleaved(same, n, warmup if group != "batch" else 1))
 
     figures: Dict[str, float] = {}
-    print(f"\nCPU ({torch.get_num_threads()} threads), median of rounds (pipeline = pre-process + model + "
-          "post-process):")
+    print(f"\nCPU ({torch.get_num_threads()} threads, {openmp_wait_text()}), median of rounds (pipeline = pre-process "
+          "+ model + post-process):")
     print(table_header(batch))
     for who in ("ours", "opencv"):
         if f"{who}_latency" not in results:

@@ -34,6 +34,7 @@ from yolo.inference.prepare import prepare_for_inference
 from yolo.inference.preprocess import preprocess
 from yolo.models.preprocessing import default_resize, model_input_choice
 from yolo.ops.sizes import ImageSize, size_text
+from yolo.openmp_wait import openmp_wait_text
 from yolo.timing import median_ms, time_interleaved
 
 logger = logging.getLogger(__name__)
@@ -164,7 +165,7 @@ def weights_figures(cfg: Optional[Path], weights: Path, img_size: Optional[Image
     size, size_from = model_input_choice(model, img_size, "--img-size")
     picture = load_image(image) if image is not None else synthetic_image()
     print(f"{Path(weights).name} at {size_text(size)} ({size_from}), {threads} threads, batch 1 and {batch}, "
-          f"{repeats_note(rounds)}; torch {torch.__version__}, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, "
+          f"{repeats_note(rounds)}; torch {torch.__version__}, {openmp_wait_text()}, "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     common = dict(batch=batch, rounds=rounds, warmup=warmup, data=data)
     if isinstance(model, ExportedModel):

@@ -20,7 +20,6 @@ With ``--data``, it times the training data path instead: milliseconds of one CP
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -33,6 +32,7 @@ from yolo.benchmark.compare import cpu_figures, cuda_figures, random_weights_fil
 from yolo.benchmark.data import data_figures, training_settings
 from yolo.benchmark.detection_stages import stage_figures
 from yolo.benchmark.loader import loader_figures
+from yolo.benchmark.neighbours import beside_neighbours
 from yolo.benchmark.runtimes import RuntimeRow, runtime_table, weights_figures
 from yolo.cli.args import fail, run_tool, setup_logging
 from yolo.cli.flags.benchmark import parse_args
@@ -96,7 +96,8 @@ def main(args) -> Dict[str, float]:
     if args.runtimes is not None:
         if args.weights is None or not args.weights.is_file():
             fail(f"{args.weights}: weights not found" if args.weights else "--runtimes needs --weights")
-        return runtimes_main(args)
+        with beside_neighbours(args.neighbours):
+            return runtimes_main(args)
     if args.cfg is None:
         fail("--cfg is needed (only --runtimes takes a .pt or an exported file alone)")
     if not args.cfg.is_file():
@@ -106,9 +107,9 @@ def main(args) -> Dict[str, float]:
     if args.weights is not None and not args.weights.is_file():
         fail(f"{args.weights}: weights not found")
     try:
-        return model_main(args)
-    # ValueError: CfgError, WeightsError and the Detector's "not a detector" (a classifier cfg)
-    except (ValueError, ImageReadError, FileNotFoundError) as exc:
+        with beside_neighbours(args.neighbours):
+            return model_main(args)
+    except (ValueError, ImageReadError, FileNotFoundError) as exc:  # ValueError: CfgError, WeightsError, a classifier
         fail(str(exc).strip().splitlines()[0])
 
 
@@ -129,8 +130,7 @@ def model_main(args) -> Dict[str, float]:
         weights = args.weights or random_weights_file(args.cfg, Path(tmp))
         kind = "real" if args.weights else "random"
         print(f"{args.cfg.name} ({kind} weights) at {size_text(img_size)}, {threads} CPU threads, "
-              f"image {size_text(image.shape[:2])}, torch {torch.__version__}, OpenCV {cv2.__version__}, "
-              f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
+              f"image {size_text(image.shape[:2])}, torch {torch.__version__}, OpenCV {cv2.__version__}")
         figures = cpu_figures(args.cfg, weights, opencv=not args.no_opencv, compile=args.compile, **common)
         stage_rounds = max(3, common["rounds"] // 4)
         stages = dict(common, rounds=stage_rounds, warmup=min(args.warmup, 1))

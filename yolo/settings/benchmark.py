@@ -4,6 +4,7 @@ Imports only the standard library and the settings' own modules.
 """
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional
@@ -13,6 +14,15 @@ from yolo.ops.sizes import ImageSize
 from yolo.settings.common import img_size_setting, resample_setting
 from yolo.settings.declare import setting
 from yolo.settings.values import fraction, non_negative_int, positive_int, thread_count
+
+
+def neighbour_spec(text: str) -> str:
+    """``--neighbours``: a count of busy-loop processes (0..64) or ``train`` (:mod:`yolo.benchmark.neighbours`)."""
+    if text == "train":
+        return text
+    if text.isdigit() and int(text) <= 64:
+        return str(int(text))
+    raise argparse.ArgumentTypeError(f"'{text}' is neither a count of busy processes (0 to 64) nor 'train'")
 
 
 @dataclass
@@ -55,6 +65,10 @@ class BenchmarkOptions:
     calib_images: int = setting(64, "--calib-images", type=positive_int,
                                 help="with --runtimes: INT8 calibration images (--data's train split, else drawn "
                                      "scenes)")
+    neighbours: Optional[str] = setting(
+        None, "--neighbours", type=neighbour_spec,
+        help="time beside other processes competing for the cores: N busy-loop processes, or 'train' (a CPU training "
+             "run of this project on the shapes data); they are ended after the timing; the load average is printed")
     images: int = setting(64, "--images", type=positive_int, help="with --data: training images per round")
     loader_workers: Optional[List[int]] = setting(
         None, "--loader-workers", type=non_negative_int, nargs="+",
