@@ -8,7 +8,7 @@
 
 /* Pass 1 on source row `row` (pixel p, channel k at row[p * pixel_step + k * channel_step]): the output columns
    (1 - dx) * left + dx * right, written as w * 3 floats. */
-static void blend_columns(const uint8_t *row, ptrdiff_t pixel_step, ptrdiff_t channel_step, int w,
+static inline __attribute__((always_inline)) void blend_columns(const uint8_t *row, ptrdiff_t pixel_step, ptrdiff_t channel_step, int w,
                           const int64_t *cols, const float *col_weights, const float *level, float *part)
 {
     for (int c = 0; c < w; ++c) {
@@ -20,6 +20,18 @@ static void blend_columns(const uint8_t *row, ptrdiff_t pixel_step, ptrdiff_t ch
             part[c * 3 + k] = a + b;
         }
     }
+}
+
+/* blend_columns for the usual layouts (contiguous pixels, BGR or RGB), with the steps known to the compiler. */
+static void blend_columns_of(const uint8_t *row, ptrdiff_t pixel_step, ptrdiff_t channel_step, int w,
+                             const int64_t *cols, const float *col_weights, const float *level, float *part)
+{
+    if (pixel_step == 3 && channel_step == -1)
+        blend_columns(row, 3, -1, w, cols, col_weights, level, part);
+    else if (pixel_step == 3 && channel_step == 1)
+        blend_columns(row, 3, 1, w, cols, col_weights, level, part);
+    else
+        blend_columns(row, pixel_step, channel_step, w, cols, col_weights, level, part);
 }
 
 /* image: the first byte of the first pixel's first output channel (R), with steps in bytes between rows,
@@ -46,7 +58,7 @@ void yolo_darknet_resize(const uint8_t *image, ptrdiff_t row_step, ptrdiff_t pix
             int slot = kept_row[0] == needed[k] ? 0 : kept_row[1] == needed[k] ? 1 : -1;
             if (slot < 0) {  /* blend the row into the slot the other needed row is not in */
                 slot = (k == 1 && part[0] == kept[0]) || (k == 0 && kept_row[0] == needed[1]) ? 1 : 0;
-                blend_columns(image + needed[k] * row_step, pixel_step, channel_step, w, cols, col_weights, level,
+                blend_columns_of(image + needed[k] * row_step, pixel_step, channel_step, w, cols, col_weights, level,
                               kept[slot]);
                 kept_row[slot] = needed[k];
             }
