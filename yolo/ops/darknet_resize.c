@@ -8,8 +8,9 @@
 
 /* Pass 1 on source row `row` (pixel p, channel k at row[p * pixel_step + k * channel_step]): the output columns
    (1 - dx) * left + dx * right, written as w * 3 floats. */
-static inline __attribute__((always_inline)) void blend_columns(const uint8_t *row, ptrdiff_t pixel_step, ptrdiff_t channel_step, int w,
-                          const int64_t *cols, const float *col_weights, const float *level, float *part)
+static inline __attribute__((always_inline)) void blend_columns(
+    const uint8_t *row, ptrdiff_t pixel_step, ptrdiff_t channel_step, int w, const int64_t *cols,
+    const float *col_weights, const float *level, float *part)
 {
     for (int c = 0; c < w; ++c) {
         const uint8_t *left = row + cols[c] * pixel_step, *right = row + cols[w + c] * pixel_step;

@@ -16,6 +16,8 @@ non-negative pixels). Only the pixels the resize reads are gathered (as ``uint8`
 operation is C's, in C's order and correctly rounded (no fused multiply-add, no reordering; on CUDA the division
 is by a device tensor, never by a host scalar, which CUDA turns into a multiplication by the reciprocal), so the
 values are Darknet's bit for bit (``tests/test_darknet_resize.py`` compares them with Darknet's own functions).
+On the CPU, :func:`darknet_resize_image` hands the tables to a C kernel (:mod:`yolo.ops.darknet_resize_kernel`,
+the same operations in one sweep) where a C compiler built it, and runs its numpy path of the same bits otherwise.
 """
 from __future__ import annotations
 
