@@ -14,8 +14,9 @@ setup(
     license="MIT",  # no "License ::" classifier: setuptools deprecates them for this field
     python_requires=">=3.9",
     packages=find_packages(include=["yolo", "yolo.*"]),
-    # stb_image (Darknet's copy) and its wrapper, compiled on first use of --decode stb (yolo/files/stb_decode.py)
-    package_data={"yolo.files": ["stb/*.h", "stb/*.c"]},
+    # stb_image (Darknet's copy) and its wrapper, compiled on first use of --decode stb (yolo/files/stb_decode.py);
+    # Darknet's resize in C, compiled on first use (yolo/ops/darknet_resize_kernel.py)
+    package_data={"yolo.files": ["stb/*.h", "stb/*.c"], "yolo.ops": ["*.c"]},
     install_requires=[
         "torch>=2.1",
         # torchvision >= 0.29 pulls a matching torch with compiled ops (torchvision::nms);

@@ -11,6 +11,8 @@ import cv2
 import pytest
 import torch
 
+from yolo.ops.darknet_resize_kernel import kernel_library
+
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 
 # tools/gpu_lab, the GPU report's modules (lab tooling beside the launcher tools/gpu_report.py, not in the package);
@@ -67,6 +69,16 @@ def require_cuda() -> torch.device:
 def cuda_device() -> torch.device:
     """:func:`require_cuda` as a fixture (mark such tests ``@pytest.mark.cuda``)."""
     return require_cuda()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def darknet_resize_kernel(tmp_path_factory):
+    """Darknet's resize in C (yolo.ops.darknet_resize_kernel), compiled once per test process into a cache folder
+    of the session's (never the user's) and kept loaded: every test of the default resampler runs through it where
+    a C compiler is found. Returns the library, or None without a compiler (the numpy path then runs)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("YOLO_CACHE_DIR", str(tmp_path_factory.mktemp("native_cache")))
+        return kernel_library()
 
 
 @pytest.fixture

@@ -129,11 +129,17 @@ def test_no_import_cycle_between_packages():
 
 def test_ops_is_the_bottom_layer():
     """``yolo.ops`` (boxes, letterbox, NMS, sizes, COCO ids) is what every package may take; it takes from none
-    but the error types."""
+    but the error types and the builder of C code (:mod:`yolo.files.native`, a leaf)."""
     edges = package_graph(import_graph())
     assert "yolo.ops" in edges
-    above = {unit: imports for unit, imports in edges["yolo.ops"].items() if unit != "yolo.errors"}
+    # and the builder of the package's C code (the resize kernel), itself on the cache folder and the errors alone
+    native = "yolo.ops.darknet_resize_kernel -> yolo.files.native"
+    above = {unit: [i for i in imports if i != native] for unit, imports in edges["yolo.ops"].items()
+             if unit != "yolo.errors"}
+    above = {unit: imports for unit, imports in above.items() if imports}
     assert not above, "yolo.ops imports from above it: " + "; ".join(i for imports in above.values() for i in imports)
+    assert import_graph()["yolo.files.native"] <= {"yolo.errors", "yolo.files.cache_dir"}
+    assert not import_graph()["yolo.files.cache_dir"]
     # The one module it may take, the error types, is a leaf itself.
     assert not edges.get("yolo.errors"), "yolo.errors imports from yolo: " + str(edges.get("yolo.errors"))
 

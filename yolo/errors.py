@@ -77,6 +77,17 @@ class DecoderUnavailableError(ValueError):
     says what is missing."""
 
 
+class NativeBuildError(RuntimeError):
+    """C code of the package (:mod:`yolo.files.native`) that is not built and cannot be. ``reason``: ``"no
+    compiler"``, ``"cache folder"`` (not writable) or ``"compile"`` (the compiler failed); ``details``: the
+    folder, the compiler, the source and the compiler's last line (``why``) where they apply. Each user says it
+    in its own terms."""
+
+    def __init__(self, message: str, reason: str, **details):
+        super().__init__(message)
+        self.reason, self.details = reason, details
+
+
 class ConfigError(ValueError):
     """A bad training setting; names where it came from."""
 

@@ -1,5 +1,5 @@
 """The user cache folder: ``$YOLO_CACHE_DIR``, else ``$XDG_CACHE_HOME/yolo``, else ``~/.cache/yolo`` (label-scan
-caches that cannot be written beside the labels, the compiled stb_image decoder)."""
+caches that cannot be written beside the labels, the compiled C code: the stb_image decoder, the resize kernel)."""
 from __future__ import annotations
 
 import os

@@ -16,6 +16,8 @@ non-negative pixels). Only the pixels the resize reads are gathered (as ``uint8`
 operation is C's, in C's order and correctly rounded (no fused multiply-add, no reordering; on CUDA the division
 is by a device tensor, never by a host scalar, which CUDA turns into a multiplication by the reciprocal), so the
 values are Darknet's bit for bit (``tests/test_darknet_resize.py`` compares them with Darknet's own functions).
+On the CPU, :func:`darknet_resize_image` hands the tables to a C kernel (:mod:`yolo.ops.darknet_resize_kernel`,
+the same operations in one sweep) where a C compiler built it, and runs its numpy path of the same bits otherwise.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ import cv2
 import numpy as np
 import torch
 
+from yolo.ops.darknet_resize_kernel import resize_into
 from yolo.ops.sizes import ImageSize
 
 __all__ = ["ResizeTables", "darknet_resize", "darknet_resize_image", "resize_tables"]
@@ -78,8 +81,9 @@ class ResizeTables:
 
     def __init__(self, in_hw: ImageSize, out_hw: ImageSize):
         self.in_hw, self.out_hw = tuple(in_hw), tuple(out_hw)
-        self.rows, self.row_weights = _axis_table(in_hw[0], out_hw[0], copy_last=False)
-        self.cols, self.col_weights = _axis_table(in_hw[1], out_hw[1], copy_last=True)
+        # contiguous: the C kernel (yolo.ops.darknet_resize_kernel) reads them as they are
+        self.rows, self.row_weights = map(np.ascontiguousarray, _axis_table(in_hw[0], out_hw[0], copy_last=False))
+        self.cols, self.col_weights = map(np.ascontiguousarray, _axis_table(in_hw[1], out_hw[1], copy_last=True))
         self._on = {}
         # The source rows pass 1 runs on: each distinct row once when neighbouring output rows share enough of
         # them (upscaling, or downscaling by less than 2), else the upper rows then the lower ones as read.
@@ -157,10 +161,12 @@ def _scratch(slot: int, shape: Tuple[int, ...], dtype: np.dtype) -> np.ndarray:
 
 
 def darknet_resize_image(image: np.ndarray, out_hw: ImageSize, bgr: bool = True,
-                         out: Optional[torch.Tensor] = None) -> torch.Tensor:
+                         out: Optional[torch.Tensor] = None, kernel: bool = True) -> torch.Tensor:
     """:func:`darknet_resize` of one ``uint8`` ``H x W x 3`` image on the CPU, to RGB: the fast path of the
     Detector and of evaluation (the same tables and the same float32 operations, on interleaved pixels).
 
+    With ``kernel`` (the default) the C kernel of :mod:`yolo.ops.darknet_resize_kernel` does it where it is built
+    (a C compiler, once per cache folder); else, or with ``kernel=False``, numpy and torch give the same bits.
     The pixels are packed four bytes to a ``uint32`` (RGBA) so that gathering the rows and the columns the
     resize reads moves whole pixels (the columns first when the image has fewer rows than the gather reads);
     the bytes are cast to float32 and divided by 255 (cheaper than a float lookup table); pass 1 runs once per
@@ -178,6 +184,8 @@ def darknet_resize_image(image: np.ndarray, out_hw: ImageSize, bgr: bool = True,
     """
     h, w = int(out_hw[0]), int(out_hw[1])
     out = torch.empty((h, w, 3), dtype=torch.float32) if out is None else out
+    if kernel and resize_into(image, resize_tables(image.shape[:2], (h, w)), bgr, out):
+        return out
     flat = out.view(h, w * 3)
     if image.shape[:2] == (h, w):  # Darknet's copy_image: the conversion alone
         rgb = cv2.cvtColor(image, cv2.COLOR_BGR2RGB) if bgr else image
