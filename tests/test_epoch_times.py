@@ -96,9 +96,9 @@ def test_a_resumed_epoch_counts_the_time_trained_before_the_stop(shapes, tmp_pat
     monkeypatch.setattr(EpochTimes, "__init__", with_ticking_clock)
 
     def stop(t):
-        if t.global_step == stop_at:
+        if t.state.global_step == stop_at:
             t.request_stop()
-    first = run(shapes, tmp_path, epochs=1, img_size=64, hyp={"batch": 4, "subdivisions": 2}, hooks={"step_end": stop})
+    first = run(shapes, tmp_path, epochs=1, img_size=64, hyp={"batch": 4, "subdivisions": 2}, hooks={"after_step": stop})
     assert first.result.status == "interrupted" and train_state(first.result.run_dir)["train"]["epoch_step"] == stop_at
     resumed = Trainer.from_options(TrainOptions(resume=str(first.result.run_dir), progress=False)).fit()
     assert resumed.status == "finished"

@@ -36,8 +36,8 @@ class CheckpointHook(HookBase):
 
     def after_interrupt(self, trainer) -> None:
         save(trainer, best=False, dataset=self.dataset)
-        last = trainer.run_dir / "last.pt"
-        state, steps = trainer.state, trainer.plan.steps_per_epoch
+        last = trainer.parts.run_dir / "last.pt"
+        state, steps = trainer.state, trainer.parts.plan.steps_per_epoch
         # how to continue is said once, by the caller (tools/train.py names the command the user ran)
         pending = " (its evaluation is left to the resumed run)" if state.epoch_step == steps else ""
         logger.warning("stopped at epoch %d, update %d/%d%s; saved %s", state.epoch + 1, state.epoch_step, steps,
@@ -56,25 +56,25 @@ def save(trainer, best: bool, dataset: Optional[Dict[str, Any]] = None) -> None:
     with stop.deferred() if stop is not None else contextlib.nullcontext():
         ckpt = training_checkpoint(trainer, dataset)
         if best:
-            save_checkpoint(ckpt, trainer.run_dir / "best.pt")
-        save_checkpoint(ckpt, trainer.run_dir / "last.pt")
+            save_checkpoint(ckpt, trainer.parts.run_dir / "best.pt")
+        save_checkpoint(ckpt, trainer.parts.run_dir / "last.pt")
 
 
 def training_checkpoint(trainer, dataset: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """The checkpoint dict: the evaluated model (EMA when on) with ``train`` holding the training state
     (``dataset``: the run's dataset record, when known)."""
-    t, state, step = trainer, trainer.state, trainer.step_runner
+    t, state, step = trainer.parts, trainer.state, trainer.step_runner
     train_state = {
-        "model": {k: v.detach().cpu().contiguous() for k, v in t.model.state_dict().items()},  # NCHW on disk
+        "model": {k: v.detach().cpu().contiguous() for k, v in step.model.state_dict().items()},  # NCHW on disk
         "optimizer": step.optimizer.state_dict(),
         "scaler": step.scaler.state_dict() if step.amp else None,
-        "ema": t.ema.state_dict() if t.ema is not None else None,
+        "ema": step.ema.state_dict() if step.ema is not None else None,
         "epoch": state.epoch,
         "epoch_step": state.epoch_step,
         "global_step": state.global_step,
         "best_fitness": state.best_fitness,
         "metrics": state.metrics,
-        "hooks": t.hooks_state(),
+        "hooks": trainer.hooks_state(),
         "rng": rng_state(),
         # float64 (box, obj, cls, mini-batches) of the epoch so far; .cpu() syncs, once per save
         "epoch_sums": step.loss_sums.to("cpu", copy=True) if state.epoch_step else None,
@@ -83,7 +83,7 @@ def training_checkpoint(trainer, dataset: Optional[Dict[str, Any]] = None) -> Di
         "dataset": dataset,
     }
     preprocessing = training_preprocessing(t.hyp.augment, tuple(t.plan.img_size))
-    return model_checkpoint(t.eval_model(), names=t.data.names, train=train_state, epoch=state.epoch,
+    return model_checkpoint(step.eval_model(), names=t.data.names, train=train_state, epoch=state.epoch,
                             metrics=state.metrics, preprocessing=preprocessing)
 
 
