@@ -109,7 +109,7 @@ def train_on(device, shapes, project: Path, name: str, hooks=None, **hyp) -> Tra
 
 def test_two_amp_channels_last_updates_are_finite_and_close_to_float32(shapes, tmp_path, cuda_device, no_tf32):
     layouts = []
-    hook = {"train_start": lambda t: layouts.append(t.model.module_list[0].conv.weight.is_contiguous(
+    hook = {"before_train": lambda t: layouts.append(t.step_runner.model.module_list[0].conv.weight.is_contiguous(
         memory_format=torch.channels_last))}
     amp = train_on(cuda_device, shapes, tmp_path, "amp", hooks=hook)
     fp32 = train_on(cuda_device, shapes, tmp_path, "fp32", amp=False)
@@ -129,14 +129,14 @@ def test_two_amp_channels_last_updates_are_finite_and_close_to_float32(shapes, t
 
 def test_tf32_setting_is_applied_and_recorded(shapes, tmp_path, cuda_device, keep_tf32):
     seen = []
-    hooks = {"train_start": lambda t: seen.append((torch.backends.cuda.matmul.allow_tf32,
+    hooks = {"before_train": lambda t: seen.append((torch.backends.cuda.matmul.allow_tf32,
                                                     torch.backends.cudnn.allow_tf32))}
     apply_tf32(True)  # PyTorch's cuDNN default: the run must turn it off itself
     default = train_on(cuda_device, shapes, tmp_path, "default", hooks=hooks)
     options = TrainOptions(cfg=str(shapes["cfg"]), data=str(shapes["data"]), device=str(cuda_device), epochs=1,
                            project=str(tmp_path), name="tf32", progress=False, hyp=dict(FAST), tf32=True)
     with_tf32 = Trainer.from_options(options)
-    with_tf32.add_callback("train_start", hooks["train_start"])
+    with_tf32.add_callback("before_train", hooks["before_train"])
     result = with_tf32.fit()
     assert seen == [(False, False), (True, True)]
     assert yaml.safe_load((default.result.run_dir / "opt.yaml").read_text())["tf32"] is False
@@ -175,7 +175,7 @@ def test_ddp_run_on_cuda(shapes, tmp_path, cuda_device, monkeypatch):
 
         monkeypatch.setattr("yolo.engine.build.init_distributed", one_process_group)
         seen = []
-        hook = {"train_start": lambda t: seen.append((type(t.step_runner.train_model).__name__, dist.get_backend()))}
+        hook = {"before_train": lambda t: seen.append((type(t.step_runner.train_model).__name__, dist.get_backend()))}
         # an indexed device, as torchrun's processes get (DDP's device_ids needs the index)
         device = torch.device("cuda", torch.cuda.current_device())
         trainer = train_on(device, shapes, tmp_path, "ddp", hooks=hook, subdivisions=1, ema=False)

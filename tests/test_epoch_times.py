@@ -96,9 +96,9 @@ def test_a_resumed_epoch_counts_the_time_trained_before_the_stop(shapes, tmp_pat
     monkeypatch.setattr(EpochTimes, "__init__", with_ticking_clock)
 
     def stop(t):
-        if t.global_step == stop_at:
+        if t.state.global_step == stop_at:
             t.request_stop()
-    first = run(shapes, tmp_path, epochs=1, img_size=64, hyp={"batch": 4, "subdivisions": 2}, hooks={"step_end": stop})
+    first = run(shapes, tmp_path, epochs=1, img_size=64, hyp={"batch": 4, "subdivisions": 2}, hooks={"after_step": stop})
     assert first.result.status == "interrupted" and train_state(first.result.run_dir)["train"]["epoch_step"] == stop_at
     resumed = Trainer.from_options(TrainOptions(resume=str(first.result.run_dir), progress=False)).fit()
     assert resumed.status == "finished"
@@ -120,7 +120,8 @@ def test_a_results_csv_without_the_new_columns_is_continued(tmp_path):
         writer.writerow([2, 0.4, 0.3, 0.2, 0.9, 0.001, "", "", "", "", 11.0])  # the interrupted epoch: rewritten
     state = TrainState(epoch=2, epoch_losses={"box_loss": 0.4, "obj_loss": 0.3, "cls_loss": 0.2, "loss": 0.9},
                        lr=0.001, epoch_split=EpochTimeSplit(10.0, 1.0, 8.0, 1.0))
-    trainer = types.SimpleNamespace(state=state, plan=RunPlan(epochs=2, steps_per_epoch=1, workers=3))
+    trainer = types.SimpleNamespace(state=state, parts=types.SimpleNamespace(plan=RunPlan(epochs=2, steps_per_epoch=1,
+                                                                                        workers=3)))
     ResultsCSVWriter(path).after_epoch(trainer)
     rows = read_results(tmp_path)
     assert [r["epoch"] for r in rows] == ["1", "2"] and list(rows[0].keys()) == list(RESULTS_COLUMNS)

@@ -168,7 +168,7 @@ def test_a_failing_report_hook_logs_one_warning_and_the_run_goes_on(train_setup,
         raise OverflowError("Python int too large to convert to C int")
 
     monkeypatch.setattr(writers, "sample_predictions", broken)
-    monkeypatch.setattr(Trainer, "_evaluate", made_up_evaluation)
+    monkeypatch.setattr("yolo.engine.hooks.evaluation.evaluate_training", made_up_evaluation)
     options = TrainOptions(cfg=str(train_setup / "tiny.cfg"), data=str(train_setup / "data.yaml"),
                            hyp={**HYP, "tensorboard": True, "tb_images": 2}, epochs=3, device="cpu",
                            project=str(train_setup / "runs"), name="run", progress=False, workers=0)
@@ -253,7 +253,7 @@ def test_training_on_a_disk_that_fills_up_stops_with_one_line_and_resumes(capsys
     filler = small_disk / "filler"
 
     def fill_disk(trainer):
-        if trainer.epoch == 1:
+        if trainer.state.epoch == 1:
             fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
             try:
                 while os.write(fd, b"\0" * 4096):
@@ -269,7 +269,7 @@ def test_training_on_a_disk_that_fills_up_stops_with_one_line_and_resumes(capsys
             self.add_callback("epoch_end", fill_disk)
 
     monkeypatch.setattr(train_cli, "Trainer", FillingTrainer)
-    monkeypatch.setattr(Trainer, "_evaluate", made_up_evaluation)
+    monkeypatch.setattr("yolo.engine.hooks.evaluation.evaluate_training", made_up_evaluation)
     args = train_cli.parse_args(["--cfg", str(train_setup / "tiny.cfg"), "--data", str(train_setup / "data.yaml"),
                                  "--hyp", str(train_setup / "hyp.yaml"), "--epochs", "2", "--device", "cpu",
                                  "--project", str(small_disk), "--name", "run", "--no-progress"])
@@ -621,7 +621,8 @@ def hold(self):  # the run is open (its folder locked): say so, then train for a
     time.sleep(120)
 
 Trainer._train = hold
-Trainer._evaluate = made_up_evaluation
+import yolo.engine.hooks.evaluation as evaluation_module
+evaluation_module.evaluate_training = made_up_evaluation
 from yolo.cli.train import cli
 cli(sys.argv[1:])
 """
@@ -631,7 +632,7 @@ def test_two_resumes_of_one_run_at_once_the_second_refuses(capsys, train_setup, 
     import yolo.cli.train as train_cli
     from yolo.engine import TrainOptions, Trainer
 
-    monkeypatch.setattr(Trainer, "_evaluate", made_up_evaluation)
+    monkeypatch.setattr("yolo.engine.hooks.evaluation.evaluate_training", made_up_evaluation)
     first = Trainer.from_options(TrainOptions(cfg=str(train_setup / "tiny.cfg"), data=str(train_setup / "data.yaml"),
                                               hyp=HYP, epochs=1, device="cpu", project=str(train_setup / "runs"),
                                               name="run", progress=False, workers=0)).fit()

@@ -160,7 +160,7 @@ def test_a_training_run_without_room_trains_from_disk(tmp_path, monkeypatch, cap
     kept = []
     with caplog.at_level(logging.WARNING, logger="yolo.engine.shared_images"):
         trainer = run(shapes, tmp_path, name="no-room", epochs=1, cache_images=True,
-                      hooks={"train_start": lambda t: kept.append(t.train_set.images)})
+                      hooks={"before_train": lambda t: kept.append(t.parts.train_set.images)})
     assert kept == [None]
     assert sum("cache_images" in r.getMessage() and "a made-up limit" in r.getMessage() for r in caplog.records) == 1
     assert train_state(trainer.result.run_dir)["train"]["global_step"] > 0

@@ -56,7 +56,8 @@ def replace(src, dst):  # the rename that ends an atomic save: its temp file is 
 
 checkpointing_module.save_checkpoint = save
 os.replace = replace
-trainer_module.Trainer._evaluate = made_up_evaluation
+import yolo.engine.hooks.evaluation as evaluation_module
+evaluation_module.evaluate_training = made_up_evaluation
 sys.argv = ["train.py"] + sys.argv[4:]
 from yolo.cli.train import main, parse_args
 sys.exit(main(parse_args()))
@@ -83,7 +84,7 @@ def test_kill_during_final_save_then_resume_loses_nothing(setup, tmp_path, monke
     if stage == "written":  # the kill left the unfinished temp file, as a real crash would
         assert list(run_dir.glob(f".{target}.*.tmp")), sorted(p.name for p in run_dir.iterdir())
 
-    monkeypatch.setattr(Trainer, "_evaluate", made_up_evaluation)
+    monkeypatch.setattr("yolo.engine.hooks.evaluation.evaluate_training", made_up_evaluation)
     result = Trainer.from_options(TrainOptions(resume=str(run_dir), progress=False, workers=0)).fit()
 
     assert result.status == "finished" and result.epochs_done == 2

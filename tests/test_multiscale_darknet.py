@@ -166,15 +166,15 @@ def test_training_loads_each_update_at_darknet_size(tmp_path, monkeypatch):
     inputs = []
 
     def start(t):
-        assert t.plan.total_steps == 120  # 12 updates of 2 one-image mini-batches per epoch
-        t.model.register_forward_pre_hook(lambda module, args: inputs.append(tuple(args[0].shape[-2:])))
+        assert t.parts.plan.total_steps == 120  # 12 updates of 2 one-image mini-batches per epoch
+        t.step_runner.model.register_forward_pre_hook(lambda module, args: inputs.append(tuple(args[0].shape[-2:])))
 
     def stop(t):
-        if t.global_step == 22:
+        if t.state.global_step == 22:
             t.request_stop()
 
-    trainer.add_callback("train_start", start)
-    trainer.add_callback("step_end", stop)
+    trainer.add_callback("before_train", start)
+    trainer.add_callback("after_step", stop)
     result = trainer.fit()
     assert result.status == "interrupted" and result.global_step == 22
     rule = DarknetMultiScale((32, 64), random=1.0, resize_step=32, total_updates=120, seed=1)
@@ -189,9 +189,9 @@ def test_training_loads_each_update_at_darknet_size(tmp_path, monkeypatch):
     resumed = Trainer.from_options(TrainOptions(resume=str(result.run_dir / "last.pt"), progress=False))
 
     def stop_again(t):
-        if t.global_step == 26:
+        if t.state.global_step == 26:
             t.request_stop()
 
-    resumed.add_callback("step_end", stop_again)
+    resumed.add_callback("after_step", stop_again)
     assert resumed.fit().global_step == 26
     assert [asked for asked, _, _ in loaded[:8]] == [rule(b // 2) for b in range(44, 52)]

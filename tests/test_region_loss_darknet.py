@@ -13,7 +13,7 @@ from darknet_parity import assert_deltas_equal, coco_batch, crowded_truths, head
 from helpers import randomize_model
 from yolo.losses.yolo_loss import YoloLoss
 from yolo.models.model import Darknet
-from yolo.losses.region_loss import PRIOR_IMAGES, region_loss, set_images_seen
+from yolo.losses.region_loss import PRIOR_IMAGES, region_loss
 
 
 def region_parity(darknet, tmp_path, cfg, x, truths, targets, header_seen: int, seed: int = 0):
@@ -110,17 +110,15 @@ def test_random_region_options_equal_darknet(darknet, assets, tmp_path, seed):
 
 
 def test_yolo_loss_trains_region_head_and_reads_seen(assets):
-    """Through YoloLoss (the trainer's path): finite, and the prior term follows set_images_seen."""
+    """Through YoloLoss (the trainer's path): finite, and the prior term follows its images_seen argument."""
     model = Darknet(assets("cfg/yolov2-tiny-voc.cfg"))
     randomize_model(model, 0)
     model.train()
     x, _, targets = coco_batch(assets, 2, (160, 160), 20)
     criterion = YoloLoss(model)
     outputs = model(torch.from_numpy(x))
-    set_images_seen(model, 2)
-    early, _ = criterion(outputs, targets, (160, 160))
-    set_images_seen(model, PRIOR_IMAGES)
-    late, parts = criterion(outputs, targets, (160, 160))
+    early, _ = criterion(outputs, targets, (160, 160), images_seen=2)
+    late, parts = criterion(outputs, targets, (160, 160), images_seen=PRIOR_IMAGES)
     assert torch.isfinite(early) and torch.isfinite(late) and parts["num_targets"] > 0
     assert early > late  # the prior term adds a non-negative box term while seen < 12800
 
@@ -164,9 +162,16 @@ def test_trainer_trains_a_region_cfg_and_tells_it_the_images_seen(tmp_path, monk
                            hyp={"workers": 0, "tensorboard": False, "plots": False, "eval_interval": 100,
                                 "batch": 8, "subdivisions": 1})
     trainer = Trainer.from_options(options)
+    criterion, seen = trainer.step_runner.criterion, []
+
+    def recorded(outputs, targets, size_hw, images_seen):
+        seen.append(images_seen)
+        return criterion(outputs, targets, size_hw, images_seen=images_seen)
+
+    trainer.step_runner.criterion = recorded
     trainer.fit()
-    head = trainer.model.yolo_layers[0]
-    assert isinstance(head.train_opts.coord_scale, float) and head.images_seen == 16
+    head = trainer.step_runner.model.yolo_layers[0]
+    assert isinstance(head.train_opts.coord_scale, float) and seen == [8, 16]
 
 
 @pytest.mark.parametrize("seed", [2, 4])  # softmax=1, softmax=0

@@ -72,7 +72,7 @@ def test_an_image_deleted_while_training_is_one_short_line_with_the_resume_comma
 
     def with_a_deletion(options):
         trainer = real(options)
-        trainer.add_callback("epoch_end", lambda t: [p.unlink() for p in images if p.exists()])
+        trainer.add_callback("after_epoch", lambda t: [p.unlink() for p in images if p.exists()])
         return trainer
 
     monkeypatch.setattr(train_cli.Trainer, "from_options", with_a_deletion)

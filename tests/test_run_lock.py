@@ -8,13 +8,13 @@ import sys
 import pytest
 
 from helpers import REPO
-from yolo.engine.hooks.run_lock import RunFolderLock
+from yolo.engine.run_folder import RunFolderLock
 
 # Takes the lock, forks a child that lives on (as a loader worker does for a few seconds after its parent's
 # death), writes the child's pid, and dies by SIGKILL.
 KILLED = """
 import multiprocessing, os, signal, sys, time
-from yolo.engine.hooks.run_lock import RunFolderLock
+from yolo.engine.run_folder import RunFolderLock
 lock = RunFolderLock(sys.argv[1])
 child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(60,), daemon=True)
 child.start()
@@ -42,7 +42,7 @@ def test_a_forked_child_does_not_keep_the_lock_after_its_parent_is_killed(tmp_pa
 def test_a_second_lock_in_another_process_is_still_refused(tmp_path):
     lock = RunFolderLock(tmp_path)
     try:
-        code = ("import sys\nfrom yolo.engine.hooks.run_lock import RunFolderLock\nfrom yolo.errors import "
+        code = ("import sys\nfrom yolo.engine.run_folder import RunFolderLock\nfrom yolo.errors import "
                 "ConfigError\ntry:\n    RunFolderLock(sys.argv[1])\nexcept ConfigError:\n    sys.exit(7)\n")
         proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=REPO, timeout=120,
                               env={**os.environ, "PYTHONPATH": str(REPO)})

@@ -50,11 +50,11 @@ trainer = None
 
 def pause(where):
     seen[where] = seen.get(where, 0) + 1
-    if where != point or seen[where] != occurrence or trainer.dist.rank != int(os.environ.get("PAUSE_RANK", 0)):
+    if where != point or seen[where] != occurrence or trainer.parts.dist.rank != int(os.environ.get("PAUSE_RANK", 0)):
         return
     pids = [p.pid for p in multiprocessing.active_children()]
     written = Path(str(marker) + ".tmp")  # whole or absent: the test reads it as soon as it exists
-    written.write_text(json.dumps({{"pids": pids, "pid": os.getpid(), "global_step": trainer.global_step}}))
+    written.write_text(json.dumps({{"pids": pids, "pid": os.getpid(), "global_step": trainer.state.global_step}}))
     os.replace(written, marker)
     deadline = time.time() + 60
     while not trainer.stop_request.requested and time.time() < deadline:
@@ -65,16 +65,17 @@ real_from_options = Trainer.from_options.__func__
 def from_options(cls, options):
     global trainer
     trainer = real_from_options(cls, options)
-    forward, criterion = trainer.forward, trainer.criterion
+    step = trainer.step_runner
+    forward, criterion = step.forward, step.criterion
     def paused_forward(images):
         pause("forward")
         return forward(images)
-    def criterion_with_backward_pause(outputs, targets, size):
-        loss, parts = criterion(outputs, targets, size)
+    def criterion_with_backward_pause(outputs, targets, size, images_seen):
+        loss, parts = criterion(outputs, targets, size, images_seen=images_seen)
         loss.register_hook(lambda grad: pause("backward"))  # runs inside loss.backward()
         return loss, parts
-    trainer.forward, trainer.criterion = paused_forward, criterion_with_backward_pause
-    trainer.optimizer.register_step_pre_hook(lambda optimizer, args, kwargs: pause("optimizer"))
+    step.forward, step.criterion = paused_forward, criterion_with_backward_pause
+    step.optimizer.register_step_pre_hook(lambda optimizer, args, kwargs: pause("optimizer"))
     return trainer
 Trainer.from_options = classmethod(from_options)
 

@@ -203,7 +203,7 @@ def test_a_run_whose_checkpoint_holds_the_size_as_one_side_resumes(tmp_path, sav
     ckpt["train"]["hyp"]["img_size"] = saved
     save_checkpoint(ckpt, last)
     resumed = Trainer.from_options(TrainOptions(resume=str(last), epochs=2, progress=False, workers=0))
-    assert resumed.hyp.img_size == (64, 64)
+    assert resumed.parts.hyp.img_size == (64, 64)
     result = resumed.fit()
     assert result.status == "finished" and result.epochs_done == 2
     assert load_checkpoint_file(last)["train"]["hyp"]["img_size"] == [64, 64]

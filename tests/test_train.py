@@ -75,10 +75,11 @@ def test_loss_falls_and_map_rises(shapes, tmp_path):
 
 def test_lr_follows_the_darknet_schedule_and_batches_accumulate(shapes, tmp_path):
     seen = []
-    trainer = run(shapes, tmp_path, epochs=2, hooks={"step_end": lambda t: seen.append(
-        (t.global_step, t.optimizer.param_groups[0]["lr"]))})
+    trainer = run(shapes, tmp_path, epochs=2, hooks={"after_step": lambda t: seen.append(
+        (t.state.global_step, t.step_runner.optimizer.param_groups[0]["lr"]))})
     # 24 images, batch 8 in 2 subdivisions of 4 -> 3 updates an epoch; burn_in 4 (power 4); step at 0.7 of 6.
-    assert trainer.plan.mini_batch == 4 and trainer.plan.accumulate == 2 and trainer.plan.steps_per_epoch == 3
+    plan = trainer.parts.plan
+    assert plan.mini_batch == 4 and plan.accumulate == 2 and plan.steps_per_epoch == 3
     expected = [0.01 * (n / 4) ** 4 if n < 4 else (0.01 if n < round(0.7 * 6) else 0.001) for n in range(1, 7)]
     assert [n for n, _ in seen] == list(range(1, 7))
     assert [lr for _, lr in seen] == pytest.approx(expected, rel=1e-9)
@@ -96,10 +97,10 @@ def reference_run(shapes, tmp_path_factory):
 
 def test_resume_mid_epoch_matches_uninterrupted(shapes, reference_run, tmp_path):
     def stop_in_epoch_two(t):
-        if t.global_step == 4:  # the first update of epoch 2 (3 updates per epoch)
+        if t.state.global_step == 4:  # the first update of epoch 2 (3 updates per epoch)
             t.request_stop()
 
-    first = run(shapes, tmp_path, epochs=3, hooks={"step_end": stop_in_epoch_two})
+    first = run(shapes, tmp_path, epochs=3, hooks={"after_step": stop_in_epoch_two})
     assert first.result.status == "interrupted"
     saved = train_state(first.result.run_dir)
     assert (saved["train"]["epoch"], saved["train"]["epoch_step"], saved["train"]["global_step"]) == (1, 1, 4)
@@ -145,18 +146,18 @@ def test_ctrl_c_saves_and_resume_matches_uninterrupted(shapes, reference_run, tm
 # ------------------------------------------------------------------------------------------ failures
 def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(shapes, tmp_path):
     def poison(t):
-        criterion = t.criterion
+        criterion = t.step_runner.criterion
 
-        def nan_in_epoch_two(outputs, targets, size):
-            loss, parts = criterion(outputs, targets, size)
-            if t.epoch == 1 and t.epoch_step == 1:
+        def nan_in_epoch_two(outputs, targets, size, images_seen):
+            loss, parts = criterion(outputs, targets, size, images_seen=images_seen)
+            if t.state.epoch == 1 and t.state.epoch_step == 1:
                 loss = loss * float("nan")
             return loss, parts
 
-        t.criterion = nan_in_epoch_two
+        t.step_runner.criterion = nan_in_epoch_two
 
     with pytest.raises(NonFiniteLossError) as info:
-        run(shapes, tmp_path, name="nan", epochs=3, hooks={"train_start": poison})
+        run(shapes, tmp_path, name="nan", epochs=3, hooks={"before_train": poison})
     message = str(info.value)
     assert "epoch 2/3" in message and "iteration 3 " in message and "update 2/3" in message
     assert "last good checkpoint" in message and str(tmp_path / "nan" / "last.pt") in message
@@ -200,7 +201,7 @@ def test_trainer_survives_corrupt_images_and_broken_labels(shapes, tmp_path, cap
     with caplog.at_level("WARNING"):
         trainer = Trainer.from_options(options)
         result = trainer.fit()
-    assert result.status == "finished" and result.global_step == trainer.plan.steps_per_epoch
-    assert len(trainer.train_set) == 23  # the unreadable image is left out
+    assert result.status == "finished" and result.global_step == trainer.parts.plan.steps_per_epoch
+    assert len(trainer.parts.train_set) == 23  # the unreadable image is left out
     text = caplog.text
     assert "00000.jpg" in text and "00001.txt" in text

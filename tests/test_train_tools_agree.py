@@ -50,7 +50,7 @@ def test_training_and_eval_agree_on_best_pt(shapes, tmp_path, capsys):
     96: eval.py without --resize/--img-size must measure best.pt exactly as the training did."""
     trainer = train(shapes, tmp_path, "affine", epochs=24, augment={"pipeline": "affine", "hue": 0.0},
                     eval_interval=8)
-    assert trainer.val_set.resize == "letterbox"
+    assert trainer.parts.val_set.resize == "letterbox"
     best = load_checkpoint_file(trainer.result.best)
     assert best["preprocessing"] == {"resize": "letterbox", "resample": "darknet", "decode": "opencv",
                                      "img_size": [64, 64],
@@ -68,7 +68,7 @@ def test_training_and_eval_agree_on_best_pt(shapes, tmp_path, capsys):
     # detect's defaults are the record too; flags still win
     detector = Detector(None, trainer.result.best, device="cpu")
     assert (detector.img_size, detector.resize, detector.resample) == ((64, 64), "letterbox", "darknet")
-    assert detector.names == list(trainer.data.names)  # a model trained here carries its names
+    assert detector.names == list(trainer.parts.data.names)  # a model trained here carries its names
     detector = Detector(None, trainer.result.best, device="cpu", img_size=96, resize="stretch")
     assert (detector.img_size, detector.resize) == ((96, 96), "stretch")
 
@@ -79,7 +79,7 @@ def test_training_and_eval_agree_on_best_pt(shapes, tmp_path, capsys):
                                            "--device", "cpu", "--conf-thres", "0.05", "--nosave"]))
     printed = capsys.readouterr()
     assert "-> 64x64 letterbox, " in printed.out and "class numbers" not in printed.err
-    assert any(name in printed.out for name in trainer.data.names)
+    assert any(name in printed.out for name in trainer.parts.data.names)
 
 
 def test_darknet_pipeline_validates_as_the_cfg_says(shapes, tmp_path, caplog):
@@ -89,7 +89,7 @@ def test_darknet_pipeline_validates_as_the_cfg_says(shapes, tmp_path, caplog):
         trainer = train(shapes, tmp_path, "darknet", epochs=1, augment={})
     # burn_in 10 outlasts this run's 3 updates: said once, beside the warning for steps that never apply
     assert caplog.text.count("burn_in=10 updates is longer than this run's 3 updates") == 1
-    assert (trainer.val_set.resize, trainer.val_set.resample) == ("stretch", "darknet")
+    assert (trainer.parts.val_set.resize, trainer.parts.val_set.resample) == ("stretch", "darknet")
     assert load_checkpoint_file(trainer.result.last)["preprocessing"] == {
         "resize": "stretch", "resample": "darknet", "decode": "opencv", "img_size": [64, 64], "pipeline": "darknet"}
     assert training_preprocessing({"pipeline": "darknet", "letter_box": 1.0}, (64, 96))["resize"] == "letterbox"

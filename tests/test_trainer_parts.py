@@ -78,8 +78,8 @@ def test_a_trainer_given_hand_built_parts_trains_as_the_built_run(setup, tmp_pat
     assert result.status == built_result.status == "finished"
     assert result.global_step == built_result.global_step == 2
     assert result.run_dir is None and result.last is None and built_result.last.is_file()
-    assert hand.step_log == built_trainer.step_log  # the last update's losses and the epoch's means
-    built_weights, hand_weights = built_trainer.model.state_dict(), model.state_dict()
+    assert hand.state.step_log == built_trainer.state.step_log  # the last update's losses and the epoch's means
+    built_weights, hand_weights = built_trainer.step_runner.model.state_dict(), model.state_dict()
     assert built_weights.keys() == hand_weights.keys()
     for key, value in built_weights.items():
         assert torch.equal(value, hand_weights[key]), key
@@ -104,12 +104,12 @@ class CountingHook(HookBase):
 
 
 def test_a_hooks_state_survives_a_resume(setup, tmp_path, monkeypatch):
-    monkeypatch.setattr(Trainer, "_evaluate", made_up_evaluation)
+    monkeypatch.setattr("yolo.engine.hooks.evaluation.evaluate_training", made_up_evaluation)
     options = TrainOptions(cfg=str(setup / "tiny.cfg"), data=str(setup / "data.yaml"), hyp=dict(HYP), epochs=2,
                            device="cpu", project=str(tmp_path), name="run", progress=False)
     first = Trainer.from_options(options)
     first.hooks.append(CountingHook())
-    first.add_callback("step_end", lambda t: t.request_stop() if t.global_step == 3 else None)
+    first.add_callback("after_step", lambda t: t.request_stop() if t.state.global_step == 3 else None)
     assert first.fit().status == "interrupted"  # in epoch 2, after its first update
     last = tmp_path / "run" / "last.pt"
     saved = load_checkpoint_file(last)["train"]
@@ -138,7 +138,7 @@ def test_a_hooks_state_survives_a_resume(setup, tmp_path, monkeypatch):
     counter = CountingHook()
     resumed.hooks.append(counter)
     seen = []
-    resumed.add_callback("train_start", lambda t: seen.append((t.best_fitness, counter.updates)))
+    resumed.add_callback("before_train", lambda t: seen.append((t.state.best_fitness, counter.updates)))
     result = resumed.fit()
     assert seen == [(pytest.approx(best_after_epoch_1), 3)]
     assert result.status == "finished" and result.global_step == 4 and counter.updates == 4
@@ -151,7 +151,7 @@ def test_a_hooks_state_survives_a_resume(setup, tmp_path, monkeypatch):
         counter = CountingHook()
         resumed.hooks.append(counter)
         seen.clear()
-        resumed.add_callback("train_start", lambda t: seen.append((t.best_fitness, counter.updates)))
+        resumed.add_callback("before_train", lambda t: seen.append((t.state.best_fitness, counter.updates)))
         result = resumed.fit()
         assert seen == [(pytest.approx(best_after_epoch_1), updates_before)], name
         assert result.global_step == 4 and counter.updates == updates_before + 1, name
@@ -159,14 +159,14 @@ def test_a_hooks_state_survives_a_resume(setup, tmp_path, monkeypatch):
 
 
 def test_a_best_fitness_without_its_best_pt_is_dropped_on_resume(setup, tmp_path, monkeypatch, caplog):
-    monkeypatch.setattr(Trainer, "_evaluate", made_up_evaluation)
+    monkeypatch.setattr("yolo.engine.hooks.evaluation.evaluate_training", made_up_evaluation)
     options = TrainOptions(cfg=str(setup / "tiny.cfg"), data=str(setup / "data.yaml"), hyp=dict(HYP), epochs=1,
                            device="cpu", project=str(tmp_path), name="run", progress=False)
     Trainer.from_options(options).fit()
     (tmp_path / "run" / "best.pt").unlink()  # as a kill between the two saves of an epoch would leave it
     resumed = Trainer.from_options(TrainOptions(resume=str(tmp_path / "run"), epochs=2, progress=False))
     seen = []
-    resumed.add_callback("train_start", lambda t: seen.append(t.best_fitness))
+    resumed.add_callback("before_train", lambda t: seen.append(t.state.best_fitness))
     with caplog.at_level("WARNING"):
         result = resumed.fit()
     assert seen == [-1.0] and "best.pt is missing although last.pt records a best fitness" in caplog.text
@@ -178,6 +178,11 @@ def test_a_callback_names_a_known_event(setup):
                           batches=lambda epoch, first: iter(()), plan=RunPlan(epochs=1, steps_per_epoch=1))
     with pytest.raises(ValueError, match="unknown training event 'step_start'"):
         Trainer(parts).add_callback("step_start", print)
+    trainer = Trainer(parts)
+    for old, new in (("train_start", "before_train"), ("step_end", "after_step"), ("epoch_end", "after_epoch")):
+        with pytest.warns(DeprecationWarning, match=f"'{old}' is now named '{new}'"):
+            trainer.add_callback(old, print)  # the earlier names still work
+        assert trainer.hooks[-1].event == new
     with pytest.raises(TypeError, match=r"Trainer.from_options\(options\) builds them"):
         Trainer(TrainOptions(cfg=str(setup / "tiny.cfg")))
 
@@ -190,7 +195,7 @@ def test_ctrl_c_while_the_parts_are_built_stops_at_the_first_update(setup, tmp_p
         return build_training(options)
 
     monkeypatch.setattr(trainer_module, "build_training", interrupted_build)
-    monkeypatch.setattr(Trainer, "_evaluate", made_up_evaluation)
+    monkeypatch.setattr("yolo.engine.hooks.evaluation.evaluate_training", made_up_evaluation)
     before = signal.getsignal(signal.SIGINT)
     options = TrainOptions(cfg=str(setup / "tiny.cfg"), data=str(setup / "data.yaml"), hyp=dict(HYP), epochs=1,
                            device="cpu", project=str(tmp_path), name="run", progress=False)
@@ -222,12 +227,12 @@ class NoWritesIntoTheTrainer(Trainer):
 
 
 def test_hooks_write_nothing_into_the_trainer_the_evaluation_flows_through_the_state(setup, tmp_path, monkeypatch):
-    monkeypatch.setattr(Trainer, "_evaluate", made_up_evaluation)
+    monkeypatch.setattr("yolo.engine.hooks.evaluation.evaluate_training", made_up_evaluation)
     options = TrainOptions(cfg=str(setup / "tiny.cfg"), data=str(setup / "data.yaml"), hyp=dict(HYP, eval_interval=2),
                            epochs=3, device="cpu", project=str(tmp_path), name="run", progress=False)
     trainer = NoWritesIntoTheTrainer(build_training(options))
     seen = []
-    trainer.add_callback("epoch_end", lambda t: seen.append((t.state.epoch, dict(t.state.epoch_metrics),
+    trainer.add_callback("after_epoch", lambda t: seen.append((t.state.epoch, dict(t.state.epoch_metrics),
                                                              t.state.is_best, t.state.best_fitness)))
     result = trainer.fit()
     assert result.status == "finished"
@@ -239,10 +244,12 @@ def test_hooks_write_nothing_into_the_trainer_the_evaluation_flows_through_the_s
 
 def test_the_evaluation_hook_calls_what_it_is_handed_when_due():
     calls = []
-    hook = EvalHook(2, evaluate=lambda epoch: calls.append(epoch) or {})
+    hook = EvalHook(2, evaluate=lambda trainer, epoch, final: calls.append((epoch, final)) or {"mAP50": epoch})
     for done in range(1, 6):
-        hook.after_epoch(SimpleNamespace(state=TrainState(epoch=done), plan=RunPlan(epochs=5, steps_per_epoch=1)))
-    assert calls == [1, 3, 4]  # 0-based: after epochs 2, 4 and the last
+        state = TrainState(epoch=done)
+        hook.after_epoch(SimpleNamespace(state=state, parts=SimpleNamespace(plan=RunPlan(epochs=5, steps_per_epoch=1))))
+        assert state.metrics == ({"mAP50": done - 1} if done in (2, 4, 5) else {})  # recorded in the state
+    assert calls == [(1, False), (3, False), (4, True)]  # 0-based: after epochs 2, 4 and the last
 
 
 def test_the_step_runner_alone_accumulates_as_plain_pytorch():
@@ -252,7 +259,7 @@ def test_the_step_runner_alone_accumulates_as_plain_pytorch():
     reference.load_state_dict(model.state_dict())
     batches = [(torch.rand(4, 3, 1, 1), torch.rand(4, 2)) for _ in range(4)]
 
-    def criterion(outputs, targets, size_hw):  # per-image loss, its parts as YoloLoss names them
+    def criterion(outputs, targets, size_hw, images_seen):  # per-image loss, its parts as YoloLoss names them
         loss = (outputs - targets).square().sum() / outputs.shape[0]
         return loss, {"box": loss, "obj": loss * 0, "cls": loss * 0, "num_targets": 4}
 

@@ -117,6 +117,6 @@ def assert_same_state(a, b, exact: bool = True):
                 torch.testing.assert_close(sa[key], sb[key], rtol=1e-5, atol=1e-6, msg=key)
 
 
-def made_up_evaluation(self, epoch, final):
-    """Stands in for Trainer._evaluate: metrics that rise every epoch (no model run)."""
+def made_up_evaluation(trainer, epoch, final):
+    """Stands in for yolo.engine.hooks.evaluation.evaluate_training: metrics that rise every epoch (no model run)."""
     return {"mAP50": (epoch + 1) / 10, "mAP50_95": (epoch + 1) / 20, "precision": 0.5, "recall": 0.5}

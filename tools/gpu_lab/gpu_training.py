@@ -72,8 +72,8 @@ def train_throughput(cfg: Path, weights: Optional[Path], data: Path, device: str
     asked = []  # our own stop requests: any other is a signal's
 
     def stamp(t: Trainer) -> None:
-        if t.device.type == "cuda":
-            torch.cuda.synchronize(t.device)
+        if t.parts.device.type == "cuda":
+            torch.cuda.synchronize(t.parts.device)
         stamps.append(time.perf_counter())
         if allotment is not None and len(stamps) >= warmup + 2 and len(stamps) < steps:
             per_update = (stamps[-1] - stamps[0]) / (len(stamps) - 1)
@@ -91,8 +91,8 @@ def train_throughput(cfg: Path, weights: Optional[Path], data: Path, device: str
     quiet.setLevel(logging.ERROR)  # the run's start and stop lines are not the report's
     try:
         trainer = Trainer.from_options(options)
-        trainer.add_callback("step_end", stamp)
-        trainer.add_callback("epoch_end", epoch_end)
+        trainer.add_callback("after_step", stamp)
+        trainer.add_callback("after_epoch", epoch_end)
         result = trainer.fit()
     finally:
         quiet.setLevel(level)
@@ -103,7 +103,7 @@ def train_throughput(cfg: Path, weights: Optional[Path], data: Path, device: str
         raise RuntimeError(f"the trainer made {len(stamps)} updates, fewer than the {warmup + 2} the timing needs")
     timed = stamps[warmup:]
     out = {"train_img_s": batch * (len(timed) - 1) / (timed[-1] - timed[0]),
-           "train_workers": float(trainer.plan.workers)}
+           "train_workers": float(trainer.parts.plan.workers)}
     if "epoch" in asked and result.run_dir is not None:
         out.update(time_split(Path(result.run_dir) / "results.csv", len(stamps)))
     return out

@@ -86,10 +86,11 @@ def main(args: argparse.Namespace) -> int:
         trainer = Trainer.from_options(options)
         result = trainer.fit()
     except OutputError as exc:  # a full disk at a save: the previous last.pt is whole (atomic saves)
-        last = trainer.run_dir / "last.pt" if trainer is not None and trainer.run_dir is not None else None
+        run_dir = trainer.parts.run_dir if trainer is not None else None
+        last = run_dir / "last.pt" if run_dir is not None else None
         fail(f"{exc}" + (f"; {last} is intact: continue with --resume {last}" if last and last.is_file() else ""))
     except NonFiniteLossError as exc:  # every process stops; the main one says why, once
-        if trainer is None or trainer.main:
+        if trainer is None or trainer.parts.dist.is_main:
             print(f"error: {shown(exc, MAX_MESSAGE)}", file=sys.stderr)
         return EXIT_NON_FINITE
     except KeyboardInterrupt:
@@ -106,7 +107,7 @@ def main(args: argparse.Namespace) -> int:
     except (CfgError, WeightsError, ConfigError, FileNotFoundError) as exc:
         fail(str(exc))
     if result.status == "interrupted":
-        if trainer.main or result.failure:  # once, not once per process (but where a loader worker died)
+        if trainer.parts.dist.is_main or result.failure:  # once, not once per process (but where a loader worker died)
             what = f"stopped: {result.failure}" if result.failure else f"interrupted ({result.stopped_by})"
             print(shown(f"{what}: saved {result.last}; continue with: {invoked_command('train')} --resume "
                         f"{result.last}", MAX_MESSAGE), file=sys.stderr)
@@ -124,7 +125,7 @@ def data_error_line(exc: DataError, trainer: Optional[Trainer]) -> str:
     PyTorch wraps it in) and, where the run has a ``last.pt``, the command that continues it once the file is
     repaired or removed."""
     message = one_line(original_message(exc))
-    run_dir = trainer.run_dir if trainer is not None else None
+    run_dir = trainer.parts.run_dir if trainer is not None else None
     last = run_dir / "last.pt" if run_dir is not None else None
     if last is not None and last.is_file():
         message += f"; repair or remove it, then continue with: {invoked_command('train')} --resume {last}"

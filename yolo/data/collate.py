@@ -9,7 +9,7 @@ Batch format (what the loss and the trainer consume)::
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -38,9 +38,21 @@ def collate_fn(batch: Sequence[Tuple[torch.Tensor, torch.Tensor, Dict[str, Any]]
 
 def collate_uint8(batch: Sequence[Tuple[torch.Tensor, torch.Tensor, Dict[str, Any]]]) -> Batch:
     """:func:`collate_fn` that leaves ``uint8`` images as they are (``UInt8[B, 3, H, W]``), and pending images
-    packed, unfinished (a :class:`yolo.data.darknet_batched.PendingBatch`): the trainer finishes and converts
-    them on its device (:meth:`yolo.engine.step_precision.StepPrecision.images_to`)."""
+    packed, unfinished (a :class:`yolo.data.darknet_batched.PendingBatch`): :func:`collate_on_device` finishes
+    them on the training device."""
     return _stack(batch)
+
+
+def collate_on_device(images: Union[torch.Tensor, PendingBatch], device: torch.device) -> torch.Tensor:
+    """The device half of :func:`collate_uint8`: its images on ``device``, still ``UInt8[B, 3, H, W]`` RGB (or
+    float 0..1 as they came). A tensor is copied (asynchronously from the loader's pinned memory on CUDA, a
+    quarter of float32's bytes); a :class:`~yolo.data.darknet_batched.PendingBatch` is copied the same way and
+    finished there (Darknet's crop, resize, mirror, HSV distortion and mixup blend, on the device). The caller
+    converts (:func:`yolo.ops.pixels.images_to_float`) in the memory format it wants."""
+    images = images.to(device, non_blocking=True)
+    if isinstance(images, PendingBatch):
+        images = images.finish()
+    return images
 
 
 def _stack(batch: Sequence[Tuple[torch.Tensor, torch.Tensor, Dict[str, Any]]]) -> Batch:

@@ -1,11 +1,11 @@
 """The builder: a training run's parts (:class:`yolo.engine.parts.TrainingParts`) from ``TrainOptions`` (a cfg,
 a dataset YAML, ``--hyp`` and the flags), or from a run's ``last.pt`` with ``--resume``.
 
-In order: the resume checkpoint and its saved options (:mod:`yolo.engine.resume`), the device and the process
+In order: the resume checkpoint and its saved options (:mod:`yolo.engine.hooks.checkpointing`), the device and the process
 group, the cfg and the dataset config, the model, the hyperparameters (:func:`yolo.engine.config.resolve_hyp`),
 how the step runs (:mod:`yolo.engine.step_precision`), pretrained weights, head priors and frozen layers, the
 update (optimizer, GradScaler, EMA), the datasets and the run's plan (:mod:`yolo.engine.run_plan`), the
-criterion, the resumed state, the DDP wrapper, the run folder and its hooks (:mod:`yolo.engine.run_hooks`).
+criterion, the resumed state, the DDP wrapper, the run folder, its lock and its hooks (:mod:`yolo.engine.run_folder`).
 """
 from __future__ import annotations
 
@@ -20,16 +20,16 @@ import torch.nn as nn
 from yolo.data import load_data_config
 from yolo.device import parse_device
 from yolo.engine.config import Hyperparameters, TrainOptions, resolve_hyp
-from yolo.engine.dataset_record import check_same_dataset, dataset_record
 from yolo.engine.distributed import DistInfo, barrier, cleanup_distributed, init_distributed
 from yolo.engine.ema import ModelEMA
 from yolo.engine.epoch_batches import EpochBatches
 from yolo.engine.optimizer import optimizer_from_hyp
 from yolo.engine.parts import TrainingParts
-from yolo.engine.resume import (MACHINE_SETTINGS, ResumeState, check_resume_counters, load_training_state,
-                                read_resume_checkpoint, saved_hyp)
+from yolo.engine.hooks.checkpointing import (MACHINE_SETTINGS, ResumeState, check_resume_counters,
+                                             check_same_dataset, dataset_record, load_training_state,
+                                             read_resume_checkpoint, saved_hyp)
 from yolo.engine.rng import seed_everything
-from yolo.engine.run_hooks import open_run_folder, run_folder
+from yolo.engine.run_folder import open_run_folder, run_folder
 from yolo.engine.run_plan import build_datasets, multi_scale_rule, plan_run, run_schedule
 from yolo.engine.step_precision import CompiledForward, StepPrecision, apply_tf32, step_precision
 from yolo.engine.transfer import freeze_layers, load_pretrained, with_num_classes
@@ -68,7 +68,7 @@ def check_cutoff(options: TrainOptions) -> None:
     """Refuse a ``--cutoff`` that would be ignored: it selects the layers read from a Darknet ``.weights`` file,
     and a ``.pt`` checkpoint's tensors load by name (:func:`yolo.engine.transfer.load_pretrained`)."""
     if options.cutoff is None or options.resume:
-        return  # (with --resume, the saved settings are checked: yolo.engine.resume)
+        return  # (with --resume, the saved settings are checked: yolo.engine.hooks.checkpointing)
     if not options.weights:
         raise ConfigError(f"--cutoff {options.cutoff}: applies to Darknet .weights given with --weights, and "
                           "there is no --weights")
@@ -181,7 +181,7 @@ def check_image_channels(model: Darknet) -> None:
 
 def run_hyp(model: Darknet, data, options: TrainOptions, ckpt: Optional[Dict[str, Any]]) -> Hyperparameters:
     """From [net], --hyp and the flags (:func:`yolo.engine.config.resolve_hyp`), or the saved run's
-    (:func:`yolo.engine.resume.saved_hyp`); ``options`` then records the machine settings used. First checks the
+    (:func:`yolo.engine.hooks.checkpointing.saved_hyp`); ``options`` then records the machine settings used. First checks the
     heads' class count."""
     if model.num_classes != data.num_classes:
         raise ConfigError(

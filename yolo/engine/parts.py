@@ -18,7 +18,7 @@ from yolo.engine.distributed import DistInfo
 from yolo.engine.ema import ModelEMA
 from yolo.engine.epoch_batches import Batches
 from yolo.engine.hooks.base import HookBase
-from yolo.engine.resume import ResumeState
+from yolo.engine.hooks.checkpointing import ResumeState
 from yolo.engine.step_precision import StepPrecision
 from yolo.ops.sizes import ImageSize
 

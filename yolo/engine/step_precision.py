@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping, Optional, Union
 import torch
 import torch.nn as nn
 
+from yolo.data.collate import collate_on_device
 from yolo.data.darknet_batched import PendingBatch
 from yolo.ops.pixels import images_to_float
 
@@ -53,13 +54,11 @@ class StepPrecision:
         return model
 
     def images_to(self, images: Union[torch.Tensor, PendingBatch], device: torch.device) -> torch.Tensor:
-        """The loader's ``UInt8[B, 3, H, W]`` (or float 0..1) images as ``Float[B, 3, H, W]`` 0..1 on ``device``
-        in the step's memory format: the uint8 batch is copied (asynchronously from the loader's pinned memory
-        on CUDA, a quarter of float32's bytes) and converted there, by the collate's own conversion. A
-        :class:`~yolo.data.darknet_batched.PendingBatch` is copied the same way and finished there first."""
-        images = images.to(device, non_blocking=True)
-        if isinstance(images, PendingBatch):
-            images = images.finish()
+        """The loader's ``UInt8[B, 3, H, W]`` (or float 0..1) images, or its pending Darknet batch, as
+        ``Float[B, 3, H, W]`` 0..1 on ``device`` in the step's memory format: moved (and a pending batch finished)
+        by the data package's :func:`yolo.data.collate.collate_on_device`, then laid out and converted here, by
+        the collate's own conversion."""
+        images = collate_on_device(images, device)
         if self.channels_last:  # the layout change on the uint8 batch; the conversion keeps it
             images = images.contiguous(memory_format=torch.channels_last)
         return images_to_float(images)

@@ -3,7 +3,7 @@
 read by the hooks (:mod:`yolo.engine.hooks`).
 
 The first group of fields is what a checkpoint saves and a resumed run starts from
-(:mod:`yolo.engine.hooks.checkpointing`, :class:`yolo.engine.resume.ResumeState`); the rest describes the update
+(:mod:`yolo.engine.hooks.checkpointing`, :class:`yolo.engine.hooks.checkpointing.ResumeState`); the rest describes the update
 and the epoch just done, for the hooks that report them.
 """
 from __future__ import annotations

@@ -8,12 +8,14 @@ conv weights only, or Darknet's Adam with ``adam=1``; each layer's ``learning_ra
 learning rate of update ``n`` is :class:`yolo.engine.schedule.LRSchedule` at ``n``.
 
 The trainer is given its parts (:class:`yolo.engine.parts.TrainingParts`: model, optimizer, schedule, criterion,
-batches, ...); :func:`yolo.engine.build.build_training` makes them from a cfg and a dataset YAML, and
-:meth:`Trainer.from_options` is the two together. The run's counters and results are a
-:class:`yolo.engine.train_state.TrainState` (``trainer.state``) the hooks read; the per-update work (forward,
-loss, backward, and at an update's last mini-batch the update) is a :class:`yolo.engine.update_step.StepRunner`
-(``trainer.step_runner``); everything else is a hook (:mod:`yolo.engine.hooks`): progress lines, ``results.csv``,
-TensorBoard, evaluation, checkpoints, and a user's functions (:meth:`Trainer.add_callback`). A run folder
+batches, ...; ``trainer.parts``); :func:`yolo.engine.build.build_training` makes them from a cfg and a dataset
+YAML, and :meth:`Trainer.from_options` is the two together. It is three things, as detectron2's
+``SimpleTrainer``: the parts, the run's counters and results (:class:`yolo.engine.train_state.TrainState`,
+``trainer.state``, what the hooks and callbacks read: ``trainer.state.epoch``, ``trainer.state.global_step``...)
+and the per-update work (forward, loss, backward, and at an update's last mini-batch the update), a
+:class:`yolo.engine.update_step.StepRunner` (``trainer.step_runner``) that owns the model, optimizer, schedule,
+criterion, scaler and EMA it is made from. Everything else is a hook (:mod:`yolo.engine.hooks`): progress lines,
+``results.csv``, TensorBoard, evaluation, checkpoints, and a user's functions (:meth:`Trainer.add_callback`). A run folder
 ``runs/train/NAME`` (never an earlier run's) receives the exact settings (:mod:`yolo.engine.run_folder`),
 ``results.csv`` (one row per epoch), ``last.pt`` and ``best.pt`` (written atomically), TensorBoard events, and at
 the end ``metrics.json`` and the evaluation plots.
@@ -50,17 +52,16 @@ from typing import Any, Callable, Dict, List, Optional
 
 import torch
 import torch.distributed
-import torch.nn as nn
 
 from yolo.engine.build import build_training
 from yolo.engine.config import TrainOptions
 from yolo.engine.distributed import any_true, barrier, cleanup_distributed, lost_peer
 from yolo.engine.epoch_times import EpochTimes
-from yolo.engine.hooks import CallbackHook, EvalHook, HookBase, evaluate_run
+from yolo.engine.hooks import CallbackHook, HookBase
 from yolo.engine.parts import TrainingParts
 from yolo.engine.rng import set_rng_state
 from yolo.engine.stop import StopRequest
-from yolo.engine.train_state import StepLog, TrainState
+from yolo.engine.train_state import TrainState
 from yolo.engine.transfer import frozen_to_eval
 from yolo.engine.update_step import StepRunner
 from yolo.data.worker_signals import is_worker_death
@@ -97,12 +98,14 @@ class Trainer:
         result = Trainer.from_options(TrainOptions(cfg="configs/yolov3-tiny-shapes.cfg", data="configs/shapes.yaml",
                                                    hyp="configs/hyp.shapes.yaml", device="cpu")).fit()
 
-    ``trainer.hooks`` (:class:`yolo.engine.hooks.HookBase`, main process only for the built-in ones) run in their
-    order and read ``trainer.state`` (:class:`yolo.engine.train_state.TrainState`) and ``trainer.plan``; an
-    evaluation hook without an ``evaluate`` function is handed :meth:`evaluate_epoch`. ``trainer.add_callback(event,
-    fn)`` appends ``fn(trainer)`` at ``train_start`` (before the first update), ``step_end`` (after each optimizer
-    update) or ``epoch_end`` (after evaluation and checkpoints), on every process. ``trainer.request_stop()``
-    (what Ctrl-C does) ends the run at the next update boundary with a checkpoint.
+    Its attributes: ``parts`` (what it was given), ``state`` (:class:`yolo.engine.train_state.TrainState`),
+    ``step_runner`` (the step and what it owns: ``model``, ``optimizer``, ``criterion``, ``forward``, ...),
+    ``hooks`` (:class:`yolo.engine.hooks.HookBase`, main process only for the built-in ones; they run in their
+    order and read ``trainer.state`` and ``trainer.parts.plan``), ``stop_request`` and ``epoch_times``.
+    ``trainer.add_callback(event, fn)`` appends ``fn(trainer)`` at ``before_train`` (before the first update),
+    ``after_step`` (after each optimizer update) or ``after_epoch`` (after evaluation and checkpoints), on every
+    process. ``trainer.request_stop()`` (what Ctrl-C does) ends the run at the next update boundary with a
+    checkpoint.
     """
 
     def __init__(self, parts: TrainingParts):
@@ -111,30 +114,15 @@ class Trainer:
         if not isinstance(parts, TrainingParts):
             raise TypeError(f"Trainer takes the built parts of a run (TrainingParts), got {type(parts).__name__}; "
                             "to train from settings: Trainer.from_options(TrainOptions(cfg=..., data=..., ...))")
-        p = parts
-        self.options, self.hyp, self.data, self.plan = p.options, p.hyp, p.data, p.plan
-        self.device, self.dist = p.device, p.dist
-        self.main = p.dist.is_main  # the process that evaluates, logs and saves
-        self.model, self.ema = p.model, p.ema  # the model unwrapped, and its EMA (None: off)
-        self.batches, self.train_set, self.val_set = p.batches, p.train_set, p.val_set
-        self.hooks: List[HookBase] = list(p.hooks)
-        self.run_dir, self.writer = p.run_dir, p.writer
-        self.stop_request = StopRequest(announce=self.main)
-        self.start = p.start  # where the run goes on from (its RNG states, the epoch's loss sums, the hooks' states)
-        s = p.start
-        self.state = TrainState(epoch=s.epoch, epoch_step=s.epoch_step, global_step=s.global_step,
-                                best_fitness=s.best_fitness, metrics=dict(s.last_metrics),
-                                lr=p.schedule(s.global_step) if s.global_step else 0.0)
-        self.step_runner = StepRunner(
-            p.model, p.optimizer, p.schedule, p.criterion, self.state, accumulate=p.plan.accumulate,
-            steps_per_epoch=p.plan.steps_per_epoch, epochs=p.plan.epochs, device=p.device, dist=p.dist,
-            stop=self.stop_request, train_model=p.train_model, forward=p.forward, precision=p.precision,
-            scaler=p.scaler, ema=p.ema, max_grad_norm=p.hyp.max_grad_norm,
-            last_checkpoint=p.run_dir / "last.pt" if p.run_dir is not None else None)
-        self.epoch_times = EpochTimes(self.device)  # the clock of the epoch's parts
-        for hook in self.hooks:
-            if isinstance(hook, EvalHook) and hook.evaluate is None:
-                hook.evaluate = self.evaluate_epoch
+        self.parts = parts  # the run's settings, plan, data and folder (parts.start: where it goes on from)
+        start = parts.start
+        self.state = TrainState(epoch=start.epoch, epoch_step=start.epoch_step, global_step=start.global_step,
+                                best_fitness=start.best_fitness, metrics=dict(start.last_metrics),
+                                lr=parts.schedule(start.global_step) if start.global_step else 0.0)
+        self.stop_request = StopRequest(announce=parts.dist.is_main)
+        self.step_runner = StepRunner.from_parts(parts, self.state, self.stop_request)
+        self.hooks: List[HookBase] = list(parts.hooks)
+        self.epoch_times = EpochTimes(parts.device)  # the clock of the epoch's parts
 
     @classmethod
     def from_options(cls, options: TrainOptions) -> "Trainer":
@@ -158,8 +146,8 @@ class Trainer:
         self.stop_request.requested = True
 
     def add_callback(self, event: str, fn: Callable[["Trainer"], None]) -> None:
-        """Run ``fn(trainer)`` at ``event`` (``train_start``, ``step_end``, ``epoch_end``), after the hooks
-        already there (:class:`yolo.engine.hooks.callbacks.CallbackHook`)."""
+        """Run ``fn(trainer)`` at ``event`` (``before_train``, ``after_step``, ``after_epoch``: the hook method of
+        that name), after the hooks already there (:class:`yolo.engine.hooks.callbacks.CallbackHook`)."""
         self.hooks.append(CallbackHook(event, fn))
 
     def fit(self) -> TrainResult:
@@ -171,30 +159,19 @@ class Trainer:
             self._call_hooks("before_train")
             return self._train()
         except RuntimeError as exc:
-            if not self.dist.enabled or isinstance(exc, (NonFiniteLossError, LoaderWorkerError)) \
+            if not self.parts.dist.enabled or isinstance(exc, (NonFiniteLossError, LoaderWorkerError)) \
                     or not lost_peer(exc):
                 raise
             raise TrainingProcessLost(self._lost_peer_message(exc)) from None
         finally:
             self.stop_request.restore()
-            close_batches = getattr(self.batches, "close", None)
+            close_batches = getattr(self.parts.batches, "close", None)
             if close_batches is not None:  # the loader's workers end before the run folder's lock is released
                 close_batches()
             for hook in self.hooks:
                 hook.close()
-            self.writer = None
+            self.parts.writer = None
             cleanup_distributed()
-
-    def eval_model(self) -> nn.Module:
-        """The model evaluated and saved: the EMA's when on, else the training model."""
-        return self.ema.module if self.ema is not None else self.model
-
-    def evaluate_epoch(self, epoch: int) -> Dict[str, Any]:
-        """Evaluate after ``epoch`` (0-based) and record the result in ``state`` (its metrics, whether it is the
-        best so far): the function the evaluation hook is handed."""
-        metrics = self._evaluate(epoch, final=epoch + 1 == self.plan.epochs)
-        self.state.record_evaluation(metrics)
-        return metrics
 
     def hooks_state(self) -> Dict[str, Dict[str, Any]]:
         """Each hook's :meth:`~yolo.engine.hooks.base.HookBase.state_dict` that holds something, by its
@@ -206,53 +183,20 @@ class Trainer:
                 states[hook.state_key] = state
         return states
 
-    # The state's counters and the step's parts under the names callbacks and scripts know them by.
-    epoch = property(lambda self: self.state.epoch, doc="The epoch in progress (0-based); after it, epochs done.")
-    epoch_step = property(lambda self: self.state.epoch_step, doc="Updates done in the epoch.")
-    global_step = property(lambda self: self.state.global_step, doc="Updates done in the run.")
-    lr = property(lambda self: self.state.lr, doc="The last update's learning rate.")
-    best_fitness = property(lambda self: self.state.best_fitness, doc="The best evaluation's fitness (-1: none).")
-    last_metrics = property(lambda self: self.state.metrics, doc="The last evaluation's numbers.")
-    optimizer = property(lambda self: self.step_runner.optimizer)
-    schedule = property(lambda self: self.step_runner.schedule)
-
-    @property
-    def step_log(self) -> Optional[StepLog]:
-        """The last update's numbers (on the CPU)."""
-        return self.state.step_log
-
-    @property
-    def forward(self) -> Callable:
-        """How the step calls the model (``images -> outputs``); may be replaced (a test pausing it, say)."""
-        return self.step_runner.forward
-
-    @forward.setter
-    def forward(self, fn: Callable) -> None:
-        self.step_runner.forward = fn
-
-    @property
-    def criterion(self) -> Callable:
-        """The loss the step computes (``(outputs, targets, (h, w)) -> (loss, parts)``); may be replaced."""
-        return self.step_runner.criterion
-
-    @criterion.setter
-    def criterion(self, fn: Callable) -> None:
-        self.step_runner.criterion = fn
-
     # ---------------------------------------------------------------- hooks
     def _check_best_checkpoint(self) -> None:
         """A best fitness whose ``best.pt`` is missing (a kill between the two saves of an epoch) is dropped, so
         that the next evaluation writes a new ``best.pt``."""
-        best = self.state.best_fitness
-        if best >= 0 and self.run_dir is not None and not (self.run_dir / "best.pt").is_file():
-            if self.main:
+        best, run_dir = self.state.best_fitness, self.parts.run_dir
+        if best >= 0 and run_dir is not None and not (run_dir / "best.pt").is_file():
+            if self.parts.dist.is_main:
                 logger.warning("%s is missing although last.pt records a best fitness of %.4f: the next evaluation "
-                               "writes a new best.pt", self.run_dir / "best.pt", best)
+                               "writes a new best.pt", run_dir / "best.pt", best)
             self.state.best_fitness = -1.0
 
     def _load_hook_states(self) -> None:
         for hook in self.hooks:
-            state = self.start.hooks.get(hook.state_key)
+            state = self.parts.start.hooks.get(hook.state_key)
             if state is not None:
                 hook.load_state_dict(state)
 
@@ -263,11 +207,12 @@ class Trainer:
     # ---------------------------------------------------------------- the loop
     def _train(self) -> TrainResult:
         """The epochs from where the run is; each one's updates, then its end (evaluation, checkpoints)."""
-        if self.start.rng is not None:
-            set_rng_state(self.start.rng)
-        if self.state.epoch >= self.plan.epochs and self.main:
-            logger.info("the run already finished its %d epochs: nothing to resume", self.plan.epochs)
-        while self.state.epoch < self.plan.epochs:
+        start, plan = self.parts.start, self.parts.plan
+        if start.rng is not None:
+            set_rng_state(start.rng)
+        if self.state.epoch >= plan.epochs and self.parts.dist.is_main:
+            logger.info("the run already finished its %d epochs: nothing to resume", plan.epochs)
+        while self.state.epoch < plan.epochs:
             if self._train_epoch() or self._end_epoch():
                 return self._result("interrupted")
         return self._result("finished")
@@ -275,11 +220,11 @@ class Trainer:
     def _train_epoch(self) -> bool:
         """The epoch's updates from ``state.epoch_step``; returns True when a stop was requested and saved (after
         any update, the epoch's last included: its evaluation is then left to the resumed run)."""
-        state, plan, runner = self.state, self.plan, self.step_runner
+        state, plan, runner = self.state, self.parts.plan, self.step_runner
         first = state.epoch_step
         self._train_mode()
-        runner.start_epoch(self.start.epoch_sums if first else None)
-        batches = self.batches(state.epoch, first)
+        runner.start_epoch(self.parts.start.epoch_sums if first else None)
+        batches = self.parts.batches(state.epoch, first)
         batches = iter(batches) if first < plan.steps_per_epoch else iter(())
         self._call_hooks("before_epoch")
         state.epoch_start = time.perf_counter()
@@ -305,7 +250,7 @@ class Trainer:
             self._call_hooks("after_step")
             # Every process stops at the same update: with DDP the requests came with the update's one sync (a
             # request made after it, during this update's hooks, stops the run after the next update).
-            if runner.stop_everywhere if self.dist.enabled else self.stop_request.requested:
+            if runner.stop_everywhere if self.parts.dist.enabled else self.stop_request.requested:
                 self._finish_epoch_clock(first)  # the times of the updates done, for results.csv on resume
                 self._call_hooks("after_interrupt")  # last.pt at this update
                 barrier()
@@ -322,7 +267,7 @@ class Trainer:
         epoch = state.epoch
         process_sums = runner.loss_sums.clone()  # this process's (a stop in the evaluation saves them)
         state.epoch, state.epoch_step = epoch + 1, 0
-        if self.dist.enabled:
+        if self.parts.dist.enabled:
             torch.distributed.all_reduce(runner.loss_sums)
         box, obj, cls, n = runner.loss_sums.tolist()  # the per-epoch CPU-GPU sync
         n = max(n, 1.0)
@@ -334,65 +279,57 @@ class Trainer:
             self._call_hooks("after_epoch")
         except EvaluationStopped:
             evaluation_stopped = True
-            state.epoch, state.epoch_step, runner.loss_sums = epoch, self.plan.steps_per_epoch, process_sums
+            state.epoch, state.epoch_step, runner.loss_sums = epoch, self.parts.plan.steps_per_epoch, process_sums
             self._call_hooks("after_interrupt")
         except DataError:  # a val image unreadable now (changed since its scan): last.pt, the evaluation left to resume
-            state.epoch, state.epoch_step, runner.loss_sums = epoch, self.plan.steps_per_epoch, process_sums
+            state.epoch, state.epoch_step, runner.loss_sums = epoch, self.parts.plan.steps_per_epoch, process_sums
             self._call_hooks("after_interrupt")
             raise
         barrier()
-        return any_true(self.stop_request.requested or evaluation_stopped, self.device)
+        return any_true(self.stop_request.requested or evaluation_stopped, self.parts.device)
 
     def _train_mode(self) -> None:
         self.step_runner.train_model.train()
-        if self.options.freeze:
-            frozen_to_eval(self.model, self.options.freeze)
+        if self.parts.options.freeze:
+            frozen_to_eval(self.step_runner.model, self.parts.options.freeze)
 
     def _finish_epoch_clock(self, first_update: int) -> None:
         """The epoch's time split and throughput (its updates from ``first_update`` to now, all processes)."""
         state = self.state
         state.epoch_split = self.epoch_times.finish()
-        state.epoch_images = (state.epoch_step - first_update) * self.hyp.batch
+        state.epoch_images = (state.epoch_step - first_update) * self.parts.hyp.batch
         state.throughput = state.epoch_images / max(state.epoch_split.total, 1e-9)  # images/s, all processes
 
     def _result(self, status: str) -> TrainResult:
-        last = self.run_dir / "last.pt" if self.run_dir is not None else None
-        best = self.run_dir / "best.pt" if self.run_dir is not None else None
+        run_dir = self.parts.run_dir
+        last = run_dir / "last.pt" if run_dir is not None else None
+        best = run_dir / "best.pt" if run_dir is not None else None
         stop, state = self.stop_request, self.state
         stopped_by = ("" if status != "interrupted" else "worker" if stop.worker_failure
                       else stop.signal_name or "request")
-        return TrainResult(run_dir=self.run_dir, status=status, epochs_done=state.epoch,
+        return TrainResult(run_dir=run_dir, status=status, epochs_done=state.epoch,
                            global_step=state.global_step, best_fitness=state.best_fitness, metrics=state.metrics,
                            last=last, best=best if best is not None and best.exists() else None,
                            throughput=state.throughput, stopped_by=stopped_by, failure=stop.worker_failure or "")
 
     def _lost_peer_message(self, exc: BaseException) -> str:
-        last = self.run_dir / "last.pt" if self.run_dir is not None else None
+        run_dir, dist = self.parts.run_dir, self.parts.dist
+        last = run_dir / "last.pt" if run_dir is not None else None
         kept = f"the last checkpoint is {last}" if last is not None and last.is_file() else "no checkpoint was written"
         reason = " ".join(str(exc).split())[:200]
-        return (f"process {self.dist.rank} of {self.dist.world_size}: another process of this distributed run is "
+        return (f"process {dist.rank} of {dist.world_size}: another process of this distributed run is "
                 f"gone ({reason}) at epoch {self.state.epoch + 1}, update {self.state.epoch_step}/"
-                f"{self.plan.steps_per_epoch}; training stopped; {kept}")
+                f"{self.parts.plan.steps_per_epoch}; training stopped; {kept}")
 
     def _worker_died(self, message: str) -> None:
         """A loader worker died (PyTorch's ``message``) in the middle of an update: save ``last.pt`` at the last
         completed one. Under DDP the other processes wait for this one's gradients: it ends with the error
         (they report the lost process)."""
         self.stop_request.worker_died(message)
-        if self.dist.enabled:
+        if self.parts.dist.enabled:
             raise LoaderWorkerError(self.stop_request.worker_failure)
         self.step_runner.drop_unfinished_update()  # without the mini-batches of the unfinished update
         self._call_hooks("after_interrupt")
-
-    # ---------------------------------------------------------------- evaluation
-    def _evaluate(self, epoch: int, final: bool) -> Dict[str, Any]:
-        """COCO metrics of :meth:`eval_model` after ``epoch`` (0-based):
-        :func:`yolo.engine.hooks.evaluation.evaluate_run`."""
-        return evaluate_run(self.eval_model(), self.val_set, self.data.names, self.hyp, epoch=epoch,
-                            epochs=self.plan.epochs, final=final, batch_size=self.plan.mini_batch,
-                            workers=self.plan.workers, device=self.device, amp=self.step_runner.amp,
-                            progress=self.options.progress, stop=self.stop_request, writer=self.writer,
-                            run_dir=self.run_dir)
 
 
 def train(**kwargs) -> TrainResult:

@@ -233,9 +233,9 @@ class Tuner:
         trainer = None
         try:
             trainer = Trainer.from_options(self._train_options(trial.number, params, resume_from))
-            trial.set_user_attr("run_dir", str(trainer.run_dir))
-            scores = EpochScores(trial, self.metric, trainer.run_dir / "results.csv")
-            trainer.add_callback("epoch_end", scores.report)
+            trial.set_user_attr("run_dir", str(trainer.parts.run_dir))
+            scores = EpochScores(trial, self.metric, trainer.parts.run_dir / "results.csv")
+            trainer.add_callback("after_epoch", scores.report)
             result = trainer.fit()
         except NonFiniteLossError as exc:
             trial.set_user_attr("note", f"diverged: {exc}")
@@ -244,8 +244,8 @@ class Tuner:
             return
         except BaseException as exc:  # a setting every trial shares is wrong, or a second Ctrl-C: the search stops
             trial.set_user_attr("note", INTERRUPTED if isinstance(exc, KeyboardInterrupt) else f"failed: {exc}")
-            if trainer is not None and trainer.run_dir is not None and (trainer.run_dir / "last.pt").is_file():
-                trial.set_user_attr("last", str(trainer.run_dir / "last.pt"))
+            if trainer is not None and trainer.parts.run_dir is not None and (trainer.parts.run_dir / "last.pt").is_file():
+                trial.set_user_attr("last", str(trainer.parts.run_dir / "last.pt"))
             self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
             raise
         if result.status == "interrupted" and scores.pruned:
@@ -349,7 +349,7 @@ class EpochScores:
         self.last_epoch = 0
 
     def report(self, trainer) -> None:
-        if not trainer.main:
+        if not trainer.parts.dist.is_main:
             return
         for row in read_rows(self.results):  # every row: a resumed trial's earlier epochs count too
             value = _number(row.get(self.metric))

@@ -2,9 +2,11 @@
 
 :meth:`StepRunner.run` is one mini-batch (forward, loss, backward) and, at an update's last mini-batch, the
 update's one CPU-GPU sync (:meth:`StepRunner._fetch_update`) and Darknet's update
-(:meth:`StepRunner._optimizer_step`). It is built from the parts it needs (model, optimizer, schedule, criterion,
-scaler, ...) and advances the run's :class:`yolo.engine.train_state.TrainState` (``global_step``, ``lr``,
-``step_log``); the trainer (:class:`yolo.engine.trainer.Trainer`) gives it the batches and runs the hooks.
+(:meth:`StepRunner._optimizer_step`). It owns the parts the step needs (model, optimizer, schedule, criterion,
+scaler, EMA, ...: :meth:`StepRunner.from_parts` takes them from the run's
+:class:`yolo.engine.parts.TrainingParts`; the trainer keeps no copies) and advances the run's
+:class:`yolo.engine.train_state.TrainState` (``global_step``, ``lr``, ``step_log``); the trainer
+(:class:`yolo.engine.trainer.Trainer`) gives it the batches and runs the hooks.
 """
 from __future__ import annotations
 
@@ -24,7 +26,6 @@ from yolo.engine.step_precision import StepPrecision
 from yolo.engine.stop import StopRequest
 from yolo.engine.train_state import StepLog, TrainState
 from yolo.errors import NonFiniteLossError
-from yolo.losses.region_loss import set_images_seen
 
 
 class StepRunner:
@@ -63,6 +64,21 @@ class StepRunner:
         self.sums_at_update: Optional[torch.Tensor] = None  # loss_sums at the last update (accumulate > 1)
         self.grads_non_finite = False  # AMP: the update's gradients overflowed (fetched by _fetch_update)
         self.stop_everywhere = False  # DDP: a process asked to stop (fetched by _fetch_update)
+
+    @classmethod
+    def from_parts(cls, parts, state: TrainState, stop: StopRequest) -> "StepRunner":
+        """The step of the run ``parts`` (:class:`yolo.engine.parts.TrainingParts`) describes, advancing ``state``
+        and reading ``stop``."""
+        plan = parts.plan
+        return cls(parts.model, parts.optimizer, parts.schedule, parts.criterion, state, accumulate=plan.accumulate,
+                   steps_per_epoch=plan.steps_per_epoch, epochs=plan.epochs, device=parts.device, dist=parts.dist,
+                   stop=stop, train_model=parts.train_model, forward=parts.forward, precision=parts.precision,
+                   scaler=parts.scaler, ema=parts.ema, max_grad_norm=parts.hyp.max_grad_norm,
+                   last_checkpoint=parts.run_dir / "last.pt" if parts.run_dir is not None else None)
+
+    def eval_model(self) -> nn.Module:
+        """The model evaluated and saved: the EMA's when on, else the training model."""
+        return self.ema.module if self.ema is not None else self.model
 
     @property
     def amp(self) -> bool:
@@ -104,8 +120,8 @@ class StepRunner:
                 outputs = self.forward(images)
             # Darknet's [region] prior term depends on the images seen so far, this batch included.
             minibatch = self.state.epoch * self.steps_per_epoch * self.accumulate + b
-            set_images_seen(self.model, (minibatch + 1) * images.shape[0] * self.dist.world_size)
-            loss, parts = self.criterion(outputs, targets, size_hw)
+            images_seen = (minibatch + 1) * images.shape[0] * self.dist.world_size
+            loss, parts = self.criterion(outputs, targets, size_hw, images_seen=images_seen)
             self.scaler.scale(loss / self.accumulate).backward()
         # On the device (no sync): this mini-batch's losses for the check, and the epoch's sums.
         losses = torch.stack([v.detach().to(torch.float64) for v in (loss, parts["box"], parts["obj"], parts["cls"])])
@@ -158,12 +174,13 @@ class StepRunner:
 
     def _gradient_overflow(self) -> torch.Tensor:
         """AMP: unscale the update's gradients now (as ``GradScaler.step`` would) and return, on the device,
-        Float64[1] > 0 when any is inf/NaN (summed over the scaler's per-device flags)."""
+        Float64[1] > 0 when any is inf/NaN: what ``GradScaler.step`` finds (and ``update`` reads) in the same
+        unscaled gradients, the optimizer's, computed here on the device so that it comes with the update's one
+        sync instead of the ``.item()`` of ``GradScaler.step``."""
         self.scaler.unscale_(self.optimizer)
-        # GradScaler keeps the flags in _per_optimizer_states (stable since torch 1.6); its step() would read them
-        # with one .item() per device.
-        found = self.scaler._per_optimizer_states[id(self.optimizer)]["found_inf_per_device"].values()
-        return torch.stack([f.to(self.device, torch.float64).reshape(()) for f in found]).sum().reshape(1)
+        grads = [p.grad for group in self.optimizer.param_groups for p in group["params"] if p.grad is not None]
+        largest = nn.utils.get_total_norm(grads, norm_type=float("inf"))  # inf or NaN when any gradient is
+        return (~torch.isfinite(largest)).to(self.device, torch.float64).reshape(1)
 
     def _optimizer_step(self) -> None:
         """Darknet's update: the learning rate of update ``global_step``, gradients held for layers not updated

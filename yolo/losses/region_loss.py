@@ -188,15 +188,8 @@ def region_loss(head: RegionLayer, out: Tensor, targets: Tensor, keep: Tensor, i
     return box, obj, cls, num_positive
 
 
-def set_images_seen(model, seen: int) -> None:
-    """Tell every [region] head of ``model`` how many images training has seen, this batch included."""
-    for head in getattr(model, "yolo_layers", []):
-        if isinstance(head, RegionLayer):
-            head.images_seen = int(seen)
-
-
-@register_head_loss(RegionLayer, check=check_region_head)
+@register_head_loss(RegionLayer, check=check_region_head, images_seen=True)
 def region_head_loss(head: RegionLayer, out: Tensor, targets: Tensor, keep: Tensor,
-                     img_size_hw: Tuple[int, int]) -> Tuple[Tensor, Tensor, Tensor, int]:
-    """The registered per-head loss: :func:`region_loss` with ``seen`` from :func:`set_images_seen`."""
-    return region_loss(head, out, targets, keep, img_size_hw, seen=head.images_seen)
+                     img_size_hw: Tuple[int, int], images_seen: int = 0) -> Tuple[Tensor, Tensor, Tensor, int]:
+    """The registered per-head loss: :func:`region_loss` with ``seen``, the criterion's ``images_seen``."""
+    return region_loss(head, out, targets, keep, img_size_hw, seen=int(images_seen))

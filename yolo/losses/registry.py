@@ -10,9 +10,13 @@ from torch import Tensor
 HeadLossFn = Callable[[Any, Tensor, Tensor, Tensor, Tuple[int, int]], Tuple[Tensor, Tensor, Tensor, int]]
 HEAD_LOSSES: Dict[type, HeadLossFn] = {}
 HEAD_CHECKS: Dict[type, Callable[[Any, int], None]] = {}
+# The head types whose loss also takes ``images_seen=`` (images trained on, the current batch included): Darknet's
+# [region] prior term.
+HEAD_NEEDS_IMAGES_SEEN = set()
 
 
-def register_head_loss(head_type: type, check: Optional[Callable[[Any, int], None]] = None):
+def register_head_loss(head_type: type, check: Optional[Callable[[Any, int], None]] = None,
+                       images_seen: bool = False):
     """Register the training loss of one head type (a decorator).
 
     The decorated ``fn(head, out, targets, keep, img_size_hw) -> (box, obj, cls, num_positive)`` gets
@@ -22,12 +26,18 @@ def register_head_loss(head_type: type, check: Optional[Callable[[Any, int], Non
     network input ``img_size_hw`` (H, W); it returns the head's box, objectness and class
     terms *summed over the batch* (0-dim tensors) and its number of positive slots. ``check(head, index)``,
     if given, runs once when :class:`YoloLoss` is built and raises ``ValueError`` for a head it cannot train.
-    Subclasses of ``head_type`` use the same loss unless they register their own.
+    Subclasses of ``head_type`` use the same loss unless they register their own. With ``images_seen`` the
+    function also gets ``images_seen=N``, the images training has seen, this batch included (the criterion's
+    argument of that name).
     """
     def wrap(fn: HeadLossFn) -> HeadLossFn:
         HEAD_LOSSES[head_type] = fn
         if check is not None:
             HEAD_CHECKS[head_type] = check
+        if images_seen:
+            HEAD_NEEDS_IMAGES_SEEN.add(head_type)
+        else:
+            HEAD_NEEDS_IMAGES_SEEN.discard(head_type)
         return fn
     return wrap
 

@@ -5,13 +5,14 @@ registered for the head's type (:mod:`yolo.losses.registry`): ``[yolo]`` (:mod:`
 """
 from __future__ import annotations
 
+import functools
 from typing import Dict, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
 
 from yolo.losses import detection_loss, gaussian_yolo_loss, region_loss, yolo_head_loss  # noqa: F401  (register the head losses)
-from yolo.losses.registry import HEAD_CHECKS, HEAD_LOSSES, registered_type
+from yolo.losses.registry import HEAD_CHECKS, HEAD_LOSSES, HEAD_NEEDS_IMAGES_SEEN, registered_type
 from yolo.losses.targets import usable_targets
 
 
@@ -22,14 +23,16 @@ class YoloLoss:
     loss, see :func:`yolo.losses.registry.register_head_loss`). The heads are read at every call, so the
     criterion follows the model across devices.
 
-    ``loss, parts = criterion(head_outputs, targets, img_size_hw)``:
+    ``loss, parts = criterion(head_outputs, targets, img_size_hw, images_seen=0)``:
 
     * ``head_outputs``: list, one per head, of raw maps Float[N, A, Hg, Wg, 5 + C] (training-mode output;
       a [detection] head's is flat, Float[N, K], see yolo/losses/detection_loss.py);
     * ``targets``: Float[M, 6] rows (image index, class, cx, cy, w, h), boxes in pixels of the network input,
       on any device: the work that depends on them alone (their checks, which truth trains which slot) runs
       where they are, so on the CPU (as the trainer passes them) it never waits for the GPU;
-    * ``img_size_hw``: the network input (H, W).
+    * ``img_size_hw``: the network input (H, W);
+    * ``images_seen``: the images training has seen, this batch included (Darknet's ``*net.seen``; the trainer's
+      step passes it): the [region] loss's prior term is on while it is below 12800.
 
     Returns the scalar loss, summed over the batch and divided by ``N`` (per image), and a dict of detached
     per-image parts ``box``, ``obj``, ``cls`` (0-dim tensors; for [yolo] heads Darknet's cost terms) and
@@ -52,11 +55,15 @@ class YoloLoss:
                 HEAD_CHECKS[head_type](head, index)
             if head.num_classes != heads[0].num_classes:
                 raise ValueError(f"head {index}: classes={head.num_classes} differs from head 0 ({heads[0].num_classes})")
-            self.losses.append(HEAD_LOSSES[head_type])
+            loss = HEAD_LOSSES[head_type]
+            # every head loss called as fn(head, out, targets, keep, img_size_hw, images_seen)
+            self.losses.append(functools.partial(_with_images_seen, loss) if head_type in HEAD_NEEDS_IMAGES_SEEN
+                               else functools.partial(_without_images_seen, loss))
         self.heads = heads
 
     def __call__(self, head_outputs: Sequence[Tensor], targets: Tensor,
-                 img_size_hw: Union[Tuple[int, int], Sequence[int]]) -> Tuple[Tensor, Dict[str, Union[Tensor, int]]]:
+                 img_size_hw: Union[Tuple[int, int], Sequence[int]],
+                 images_seen: int = 0) -> Tuple[Tensor, Dict[str, Union[Tensor, int]]]:
         if len(head_outputs) != len(self.heads):
             raise ValueError(f"expected {len(self.heads)} head outputs, got {len(head_outputs)}")
         img_size_hw = (int(img_size_hw[0]), int(img_size_hw[1]))
@@ -70,7 +77,7 @@ class YoloLoss:
         with torch.autocast(device_type=device.type, enabled=False):
             for index, (head, fn, out) in enumerate(zip(self.heads, self.losses, head_outputs)):
                 _check_output_shape(index, head, out)
-                box, obj, cls, count = fn(head, out.float(), targets, keep, img_size_hw)
+                box, obj, cls, count = fn(head, out.float(), targets, keep, img_size_hw, images_seen)
                 totals["box"].append(box)
                 totals["obj"].append(obj)
                 totals["cls"].append(cls)
@@ -80,6 +87,16 @@ class YoloLoss:
         report: Dict[str, Union[Tensor, int]] = {name: value.detach() for name, value in parts.items()}
         report["num_targets"] = num_targets
         return loss, report
+
+
+def _with_images_seen(loss, head, out: Tensor, targets: Tensor, keep: Tensor, img_size_hw: Tuple[int, int],
+                      images_seen: int):
+    return loss(head, out, targets, keep, img_size_hw, images_seen=images_seen)
+
+
+def _without_images_seen(loss, head, out: Tensor, targets: Tensor, keep: Tensor, img_size_hw: Tuple[int, int],
+                         images_seen: int):
+    return loss(head, out, targets, keep, img_size_hw)  # a loss that does not depend on the images seen
 
 
 def _check_output_shape(index: int, head, out: Tensor) -> None:

@@ -2,12 +2,11 @@
 from yolo.engine.hooks.base import HookBase, StepLog
 from yolo.engine.hooks.callbacks import EVENTS, CallbackHook
 from yolo.engine.hooks.checkpointing import CheckpointHook
-from yolo.engine.hooks.evaluation import EvalHook, evaluate_run, fitness
+from yolo.engine.hooks.evaluation import EvalHook, evaluate_run, evaluate_training, fitness
 from yolo.engine.hooks.guarded import Guarded
-from yolo.engine.hooks.run_lock import RunFolderLock
 from yolo.engine.hooks.writers import (RESULTS_COLUMNS, ProgressWriter, ResultsChartWriter, ResultsCSVWriter,
                                       TensorBoardWriter)
 
 __all__ = ["CallbackHook", "CheckpointHook", "EVENTS", "EvalHook", "Guarded", "HookBase", "ProgressWriter",
-           "RESULTS_COLUMNS", "ResultsCSVWriter", "ResultsChartWriter", "RunFolderLock", "StepLog", "TensorBoardWriter",
-           "evaluate_run", "fitness"]
+           "RESULTS_COLUMNS", "ResultsCSVWriter", "ResultsChartWriter", "StepLog", "TensorBoardWriter",
+           "evaluate_run", "evaluate_training", "fitness"]

@@ -5,9 +5,10 @@ update);
 everything around it (progress lines, results.csv, TensorBoard, evaluation, checkpoints, a user's function
 through :class:`yolo.engine.hooks.callbacks.CallbackHook`) is a hook. Each method receives the trainer and reads
 ``trainer.state`` (:class:`yolo.engine.train_state.TrainState`: ``epoch``, ``epoch_step``, ``global_step``,
-``lr``, ``step_log``, ``epoch_losses``, ``epoch_metrics``, ...) and ``trainer.plan`` (the run's length and
+``lr``, ``step_log``, ``epoch_losses``, ``epoch_metrics``, ...) and ``trainer.parts.plan`` (the run's length and
 shape); a hook is handed what else it needs when it is made (the evaluation hook its ``evaluate`` function).
-Hooks write nothing into the trainer; they run in the order of ``trainer.hooks``.
+Hooks write nothing into the trainer but the evaluation hook, which records its result in ``trainer.state``;
+they run in the order of ``trainer.hooks``.
 
 A hook that holds state a resumed run needs (a count of its own, say) returns it from :meth:`state_dict`;
 the checkpoint keeps it under ``train["hooks"][hook.state_key]`` and a resumed trainer hands it back to

@@ -1,6 +1,7 @@
 """Evaluation during training: COCO mAP on the val split every ``eval_interval`` epochs and after the last
-(:class:`EvalHook` decides when, :func:`evaluate_run` measures; which epoch is the best:
-:func:`yolo.engine.train_state.fitness`)."""
+(:class:`EvalHook` decides when and records the result in the trainer's state; the function it is handed
+measures, by default :func:`evaluate_training`, which is :func:`evaluate_run` on the trainer's parts; which
+epoch is the best: :func:`yolo.engine.train_state.fitness`)."""
 from __future__ import annotations
 
 import logging
@@ -27,19 +28,32 @@ logger = logging.getLogger(__name__)
 
 
 class EvalHook(HookBase):
-    """After an epoch that is due (every ``interval`` epochs, and the last): ``evaluate(epoch)`` (0-based), the
-    function it is handed: the trainer's :meth:`~yolo.engine.trainer.Trainer.evaluate_epoch` when none is given,
-    which records the metrics, the best fitness and whether ``best.pt`` is written in ``trainer.state``. The hook
-    itself writes nothing."""
+    """After an epoch that is due (every ``interval`` epochs, and the last): ``evaluate(trainer, epoch, final)``
+    (``epoch`` 0-based, ``final`` for the run's last), the function it is handed (None:
+    :func:`evaluate_training`), and the metrics it returns recorded in ``trainer.state`` (the metrics, the best
+    fitness, whether ``best.pt`` is written: :meth:`yolo.engine.train_state.TrainState.record_evaluation`). The
+    hook writes no file itself."""
 
-    def __init__(self, interval: int, evaluate: Optional[Callable[[int], Dict[str, Any]]] = None):
+    def __init__(self, interval: int, evaluate: Optional[Callable[[Any, int, bool], Dict[str, Any]]] = None):
         self.interval = interval
         self.evaluate = evaluate
 
     def after_epoch(self, trainer) -> None:
-        done = trainer.state.epoch  # epochs completed, the one just trained included
-        if self.evaluate is not None and (done == trainer.plan.epochs or done % self.interval == 0):
-            self.evaluate(done - 1)
+        done, epochs = trainer.state.epoch, trainer.parts.plan.epochs  # epochs completed, this one included
+        if done == epochs or done % self.interval == 0:
+            evaluate = self.evaluate if self.evaluate is not None else evaluate_training
+            trainer.state.record_evaluation(evaluate(trainer, done - 1, done == epochs))
+
+
+def evaluate_training(trainer, epoch: int, final: bool) -> Dict[str, Any]:
+    """COCO metrics of the trainer's evaluated model (the EMA's when on) on its val split after ``epoch``
+    (0-based; ``final``: the run's last): :func:`evaluate_run` with the run's settings."""
+    parts = trainer.parts
+    return evaluate_run(trainer.step_runner.eval_model(), parts.val_set, parts.data.names, parts.hyp, epoch=epoch,
+                        epochs=parts.plan.epochs, final=final, batch_size=parts.plan.mini_batch,
+                        workers=parts.plan.workers, device=parts.device, amp=trainer.step_runner.amp,
+                        progress=parts.options.progress, stop=trainer.stop_request, writer=parts.writer,
+                        run_dir=parts.run_dir)
 
 
 def evaluate_run(model: nn.Module, val_set, names: List[str], hyp: Hyperparameters, *, epoch: int, epochs: int,
@@ -99,4 +113,4 @@ def evaluate_run(model: nn.Module, val_set, names: List[str], hyp: Hyperparamete
     return metrics
 
 
-__all__ = ["EvalHook", "evaluate_run", "fitness"]
+__all__ = ["EvalHook", "evaluate_run", "evaluate_training", "fitness"]

@@ -65,14 +65,14 @@ class ProgressWriter(HookBase):
         self.warned_data_wait = False
 
     def before_epoch(self, trainer) -> None:
-        state, plan = trainer.state, trainer.plan
+        state, plan = trainer.state, trainer.parts.plan
         self.bar = tqdm(total=plan.steps_per_epoch, initial=state.epoch_step, disable=not self.show_bars,
                         desc=f"epoch {state.epoch + 1}/{plan.epochs}", dynamic_ncols=True, leave=True)
         self.lines = ProgressLines(f"epoch {state.epoch + 1}/{plan.epochs}", plan.steps_per_epoch,
                                    not self.show_bars, logger, done=state.epoch_step)
 
     def after_step(self, trainer) -> None:
-        state, plan, s = trainer.state, trainer.plan, trainer.state.step_log
+        state, plan, s = trainer.state, trainer.parts.plan, trainer.state.step_log
         self.bar.set_postfix_str(f"box {s.mean_box:.3f} obj {s.mean_obj:.3f} cls {s.mean_cls:.3f} "
                                  f"lr {state.lr:.2e} img {size_text(s.size_hw)} "
                                  f"targets {s.num_targets}", refresh=False)
@@ -86,7 +86,7 @@ class ProgressWriter(HookBase):
 
     def after_epoch_updates(self, trainer) -> None:
         self.close()
-        state, plan, s = trainer.state, trainer.plan, trainer.state.step_log  # its running means cover the epoch
+        state, plan, s = trainer.state, trainer.parts.plan, trainer.state.step_log  # its running means cover the epoch
         if s is None:  # resumed after the epoch's last update: no update ran here
             logger.info("epoch %d/%d: its updates were done before the resume", state.epoch + 1, plan.epochs)
             return
@@ -97,7 +97,7 @@ class ProgressWriter(HookBase):
                     state.epoch_images, split.total, state.throughput, split.data, split.step,
                     split.other, plan.workers)
         if not self.warned_data_wait:  # once a run: the advice does not change from epoch to epoch
-            warning = data_wait_warning(split, plan.workers, bool(trainer.hyp.cache_images))
+            warning = data_wait_warning(split, plan.workers, bool(trainer.parts.hyp.cache_images))
             if warning:
                 logger.warning("%s", warning)
                 self.warned_data_wait = True
@@ -165,7 +165,7 @@ class ResultsCSVWriter(HookBase):
                DARKNET_MAP_COLUMN: metrics.get(DARKNET_MAP_COLUMN, ""),
                "time_s": before["time_s"] + time.perf_counter() - state.epoch_start,
                "time_data_s": before["time_data_s"] + split.data, "time_step_s": before["time_step_s"] + split.step,
-               "time_other_s": before["time_other_s"] + split.other, "workers": trainer.plan.workers}
+               "time_other_s": before["time_other_s"] + split.other, "workers": trainer.parts.plan.workers}
         rows = read_results(self.path, before_epoch=done)
         # the column while the run computes it, and kept once there (a resume without it leaves its cells blank)
         columns = results_columns(self.darknet_map or any(r.get(DARKNET_MAP_COLUMN) for r in rows))
@@ -204,7 +204,7 @@ def write_results_chart(csv_path: Path, png_path: Path) -> Path:
 class TensorBoardWriter(HookBase):
     """TensorBoard events in the run folder: losses and lr per update, mean losses per epoch, and after each
     evaluation ``tb_images`` validation images with their predicted boxes (what detect.py would draw:
-    :func:`sample_detections`). The evaluation's own curves go through ``trainer.writer`` (this writer's
+    :func:`sample_detections`). The evaluation's own curves go through ``trainer.parts.writer`` (this writer's
     ``SummaryWriter``)."""
 
     def __init__(self, run_dir: Path, sample_images: int):
@@ -222,10 +222,11 @@ class TensorBoardWriter(HookBase):
 
     def after_epoch(self, trainer) -> None:
         state = trainer.state
-        count = min(self.sample_images, len(trainer.val_set))
+        parts = trainer.parts
+        count = min(self.sample_images, len(parts.val_set))
         if state.epoch_metrics and count > 0:
-            images = sample_predictions(trainer.eval_model(), trainer.val_set, count, trainer.data.names,
-                                        trainer.device)
+            images = sample_predictions(trainer.step_runner.eval_model(), parts.val_set, count, parts.data.names,
+                                        parts.device)
             self.writer.add_images("val/predictions", images, state.epoch, dataformats="NHWC")
         for key, value in state.epoch_losses.items():
             self.writer.add_scalar(f"epoch/{key}", value, state.epoch)

@@ -58,9 +58,8 @@ class RegionLayer(Head):
     Objectness is logistic; classes are a softmax when ``softmax=1``, else left raw (as Darknet's region layer).
 
     Training (:mod:`yolo.losses.region_loss`) reads ``train_opts`` (the section's :class:`RegionTrainOptions`,
-    set by the builder) and ``images_seen`` (images trained on, the current batch included; the trainer keeps
-    it up to date through :func:`yolo.losses.region_loss.set_images_seen`): Darknet's prior term is on while
-    it is below 12800.
+    set by the builder); the loss is given the images trained on (the criterion's ``images_seen``, the current
+    batch included): Darknet's prior term is on while it is below 12800.
     """
 
     def __init__(self, anchors_cells: torch.Tensor, num_classes: int, softmax: bool, opts: HeadOptions,
@@ -69,7 +68,6 @@ class RegionLayer(Head):
         self.softmax = softmax
         self.opts = opts
         self.train_opts: Optional[RegionTrainOptions] = None
-        self.images_seen = 0
         self.register_buffer("anchors_cells", anchors_cells.float().reshape(-1, 2), persistent=False)
         self.host_anchors_cells = self.anchors_cells.detach().cpu().clone()  # stays on the CPU (the loss's targets)
         self._register_anchors(self.anchors_cells * net_stride)
