@@ -23,7 +23,7 @@ from yolo.engine.epoch_times import data_wait_warning
 from yolo.engine.hooks.base import HookBase
 from yolo.errors import ConfigError
 from yolo.files.atomic import atomic_path
-from yolo.inference.postprocess import PostprocessConfig, postprocess
+from yolo.inference.postprocess import PostprocessOptions, postprocess
 from yolo.ops.pixels import images_to_float
 from yolo.ops.sizes import size_text
 from yolo.plots import results_figure
@@ -240,9 +240,9 @@ class TensorBoardWriter(HookBase):
 def sample_detections(model: nn.Module, images: torch.Tensor, device: torch.device) -> List[Dict[str, torch.Tensor]]:
     """``model``'s detections on ``images`` (``UInt8[N, 3, H, W]`` RGB at the network input size) as detect.py finds
     them: the Detector's post-processing (:func:`yolo.inference.postprocess.postprocess`) at detection's defaults
-    with the cfg's own NMS variant and head kind (:meth:`PostprocessConfig.for_model`). One dict per image of CPU
+    with the cfg's own NMS variant and head kind (:meth:`PostprocessOptions.for_model`). One dict per image of CPU
     tensors: ``boxes`` ``Float32[K, 4]`` xyxy input pixels, ``scores`` ``Float32[K]``, ``labels`` ``Int64[K]``."""
-    settings = PostprocessConfig.for_model(model)
+    settings = PostprocessOptions.for_model(model)
     was_training = model.training
     model.eval()
     try:
