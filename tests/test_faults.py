@@ -17,7 +17,7 @@ import torch
 
 from cfg_snippets import ONE_HEAD_CFG
 from helpers import one_line_error, run_tool
-from training_helpers import HYP, made_up_evaluation, write_one_head_model, write_one_head_training
+from training_helpers import HYP as ONE_HEAD_HYP, made_up_evaluation, write_one_head_model, write_one_head_training
 from yolo.data import SHAPE_NAMES
 from yolo.models.checkpoint import save_checkpoint
 from yolo.models.model import Darknet
@@ -170,7 +170,7 @@ def test_a_failing_report_hook_logs_one_warning_and_the_run_goes_on(train_setup,
     monkeypatch.setattr(writers, "sample_predictions", broken)
     monkeypatch.setattr(Trainer, "_evaluate", made_up_evaluation)
     options = TrainOptions(cfg=str(train_setup / "tiny.cfg"), data=str(train_setup / "data.yaml"),
-                           hyp={**HYP, "tensorboard": True, "tb_images": 2}, epochs=3, device="cpu",
+                           hyp={**ONE_HEAD_HYP, "tensorboard": True, "tb_images": 2}, epochs=3, device="cpu",
                            project=str(train_setup / "runs"), name="run", progress=False, workers=0)
     with caplog.at_level("DEBUG"):
         result = Trainer.from_options(options).fit()
@@ -633,7 +633,8 @@ def test_two_resumes_of_one_run_at_once_the_second_refuses(capsys, train_setup, 
 
     monkeypatch.setattr(Trainer, "_evaluate", made_up_evaluation)
     first = Trainer.from_options(TrainOptions(cfg=str(train_setup / "tiny.cfg"), data=str(train_setup / "data.yaml"),
-                                              hyp=HYP, epochs=1, device="cpu", project=str(train_setup / "runs"),
+                                              hyp=ONE_HEAD_HYP, epochs=1, device="cpu",
+                                              project=str(train_setup / "runs"),
                                               name="run", progress=False, workers=0)).fit()
     last = first.run_dir / "last.pt"
     holder = subprocess.Popen([sys.executable, "-c", HOLDING_DRIVER.format(repo=str(REPO), tests=str(REPO / "tests")),

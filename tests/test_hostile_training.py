@@ -14,7 +14,7 @@ import yaml
 import yolo.cli.train as train_cli
 import yolo.files.write_errors as write_errors
 from helpers import REPO, one_line_error, run_tool
-from training_helpers import HYP, write_one_head_training
+from training_helpers import HYP as ONE_HEAD_HYP, write_one_head_training
 from yolo.data import load_data_config
 from yolo.engine import TrainOptions, Trainer
 from yolo.errors import DataError
@@ -24,28 +24,28 @@ pytestmark = pytest.mark.usefixtures("private_cache")
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory):
+def trained_setup(tmp_path_factory):
     """The one-head training files, with a finished one-epoch run of them in ``runs/run``."""
     folder = write_one_head_training(tmp_path_factory.mktemp("hostile"))
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("YOLO_CACHE_DIR", str(folder / "cache"))
         Trainer.from_options(TrainOptions(cfg=str(folder / "tiny.cfg"), data=str(folder / "data.yaml"),
-                                          hyp=dict(HYP), epochs=1, device="cpu", project=str(folder / "runs"),
+                                          hyp=dict(ONE_HEAD_HYP), epochs=1, device="cpu", project=str(folder / "runs"),
                                           name="run", progress=False)).fit()
     return folder
 
 
 @pytest.fixture
-def run_copy(setup, tmp_path):
+def run_copy(trained_setup, tmp_path):
     """A copy of the finished run, for a test that resumes it."""
-    return shutil.copytree(setup / "runs" / "run", tmp_path / "run")
+    return shutil.copytree(trained_setup / "runs" / "run", tmp_path / "run")
 
 
-def base_flags(setup, tmp_path, **given):
-    """The flags of a one-epoch CPU run of ``setup`` into ``tmp_path/runs``; ``given`` (``--flag value``, keys
+def base_flags(trained_setup, tmp_path, **given):
+    """The flags of a one-epoch CPU run of ``trained_setup`` into ``tmp_path/runs``; ``given`` (``--flag value``, keys
     without the dashes, ``_`` for ``-``) replace or add flags."""
-    flags = {"cfg": setup / "tiny.cfg", "data": setup / "data.yaml", "hyp": setup / "hyp.yaml", "epochs": 1,
-             "device": "cpu", "project": tmp_path / "runs"}
+    flags = {"cfg": trained_setup / "tiny.cfg", "data": trained_setup / "data.yaml",
+             "hyp": trained_setup / "hyp.yaml", "epochs": 1, "device": "cpu", "project": tmp_path / "runs"}
     flags.update(given)
     argv = [item for key, value in flags.items() for item in (f"--{key.replace('_', '-')}", str(value))]
     return argv + ["--no-progress"]
@@ -62,8 +62,8 @@ def line_of(text: str, start: str) -> int:
 
 
 # ------------------------------------------------------------------------------ flags
-def test_freeze_beyond_the_models_layers_is_one_line(capsys, setup, tmp_path):
-    err = train_error(capsys, base_flags(setup, tmp_path, freeze=999))
+def test_freeze_beyond_the_models_layers_is_one_line(capsys, trained_setup, tmp_path):
+    err = train_error(capsys, base_flags(trained_setup, tmp_path, freeze=999))
     assert err == ("error: --freeze 999 is out of range: the model has 5 layers (0..4); --freeze N freezes layers "
                    "0..N-1, so N is 0 to 5"), err
 
@@ -78,68 +78,68 @@ def test_a_seed_numpy_and_torch_cannot_take_is_refused_by_the_flag(capsys):
     assert train_cli.parse_args(["--seed", "4294967295"]).seed == 2**32 - 1  # numpy's largest legacy seed
 
 
-def test_cutoff_with_a_pt_checkpoint_is_refused(capsys, setup, tmp_path):
-    checkpoint = setup / "runs" / "run" / "last.pt"
-    err = train_error(capsys, base_flags(setup, tmp_path, weights=checkpoint, cutoff=2))
+def test_cutoff_with_a_pt_checkpoint_is_refused(capsys, trained_setup, tmp_path):
+    checkpoint = trained_setup / "runs" / "run" / "last.pt"
+    err = train_error(capsys, base_flags(trained_setup, tmp_path, weights=checkpoint, cutoff=2))
     assert err == (f"error: --cutoff 2: applies to Darknet .weights only, not to the checkpoint {checkpoint} "
                    "(its tensors load by name): drop --cutoff"), err
     assert not (tmp_path / "runs").exists()
 
 
-def test_cutoff_without_weights_is_refused(capsys, setup, tmp_path):
-    err = train_error(capsys, base_flags(setup, tmp_path, cutoff=2))
+def test_cutoff_without_weights_is_refused(capsys, trained_setup, tmp_path):
+    err = train_error(capsys, base_flags(trained_setup, tmp_path, cutoff=2))
     assert err == "error: --cutoff 2: applies to Darknet .weights given with --weights, and there is no --weights"
 
 
 # ------------------------------------------------------------------------------ the cfg
-def test_a_one_channel_cfg_is_refused_at_its_channels_line(capsys, setup, tmp_path):
-    text = (setup / "tiny.cfg").read_text().replace("channels=3", "channels=1")
+def test_a_one_channel_cfg_is_refused_at_its_channels_line(capsys, trained_setup, tmp_path):
+    text = (trained_setup / "tiny.cfg").read_text().replace("channels=3", "channels=1")
     cfg = tmp_path / "gray.cfg"
     cfg.write_text(text)
-    err = train_error(capsys, base_flags(setup, tmp_path, cfg=cfg))
+    err = train_error(capsys, base_flags(trained_setup, tmp_path, cfg=cfg))
     assert err == (f"error: {cfg}:{line_of(text, 'channels=')}: [net] (layer -1): channels=1: training reads "
                    "3-channel (RGB) images; grayscale or other inputs are not supported: set channels=3"), err
 
 
 # ------------------------------------------------------------------------------ data configs and image lists
-def write_data_yaml(setup, tmp_path, **changes):
-    """``setup``'s data YAML with ``changes``, written to ``tmp_path/data.yaml``."""
-    data = yaml.safe_load((setup / "data.yaml").read_text())
+def write_data_yaml(trained_setup, tmp_path, **changes):
+    """``trained_setup``'s data YAML with ``changes``, written to ``tmp_path/data.yaml``."""
+    data = yaml.safe_load((trained_setup / "data.yaml").read_text())
     data.update(changes)
     path = tmp_path / "data.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 
 
-def test_a_single_image_as_the_train_split_is_one_line(capsys, setup, tmp_path):
-    image = setup / "data" / "images" / "train" / "00000.jpg"
-    data = write_data_yaml(setup, tmp_path, train=str(image))
-    err = train_error(capsys, base_flags(setup, tmp_path, data=data))
+def test_a_single_image_as_the_train_split_is_one_line(capsys, trained_setup, tmp_path):
+    image = trained_setup / "data" / "images" / "train" / "00000.jpg"
+    data = write_data_yaml(trained_setup, tmp_path, train=str(image))
+    err = train_error(capsys, base_flags(trained_setup, tmp_path, data=data))
     assert err == (f"error: {image}: an image, not a text list of image paths: give the folder of the split's "
                    "images or a .txt list of them"), err
 
 
-def test_a_darknet_data_file_whose_train_is_an_image_is_one_line(capsys, setup, tmp_path):
-    image = setup / "data" / "images" / "train" / "00000.jpg"
+def test_a_darknet_data_file_whose_train_is_an_image_is_one_line(capsys, trained_setup, tmp_path):
+    image = trained_setup / "data" / "images" / "train" / "00000.jpg"
     names = tmp_path / "shapes.names"
     names.write_text("circle\nsquare\ntriangle\ncross\nstar\n")
     data = tmp_path / "obj.data"
-    data.write_text(f"classes=5\ntrain={image}\nvalid={setup / 'data' / 'images' / 'val'}\nnames={names}\n")
-    err = train_error(capsys, base_flags(setup, tmp_path, data=data))
+    data.write_text(f"classes=5\ntrain={image}\nvalid={trained_setup / 'data' / 'images' / 'val'}\nnames={names}\n")
+    err = train_error(capsys, base_flags(trained_setup, tmp_path, data=data))
     assert err == (f"error: {image}: an image, not a text list of image paths: give the folder of the split's "
                    "images or a .txt list of them"), err
 
 
-def test_a_list_file_with_a_line_that_is_not_utf8_is_one_line_at_that_line(capsys, setup, tmp_path):
+def test_a_list_file_with_a_line_that_is_not_utf8_is_one_line_at_that_line(capsys, trained_setup, tmp_path):
     listing = tmp_path / "train.txt"
-    listing.write_bytes(f"{setup / 'data' / 'images' / 'train' / '00000.jpg'}\n".encode() + b"\xff\xfei\x00\n")
-    data = write_data_yaml(setup, tmp_path, train=str(listing))
-    err = train_error(capsys, base_flags(setup, tmp_path, data=data))
+    listing.write_bytes(f"{trained_setup / 'data' / 'images' / 'train' / '00000.jpg'}\n".encode() + b"\xff\xfei\x00\n")
+    data = write_data_yaml(trained_setup, tmp_path, train=str(listing))
+    err = train_error(capsys, base_flags(trained_setup, tmp_path, data=data))
     assert err == f"error: {listing}:2: not a text list of image paths (this line is not UTF-8 text)", err
 
 
-def test_generate_that_is_neither_a_name_nor_a_mapping_names_the_file_and_line(setup, tmp_path):
-    data = write_data_yaml(setup, tmp_path, generate=[1, 2])
+def test_generate_that_is_neither_a_name_nor_a_mapping_names_the_file_and_line(trained_setup, tmp_path):
+    data = write_data_yaml(trained_setup, tmp_path, generate=[1, 2])
     line = line_of(data.read_text(), "generate:")
     with pytest.raises(DataError) as info:
         load_data_config(data)
@@ -147,8 +147,8 @@ def test_generate_that_is_neither_a_name_nor_a_mapping_names_the_file_and_line(s
                                "'name: shapes' and its settings, got [1, 2]")
 
 
-def test_a_generate_setting_with_a_number_for_a_name_is_an_unknown_setting(setup, tmp_path):
-    data = write_data_yaml(setup, tmp_path, generate={"name": "shapes", 1: 2})
+def test_a_generate_setting_with_a_number_for_a_name_is_an_unknown_setting(trained_setup, tmp_path):
+    data = write_data_yaml(trained_setup, tmp_path, generate={"name": "shapes", 1: 2})
     with pytest.raises(DataError, match=r"'generate': unknown setting '1' \(known: name, size_range"):
         load_data_config(data)
 
@@ -163,11 +163,11 @@ def test_resume_from_best_pt_is_refused_and_the_run_is_untouched(capsys, run_cop
     assert {name: (run_copy / name).read_bytes() for name in before} == before
 
 
-def test_resume_refuses_the_settings_it_would_ignore(capsys, setup, run_copy):
+def test_resume_refuses_the_settings_it_would_ignore(capsys, trained_setup, run_copy):
     last = run_copy / "last.pt"
-    err = train_error(capsys, ["--resume", last, "--cfg", setup / "tiny.cfg", "--data", setup / "data.yaml",
-                               "--batch-size", "4", "--epochs", "2", "--device", "cpu", "--workers", "0",
-                               "--no-progress"])
+    err = train_error(capsys, ["--resume", last, "--cfg", trained_setup / "tiny.cfg",
+                               "--data", trained_setup / "data.yaml", "--batch-size", "4", "--epochs", "2",
+                               "--device", "cpu", "--workers", "0", "--no-progress"])
     assert err == (f"error: --resume {last} continues the run with its saved settings: --cfg, --data, --batch-size "
                    "cannot change (only --epochs, --device, --workers, --tf32, --compile and --cache-images can); "
                    f"to train with other settings start a new run with --weights {last}"), err
@@ -236,10 +236,10 @@ def test_resume_checks_the_saved_hyperparameters_as_a_hyp_file(capsys, run_copy,
     ({"workers": 1000}, "workers=1000 is out of range: it must be between 0 and 64 (as --workers)"),
     ({"learning_rate": 1e308}, "learning_rate=1e+308 is out of range: it must be between 0 and 1e+30"),
 ])
-def test_a_hyp_file_value_beyond_its_flags_range_is_refused(capsys, setup, tmp_path, values, message):
+def test_a_hyp_file_value_beyond_its_flags_range_is_refused(capsys, trained_setup, tmp_path, values, message):
     hyp = tmp_path / "hyp.yaml"
-    hyp.write_text(yaml.safe_dump({**HYP, **values}))
-    err = train_error(capsys, base_flags(setup, tmp_path, hyp=hyp))
+    hyp.write_text(yaml.safe_dump({**ONE_HEAD_HYP, **values}))
+    err = train_error(capsys, base_flags(trained_setup, tmp_path, hyp=hyp))
     assert err == f"error: {hyp}: {message}", err
 
 
@@ -259,9 +259,9 @@ def test_resume_of_a_finished_run_leaves_its_settings_records(capsys, caplog, ru
     assert {name: (run_copy / name).read_bytes() for name in before} == before
 
 
-def test_resume_refuses_a_dataset_whose_names_were_reordered(capsys, setup, run_copy, tmp_path):
-    names = yaml.safe_load((setup / "data.yaml").read_text())["names"]
-    data = write_data_yaml(setup, tmp_path, names=[names[1], names[0], *names[2:]])
+def test_resume_refuses_a_dataset_whose_names_were_reordered(capsys, trained_setup, run_copy, tmp_path):
+    names = yaml.safe_load((trained_setup / "data.yaml").read_text())["names"]
+    data = write_data_yaml(trained_setup, tmp_path, names=[names[1], names[0], *names[2:]])
     last = edited_last(run_copy, train={"options": {"data": str(data)}})
     err = train_error(capsys, ["--resume", last, "--epochs", "2", "--device", "cpu", "--no-progress"])
     assert err == (f"error: --resume {last}: {data} is not the dataset the run started with: the class names "
@@ -269,11 +269,11 @@ def test_resume_refuses_a_dataset_whose_names_were_reordered(capsys, setup, run_
                    f"'{names[0]}'); resume with the dataset as it was, or start a new run with --weights {last}"), err
 
 
-def test_resume_refuses_a_dataset_with_an_image_removed(capsys, setup, run_copy, tmp_path):
-    images = sorted((setup / "data" / "images" / "train").glob("*.jpg"))
+def test_resume_refuses_a_dataset_with_an_image_removed(capsys, trained_setup, run_copy, tmp_path):
+    images = sorted((trained_setup / "data" / "images" / "train").glob("*.jpg"))
     listing = tmp_path / "train.txt"
     listing.write_text("".join(f"{p}\n" for p in images[1:]))
-    data = write_data_yaml(setup, tmp_path, train=str(listing))
+    data = write_data_yaml(trained_setup, tmp_path, train=str(listing))
     last = edited_last(run_copy, train={"options": {"data": str(data)}})
     err = train_error(capsys, ["--resume", last, "--epochs", "2", "--device", "cpu", "--no-progress"])
     assert err == (f"error: --resume {last}: {data} is not the dataset the run started with: the train split has "
@@ -281,11 +281,11 @@ def test_resume_refuses_a_dataset_with_an_image_removed(capsys, setup, run_copy,
                    f"as it was, or start a new run with --weights {last}"), err
 
 
-def test_resume_accepts_the_same_dataset_moved_to_another_folder(setup, run_copy, tmp_path):
+def test_resume_accepts_the_same_dataset_moved_to_another_folder(trained_setup, run_copy, tmp_path):
     """The record is of the images relative to their split's folder: the dataset moved (with a config naming its
     new place) is the same dataset."""
-    moved = shutil.copytree(setup / "data", tmp_path / "moved")
-    data = write_data_yaml(setup, tmp_path, path=str(moved))
+    moved = shutil.copytree(trained_setup / "data", tmp_path / "moved")
+    data = write_data_yaml(trained_setup, tmp_path, path=str(moved))
     last = edited_last(run_copy, train={"options": {"data": str(data)}})
     status = train_cli.main(train_cli.parse_args(["--resume", str(last), "--epochs", "2", "--device", "cpu",
                                                   "--no-progress"]))
@@ -303,18 +303,18 @@ def test_an_opt_yaml_nested_too_deep_is_rewritten_from_the_checkpoint_on_resume(
 
 
 # ------------------------------------------------------------------------------ failures said once, and rightly
-def test_a_non_finite_loss_is_reported_once(setup, tmp_path):
+def test_a_non_finite_loss_is_reported_once(trained_setup, tmp_path):
     hyp = tmp_path / "hyp.yaml"
-    hyp.write_text(yaml.safe_dump({**HYP, "learning_rate": 1e30}))
-    proc = run_tool("train", *base_flags(setup, tmp_path, hyp=hyp), env={**os.environ, "PYTHONPATH": str(REPO)})
+    hyp.write_text(yaml.safe_dump({**ONE_HEAD_HYP, "learning_rate": 1e30}))
+    proc = run_tool("train", *base_flags(trained_setup, tmp_path, hyp=hyp), env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode == 3, proc.stderr[-2000:]
     lines = [line for line in proc.stderr.splitlines() if "non-finite loss" in line]
     assert len(lines) == 1 and lines[0].startswith("error: non-finite loss ("), proc.stderr[-2000:]
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
-def test_a_folder_that_cannot_be_created_is_not_called_a_full_disk(capsys, setup, tmp_path):
-    err = train_error(capsys, base_flags(setup, tmp_path, project="/proc/probe"))
+def test_a_folder_that_cannot_be_created_is_not_called_a_full_disk(capsys, trained_setup, tmp_path):
+    err = train_error(capsys, base_flags(trained_setup, tmp_path, project="/proc/probe"))
     assert err == "error: /proc/probe/exp: cannot write: no such file or directory", err
 
 
