@@ -3,6 +3,7 @@ with one line (or quietly, status 141, for a closed pipe), never a traceback or 
 
 The limits are real (``resource.setrlimit`` in the tool's process) but small: nothing here allocates gigabytes.
 """
+import errno
 import os
 import resource
 import subprocess
@@ -178,3 +179,22 @@ def test_a_thread_count_no_machine_has_is_refused_by_the_flag(capsys, tool, args
     parser = tool_parser(tool)
     err = one_line_error(capsys, lambda: parser.parse_args([*args, "--threads", "100000"]))
     assert "--threads: 100000 is out of range" in err and "1024" in err
+
+
+def test_every_tool_turns_file_system_errors_and_ctrl_c_into_one_line(capsys):
+    from yolo.cli.args import run_tool
+
+    def raising(exc):
+        def main(args):
+            raise exc
+        return lambda: run_tool(main, None)
+
+    err = one_line_error(capsys, raising(OSError(errno.ENOSPC, "No space left on device", "runs/x/labels/a.txt")))
+    assert err.startswith("error: runs/x/labels/a.txt: cannot write: the disk is full"), err
+    err = one_line_error(capsys, raising(PermissionError(errno.EACCES, "Permission denied", "my.cfg")))
+    assert err == "error: my.cfg: Permission denied", err
+    with pytest.raises(SystemExit) as info:
+        raising(KeyboardInterrupt())()
+    assert info.value.code == 130 and capsys.readouterr().err == "interrupted (Ctrl-C): stopped\n"
+    with pytest.raises(ZeroDivisionError):  # a bug stays a bug
+        raising(ZeroDivisionError())()

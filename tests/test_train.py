@@ -13,8 +13,10 @@ import pytest
 import torch
 import yaml
 
-from training_helpers import (FAST, assert_same_state, read_results, run, shapes_training, train_state,
-                              write_data)
+import yolo.cli.train as train_cli
+from helpers import one_line_error, run_tool
+from training_helpers import (FAST, HYP as ONE_HEAD_HYP, assert_same_state, read_results, run, shapes_training,
+                              train_state, write_data, write_one_head_training)
 from yolo.data import SHAPE_NAMES
 from yolo.engine import TrainOptions, Trainer
 from yolo.errors import NonFiniteLossError
@@ -204,3 +206,133 @@ def test_trainer_survives_corrupt_images_and_broken_labels(shapes, tmp_path, cap
     assert len(trainer.train_set) == 23  # the unreadable image is left out
     text = caplog.text
     assert "00000.jpg" in text and "00001.txt" in text
+
+
+@pytest.fixture(scope="module")
+def trained_setup(tmp_path_factory):
+    """The one-head training files, with a finished one-epoch run of them in ``runs/run``."""
+    folder = write_one_head_training(tmp_path_factory.mktemp("hostile"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("YOLO_CACHE_DIR", str(folder / "cache"))
+        Trainer.from_options(TrainOptions(cfg=str(folder / "tiny.cfg"), data=str(folder / "data.yaml"),
+                                          hyp=dict(ONE_HEAD_HYP), epochs=1, device="cpu", project=str(folder / "runs"),
+                                          name="run", progress=False)).fit()
+    return folder
+
+
+def base_flags(trained_setup, tmp_path, **given):
+    """The flags of a one-epoch CPU run of ``trained_setup`` into ``tmp_path/runs``; ``given`` (``--flag value``, keys
+    without the dashes, ``_`` for ``-``) replace or add flags."""
+    flags = {"cfg": trained_setup / "tiny.cfg", "data": trained_setup / "data.yaml",
+             "hyp": trained_setup / "hyp.yaml", "epochs": 1, "device": "cpu", "project": tmp_path / "runs"}
+    flags.update(given)
+    argv = [item for key, value in flags.items() for item in (f"--{key.replace('_', '-')}", str(value))]
+    return argv + ["--no-progress"]
+
+
+def train_error(capsys, argv) -> str:
+    """``tools/train.py ARGV`` in this process: its one ``error:`` line (exit status 2)."""
+    return one_line_error(capsys, lambda: train_cli.main(train_cli.parse_args([str(a) for a in argv])))
+
+
+def line_of(text: str, start: str) -> int:
+    """The number of the first line of ``text`` that starts with ``start``."""
+    return next(n for n, line in enumerate(text.splitlines(), start=1) if line.startswith(start))
+
+
+# ------------------------------------------------------------------------------ flags
+def test_freeze_beyond_the_models_layers_is_one_line(capsys, trained_setup, tmp_path):
+    err = train_error(capsys, base_flags(trained_setup, tmp_path, freeze=999))
+    assert err == ("error: --freeze 999 is out of range: the model has 5 layers (0..4); --freeze N freezes layers "
+                   "0..N-1, so N is 0 to 5"), err
+
+
+def test_a_seed_numpy_and_torch_cannot_take_is_refused_by_the_flag(capsys):
+    with pytest.raises(SystemExit) as info:
+        train_cli.parse_args(["--seed", "99999999999999999999"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2
+    assert ("argument --seed: 99999999999999999999 is out of range: a seed must be between 0 and 4294967295"
+            in err), err
+    assert train_cli.parse_args(["--seed", "4294967295"]).seed == 2**32 - 1  # numpy's largest legacy seed
+
+
+def test_cutoff_with_a_pt_checkpoint_is_refused(capsys, trained_setup, tmp_path):
+    checkpoint = trained_setup / "runs" / "run" / "last.pt"
+    err = train_error(capsys, base_flags(trained_setup, tmp_path, weights=checkpoint, cutoff=2))
+    assert err == (f"error: --cutoff 2: applies to Darknet .weights only, not to the checkpoint {checkpoint} "
+                   "(its tensors load by name): drop --cutoff"), err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_cutoff_without_weights_is_refused(capsys, trained_setup, tmp_path):
+    err = train_error(capsys, base_flags(trained_setup, tmp_path, cutoff=2))
+    assert err == "error: --cutoff 2: applies to Darknet .weights given with --weights, and there is no --weights"
+
+
+# ------------------------------------------------------------------------------ the cfg
+def test_a_one_channel_cfg_is_refused_at_its_channels_line(capsys, trained_setup, tmp_path):
+    text = (trained_setup / "tiny.cfg").read_text().replace("channels=3", "channels=1")
+    cfg = tmp_path / "gray.cfg"
+    cfg.write_text(text)
+    err = train_error(capsys, base_flags(trained_setup, tmp_path, cfg=cfg))
+    assert err == (f"error: {cfg}:{line_of(text, 'channels=')}: [net] (layer -1): channels=1: training reads "
+                   "3-channel (RGB) images; grayscale or other inputs are not supported: set channels=3"), err
+
+
+# ------------------------------------------------------------------------------ data configs and image lists
+def write_data_yaml(trained_setup, tmp_path, **changes):
+    """``trained_setup``'s data YAML with ``changes``, written to ``tmp_path/data.yaml``."""
+    data = yaml.safe_load((trained_setup / "data.yaml").read_text())
+    data.update(changes)
+    path = tmp_path / "data.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def test_a_single_image_as_the_train_split_is_one_line(capsys, trained_setup, tmp_path):
+    image = trained_setup / "data" / "images" / "train" / "00000.jpg"
+    data = write_data_yaml(trained_setup, tmp_path, train=str(image))
+    err = train_error(capsys, base_flags(trained_setup, tmp_path, data=data))
+    assert err == (f"error: {image}: an image, not a text list of image paths: give the folder of the split's "
+                   "images or a .txt list of them"), err
+
+
+def test_a_darknet_data_file_whose_train_is_an_image_is_one_line(capsys, trained_setup, tmp_path):
+    image = trained_setup / "data" / "images" / "train" / "00000.jpg"
+    names = tmp_path / "shapes.names"
+    names.write_text("circle\nsquare\ntriangle\ncross\nstar\n")
+    data = tmp_path / "obj.data"
+    data.write_text(f"classes=5\ntrain={image}\nvalid={trained_setup / 'data' / 'images' / 'val'}\nnames={names}\n")
+    err = train_error(capsys, base_flags(trained_setup, tmp_path, data=data))
+    assert err == (f"error: {image}: an image, not a text list of image paths: give the folder of the split's "
+                   "images or a .txt list of them"), err
+
+
+def test_a_list_file_with_a_line_that_is_not_utf8_is_one_line_at_that_line(capsys, trained_setup, tmp_path):
+    listing = tmp_path / "train.txt"
+    listing.write_bytes(f"{trained_setup / 'data' / 'images' / 'train' / '00000.jpg'}\n".encode() + b"\xff\xfei\x00\n")
+    data = write_data_yaml(trained_setup, tmp_path, train=str(listing))
+    err = train_error(capsys, base_flags(trained_setup, tmp_path, data=data))
+    assert err == f"error: {listing}:2: not a text list of image paths (this line is not UTF-8 text)", err
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"workers": 1000}, "workers=1000 is out of range: it must be between 0 and 64 (as --workers)"),
+    ({"learning_rate": 1e308}, "learning_rate=1e+308 is out of range: it must be between 0 and 1e+30"),
+])
+def test_a_hyp_file_value_beyond_its_flags_range_is_refused(capsys, trained_setup, tmp_path, values, message):
+    hyp = tmp_path / "hyp.yaml"
+    hyp.write_text(yaml.safe_dump({**ONE_HEAD_HYP, **values}))
+    err = train_error(capsys, base_flags(trained_setup, tmp_path, hyp=hyp))
+    assert err == f"error: {hyp}: {message}", err
+
+
+# ------------------------------------------------------------------------------ failures said once, and rightly
+def test_a_non_finite_loss_is_reported_once(trained_setup, tmp_path):
+    hyp = tmp_path / "hyp.yaml"
+    hyp.write_text(yaml.safe_dump({**ONE_HEAD_HYP, "learning_rate": 1e30}))
+    proc = run_tool("train", *base_flags(trained_setup, tmp_path, hyp=hyp), env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    lines = [line for line in proc.stderr.splitlines() if "non-finite loss" in line]
+    assert len(lines) == 1 and lines[0].startswith("error: non-finite loss ("), proc.stderr[-2000:]

@@ -1,18 +1,25 @@
 """What the tools print: each data problem listed once, one Ctrl-C advice naming the command the user ran,
 progress lines in logs during long loops, and a resumed run's settings files that say what it ran with."""
+import io
 import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
 
+import cv2
 import pytest
+import torch
 import yaml
 
 import yolo.data.validation
 import yolo.progress
-from training_helpers import FAST, shapes_training
+from training_helpers import FAST, shapes_training, write_one_head_training
 from yolo.cli import anchors as anchors_cli
 from yolo.cli import eval as eval_cli
 from yolo.cli.invocation import invoked_command
 from yolo.engine import TrainOptions, Trainer
-from yolo.progress import ProgressLines
+from yolo.progress import ProgressLines, use_bars
 
 
 @pytest.fixture
@@ -145,3 +152,51 @@ def test_without_darknet_map_results_have_no_such_column(shapes, tmp_path):
 
 def shapes_names(shapes):
     return yaml.safe_load(shapes["data"].read_text())["names"]
+
+
+# ------------------------------------------------------------------------------------------ run records
+def test_opt_yaml_records_no_hyp_as_null(tmp_path):
+    from yolo.engine.run_folder import options_record, write_yaml
+
+    for given, recorded in ((None, None), ("hyp.yaml", "hyp.yaml"), ({"lr0": 0.01}, "inline")):
+        write_yaml(tmp_path / "opt.yaml", options_record({"epochs": 3, "hyp": given}))
+        assert yaml.safe_load((tmp_path / "opt.yaml").read_text())["hyp"] == recorded
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# ------------------------------------------------------------------------------------------ progress
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_bars_only_on_a_terminal():
+    assert use_bars(True, _Terminal())
+    assert not use_bars(False, _Terminal())  # --no-progress
+    assert not use_bars(True, io.StringIO())  # a pipe, a log file
+    closed = io.StringIO()
+    closed.close()  # isatty() raises on a closed stream
+    assert not use_bars(True, closed)
+
+
+def test_training_log_without_terminal_is_one_line_per_epoch_and_evaluation(tmp_path):
+    """tools/train.py with its output in a pipe (as under CI or nohup): no carriage returns, no bar lines."""
+    write_one_head_training(tmp_path, hyp={"workers": 0, "tensorboard": False, "plots": False})
+    cmd = [sys.executable, str(REPO / "tools" / "train.py"), "--cfg", str(tmp_path / "tiny.cfg"),
+           "--data", str(tmp_path / "data.yaml"), "--hyp", str(tmp_path / "hyp.yaml"), "--epochs", "3",
+           "--device", "cpu", "--project", str(tmp_path / "runs")]
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "YOLO_CACHE_DIR": str(tmp_path / "cache")})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "\r" not in out and "it/s" not in out, out[-3000:]
+    for epoch in (1, 2, 3):
+        lines = [line for line in out.splitlines() if line.startswith(f"epoch {epoch}/3:")]
+        assert len(lines) == 2, out  # one for the training (losses, lr, speed), one for the evaluation
+        assert "box" in lines[0] and "lr" in lines[0] and "mAP50" in lines[1]
+    # What identical losses depend on is logged and kept with the run.
+    env = yaml.safe_load((tmp_path / "runs" / "exp" / "environment.yaml").read_text())
+    assert env["opencv"] == cv2.__version__ and env["torch"] == torch.__version__ and env["cpu_threads"] >= 1
+    assert "environment: " in out

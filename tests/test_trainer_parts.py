@@ -1,6 +1,8 @@
 """The trainer is given its parts: a run made of hand-built parts (a model, made-up batches, torch's SGD) trains
 exactly as the run the builder makes from a cfg and a dataset YAML; a hook's state goes into ``last.pt`` and comes
 back on resume (and a ``last.pt`` written before hooks had states still gives the best fitness back)."""
+from __future__ import annotations
+
 import os
 import signal
 from types import SimpleNamespace
@@ -275,3 +277,15 @@ def test_the_step_runner_alone_accumulates_as_plain_pytorch():
     for a, b in zip(model.parameters(), reference.parameters()):
         assert torch.allclose(a, b, rtol=0, atol=1e-6)
     assert runner.loss_sums[3].item() == 4 and state.step_log.num_targets == 4  # 4 mini-batches summed
+
+
+def test_a_trainer_of_anything_but_built_parts_is_a_type_error():
+    # before: Trainer({}) failed with AttributeError: 'dict' object has no attribute 'options'
+    with pytest.raises(TypeError, match=r"Trainer takes the built parts of a run \(TrainingParts\), got dict; to "
+                                        r"train from settings: Trainer.from_options"):
+        Trainer({})
+
+
+def test_the_trainer_takes_training_options():
+    with pytest.raises(TypeError, match=r"^Trainer\.from_options takes a TrainOptions, got NoneType None$"):
+        Trainer.from_options(None)
