@@ -3,10 +3,6 @@
 Every run here is a few seconds: 64-128 px inputs, a few dozen images, a cfg of a few thousand weights.
 """
 import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,12 +11,11 @@ import yaml
 
 import yolo.cli.train as train_cli
 from helpers import one_line_error, run_tool
-from training_helpers import (FAST, HYP as ONE_HEAD_HYP, assert_same_state, read_results, run, shapes_training,
-                              train_state, write_data, write_one_head_training)
+from training_helpers import FAST, HYP as ONE_HEAD_HYP, read_results, run, shapes_training, train_state, write_data, write_one_head_training
 from yolo.data import SHAPE_NAMES
 from yolo.engine import TrainOptions, Trainer
 from yolo.errors import NonFiniteLossError
-from yolo.engine.hooks.writers import RESULTS_COLUMNS, RESULTS_TIME_COLUMNS
+from yolo.engine.hooks.writers import RESULTS_COLUMNS
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -85,63 +80,6 @@ def test_lr_follows_the_darknet_schedule_and_batches_accumulate(shapes, tmp_path
     assert [n for n, _ in seen] == list(range(1, 7))
     assert [lr for _, lr in seen] == pytest.approx(expected, rel=1e-9)
     assert len(read_results(trainer.result.run_dir)) == 2
-
-
-# ------------------------------------------------------------------------------------------ resume
-@pytest.fixture(scope="module")
-def reference_run(shapes, tmp_path_factory):
-    """An uninterrupted 3-epoch run (EMA on, accumulation over 2 mini-batches)."""
-    project = tmp_path_factory.mktemp("reference")
-    trainer = run(shapes, project, epochs=3)
-    return trainer.result.run_dir
-
-
-def test_resume_mid_epoch_matches_uninterrupted(shapes, reference_run, tmp_path):
-    def stop_in_epoch_two(t):
-        if t.global_step == 4:  # the first update of epoch 2 (3 updates per epoch)
-            t.request_stop()
-
-    first = run(shapes, tmp_path, epochs=3, hooks={"step_end": stop_in_epoch_two})
-    assert first.result.status == "interrupted"
-    saved = train_state(first.result.run_dir)
-    assert (saved["train"]["epoch"], saved["train"]["epoch_step"], saved["train"]["global_step"]) == (1, 1, 4)
-    assert len(read_results(first.result.run_dir)) == 1
-
-    resumed = Trainer.from_options(TrainOptions(resume=str(first.result.run_dir / "last.pt"), progress=False)).fit()
-    assert resumed.status == "finished" and resumed.run_dir == first.result.run_dir
-    assert_same_state(train_state(resumed.run_dir), train_state(reference_run))
-    ref_rows, rows = read_results(reference_run), read_results(resumed.run_dir)
-    for a, b in zip(ref_rows, rows):
-        untimed = [k for k in RESULTS_COLUMNS if k not in RESULTS_TIME_COLUMNS]
-        assert [a[k] for k in untimed] == [b[k] for k in untimed]
-    assert len(rows) == 3
-
-
-def test_ctrl_c_saves_and_resume_matches_uninterrupted(shapes, reference_run, tmp_path):
-    """A real SIGINT to tools/train.py: it saves last.pt, exits cleanly; --resume ends where the reference did."""
-    hyp_file = tmp_path / "hyp.yaml"
-    hyp_file.write_text(yaml.safe_dump(FAST))
-    cmd = [sys.executable, str(REPO / "tools" / "train.py"), "--cfg", str(shapes["cfg"]), "--data",
-           str(shapes["data"]), "--hyp", str(hyp_file), "--epochs", "3", "--device", "cpu", "--project",
-           str(tmp_path), "--name", "killed", "--no-progress"]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    run_dir = tmp_path / "killed"
-    deadline = time.time() + 120
-    while not (run_dir / "results.csv").exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGINT)
-    output, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 130, output
-    assert "--resume" in output and "Traceback" not in output, output
-    # how to continue is said once, with the command that was run
-    assert output.count("continue with") == 1 and f"python {cmd[1]} --resume {run_dir / 'last.pt'}" in output, output
-    saved = train_state(run_dir)
-    assert saved["train"]["epoch"] >= 1 and saved["train"]["global_step"] < 9  # stopped before the end
-
-    resumed = Trainer.from_options(TrainOptions(resume=str(run_dir), progress=False)).fit()
-    assert resumed.status == "finished" and resumed.global_step == 9
-    assert_same_state(train_state(run_dir), train_state(reference_run), exact=False)
 
 
 # ------------------------------------------------------------------------------------------ failures

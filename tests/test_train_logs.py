@@ -31,15 +31,6 @@ def shapes(tmp_path, monkeypatch):
     return shapes
 
 
-@pytest.fixture
-def stray_label_shapes(tmp_path, monkeypatch):
-    """Tiny shapes data with a label file that belongs to no image; its val split is its train split."""
-    monkeypatch.setenv("YOLO_CACHE_DIR", str(tmp_path / "cache"))
-    shapes = shapes_training(tmp_path, num_train=16, num_val=0, seed=3, val="images/train")
-    (shapes["root"] / "labels" / "train" / "renamed_image.txt").write_text("0 0.5 0.5 0.2 0.2\n")
-    return shapes
-
-
 def train(shapes, tmp_path, **options):
     hyp = {**FAST, "batch": 8, "subdivisions": 1, "burn_in": 0, "eval_interval": 1}
     options = {"cfg": str(shapes["cfg"]), "data": str(shapes["data"]), "device": "cpu", "project": str(tmp_path),
@@ -68,18 +59,6 @@ def test_a_data_problem_is_listed_once_per_run_and_once_in_eval_and_anchors(shap
         anchors_cli.main(anchors_cli.parse_args(["--data", str(shapes["data"]), "-n", "3", "--width", "64",
                                                  "--height", "64"]))
     assert caplog.text.count(orphan) == 1
-
-
-def test_resume_with_more_epochs_updates_the_settings_files(stray_label_shapes, tmp_path):
-    first = train(stray_label_shapes, tmp_path, epochs=1)
-    assert yaml.safe_load((first.run_dir / "opt.yaml").read_text())["epochs"] == 1
-    resumed = Trainer.from_options(TrainOptions(resume=str(first.run_dir), epochs=2, progress=False)).fit()
-    assert resumed.epochs_done == 2 and resumed.run_dir == first.run_dir
-    opt = yaml.safe_load((first.run_dir / "opt.yaml").read_text())
-    hyp = yaml.safe_load((first.run_dir / "hyp.yaml").read_text())
-    assert opt["epochs"] == 2 and hyp["epochs"] == 2
-    # the rest as the run started
-    assert opt["cfg"] == str(stray_label_shapes["cfg"].resolve()) and opt["resume"] is None
 
 
 def test_long_loops_print_progress_lines_without_a_bar(shapes, tmp_path, caplog, monkeypatch):

@@ -14,14 +14,13 @@ import torch.nn as nn
 from helpers import cpu_step_runner
 from training_helpers import made_up_evaluation, write_one_head_training
 from yolo.engine import RunPlan, TrainingParts, TrainOptions, Trainer, build_training
-from yolo.engine.hooks import EvalHook, HookBase
+from yolo.engine.hooks import EvalHook
 from yolo.engine.hooks.evaluation import fitness
 from yolo.engine.rng import seed_everything
 from yolo.engine.train_state import TrainState
 from yolo.errors import ConfigError
 from yolo.losses.yolo_loss import YoloLoss
 from yolo.models.cfg import parse_cfg
-from yolo.models.checkpoint import load_checkpoint_file
 from yolo.models.model import Darknet
 
 LR = 2.0 ** -7  # a float32 number: the schedule's rate and torch's are the same number
@@ -87,92 +86,6 @@ def test_a_trainer_given_hand_built_parts_trains_as_the_built_run(setup, tmp_pat
         assert torch.equal(value, hand_weights[key]), key
     assert any(not torch.equal(value, Darknet(parse_cfg(setup / "tiny.cfg")).state_dict()[key])
                for key, value in hand_weights.items() if value.is_floating_point())  # it did train
-
-
-class CountingHook(HookBase):
-    """Counts the updates of the run, resumed ones included (its state)."""
-
-    def __init__(self):
-        self.updates = 0
-
-    def after_step(self, trainer) -> None:
-        self.updates += 1
-
-    def state_dict(self):
-        return {"updates": self.updates}
-
-    def load_state_dict(self, state) -> None:
-        self.updates = state["updates"]
-
-
-def test_a_hooks_state_survives_a_resume(setup, tmp_path, monkeypatch):
-    monkeypatch.setattr(Trainer, "_evaluate", made_up_evaluation)
-    options = TrainOptions(cfg=str(setup / "tiny.cfg"), data=str(setup / "data.yaml"), hyp=dict(HYP), epochs=2,
-                           device="cpu", project=str(tmp_path), name="run", progress=False)
-    first = Trainer.from_options(options)
-    first.hooks.append(CountingHook())
-    first.add_callback("step_end", lambda t: t.request_stop() if t.global_step == 3 else None)
-    assert first.fit().status == "interrupted"  # in epoch 2, after its first update
-    last = tmp_path / "run" / "last.pt"
-    saved = load_checkpoint_file(last)["train"]
-    best_after_epoch_1 = fitness(made_up_evaluation(None, 0, False))
-    # the best fitness is the trainer's state; results.csv keeps the stopped epoch's time so far
-    assert saved["hooks"].keys() == {"CountingHook", "ResultsCSVWriter"}
-    assert saved["hooks"]["CountingHook"] == {"updates": 3} and saved["hooks"]["ResultsCSVWriter"]["epoch"] == 1
-    assert saved["best_fitness"] == pytest.approx(best_after_epoch_1)
-    assert saved["metrics"] == made_up_evaluation(None, 0, False)
-    ckpt = load_checkpoint_file(last)
-    # Two earlier formats: the evaluation hook held the best fitness (its state beside the others), and before
-    # that hooks had no states. Each keeps the best fitness at the top too.
-    older_formats = {"eval_hook": {"EvalHook": {"best_fitness": saved["best_fitness"]}, "CountingHook": {"updates": 3}},
-                     "no_hooks": None}
-    for name, hooks in older_formats.items():
-        folder = tmp_path / name
-        folder.mkdir()
-        if hooks is None:
-            del ckpt["train"]["hooks"]
-        else:
-            ckpt["train"]["hooks"] = hooks
-        torch.save(ckpt, folder / "last.pt")
-        (folder / "best.pt").write_bytes((tmp_path / "run" / "best.pt").read_bytes())
-
-    resumed = Trainer.from_options(TrainOptions(resume=str(last), progress=False))
-    counter = CountingHook()
-    resumed.hooks.append(counter)
-    seen = []
-    resumed.add_callback("train_start", lambda t: seen.append((t.best_fitness, counter.updates)))
-    result = resumed.fit()
-    assert seen == [(pytest.approx(best_after_epoch_1), 3)]
-    assert result.status == "finished" and result.global_step == 4 and counter.updates == 4
-    assert load_checkpoint_file(last)["train"]["hooks"]["CountingHook"] == {"updates": 4}
-    assert result.best_fitness == pytest.approx(fitness(made_up_evaluation(None, 1, True)))
-
-    # The earlier formats: the best fitness comes back; a hook they knew nothing of starts afresh.
-    for name, updates_before in (("eval_hook", 3), ("no_hooks", 0)):
-        resumed = Trainer.from_options(TrainOptions(resume=str(tmp_path / name), progress=False))
-        counter = CountingHook()
-        resumed.hooks.append(counter)
-        seen.clear()
-        resumed.add_callback("train_start", lambda t: seen.append((t.best_fitness, counter.updates)))
-        result = resumed.fit()
-        assert seen == [(pytest.approx(best_after_epoch_1), updates_before)], name
-        assert result.global_step == 4 and counter.updates == updates_before + 1, name
-        assert result.best_fitness == pytest.approx(fitness(made_up_evaluation(None, 1, True))), name
-
-
-def test_a_best_fitness_without_its_best_pt_is_dropped_on_resume(setup, tmp_path, monkeypatch, caplog):
-    monkeypatch.setattr(Trainer, "_evaluate", made_up_evaluation)
-    options = TrainOptions(cfg=str(setup / "tiny.cfg"), data=str(setup / "data.yaml"), hyp=dict(HYP), epochs=1,
-                           device="cpu", project=str(tmp_path), name="run", progress=False)
-    Trainer.from_options(options).fit()
-    (tmp_path / "run" / "best.pt").unlink()  # as a kill between the two saves of an epoch would leave it
-    resumed = Trainer.from_options(TrainOptions(resume=str(tmp_path / "run"), epochs=2, progress=False))
-    seen = []
-    resumed.add_callback("train_start", lambda t: seen.append(t.best_fitness))
-    with caplog.at_level("WARNING"):
-        result = resumed.fit()
-    assert seen == [-1.0] and "best.pt is missing although last.pt records a best fitness" in caplog.text
-    assert result.best is not None and load_checkpoint_file(result.best)["train"]["epoch"] == 2
 
 
 def test_a_callback_names_a_known_event(setup):
