@@ -1,6 +1,8 @@
-"""What --resume checks before it spends an epoch: the run folder's results.csv can be read, the last.pt is the run's
-own (the model its cfg.cfg records), and no --project it would ignore was given. Each refusal is one line and
-changes nothing in the folder."""
+"""Resuming a run (--resume, ``TrainOptions(resume=...)``): what it checks before it spends an epoch (the run
+folder's results.csv can be read, the last.pt is the run's own, no setting it would ignore was given, the dataset
+is the run's; each refusal is one line and changes nothing in the folder), and what a resumed run continues
+exactly: after Ctrl-C, a stop mid-epoch, a kill during the final save, a full disk; its epoch times, its
+settings records, its hooks' state and its input size."""
 from __future__ import annotations
 
 import errno
