@@ -82,6 +82,7 @@ def test_cli_agrees_with_darknet_calc_anchors(darknet, coco128_sizes, tmp_path):
     assert abs(ours.mean_iou - darknet_iou) < 2.0
 
 
+@pytest.mark.slow
 def test_tool_prints_and_writes(assets, tmp_path, capsys):
     import sys
     sys.path.insert(0, str(REPO))

@@ -91,6 +91,7 @@ def test_bad_data_files_name_the_file_and_line(darknet_project, text, line, mess
         assert f"bad.data:{line}" in str(info.value)
 
 
+@pytest.mark.slow
 def test_training_takes_a_data_file(darknet_project, tmp_path, monkeypatch):
     """One update of a tiny cfg (its heads set to 80 classes) on obj.data; the run folder's data.yaml is the same
     dataset as a YAML that any tool reads back."""

@@ -334,6 +334,7 @@ def test_a_label_path_that_is_a_folder_is_reported_as_a_folder(tmp_path):
     assert len(records) == 2 and not any("no matching image" in t for t in texts)
 
 
+@pytest.mark.slow
 def test_a_label_line_with_terminal_escapes_is_printed_escaped_by_the_tools(tiny, train_setup):
     """tools/eval.py on a val split whose label file holds a line that would clear the screen and set the
     terminal title: the line is reported, escaped, and no escape character reaches the terminal."""

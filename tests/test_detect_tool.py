@@ -152,6 +152,7 @@ def test_sources_errors(tmp_path):
     assert collect_sources("0")[0].kind == "camera"
 
 
+@pytest.mark.slow
 def test_cli_missing_source_is_one_line_error(tmp_path):
     res = run_tool("detect", "--cfg", asset("cfg/yolov3-tiny.cfg"), "--weights", asset("weights/yolov3-tiny.weights"),
                    "--source", tmp_path / "missing.jpg", "--output", tmp_path / "runs")
@@ -161,6 +162,7 @@ def test_cli_missing_source_is_one_line_error(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_cli_cfg_weights_mismatch_is_one_line_error(tmp_path):
     res = run_tool("detect", "--cfg", asset("cfg/yolov3-tiny.cfg"),
                    "--weights", asset("weights/yolo-fastest-1.1.weights"),
@@ -252,6 +254,7 @@ def test_a_recursive_glob_follows_no_folder_link_twice(tmp_path, monkeypatch):
         f"{tmp_path}/loop/sub/.hidden/z.jpg"]
 
 
+@pytest.mark.slow
 def test_file_names_that_are_not_utf8_or_are_long_are_read_and_written(tmp_path):
     """``bad\\xff\\xfename.jpg``: OpenCV's bindings crashed the process (exit 139) on the name, after its label file
     was written; a video of that name too. A video with a legal 251-character name: its partial output name was
@@ -389,6 +392,7 @@ def unreadable_sources(folder):
     return folder
 
 
+@pytest.mark.slow
 def test_detect_on_only_unreadable_sources_ends_with_an_error_and_no_opencv_noise(tmp_path):
     source = unreadable_sources(tmp_path / "bad")
     done = run_tool("detect", "--cfg", asset("cfg/yolov3-tiny.cfg"), "--weights", asset("weights/yolov3-tiny.weights"),

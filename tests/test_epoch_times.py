@@ -58,6 +58,7 @@ def shapes(tmp_path_factory):
     return shapes_training(tmp_path_factory.mktemp("shapes"), num_train=8, num_val=2, seed=5)
 
 
+@pytest.mark.slow
 def test_a_run_writes_the_times_and_workers_and_warns_once(shapes, tmp_path, caplog, monkeypatch):
     """A real run on the CPU: every epoch's row carries its split (with a ticking clock: exact counts) and the
     workers; the data wait (half of each epoch) is warned of once, not every epoch."""
@@ -118,6 +119,7 @@ def test_on_cuda_the_step_is_the_gpu_time_between_events(cuda_device):
     assert not times.events  # read and released
 
 
+@pytest.mark.slow
 def test_the_plan_takes_the_default_workers_per_process_and_names_them(monkeypatch, caplog):
     """Without --workers: the CPUs of the affinity mask but one, shared by torchrun's local processes, at most
     a mini-batch; the log names the number. With --workers: that number."""
@@ -133,6 +135,7 @@ def test_the_plan_takes_the_default_workers_per_process_and_names_them(monkeypat
     assert run_plan.plan_run(hyp, 1280, DistInfo()).workers == 11
 
 
+@pytest.mark.slow
 @pytest.mark.cuda
 def test_a_cuda_run_writes_the_split_of_each_epoch(cuda_device, shapes, tmp_path):
     """Through the trainer on CUDA (events for the step): every row's parts are numbers that add up to at most

@@ -133,6 +133,7 @@ def reference_metrics(mode, tmp_path):
     return float(coco_eval.stats[1]), float(coco_eval.stats[0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["stretch", "letterbox"])
 def test_map_equals_reference_pipeline_on_coco128(mode, tmp_path):
     files = parity_files()
@@ -157,6 +158,7 @@ def small_data(tmp_path):
     return write_data_yaml(tmp_path, files)
 
 
+@pytest.mark.slow
 def test_tool_writes_metrics_results_and_plots(tmp_path, small_data):
     metrics, printed = run_tool(tmp_path, "--resize", "stretch", data=small_data)
     save = Path(metrics["save_dir"])
@@ -173,6 +175,7 @@ def test_tool_writes_metrics_results_and_plots(tmp_path, small_data):
     assert set(metrics["speed_ms"]) == {"preprocess", "inference", "nms"}
 
 
+@pytest.mark.slow
 def test_tool_never_overwrites_a_run(tmp_path, small_data):
     """--save-dir is exactly that folder: a second run into it is refused (nothing overwritten); under --project
     each run gets a new folder."""

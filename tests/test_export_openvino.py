@@ -97,6 +97,7 @@ print(json.dumps({key: {"mAP50": float(result[key]["mAP50"])} for key in ("fp32_
 """
 
 
+@pytest.mark.slow
 def test_int8_runs_close_to_fp32_and_reports_both_maps(tiny, few_coco, tmp_path):
     pytest.importorskip("nncf", reason="the openvino extra: pip install -e \".[openvino]\"")
     out = tmp_path / "tiny-int8.xml"

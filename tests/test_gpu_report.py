@@ -219,6 +219,7 @@ def test_missing_cuda_nvcc_cudnn_and_modules_are_named(tmp_path, monkeypatch):
         assert why in env.skipped[DARKNET]
 
 
+@pytest.mark.slow
 def test_missing_assets_are_named(tmp_path):
     _touch(tmp_path / "cfg" / "yolov3.cfg")
     env = probe(tmp_path, DARKNET_SRC, device="cpu")
@@ -651,6 +652,7 @@ def test_gpu_report_quick_keeps_the_flags_it_does_not_set():
     assert (args.quick, args.workers) == (True, 1)
 
 
+@pytest.mark.slow
 def test_gpu_report_on_an_empty_assets_folder_is_an_error(tmp_path, capsys):
     argv = ["--device", "cpu", "--quick", "--no-darknet", "--assets", str(tmp_path)]
     err = one_line_error(capsys, lambda: gpu_report_cli.main(gpu_report_cli.parse_args(argv)))

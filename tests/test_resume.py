@@ -382,6 +382,7 @@ cli(sys.argv[1:])
 """
 
 
+@pytest.mark.slow
 def test_two_resumes_of_one_run_at_once_the_second_refuses(capsys, train_setup, monkeypatch):
     import yolo.cli.train as train_cli
     from yolo.engine import TrainOptions, Trainer
@@ -454,6 +455,7 @@ def setup(tmp_path_factory):
     return write_one_head_training(tmp_path_factory.mktemp("kill"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", ["best.pt", "last.pt"])
 @pytest.mark.parametrize("stage", ["before", "written", "after"])
 def test_kill_during_final_save_then_resume_loses_nothing(setup, tmp_path, monkeypatch, target, stage):
@@ -497,6 +499,7 @@ def reference_run(shapes, tmp_path_factory):
     return trainer.result.run_dir
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("private_cache")
 def test_resume_mid_epoch_matches_uninterrupted(shapes, reference_run, tmp_path):
     def stop_in_epoch_two(t):
@@ -519,6 +522,7 @@ def test_resume_mid_epoch_matches_uninterrupted(shapes, reference_run, tmp_path)
     assert len(rows) == 3
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("private_cache")
 def test_ctrl_c_saves_and_resume_matches_uninterrupted(shapes, reference_run, tmp_path):
     """A real SIGINT to tools/train.py: it saves last.pt, exits cleanly; --resume ends where the reference did."""

@@ -11,6 +11,7 @@ def train_setup(tmp_path):
     return write_one_head_training(tmp_path)
 
 
+@pytest.mark.slow
 def test_a_failing_report_hook_logs_one_warning_and_the_run_goes_on(train_setup, monkeypatch, caplog):
     import yolo.engine.hooks.writers as writers
     from yolo.engine import TrainOptions, Trainer

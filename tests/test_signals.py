@@ -453,6 +453,7 @@ eval_cli.cli(sys.argv[1:])
 """
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_eval_is_one_line_and_leaves_no_empty_run_folder(tiny, train_setup):
     runs = train_setup / "runs"
     proc = subprocess.run([sys.executable, "-c", EVAL_DRIVER.format(repo=str(REPO)), "--weights", str(tiny[1]),

@@ -106,6 +106,7 @@ def test_checked_image_size_normalises_then_checks():
         checked_image_size([416, 416, 416], 32, "--img-size")
 
 
+@pytest.mark.slow
 def test_the_module_does_not_load_torch():
     """Command-line parsers use it before anything heavy is imported."""
     code = "import sys, yolo.ops.sizes; print('torch' in sys.modules, 'numpy' in sys.modules)"

@@ -93,6 +93,7 @@ print("loaded", sorted(m for m in ("torch", "cv2", "numpy") if m in sys.modules)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tool", TOOLS)
 def test_help_loads_neither_torch_nor_opencv(tool):
     script = str(REPO / "tools" / f"{tool}.py")
@@ -117,6 +118,7 @@ print("torch loaded", "torch" in sys.modules)
 SCRIPTS = sorted(p.name for p in (REPO / "tools").glob("*.py") if not p.name.startswith("_"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("entry", [f"tools/{name}" for name in SCRIPTS] + sorted(console_scripts()))
 def test_every_entry_point_answers_help_without_loading_torch(entry):
     """Each tools/NAME.py and each installed yolo-NAME command (as its console script calls it) prints its help
@@ -140,6 +142,7 @@ print(os.environ.get("OMP_WAIT_POLICY"), "torch" in sys.modules)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("given,expected", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
 def test_the_tools_set_a_passive_openmp_wait_policy_before_torch_loads(given, expected):
     """Every tool imports yolo.cli first (tools/_launch.py, the yolo-NAME entry points in yolo.cli.NAME): there
@@ -153,6 +156,7 @@ def test_the_tools_set_a_passive_openmp_wait_policy_before_torch_loads(given, ex
     assert out.stdout.split() == [expected, "False"]
 
 
+@pytest.mark.slow
 def test_cpu_threads_follow_the_affinity_mask():
     from yolo.device import cpu_threads
 

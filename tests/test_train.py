@@ -30,6 +30,7 @@ pytestmark = pytest.mark.usefixtures("private_cache")
 
 
 # ------------------------------------------------------------------------------------------ learning
+@pytest.mark.slow
 def test_loss_falls_and_map_rises(shapes, tmp_path):
     """Overfit 24 images (val = the train images): the loss must fall and mAP@0.5 must rise well above chance."""
     data = write_data(shapes["folder"], shapes["root"], val="images/train", name="overfit.yaml")
@@ -70,6 +71,7 @@ def test_loss_falls_and_map_rises(shapes, tmp_path):
     assert model(torch.rand(1, 3, 96, 96)).shape[-1] == 10
 
 
+@pytest.mark.slow
 def test_lr_follows_the_darknet_schedule_and_batches_accumulate(shapes, tmp_path):
     seen = []
     trainer = run(shapes, tmp_path, epochs=2, hooks={"step_end": lambda t: seen.append(
@@ -83,6 +85,7 @@ def test_lr_follows_the_darknet_schedule_and_batches_accumulate(shapes, tmp_path
 
 
 # ------------------------------------------------------------------------------------------ failures
+@pytest.mark.slow
 def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(shapes, tmp_path):
     def poison(t):
         criterion = t.criterion
@@ -107,6 +110,7 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(shapes, tmp_pa
     assert len(read_results(tmp_path / "nan")) == 1
 
 
+@pytest.mark.slow
 def test_run_folders_are_never_reused_and_transfer_is_reported(shapes, tmp_path, assets, caplog):
     """Fine-tuning COCO yolov3-tiny weights to 5 classes (--adapt-classes): heads reported, new run folder."""
     (tmp_path / "exp").mkdir()
@@ -127,6 +131,7 @@ def test_run_folders_are_never_reused_and_transfer_is_reported(shapes, tmp_path,
     assert saved["num_classes"] == 5 and "classes=5" in saved["cfg"].replace(" ", "")
 
 
+@pytest.mark.slow
 def test_trainer_survives_corrupt_images_and_broken_labels(shapes, tmp_path, caplog):
     import shutil
 
@@ -179,6 +184,7 @@ def line_of(text: str, start: str) -> int:
 
 
 # ------------------------------------------------------------------------------ flags
+@pytest.mark.slow
 def test_freeze_beyond_the_models_layers_is_one_line(capsys, trained_setup, tmp_path):
     err = train_error(capsys, base_flags(trained_setup, tmp_path, freeze=999))
     assert err == ("error: --freeze 999 is out of range: the model has 5 layers (0..4); --freeze N freezes layers "
@@ -195,6 +201,7 @@ def test_a_seed_numpy_and_torch_cannot_take_is_refused_by_the_flag(capsys):
     assert train_cli.parse_args(["--seed", "4294967295"]).seed == 2**32 - 1  # numpy's largest legacy seed
 
 
+@pytest.mark.slow
 def test_cutoff_with_a_pt_checkpoint_is_refused(capsys, trained_setup, tmp_path):
     checkpoint = trained_setup / "runs" / "run" / "last.pt"
     err = train_error(capsys, base_flags(trained_setup, tmp_path, weights=checkpoint, cutoff=2))
@@ -203,12 +210,14 @@ def test_cutoff_with_a_pt_checkpoint_is_refused(capsys, trained_setup, tmp_path)
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_cutoff_without_weights_is_refused(capsys, trained_setup, tmp_path):
     err = train_error(capsys, base_flags(trained_setup, tmp_path, cutoff=2))
     assert err == "error: --cutoff 2: applies to Darknet .weights given with --weights, and there is no --weights"
 
 
 # ------------------------------------------------------------------------------ the cfg
+@pytest.mark.slow
 def test_a_one_channel_cfg_is_refused_at_its_channels_line(capsys, trained_setup, tmp_path):
     text = (trained_setup / "tiny.cfg").read_text().replace("channels=3", "channels=1")
     cfg = tmp_path / "gray.cfg"
@@ -228,6 +237,7 @@ def write_data_yaml(trained_setup, tmp_path, **changes):
     return path
 
 
+@pytest.mark.slow
 def test_a_single_image_as_the_train_split_is_one_line(capsys, trained_setup, tmp_path):
     image = trained_setup / "data" / "images" / "train" / "00000.jpg"
     data = write_data_yaml(trained_setup, tmp_path, train=str(image))
@@ -236,6 +246,7 @@ def test_a_single_image_as_the_train_split_is_one_line(capsys, trained_setup, tm
                    "images or a .txt list of them"), err
 
 
+@pytest.mark.slow
 def test_a_darknet_data_file_whose_train_is_an_image_is_one_line(capsys, trained_setup, tmp_path):
     image = trained_setup / "data" / "images" / "train" / "00000.jpg"
     names = tmp_path / "shapes.names"
@@ -247,6 +258,7 @@ def test_a_darknet_data_file_whose_train_is_an_image_is_one_line(capsys, trained
                    "images or a .txt list of them"), err
 
 
+@pytest.mark.slow
 def test_a_list_file_with_a_line_that_is_not_utf8_is_one_line_at_that_line(capsys, trained_setup, tmp_path):
     listing = tmp_path / "train.txt"
     listing.write_bytes(f"{trained_setup / 'data' / 'images' / 'train' / '00000.jpg'}\n".encode() + b"\xff\xfei\x00\n")
@@ -255,6 +267,7 @@ def test_a_list_file_with_a_line_that_is_not_utf8_is_one_line_at_that_line(capsy
     assert err == f"error: {listing}:2: not a text list of image paths (this line is not UTF-8 text)", err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("values, message", [
     ({"workers": 1000}, "workers=1000 is out of range: it must be between 0 and 64 (as --workers)"),
     ({"learning_rate": 1e308}, "learning_rate=1e+308 is out of range: it must be between 0 and 1e+30"),
@@ -267,6 +280,7 @@ def test_a_hyp_file_value_beyond_its_flags_range_is_refused(capsys, trained_setu
 
 
 # ------------------------------------------------------------------------------ failures said once, and rightly
+@pytest.mark.slow
 def test_a_non_finite_loss_is_reported_once(trained_setup, tmp_path):
     hyp = tmp_path / "hyp.yaml"
     hyp.write_text(yaml.safe_dump({**ONE_HEAD_HYP, "learning_rate": 1e30}))

@@ -38,6 +38,7 @@ def train(shapes, tmp_path, **options):
     return Trainer.from_options(TrainOptions(**options)).fit()
 
 
+@pytest.mark.slow
 def test_a_data_problem_is_listed_once_per_run_and_once_in_eval_and_anchors(shapes, tmp_path, caplog):
     orphan = "renamed_image.txt: label file has no matching image"
     with caplog.at_level(logging.INFO):
@@ -61,6 +62,7 @@ def test_a_data_problem_is_listed_once_per_run_and_once_in_eval_and_anchors(shap
     assert caplog.text.count(orphan) == 1
 
 
+@pytest.mark.slow
 def test_long_loops_print_progress_lines_without_a_bar(shapes, tmp_path, caplog, monkeypatch):
     monkeypatch.setattr(yolo.progress, "LINE_SECONDS", 0.0)  # every step is "long" here
     with caplog.at_level(logging.INFO):
@@ -100,6 +102,7 @@ def test_advice_names_the_command_the_user_ran(argv0, command):
     assert invoked_command("train", [argv0]) == command
 
 
+@pytest.mark.slow
 def test_darknet_map_adds_its_column_to_results_and_metrics(shapes, tmp_path, caplog):
     """--darknet-map: each evaluation's Darknet mAP@0.50 in results.csv (after mAP50_95), the epoch line and
     metrics.json (whose darknet_map is the eval tool's report of the same weights)."""
@@ -124,6 +127,7 @@ def test_darknet_map_adds_its_column_to_results_and_metrics(shapes, tmp_path, ca
     assert again["map"] == pytest.approx(saved["map"], abs=1e-9) and again["tp"] == saved["tp"]
 
 
+@pytest.mark.slow
 def test_without_darknet_map_results_have_no_such_column(shapes, tmp_path):
     result = train(shapes, tmp_path, epochs=1)
     assert "darknet_mAP50" not in (result.run_dir / "results.csv").read_text()
@@ -160,6 +164,7 @@ def test_bars_only_on_a_terminal():
     assert not use_bars(True, closed)
 
 
+@pytest.mark.slow
 def test_training_log_without_terminal_is_one_line_per_epoch_and_evaluation(tmp_path):
     """tools/train.py with its output in a pipe (as under CI or nohup): no carriage returns, no bar lines."""
     write_one_head_training(tmp_path, hyp={"workers": 0, "tensorboard": False, "plots": False})

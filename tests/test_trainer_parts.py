@@ -48,6 +48,7 @@ def made_up_batches(count: int):
     return batches
 
 
+@pytest.mark.slow
 def test_a_trainer_given_hand_built_parts_trains_as_the_built_run(setup, tmp_path):
     batches = made_up_batches(4)  # one epoch: 2 updates of 2 mini-batches
 
@@ -97,6 +98,7 @@ def test_a_callback_names_a_known_event(setup):
         Trainer(TrainOptions(cfg=str(setup / "tiny.cfg")))
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_the_parts_are_built_stops_at_the_first_update(setup, tmp_path, monkeypatch):
     import yolo.engine.trainer as trainer_module
 
@@ -136,6 +138,7 @@ class NoWritesIntoTheTrainer(Trainer):
         super().__setattr__(name, value)
 
 
+@pytest.mark.slow
 def test_hooks_write_nothing_into_the_trainer_the_evaluation_flows_through_the_state(setup, tmp_path, monkeypatch):
     monkeypatch.setattr(Trainer, "_evaluate", made_up_evaluation)
     options = TrainOptions(cfg=str(setup / "tiny.cfg"), data=str(setup / "data.yaml"), hyp=dict(HYP, eval_interval=2),
@@ -199,6 +202,7 @@ def test_a_trainer_of_anything_but_built_parts_is_a_type_error():
         Trainer({})
 
 
+@pytest.mark.slow
 def test_the_trainer_takes_training_options():
     with pytest.raises(TypeError, match=r"^Trainer\.from_options takes a TrainOptions, got NoneType None$"):
         Trainer.from_options(None)

@@ -118,6 +118,7 @@ def test_new_model_writes_minor_2_with_8_byte_seen(tmp_path):
         assert torch.equal(a, b)
 
 
+@pytest.mark.slow
 def test_convert_tool_round_trip(tmp_path):
     cfg, weights = asset("cfg/yolov3-tiny.cfg"), asset("weights/yolov3-tiny.weights")
     pt, back = tmp_path / "tiny.pt", tmp_path / "back.weights"
@@ -135,6 +136,7 @@ def test_convert_tool_round_trip(tmp_path):
                        .module_list[0].conv.weight)
 
 
+@pytest.mark.slow
 def test_convert_tool_errors_are_one_line(tmp_path):
     cfg = asset("cfg/yolov4-tiny.cfg")
     for args in (["--cfg", cfg, "--weights", asset("weights/yolov3-tiny.weights"), "--output", tmp_path / "x.pt"],

@@ -48,6 +48,7 @@ def train_error(capsys, argv) -> str:
     return one_line_error(capsys, lambda: train_cli.main(train_cli.parse_args([str(a) for a in argv])))
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("private_cache")
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
 def test_a_folder_that_cannot_be_created_is_not_called_a_full_disk(capsys, trained_setup, tmp_path):
