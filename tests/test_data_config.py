@@ -9,10 +9,9 @@ import yaml
 
 from conftest import asset
 from helpers import one_line_error
-from training_helpers import HYP as ONE_HEAD_HYP, write_data, write_one_head_training
+from training_helpers import write_data, write_one_head_training
 from yolo.cli import anchors as anchors_cli
 from yolo.data import load_data_config
-from yolo.engine import TrainOptions, Trainer
 from yolo.errors import DataError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -256,27 +255,15 @@ def test_a_blank_line_among_the_names_is_refused_at_its_line_as_darknet_would_re
     assert read_names(names) == ["cat", "dog"]
 
 
-@pytest.fixture(scope="module")
-def trained_setup(tmp_path_factory):
-    """The one-head training files, with a finished one-epoch run of them in ``runs/run``."""
-    folder = write_one_head_training(tmp_path_factory.mktemp("hostile"))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("YOLO_CACHE_DIR", str(folder / "cache"))
-        Trainer.from_options(TrainOptions(cfg=str(folder / "tiny.cfg"), data=str(folder / "data.yaml"),
-                                          hyp=dict(ONE_HEAD_HYP), epochs=1, device="cpu", project=str(folder / "runs"),
-                                          name="run", progress=False)).fit()
-    return folder
-
-
 def line_of(text: str, start: str) -> int:
     """The number of the first line of ``text`` that starts with ``start``."""
     return next(n for n, line in enumerate(text.splitlines(), start=1) if line.startswith(start))
 
 
 # ------------------------------------------------------------------------------ data configs and image lists
-def write_data_yaml(trained_setup, tmp_path, **changes):
-    """``trained_setup``'s data YAML with ``changes``, written to ``tmp_path/data.yaml``."""
-    data = yaml.safe_load((trained_setup / "data.yaml").read_text())
+def write_data_yaml(folder, tmp_path, **changes):
+    """The data YAML of the training files in ``folder`` with ``changes``, written to ``tmp_path/data.yaml``."""
+    data = yaml.safe_load((folder / "data.yaml").read_text())
     data.update(changes)
     path = tmp_path / "data.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -284,8 +271,8 @@ def write_data_yaml(trained_setup, tmp_path, **changes):
 
 
 @pytest.mark.usefixtures("private_cache")
-def test_generate_that_is_neither_a_name_nor_a_mapping_names_the_file_and_line(trained_setup, tmp_path):
-    data = write_data_yaml(trained_setup, tmp_path, generate=[1, 2])
+def test_generate_that_is_neither_a_name_nor_a_mapping_names_the_file_and_line(shapes, tmp_path):
+    data = write_data_yaml(shapes, tmp_path, generate=[1, 2])
     line = line_of(data.read_text(), "generate:")
     with pytest.raises(DataError) as info:
         load_data_config(data)
@@ -294,8 +281,8 @@ def test_generate_that_is_neither_a_name_nor_a_mapping_names_the_file_and_line(t
 
 
 @pytest.mark.usefixtures("private_cache")
-def test_a_generate_setting_with_a_number_for_a_name_is_an_unknown_setting(trained_setup, tmp_path):
-    data = write_data_yaml(trained_setup, tmp_path, generate={"name": "shapes", 1: 2})
+def test_a_generate_setting_with_a_number_for_a_name_is_an_unknown_setting(shapes, tmp_path):
+    data = write_data_yaml(shapes, tmp_path, generate={"name": "shapes", 1: 2})
     with pytest.raises(DataError, match=r"'generate': unknown setting '1' \(known: name, size_range"):
         load_data_config(data)
 

@@ -137,19 +137,24 @@ def test_convert_tool_round_trip(tmp_path):
 
 
 @pytest.mark.slow
-def test_convert_tool_errors_are_one_line(tmp_path):
+def test_convert_tool_errors_are_one_line(tmp_path, capsys):
+    """Once in a process of its own, as a user runs it (the launcher's exit and output), then in this process
+    through the same ``cli`` the launcher calls."""
+    from yolo.cli.convert import cli
+
     cfg = asset("cfg/yolov4-tiny.cfg")
-    for args in (["--cfg", cfg, "--weights", asset("weights/yolov3-tiny.weights"), "--output", tmp_path / "x.pt"],
-                 ["--cfg", cfg, "--weights", tmp_path / "missing.weights", "--output", tmp_path / "x.pt"],
+    result = run_tool("convert", "--cfg", cfg, "--weights", asset("weights/yolov3-tiny.weights"),
+                      "--output", tmp_path / "x.pt")
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    for args in (["--cfg", cfg, "--weights", tmp_path / "missing.weights", "--output", tmp_path / "x.pt"],
                  ["--weights", asset("weights/yolov3-tiny.weights"), "--output", tmp_path / "x.pt"]):
-        result = run_tool("convert", *args)
-        assert result.returncode != 0
-        lines = result.stderr.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+        one_line_error(capsys, lambda: cli([str(a) for a in args]))
     bad_pt = tmp_path / "bad.pt"
     bad_pt.write_bytes(b"not a zip")
-    result = run_tool("convert", "--weights", bad_pt, "--output", tmp_path / "y.weights")
-    assert result.returncode != 0 and "not a PyTorch checkpoint" in result.stderr
+    err = one_line_error(capsys, lambda: cli(["--weights", str(bad_pt), "--output", str(tmp_path / "y.weights")]))
+    assert "not a PyTorch checkpoint" in err
 
 
 def test_convert_refuses_an_output_that_is_a_fifo_or_a_device(tmp_path, capsys):
