@@ -250,6 +250,7 @@ def test_an_output_that_is_a_fifo_is_one_line_before_anything_is_measured(monkey
 
 
 # ------------------------------------------------------------------------------------------ a run on the CPU
+@pytest.mark.slow
 def test_quick_report_on_the_cpu_makes_a_table(tmp_path, monkeypatch):
     monkeypatch.setenv("YOLO_ASSETS", str(assets_root()))
     output = tmp_path / "report.md"
