@@ -309,6 +309,7 @@ def test_a_yaml_alias_bomb_is_refused_at_once_with_its_line(tmp_path):
         read_hyp(hyp)
 
 
+@pytest.mark.slow
 def test_too_many_class_names_are_refused(tmp_path):
     from yolo.data import load_data_config
     from yolo.errors import DataError

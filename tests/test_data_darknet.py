@@ -63,6 +63,7 @@ def test_obj_data_reads_lists_names_and_labels(darknet_project, caplog):
     assert load_data_config("data/train-only.data").val == config.train
 
 
+@pytest.mark.slow
 def test_eval_takes_a_data_file_and_measures_what_the_yaml_does(darknet_project, tmp_path):
     (darknet_project / "same.yaml").write_text(yaml.safe_dump({"path": ".", "train": "data/train.txt",
                                                                "val": "data/valid.txt", "names": "data/obj.names"}))

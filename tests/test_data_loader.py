@@ -82,6 +82,7 @@ def changed_val_image(tmp_path):
     return shapes, image
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [1, 0])
 def test_eval_ends_with_one_line_naming_an_image_changed_since_its_scan(capsys, tmp_path, changed_val_image,
                                                                           workers):

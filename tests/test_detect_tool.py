@@ -47,6 +47,7 @@ def test_increment_path_never_reuses(tmp_path):
     assert increment_path(tmp_path / "other", mkdir=False) == tmp_path / "other"
 
 
+@pytest.mark.slow
 def test_folder_with_bad_files_images_labels_json(tmp_path, capsys):
     src = tmp_path / "src"
     src.mkdir()
@@ -172,6 +173,7 @@ def test_cli_cfg_weights_mismatch_is_one_line_error(tmp_path):
     assert len(lines) == 1 and "yolo-fastest-1.1.weights" in lines[0] and "Traceback" not in res.stderr
 
 
+@pytest.mark.slow
 def test_benchmark_smoke(capsys):
     """tools/benchmark.py runs end to end (random weights written and read by both pipelines);
     figures are reported, never asserted on."""
@@ -184,6 +186,7 @@ def test_benchmark_smoke(capsys):
     assert figures["latency_ratio"] > 0 and figures["model_ratio"] > 0 and figures["throughput_ratio"] > 0
 
 
+@pytest.mark.slow
 def test_names_come_from_beside_the_cfg_or_a_hint_says_how_to_give_them(tmp_path, capsys):
     """Darknet .weights carry no names: coco.names beside the cfg (or in Darknet's data/ folder next to the cfg's
     folder) names the classes; without one, one note says that class numbers are shown and how to name them."""

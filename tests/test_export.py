@@ -109,6 +109,7 @@ def exported_onnx(model, hw, files, tmp_path_factory):
 
 
 # ----------------------------------------------------------------------------------------- ONNX
+@pytest.mark.slow
 def test_onnx_in_onnxruntime_equals_eval_output_at_batch_1_and_2(case, onnx_files, tmp_path_factory):
     model, hw, batch = case
     path = exported_onnx(model, hw, onnx_files, tmp_path_factory)
@@ -142,6 +143,7 @@ def test_onnx_graph_declares_opset_and_dynamic_axes(tiny_v3, onnx_files, tmp_pat
     assert meta["stride"] == "32" and meta["num_classes"] == "80" and "[yolo]" in meta["cfg"]
 
 
+@pytest.mark.slow
 def test_onnx_with_nms_equals_postprocess(tiny_v3, tmp_path):
     model, hw, batch = tiny_v3
     options = NMSOptions(conf_thres=0.1, iou_thres=0.45, max_det=20)
@@ -158,6 +160,7 @@ def test_onnx_with_nms_equals_postprocess(tiny_v3, tmp_path):
         assert np.abs(scores[mine] - ref["scores"].numpy()).max() < TOL
 
 
+@pytest.mark.slow
 def test_onnx_with_agnostic_nms_equals_postprocess(tiny_v3, tmp_path):
     """The graph takes the Detector's post-processing configuration: class-agnostic NMS too."""
     model, hw, batch = tiny_v3
@@ -183,6 +186,7 @@ def test_onnx_nms_refuses_what_the_graph_cannot_do(tiny_v3, tmp_path, setting):
         export_onnx(model, tmp_path / "refused.onnx", hw, nms=NMSOptions(**setting))
 
 
+@pytest.mark.slow
 def test_onnx_half_runs_in_onnxruntime_close_to_float32(tiny_v3, tmp_path):
     model, hw, batch = tiny_v3
     path = export_onnx(model, tmp_path / "half.onnx", hw, half=True)
@@ -198,6 +202,7 @@ def test_onnx_half_runs_in_onnxruntime_close_to_float32(tiny_v3, tmp_path):
     assert np.abs(out[confident][:, :4] - ref[confident][:, :4]).max() < 1.0
 
 
+@pytest.mark.slow
 def test_verify_onnx_rejects_a_file_of_another_model(tiny_v4, onnx_files, tmp_path_factory):
     model, hw, batch = tiny_v4
     path = exported_onnx(model, hw, onnx_files, tmp_path_factory)
@@ -230,6 +235,7 @@ def test_latency_of_a_checkpoint_runs_opencv_on_a_darknet_pair_written_from_it(t
 
 
 # ---------------------------------------------------------------------------------- TorchScript
+@pytest.mark.slow
 def test_torchscript_equals_eval_output_at_batch_1_and_2_and_another_size(case, tmp_path):
     model, hw, batch = case
     path = export_torchscript(model, tmp_path / "model.torchscript", hw)
@@ -252,6 +258,7 @@ def shapes_cfg(tmp_path):
     return path
 
 
+@pytest.mark.slow
 def test_briefly_trained_model_exported_to_weights_matches_opencv_and_our_loader(tmp_path):
     from reference import opencv_forward, ours_in_opencv_layout
 
@@ -305,6 +312,7 @@ def test_verify_darknet_rejects_a_corrupted_file(tiny_v3, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ CLI
+@pytest.mark.slow
 def test_cli_exports_and_verifies_torchscript(tmp_path, capsys):
     out = tmp_path / "tiny.torchscript"
     result = run_export_cli(["--cfg", asset("cfg/yolov3-tiny.cfg"), "--weights", asset("weights/yolov3-tiny.weights"),

@@ -56,6 +56,7 @@ def test_without_onnx_the_error_says_how_to_install_and_no_run_folder_is_left(ti
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_files_go_to_a_new_run_folder_never_beside_the_weights(tiny, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     before = sorted(p.name for p in asset("weights/yolov3-tiny.weights").parent.iterdir())
@@ -69,6 +70,7 @@ def test_files_go_to_a_new_run_folder_never_beside_the_weights(tiny, tmp_path, m
     assert sorted(p.name for p in asset("weights/yolov3-tiny.weights").parent.iterdir()) == before
 
 
+@pytest.mark.slow
 def test_onnx_records_its_input_preprocessing_and_names_its_axes(tiny, tmp_path):
     out = tmp_path / "tiny.onnx"
     run_export_cli([*tiny, "--format", "onnx", "--img-size", "128", "192", "--output", out])

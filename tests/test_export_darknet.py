@@ -33,6 +33,7 @@ def test_a_gaussian_cfg_exports_to_darknet_checked_by_our_loader(tmp_path, capsy
     assert out.read_bytes() == weights.read_bytes() and out.with_suffix(".cfg").read_text() == GAUSSIAN_CFG
 
 
+@pytest.mark.slow
 def test_the_darknet_cfg_is_written_at_the_size_the_export_was_checked_at(tmp_path, capsys):
     cfg, weights = model_files(tmp_path, ONE_HEAD_CFG, "tiny")
     out = tmp_path / "out" / "tiny.weights"

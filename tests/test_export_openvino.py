@@ -46,6 +46,7 @@ def photo(size=SIZE):
     return batch.contiguous()
 
 
+@pytest.mark.slow
 def test_the_ir_is_written_checked_and_carries_the_metadata(tiny, tmp_path, capsys):
     out = tmp_path / "tiny.xml"
     result = run_export_cli([*tiny, "--format", "openvino", "--img-size", SIZE, "--output", out])

@@ -632,6 +632,7 @@ def train(shapes, tmp_path, **options):
     return Trainer.from_options(TrainOptions(**options)).fit()
 
 
+@pytest.mark.slow
 def test_resume_with_more_epochs_updates_the_settings_files(stray_label_shapes, tmp_path):
     first = train(stray_label_shapes, tmp_path, epochs=1)
     assert yaml.safe_load((first.run_dir / "opt.yaml").read_text())["epochs"] == 1
@@ -669,6 +670,7 @@ class CountingHook(HookBase):
         self.updates = state["updates"]
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("private_cache")
 def test_a_hooks_state_survives_a_resume(setup, tmp_path, monkeypatch):
     monkeypatch.setattr(Trainer, "_evaluate", made_up_evaluation)
@@ -725,6 +727,7 @@ def test_a_hooks_state_survives_a_resume(setup, tmp_path, monkeypatch):
         assert result.best_fitness == pytest.approx(fitness(made_up_evaluation(None, 1, True))), name
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("private_cache")
 def test_a_best_fitness_without_its_best_pt_is_dropped_on_resume(setup, tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(Trainer, "_evaluate", made_up_evaluation)

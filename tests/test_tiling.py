@@ -61,6 +61,7 @@ def detector():
                     conf_thres=0.01)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [(SIZE, SIZE), (SIZE - 40, SIZE - 24)])
 def test_an_image_within_one_slice_is_detected_exactly_as_untiled(detector, shape):
     image = cv2.resize(cv2.imread(str(asset("images/dog.jpg"))), shape[::-1])

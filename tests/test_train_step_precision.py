@@ -226,6 +226,7 @@ def test_amp_update_with_one_sync_equals_grad_scaler_step(inf_grad):
 
 
 # ------------------------------------------------------------------------------------------ channels_last
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["yolov3-tiny.cfg", "yolov4-tiny.cfg", "yolov2-tiny.cfg", "yolov2.cfg"])
 def test_channels_last_model_gives_the_nchw_outputs_and_gradients(assets, name):
     """The model's layers (route groups, reorg, maxpool's replicate edge, the heads' reshapes) on channels_last
