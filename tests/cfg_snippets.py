@@ -146,7 +146,7 @@ random=0
 """
 
 # A training cfg with one head on a stride-8 grid: a few hundred weights, 5 classes, 64 px, a constant rate.
-# tests/test_faults.py names its line 10 in an expected message: keep its lines as they are.
+# tests/test_cfg.py names its line 10 in an expected message: keep its lines as they are.
 ONE_HEAD_CFG = """
 [net]
 batch=4

@@ -10,15 +10,24 @@ from run to run. Two comparisons follow from that:
   the boxes it reads (count), the mean IoU it prints for its anchors (recomputed here from those anchors),
   and the quality of the result (our mean IoU within 2 points of its).
 """
+from __future__ import annotations
+
+import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from cfg_snippets import ONE_HEAD_CFG
+from conftest import asset
+from helpers import one_line_error
+from training_helpers import write_data, write_one_head_model, write_one_head_training
 from yolo.anchors import (AnchorCfgError, format_anchors, kmeans_anchors, label_sizes, mean_iou,
                           set_cfg_anchors)
+from yolo.cli import anchors as anchors_cli
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -73,6 +82,7 @@ def test_cli_agrees_with_darknet_calc_anchors(darknet, coco128_sizes, tmp_path):
     assert abs(ours.mean_iou - darknet_iou) < 2.0
 
 
+@pytest.mark.slow
 def test_tool_prints_and_writes(assets, tmp_path, capsys):
     import sys
     sys.path.insert(0, str(REPO))
@@ -174,3 +184,109 @@ def test_write_refuses_a_fifo_or_a_device_before_the_labels_are_read(tmp_path, c
     finally:
         os.close(reader)
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and device.is_symlink()
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory):
+    """The one-head training files (data.yaml, tiny.cfg, hyp.yaml, data/), made once for the module; tests copy
+    what they change."""
+    return write_one_head_training(tmp_path_factory.mktemp("datasets"))
+
+
+@pytest.fixture
+def own_shapes(shapes, tmp_path):
+    """A copy of the module's training files that a test may change (its data.yaml points to the copy)."""
+    folder = shutil.copytree(shapes, tmp_path / "shapes")
+    write_data(folder, folder / "data")
+    return folder
+
+
+def anchors_error(capsys, *argv) -> str:
+    return one_line_error(capsys, lambda: anchors_cli.main(anchors_cli.parse_args([str(a) for a in argv])))
+
+
+# ------------------------------------------------------------------------------------ outputs onto inputs
+@pytest.mark.usefixtures("private_cache")
+def test_anchors_write_onto_a_label_file_is_refused_and_the_label_kept(capsys, own_shapes):
+    label = sorted((own_shapes / "data" / "labels" / "train").glob("*.txt"))[0]
+    before = label.read_bytes()
+    err = anchors_error(capsys, "--data", own_shapes / "data.yaml", "-n", "3", "--cfg", own_shapes / "tiny.cfg",
+                        "--write", label)
+    assert f"--write is the input the label file of {own_shapes / 'data' / 'images' / 'train'}" in err, err
+    assert label.read_bytes() == before
+
+
+@pytest.mark.usefixtures("private_cache")
+@pytest.mark.parametrize("target", ["names", "image", "list"])
+def test_anchors_write_onto_the_names_file_an_image_or_the_list_file_is_refused(capsys, own_shapes, target):
+    data = own_shapes / "data"
+    (own_shapes / "shapes.names").write_text("".join(f"{n}\n" for n in ("circle", "rectangle", "triangle",
+                                                                         "ellipse", "cross")))
+    images = sorted((data / "images" / "train").glob("*.jpg"))
+    (own_shapes / "train.txt").write_text("".join(f"{p}\n" for p in images))
+    (own_shapes / "list.yaml").write_text(f"path: {data}\ntrain: {own_shapes / 'train.txt'}\nval: images/val\n"
+                                          f"names: {own_shapes / 'shapes.names'}\n")
+    path = {"names": own_shapes / "shapes.names", "image": images[0], "list": own_shapes / "train.txt"}[target]
+    link = own_shapes / "link"  # through a symbolic link: the same file
+    os.symlink(path, link)
+    before = path.read_bytes()
+    err = anchors_error(capsys, "--data", own_shapes / "list.yaml", "-n", "3", "--cfg", own_shapes / "tiny.cfg",
+                        "--write", link)
+    assert "--write is the input the" in err and "writing it would destroy the input" in err, err
+    assert path.read_bytes() == before
+
+
+# ------------------------------------------------------------------------------------------------ anchors
+@pytest.mark.parametrize("flags, expected", [
+    (["--seed", "-1"], "error: argument --seed: -1 is out of range: a seed must be between 0 and 4294967295"),
+    (["--seed", "4294967296"],
+     "error: argument --seed: 4294967296 is out of range: a seed must be between 0 and 4294967295"),
+    (["-n", "0"], "error: argument -n/--num-of-clusters: 0 is out of range: the anchor count must be between 1 "
+                  "and 10000"),
+    (["-n", "-3"], "error: argument -n/--num-of-clusters: -3 is out of range: the anchor count must be between 1 "
+                   "and 10000"),
+])
+def test_anchors_refuses_bad_seed_and_count(shapes, capsys, flags, expected):
+    argv = ["--data", str(shapes / "data.yaml"), *flags]
+    err = one_line_error(capsys, lambda: anchors_cli.main(anchors_cli.parse_args(argv)))
+    assert err.startswith(f"{expected} (see "), err
+
+
+def test_anchors_largest_seed_is_accepted(shapes, capsys):
+    result = anchors_cli.main(anchors_cli.parse_args(["--data", str(shapes / "data.yaml"), "-n", "2",
+                                                      "--img-size", "64", "--seed", "4294967295"]))
+    assert len(result.anchors) == 2
+    assert "anchors = " in capsys.readouterr().out
+
+
+def test_anchors_region_cfg_fails_before_printing(shapes, tmp_path, capsys):
+    out = tmp_path / "new.cfg"
+    argv = ["--data", str(shapes / "data.yaml"), "--cfg", str(asset("cfg/yolov2-tiny.cfg")), "-n", "5",
+            "--write", str(out)]
+    with pytest.raises(SystemExit) as exit_info:
+        anchors_cli.main(anchors_cli.parse_args(argv))
+    captured = capsys.readouterr()
+    assert exit_info.value.code == 2
+    assert captured.out == ""  # no anchors printed for a run that fails
+    assert captured.err.strip().splitlines()[-1] == (
+        f"error: {asset('cfg/yolov2-tiny.cfg')}: [region] anchors are in grid cells: paste them by hand (compute "
+        "them with --img-size set to the input size / 32, e.g. --img-size 13 for 416x416)")
+    assert not out.exists()
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    """The tiny one-head cfg (5 classes), its .pt checkpoint and its Darknet .weights, random weights."""
+    return write_one_head_model(tmp_path)
+
+
+def test_anchors_write_never_replaces_its_cfg(capsys, tiny, tmp_path):
+    from yolo.cli import anchors
+
+    cfg, _, _ = tiny
+    link = tmp_path / "link.cfg"
+    link.symlink_to(cfg)
+    err = one_line_error(capsys, lambda: anchors.main(anchors.parse_args(
+        ["--data", str(tmp_path / "missing.yaml"), "--cfg", str(cfg), "--write", str(link)])))
+    assert "--write is the input --cfg" in err, err
+    assert cfg.read_text() == ONE_HEAD_CFG

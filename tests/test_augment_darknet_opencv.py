@@ -287,6 +287,7 @@ def test_mosaic_item_shows_four_images():
     assert 2 <= mosaics <= 10  # the coin of each (one-image) batch
 
 
+@pytest.mark.slow
 def test_training_steps_with_mosaic_blur_and_noise(assets, tmp_path, caplog):
     """A tiny cfg with mosaic=1, blur=1, gaussian_noise=20 trains two steps on coco128 images."""
     import re as _re

@@ -63,6 +63,7 @@ def eval_map(tmp_path, data, *weights_flags):
     return eval_cli.main(eval_cli.parse_args([str(a) for a in argv]))["mAP50"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["onnx", "torchscript", "openvino"])
 def test_an_fp32_export_scores_the_map_of_the_model_it_came_from(fmt, exports, few_coco, yolov3_tiny, tmp_path):
     if fmt not in exports:

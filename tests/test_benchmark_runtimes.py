@@ -28,6 +28,7 @@ print(json.dumps([dataclasses.asdict(row) for row in rows]))
 """
 
 
+@pytest.mark.slow
 def test_every_installed_runtime_gets_a_row_with_its_difference_to_pytorch(tmp_path):
     cfg, pt, _ = write_one_head_model(tmp_path)
     # in its own process: NNCF's INT8 run must not share the test process (tests/helpers.py in_fresh_process)

@@ -5,6 +5,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cfg_snippets import ONE_HEAD_CFG
 from conftest import CLASSIFIER_CFGS, DETECTION_CFGS, asset
 from yolo import CfgError, Darknet, parse_cfg, parse_cfg_text
 
@@ -165,3 +166,121 @@ def test_a_cfg_that_is_a_fifo_is_one_line(tmp_path):
     finally:
         end()
     assert str(error.value) == f"{fifo}: cannot read cfg file (it is a FIFO (named pipe), not a regular file)"
+
+
+# ------------------------------------------------------------------------------- absurd counts
+# Written out here, not from tests/cfg_snippets.py: the cases below name its line numbers.
+HEAD_CFG = "[net]\nwidth=64\nheight=64\nchannels=3\n[convolutional]\nfilters={filters}\nsize=1\nstride=1\n" \
+           "activation=linear\n{head}"
+
+
+@pytest.mark.parametrize("head, filters, line, key", [
+    ("[yolo]\nmask=0,1,2\nanchors=10,10, 20,20, 40,40\nclasses=5\nnum=100000000\n", 30, 14, "num"),
+    ("[yolo]\nmask=0\nanchors=10,10\nclasses=100000000\nnum=1\n", 30, 13, "classes"),
+    ("[region]\nanchors=1,1\nclasses=5\nnum=100000000\n", 50, 13, "num"),
+    ("[Gaussian_yolo]\nmask=0\nanchors=10,10\nclasses=5\nnum=100000000\n", 14, 14, "num"),
+    ("[detection]\nclasses=5\nnum=2\nside=1000000\ncoords=4\n", 30, 13, "side"),
+])
+def test_absurd_head_counts_are_refused_with_their_line_before_allocation(head, filters, line, key):
+    from yolo.errors import CfgError
+    from yolo.models.cfg import parse_cfg_text
+
+    text = HEAD_CFG.format(filters=filters, head=head)
+    with pytest.raises(CfgError) as info:
+        Darknet(parse_cfg_text(text, "big.cfg"))
+    message = str(info.value)
+    assert message.startswith(f"big.cfg:{line}: ") and f"'{key}=" in message and "out of range" in message, message
+
+
+# ------------------------------------------------------------------------------- silent nonsense
+@pytest.mark.parametrize("head, filters, anchors_line", [
+    ("[yolo]\nmask=0,1,2\nanchors=10,10, 0,20, 40,40\nclasses=5\nnum=3\n", 30, 12),
+    ("[yolo]\nmask=0,1,2\nanchors=10,10, 20,-20, 40,40\nclasses=5\nnum=3\n", 30, 12),
+    ("[region]\nanchors=1,1, -1,2\nclasses=5\nnum=2\n", 20, 11),
+    ("[Gaussian_yolo]\nmask=0\nanchors=0,10\nclasses=5\nnum=1\n", 14, 12),
+])
+def test_anchors_of_no_or_negative_size_are_refused_with_their_line(head, filters, anchors_line):
+    from yolo.errors import CfgError
+    from yolo.models.cfg import parse_cfg_text
+
+    with pytest.raises(CfgError, match=rf"^bad.cfg:{anchors_line}: .*anchor sizes must be positive"):
+        Darknet(parse_cfg_text(HEAD_CFG.format(filters=filters, head=head), "bad.cfg"))
+
+
+@pytest.mark.parametrize("hyp, words", [
+    ("momentum: .nan", "hyp.yaml: momentum=nan is not a finite number"),
+    ("momentum: 1.5", "hyp.yaml: momentum=1.5 is out of range: it must be at least 0 and below 1"),
+    ("decay: -0.1", "hyp.yaml: decay=-0.1 is out of range"),
+    ("learning_rate: .inf", "hyp.yaml: learning_rate=inf is not a finite number"),
+    ("batch: 100000000", "hyp.yaml: batch=100000000 is out of range: it must be between 1 and 65,536"),
+    ("iou_thres: 2", "hyp.yaml: iou_thres=2.0 is out of range"),
+    ("img_size: [100000, 64]", "hyp.yaml: img_size=[100000, 64] is out of range"),
+])
+def test_hyperparameters_out_of_range_are_refused_naming_the_key(tmp_path, hyp, words):
+    from yolo.engine.config import resolve_hyp
+    from yolo.errors import ConfigError
+    from yolo.models.cfg import parse_cfg_text
+
+    sections = parse_cfg_text(ONE_HEAD_CFG, "tiny.cfg")
+    (tmp_path / "hyp.yaml").write_text(hyp + "\n")
+    with pytest.raises(ConfigError) as info:
+        resolve_hyp(sections[0], sections[-1:], tmp_path / "hyp.yaml", {})
+    assert str(info.value).startswith(str(tmp_path / words.split(":")[0])) and words.split(": ", 1)[1] in \
+        str(info.value), str(info.value)
+
+
+def test_a_cfg_momentum_out_of_range_names_the_cfg_line(tmp_path):
+    from yolo.engine.config import resolve_hyp
+    from yolo.errors import ConfigError
+    from yolo.models.cfg import parse_cfg_text
+
+    sections = parse_cfg_text(ONE_HEAD_CFG.replace("policy=constant", "policy=constant\nmomentum=1"), "tiny.cfg")
+    with pytest.raises(ConfigError, match=r"^tiny.cfg:10: momentum=1.0 is out of range"):
+        resolve_hyp(sections[0], sections[-1:], None, {})
+
+
+# ------------------------------------------------------------------------------------------ cfg values
+@pytest.mark.parametrize("line, value, key", [
+    (7, "filters=160000000", "filters"),   # would allocate 16 GiB of weights
+    (8, "size=100001", "size"),           # 1.8 TiB of weights, with pad=1 the output shape looks fine
+    (13, "filters=2550000", "filters"),   # 2.4 GiB on 256 channels: a typo for 255
+])
+def test_absurd_layer_sizes_are_refused_with_their_line_before_allocation(line, value, key):
+    # Written out here, not from tests/cfg_snippets.py: the cases name its line numbers.
+    text = ("[net]\nwidth=416\nheight=416\nchannels=3\n"
+            "[convolutional]\nbatch_normalize=1\nfilters=256\nsize=3\nstride=1\npad=1\nactivation=leaky\n"
+            "[convolutional]\nfilters=255\nsize=1\nstride=1\npad=1\nactivation=linear\n")
+    lines = text.splitlines()
+    lines[line - 1] = value
+    with pytest.raises(CfgError) as info:
+        Darknet(parse_cfg_text("\n".join(lines), "typo.cfg"))
+    message = str(info.value)
+    assert message.startswith(f"typo.cfg:{line}: [convolutional]") and f"'{key}'" in message, message
+    assert "\n" not in message
+
+
+def test_absurd_upsample_and_input_sizes_are_refused():
+    # Written out here: the expected messages name its line numbers.
+    text = ("[net]\nwidth={w}\nheight={w}\nchannels=3\n"
+            "[convolutional]\nfilters=16\nsize=3\nstride=1\npad=1\nactivation=leaky\n"
+            "[upsample]\nstride={s}\n")
+    with pytest.raises(CfgError, match=r"^big.cfg:12: \[upsample\] .*'stride'"):
+        Darknet(parse_cfg_text(text.format(w=416, s=10000), "big.cfg"))
+    with pytest.raises(CfgError, match=r"^big.cfg:6: \[convolutional\] .*input size"):
+        Darknet(parse_cfg_text(text.format(w=100001, s=2), "big.cfg"))
+    Darknet(parse_cfg_text(text.format(w=416, s=2), "big.cfg"))  # the normal case builds
+
+
+def test_cfg_with_byte_order_mark_reads_like_without(assets, tmp_path):
+    original = assets("cfg/yolov3-tiny.cfg")
+    with_bom = tmp_path / "bom.cfg"
+    with_bom.write_bytes(b"\xef\xbb\xbf" + original.read_bytes())
+    plain, marked = parse_cfg(original), parse_cfg(with_bom)
+    assert [(s.type, s.line, s.options) for s in marked] == [(s.type, s.line, s.options) for s in plain]
+    assert Darknet(with_bom).summary() == Darknet(original).summary()
+
+
+def test_invisible_characters_are_shown_in_cfg_errors():
+    with pytest.raises(CfgError) as info:
+        parse_cfg_text("[net]\nwidth=32\nheight=32\n\u200bbatch\n[maxpool]\n", "zw.cfg")
+    assert str(info.value) == "zw.cfg:4: expected 'key=value' or '[section]', got '\\u200bbatch'"

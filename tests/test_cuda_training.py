@@ -107,6 +107,7 @@ def train_on(device, shapes, project: Path, name: str, hooks=None, **hyp) -> Tra
     return trainer
 
 
+@pytest.mark.slow
 def test_two_amp_channels_last_updates_are_finite_and_close_to_float32(shapes, tmp_path, cuda_device, no_tf32):
     layouts = []
     hook = {"before_train": lambda t: layouts.append(t.step_runner.model.module_list[0].conv.weight.is_contiguous(
@@ -127,6 +128,7 @@ def test_two_amp_channels_last_updates_are_finite_and_close_to_float32(shapes, t
         assert v.is_contiguous()
 
 
+@pytest.mark.slow
 def test_tf32_setting_is_applied_and_recorded(shapes, tmp_path, cuda_device, keep_tf32):
     seen = []
     hooks = {"before_train": lambda t: seen.append((torch.backends.cuda.matmul.allow_tf32,
@@ -158,6 +160,7 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_ddp_run_on_cuda(shapes, tmp_path, cuda_device, monkeypatch):
     """DDP over NCCL: two processes through torchrun where there are two GPUs; on one GPU (NCCL refuses two
     ranks on one device) a one-process NCCL group in this process, through the same DDP wrapper and collectives."""

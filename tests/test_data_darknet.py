@@ -63,6 +63,7 @@ def test_obj_data_reads_lists_names_and_labels(darknet_project, caplog):
     assert load_data_config("data/train-only.data").val == config.train
 
 
+@pytest.mark.slow
 def test_eval_takes_a_data_file_and_measures_what_the_yaml_does(darknet_project, tmp_path):
     (darknet_project / "same.yaml").write_text(yaml.safe_dump({"path": ".", "train": "data/train.txt",
                                                                "val": "data/valid.txt", "names": "data/obj.names"}))
@@ -91,6 +92,7 @@ def test_bad_data_files_name_the_file_and_line(darknet_project, text, line, mess
         assert f"bad.data:{line}" in str(info.value)
 
 
+@pytest.mark.slow
 def test_training_takes_a_data_file(darknet_project, tmp_path, monkeypatch):
     """One update of a tiny cfg (its heads set to 80 classes) on obj.data; the run folder's data.yaml is the same
     dataset as a YAML that any tool reads back."""

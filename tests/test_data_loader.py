@@ -37,6 +37,7 @@ def test_a_data_error_in_a_loader_worker_is_its_own_one_line():
     assert str(info.value) == "/data/images/val/7.jpg: cannot read image (missing or corrupt)"
 
 
+@pytest.mark.slow
 def test_a_process_whose_loader_worker_failed_exits_without_waiting_for_it(tmp_path):
     script = tmp_path / "fail.py"
     script.write_text(textwrap.dedent("""
@@ -81,6 +82,7 @@ def changed_val_image(tmp_path):
     return shapes, image
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [1, 0])
 def test_eval_ends_with_one_line_naming_an_image_changed_since_its_scan(capsys, tmp_path, changed_val_image,
                                                                           workers):
@@ -95,6 +97,7 @@ def test_eval_ends_with_one_line_naming_an_image_changed_since_its_scan(capsys, 
     assert not list((tmp_path / "runs").glob("*"))  # no run folder left
 
 
+@pytest.mark.slow
 def test_training_whose_evaluation_meets_such_an_image_saves_last_pt_and_ends_with_it(tmp_path, changed_val_image):
     shapes, image = changed_val_image
     with pytest.raises(DataError) as info:
@@ -146,6 +149,7 @@ os._exit(0)  # the other loader's dead worker is not this test's subject
 '''
 
 
+@pytest.mark.slow
 def test_closing_a_loader_while_another_loaders_worker_dies_still_ends_its_workers():
     """PyTorch reports any registered loader worker's death from its SIGCHLD handler, also inside another loader's
     shutdown: that death was reported where it happened; the closing loader's workers still end."""

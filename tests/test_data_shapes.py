@@ -109,6 +109,7 @@ def test_regenerating_deletes_only_what_the_generator_made(tmp_path):
     assert len(list((root / "labels" / "val").iterdir())) == 2
 
 
+@pytest.mark.slow
 def test_a_generation_stopped_by_sigterm_leaves_no_temporary_folder(tmp_path):
     """SIGTERM during the drawing (the demo's held-out images): the half-written temporary folder is removed and
     the process ends with 143; one left by a process killed outright (SIGKILL) is removed by the next generation,

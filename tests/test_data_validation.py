@@ -1,5 +1,7 @@
 """Up-front data validation: broken images and labels are reported (file, line, reason) and skipped."""
+import logging
 import os
+import shutil
 from pathlib import Path
 
 import cv2
@@ -7,7 +9,10 @@ import numpy as np
 import pytest
 
 from conftest import asset
-from yolo.data import YoloDataset, load_data_config
+from helpers import run_tool
+from training_helpers import write_data, write_one_head_model, write_one_head_training
+from yolo.data import SHAPE_NAMES, YoloDataset, load_data_config
+from yolo.data.validation import read_label_file
 from yolo.errors import DataError
 from yolo.data import yolo_layout
 from yolo.data.cache import fallback_path
@@ -208,3 +213,155 @@ def test_coco128_counts():
     assert first["labels"][0].item() == int(c)
     np.testing.assert_allclose(first["boxes"][0, :2].numpy(), [x1, y1], atol=1e-3)
     assert (first["height"], first["width"]) == cv2.imread(first["file_name"]).shape[:2]
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory):
+    """The one-head training files (data.yaml, tiny.cfg, hyp.yaml, data/), made once for the module; tests copy
+    what they change."""
+    return write_one_head_training(tmp_path_factory.mktemp("datasets"))
+
+
+@pytest.fixture
+def own_shapes(shapes, tmp_path):
+    """A copy of the module's training files that a test may change (its data.yaml points to the copy)."""
+    folder = shutil.copytree(shapes, tmp_path / "shapes")
+    write_data(folder, folder / "data")
+    return folder
+
+
+# ------------------------------------------------------------------------------------------- label numbers
+# Darknet's read_boxes (src/data.c), its reading loop as it is there, printing what it reads.
+READ_BOXES_C = r"""
+#include <stdio.h>
+int main(int argc, char **argv) {
+    FILE *file = fopen(argv[1], "r");
+    float x, y, h, w;
+    int id, count = 0;
+    while (fscanf(file, "%d %f %f %f %f", &id, &x, &y, &w, &h) == 5) {
+        printf("%d %.9g %.9g %.9g %.9g\n", id, x, y, w, h);
+        ++count;
+    }
+    fclose(file);
+    printf("%d\n", count);
+    return 0;
+}
+"""
+
+
+LABEL_LINES = [
+    "0 0.5 0.5 0.2 0.2",            # plain
+    "3 .5 5e-1 0.2E0 +0.2",         # forms strtod reads like Python
+    "0\t0.5 0.5\x0b0.2\x0c0.2",     # C whitespace between values
+    "+1 0.5 0.5 0.2 0.2",           # a signed class
+    "0 0.48_9 0.5 0.2 0.2",         # Python reads 0.489, Darknet 0.48
+    "\u0663 0.5 0.5 0.2 0.2",       # an Arabic-Indic 3: Python reads class 3, Darknet nothing
+    "1 0.5 0.5 0.\u0662 0.2",       # an Arabic-Indic digit in a value
+    "1 0.5\u00a00.5 0.2 0.2",       # a non-breaking space: Python splits there, Darknet stops
+    "3.0 0.5 0.5 0.2 0.2",          # Darknet: class 3, then .0 as cx
+    "0,0.5,0.5,0.2,0.2",            # Darknet: class 0, then stops at the comma
+    "1 0x1p-1 0.5 0.2 0.2",         # hexadecimal: strtod reads 0.5, Python refuses
+    "1 0.5 0.5 0.2 0.2e",           # a dangling exponent
+]
+
+
+def test_label_numbers_are_read_as_darknet_reads_them_or_refused_at_their_line(tmp_path):
+    """Every line we keep, Darknet's own reading loop (compiled here) reads as one box with the same values;
+    every line it would read otherwise is refused at its line."""
+    import subprocess
+    import numpy as np
+    from yolo.data.validation import read_label_file
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is needed to build Darknet's read_boxes loop")
+    source, program = tmp_path / "read_boxes.c", tmp_path / "read_boxes"
+    source.write_text(READ_BOXES_C)
+    subprocess.run(["gcc", "-O0", "-o", str(program), str(source)], check=True)
+    kept = []
+    for number, line in enumerate(LABEL_LINES):
+        path = tmp_path / f"{number}.txt"
+        path.write_bytes((line + "\n").encode("utf-8"))
+        labels, problems = read_label_file(path, num_classes=5)
+        out = subprocess.run([str(program), str(path)], capture_output=True, text=True, check=True).stdout.split("\n")
+        darknet = [[float(v) for v in row.split()] for row in out[:int(out[-2])]]
+        if problems:
+            assert len(labels) == 0 and [p.line for p in problems] == [1], (line, problems)
+            assert str(problems[0]).startswith(f"{path}:1: malformed label line"), problems[0]
+            continue
+        kept.append(line)
+        assert len(darknet) == 1, (line, darknet)
+        np.testing.assert_allclose(labels[0], np.float32(darknet[0]), rtol=1e-6, err_msg=line)
+    assert kept == LABEL_LINES[:4]
+
+
+def test_a_label_file_that_is_some_other_file_is_counted_never_echoed(caplog, own_shapes):
+    """An image's label path may point anywhere (a link to a private key): no line of it reaches the log."""
+    from yolo.data.dataset import YoloDataset
+    secret = own_shapes / "id_key"
+    secret.write_text("-----BEGIN KEY-----\n" + "".join(f"c2VjcmV0{n:02d}c2VjcmV0\n" for n in range(20)))
+    label = own_shapes / "data" / "labels" / "train" / "00000.txt"
+    label.unlink()
+    os.symlink(secret, label)
+    with caplog.at_level(logging.DEBUG):
+        dataset = YoloDataset(own_shapes / "data" / "images" / "train", ["a", "b", "c", "d", "e"])
+    assert (f"{label}:1: not a label file: none of its 21 lines reads as 'class cx cy w h' (lines 1, 2, 3, 4, 5, 6, "
+            "7, 8, 9, 10, ...; their text is not shown); its image is kept without boxes") in caplog.text, caplog.text
+    assert "c2VjcmV0" not in caplog.text and "BEGIN" not in caplog.text
+    assert len(dataset.records) == 8 and dataset.report.num_dropped_boxes == 21
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    """The tiny one-head cfg (5 classes), its .pt checkpoint and its Darknet .weights, random weights."""
+    return write_one_head_model(tmp_path)
+
+
+@pytest.fixture
+def train_setup(tmp_path):
+    """8 tiny shapes images, the one-head cfg and its settings (training_helpers.HYP)."""
+    return write_one_head_training(tmp_path)
+
+
+def test_a_label_path_that_is_a_folder_is_reported_as_a_folder(tmp_path):
+    from yolo.data import ensure_shapes_dataset
+    from yolo.data.dataset import scan_yolo
+
+    root = ensure_shapes_dataset(tmp_path / "data", num_train=3, num_val=1, seed=3, size_range=(64, 80),
+                                 max_shapes=2)
+    label = root / "labels" / "train" / "00001.txt"
+    label.unlink()
+    label.mkdir()
+    records, report = scan_yolo(root / "images" / "train", len(SHAPE_NAMES), cache=False)
+    texts = [str(p) for p in report.problems]
+    assert any(t.startswith(f"{label}: is a folder where the image's label file belongs") for t in texts), texts
+    assert len(records) == 2 and not any("no matching image" in t for t in texts)
+
+
+@pytest.mark.slow
+def test_a_label_line_with_terminal_escapes_is_printed_escaped_by_the_tools(tiny, train_setup):
+    """tools/eval.py on a val split whose label file holds a line that would clear the screen and set the
+    terminal title: the line is reported, escaped, and no escape character reaches the terminal."""
+    label = train_setup / "data" / "labels" / "val" / "00000.txt"
+    label.write_bytes(label.read_bytes() + b"\x1b[2J\x1b[H\x1b]0;owned\x07 0.5 0.5 0.1 0.1\n")
+    proc = run_tool("eval", "--weights", tiny[1], "--data", train_setup / "data.yaml", "--device", "cpu",
+                    "--workers", "0", "--no-progress", "--project", train_setup / "runs", "--no-plots",
+                    timeout=120, cwd=train_setup, env={**os.environ, "YOLO_CACHE_DIR": str(train_setup / "cache")})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "\\x1b[2J\\x1b[H\\x1b]0;owned\\x07" in proc.stderr, proc.stderr[-2000:]
+    assert "\x1b" not in proc.stdout + proc.stderr and "\x07" not in proc.stdout + proc.stderr
+
+
+# ------------------------------------------------------------------------------------------ data
+def test_non_utf8_label_line_drops_only_that_line(tmp_path):
+    path = tmp_path / "img.txt"
+    path.write_bytes(b"0 0.5 0.5 0.2 0.2\n\xff\xfe garbage \x80\n1 0.3 0.3 0.1 0.1\n")
+    labels, problems = read_label_file(path, num_classes=5)
+    assert labels[:, 0].tolist() == [0, 1]
+    assert [(p.line, p.kind) for p in problems] == [(2, "box")]
+    assert "not UTF-8" in problems[0].reason and str(problems[0]).startswith(f"{path}:2:")
+
+
+def test_label_file_with_byte_order_mark_keeps_its_first_line(tmp_path):
+    path = tmp_path / "img.txt"
+    path.write_bytes(b"\xef\xbb\xbf0 0.5 0.5 0.2 0.2\n")
+    labels, problems = read_label_file(path, num_classes=5)
+    assert len(labels) == 1 and not problems

@@ -183,6 +183,7 @@ def test_the_output_folder_must_be_new_or_empty(voc, tmp_path, capsys):
     assert (tmp_path / "taken" / "mine.txt").read_text() == "keep me\n"
 
 
+@pytest.mark.slow
 def test_a_voc_yaml_trains_and_evaluates(voc, tmp_path, monkeypatch):
     from yolo.engine import TrainOptions, Trainer
 

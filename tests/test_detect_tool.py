@@ -1,20 +1,32 @@
 """tools/detect.py end to end: sources, outputs, run folders, and errors that are reported, not fatal."""
+from __future__ import annotations
+
 import contextlib
 import io
 import json
+import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
+import torch
 
+from cfg_snippets import ONE_HEAD_CFG
 from conftest import asset
-from helpers import run_tool, write_mjpg_video
+from helpers import fifo_with_a_late_writer, one_line_error, run_tool, write_mjpg_video
+from training_helpers import write_one_head_model, write_one_head_training
+from yolo.cli import detect as detect_cli
+from yolo.data import SHAPE_NAMES
+from yolo.errors import DataError
+from yolo.files.names import read_names
+from yolo.models.checkpoint import model_checkpoint, save_checkpoint
+from yolo.models.model import Darknet
 from yolo.runs import increment_path
 from yolo.cli.detect import main, parse_args
 from yolo.inference.sources import collect_sources
-
 
 
 def tiny_args(source, out, *extra):
@@ -35,6 +47,7 @@ def test_increment_path_never_reuses(tmp_path):
     assert increment_path(tmp_path / "other", mkdir=False) == tmp_path / "other"
 
 
+@pytest.mark.slow
 def test_folder_with_bad_files_images_labels_json(tmp_path, capsys):
     src = tmp_path / "src"
     src.mkdir()
@@ -140,6 +153,7 @@ def test_sources_errors(tmp_path):
     assert collect_sources("0")[0].kind == "camera"
 
 
+@pytest.mark.slow
 def test_cli_missing_source_is_one_line_error(tmp_path):
     res = run_tool("detect", "--cfg", asset("cfg/yolov3-tiny.cfg"), "--weights", asset("weights/yolov3-tiny.weights"),
                    "--source", tmp_path / "missing.jpg", "--output", tmp_path / "runs")
@@ -149,6 +163,7 @@ def test_cli_missing_source_is_one_line_error(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_cli_cfg_weights_mismatch_is_one_line_error(tmp_path):
     res = run_tool("detect", "--cfg", asset("cfg/yolov3-tiny.cfg"),
                    "--weights", asset("weights/yolo-fastest-1.1.weights"),
@@ -158,6 +173,7 @@ def test_cli_cfg_weights_mismatch_is_one_line_error(tmp_path):
     assert len(lines) == 1 and "yolo-fastest-1.1.weights" in lines[0] and "Traceback" not in res.stderr
 
 
+@pytest.mark.slow
 def test_benchmark_smoke(capsys):
     """tools/benchmark.py runs end to end (random weights written and read by both pipelines);
     figures are reported, never asserted on."""
@@ -170,6 +186,7 @@ def test_benchmark_smoke(capsys):
     assert figures["latency_ratio"] > 0 and figures["model_ratio"] > 0 and figures["throughput_ratio"] > 0
 
 
+@pytest.mark.slow
 def test_names_come_from_beside_the_cfg_or_a_hint_says_how_to_give_them(tmp_path, capsys):
     """Darknet .weights carry no names: coco.names beside the cfg (or in Darknet's data/ folder next to the cfg's
     folder) names the classes; without one, one note says that class numbers are shown and how to name them."""
@@ -240,6 +257,7 @@ def test_a_recursive_glob_follows_no_folder_link_twice(tmp_path, monkeypatch):
         f"{tmp_path}/loop/sub/.hidden/z.jpg"]
 
 
+@pytest.mark.slow
 def test_file_names_that_are_not_utf8_or_are_long_are_read_and_written(tmp_path):
     """``bad\\xff\\xfename.jpg``: OpenCV's bindings crashed the process (exit 139) on the name, after its label file
     was written; a video of that name too. A video with a legal 251-character name: its partial output name was
@@ -290,3 +308,348 @@ def test_a_jpeg_named_mp4_is_read_without_a_frame_count_it_does_not_have(tmp_pat
     main(tiny_args(video, tmp_path / "runs", "--nosave"))
     out = capsys.readouterr().out
     assert "photo.mp4 frame 1/?:" in out and "-9223372036854775808" not in out, out
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory):
+    """A tiny shapes training folder (data.yaml, tiny.cfg, hyp.yaml), made once for the module."""
+    return write_one_head_training(tmp_path_factory.mktemp("shapes"))
+
+
+# ------------------------------------------------------------------------------------------------- detect
+def detect_flags(*extra: str):
+    """``tools/detect.py``'s flags with a cfg, weights and source that are never read (parsing fails first)."""
+    return detect_cli.parse_args(["--cfg", "never.cfg", "--weights", "never.weights", "--source", "never.jpg",
+                                  *extra])
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("nan", "error: argument --beta-nms: 'nan' is not a finite number"),
+    ("inf", "error: argument --beta-nms: 'inf' is not a finite number"),
+    ("-5", "error: argument --beta-nms: -5 is out of range: the DIoU-NMS exponent must be above 0 and at most "
+           "3.40282e+38"),
+    ("0", "error: argument --beta-nms: 0 is out of range: the DIoU-NMS exponent must be above 0 and at most "
+          "3.40282e+38"),
+    ("1e308", "error: argument --beta-nms: 1e308 is out of range: the DIoU-NMS exponent must be at most "
+              "3.40282e+38"),
+])
+def test_detect_refuses_a_beta_nms_darknet_cannot_use(capsys, value, expected):
+    err = one_line_error(capsys, lambda: detect_flags("--beta-nms", value))
+    assert err.startswith(f"{expected} (see "), err
+
+
+def test_detect_takes_a_positive_beta_nms():
+    assert detect_flags("--beta-nms", "0.6").beta_nms == 0.6
+
+
+# ---------------------------------------------------------------------------------------------- names files
+def tiny_detect(tmp_path, *extra: str):
+    """``tools/detect.py`` on yolov3-tiny at 96x96 on the CPU, writing into ``tmp_path/out``."""
+    return detect_cli.main(detect_cli.parse_args([
+        "--cfg", str(asset("cfg/yolov3-tiny.cfg")), "--weights", str(asset("weights/yolov3-tiny.weights")),
+        "--output", str(tmp_path / "out"), "--device", "cpu", "--img-size", "96", *extra]))
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32"])
+def test_a_names_file_that_is_not_utf8_is_named(tmp_path, encoding):
+    path = tmp_path / "classes.names"
+    path.write_text("cat\ndog\n", encoding=encoding)
+    with pytest.raises(DataError) as error:
+        read_names(path)
+    assert str(error.value) == (f"{path}: names file is not UTF-8 text (byte 0xff at offset 0): save it as UTF-8, "
+                                "one name a line")
+
+
+def test_detect_names_the_names_file_that_is_binary(tmp_path, capsys):
+    path = tmp_path / "binary.names"
+    path.write_bytes(b"cat\n\x80\x81dog\n")
+    err = one_line_error(capsys, lambda: tiny_detect(tmp_path, "--source", str(asset("images/dog.jpg")),
+                                                     "--names", str(path)))
+    assert err == (f"error: {path}: names file is not UTF-8 text (byte 0x80 at offset 4): save it as UTF-8, one "
+                   "name a line")
+
+
+def test_detect_names_the_names_file_whose_count_is_wrong(tmp_path, capsys):
+    path = tmp_path / "two_lines.txt"
+    path.write_text("cat\ndog\n")
+    err = one_line_error(capsys, lambda: tiny_detect(tmp_path, "--source", str(asset("images/dog.jpg")),
+                                                     "--names", str(path)))
+    assert err == f"error: {path}: 2 class names given but the model has 80 classes"
+
+
+# ------------------------------------------------------------------------------------------ detect sources
+def test_detect_refuses_an_empty_source(tmp_path, capsys, monkeypatch):
+    (tmp_path / "dog.jpg").write_bytes(asset("images/dog.jpg").read_bytes())
+    monkeypatch.chdir(tmp_path)  # an empty path is the current folder: it must not be scanned
+    err = one_line_error(capsys, lambda: tiny_detect(tmp_path, "--source", ""))
+    assert err == "error: --source is empty: give an image or video file, a folder, a glob or a camera index"
+
+
+def unreadable_sources(folder):
+    """A folder of four files OpenCV cannot read, each of which makes OpenCV or FFmpeg log a line of its own."""
+    folder.mkdir()
+    (folder / "a.jpg").write_bytes(b"junk")
+    (folder / "b.mp4").write_bytes(b"junk")                     # FFmpeg: moov atom not found
+    (folder / "c.tif").write_bytes(b"II*\x00junk")              # OpenCV: TIFF_Error ... Seek error
+    (folder / "d.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(12))  # OpenCV: buffer incomplete
+    return folder
+
+
+@pytest.mark.slow
+def test_detect_on_only_unreadable_sources_ends_with_an_error_and_no_opencv_noise(tmp_path):
+    source = unreadable_sources(tmp_path / "bad")
+    done = run_tool("detect", "--cfg", asset("cfg/yolov3-tiny.cfg"), "--weights", asset("weights/yolov3-tiny.weights"),
+                    "--source", source, "--device", "cpu", "--img-size", "96", "--nosave",
+                    env={k: v for k, v in os.environ.items() if not k.startswith("OPENCV_")})
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1
+    assert lines[-1] == "error: none of the 4 source(s) could be read", done.stderr
+    assert sorted(lines[-5:-1]) == [
+        f"warning: {source / 'a.jpg'}: not a readable image (corrupt or unsupported format); skipped",
+        f"warning: {source / 'b.mp4'}: cannot open video; skipped",
+        f"warning: {source / 'c.tif'}: not a readable image (corrupt or unsupported format); skipped",
+        f"warning: {source / 'd.png'}: not a readable image (corrupt or unsupported format); skipped"]
+    assert all(line.startswith(("warning: ", "error: ", "class names from ")) for line in lines), done.stderr
+
+
+def test_detect_that_reads_nothing_leaves_no_run_folder(tmp_path, capsys):
+    source = unreadable_sources(tmp_path / "bad")
+    runs = tmp_path / "runs"
+    for extra in ([], ["--save-txt"]):  # --save-txt makes a labels/ folder inside the run
+        args = detect_cli.parse_args(["--cfg", str(asset("cfg/yolov3-tiny.cfg")), "--weights",
+                                      str(asset("weights/yolov3-tiny.weights")), "--source", str(source),
+                                      "--device", "cpu", "--img-size", "96", "--project", str(runs), *extra])
+        with pytest.raises(SystemExit) as exit_info:
+            detect_cli.main(args)
+        assert exit_info.value.code == 1
+        assert capsys.readouterr().err.strip().splitlines()[-1] == "error: none of the 4 source(s) could be read"
+        assert not runs.exists() or not any(runs.iterdir()), sorted(runs.rglob("*"))
+
+
+# ------------------------------------------------------------------------------------ detect output names
+def sources_sharing_stems(folder):
+    """``a.jpg``, ``a.png``, ``clip_1.jpg`` and a 2-frame ``clip.mp4``: two images with one stem, and an image
+    named as the video's first frame's label."""
+    folder.mkdir()
+    dog = cv2.resize(cv2.imread(str(asset("images/dog.jpg"))), (96, 72))
+    cv2.imwrite(str(folder / "a.jpg"), dog)
+    cv2.imwrite(str(folder / "a.png"), dog[:, ::-1].copy())
+    cv2.imwrite(str(folder / "clip_1.jpg"), dog[::-1].copy())
+    video = cv2.VideoWriter(str(folder / "clip.mp4"), cv2.VideoWriter_fourcc(*"mp4v"), 5, (96, 72))
+    for frame in (dog, dog[::-1].copy()):
+        video.write(frame)
+    video.release()
+    return folder
+
+
+def test_detect_keeps_one_label_file_per_image_and_frame_when_stems_clash(tmp_path):
+    source = sources_sharing_stems(tmp_path / "src")
+    out = tiny_detect(tmp_path, "--source", str(source), "--save-txt", "--save-json", "--conf-thres", "0.01")
+    labels = sorted(p.name for p in (out / "labels").iterdir())
+    assert labels == ["a.txt", "a_2.txt", "clip_1.txt", "clip_1_2.txt", "clip_2.txt"]
+    assert sorted(p.name for p in out.iterdir() if p.is_file() and p.suffix != ".json") == [
+        "a.jpg", "a.png", "clip.mp4", "clip_1.jpg"]
+    results = json.loads((out / "results.json").read_text())
+    assert len({r["image_id"] for r in results}) == 5  # each image and frame has detections under its own id
+
+
+# ------------------------------------------------------------------------------------------ detect weights
+@pytest.mark.parametrize("name, cfg, expected", [
+    ("tiny.torchscript", ["--cfg", "CFG"], "{w}: an exported file carries its own cfg: give it without --cfg"),
+    ("tiny.weights", [], "{w}: Darknet weights need their --cfg to build the model (only .pt checkpoints carry their "
+                         "own)"),
+])
+def test_detect_names_weights_it_cannot_read(tmp_path, capsys, name, cfg, expected):
+    weights = tmp_path / name
+    weights.write_bytes(b"\x08\x01\x12\x07pytorch")  # never read: the suffix alone decides
+    flags = [str(asset("cfg/yolov3-tiny.cfg")) if flag == "CFG" else flag for flag in cfg]
+    argv = [*flags, "--weights", str(weights), "--source", str(asset("images/dog.jpg")), "--output",
+            str(tmp_path / "out"), "--device", "cpu"]
+    err = one_line_error(capsys, lambda: detect_cli.main(detect_cli.parse_args(argv)))
+    assert err == "error: " + expected.format(w=weights)
+    assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------------------------------ devices, sources
+@pytest.mark.parametrize("device", ["mps", "xpu", "meta", "hip", "vulkan", "xla", "lazy"])
+def test_a_device_type_other_than_cpu_or_cuda_is_one_line(shapes, tmp_path, capsys, device):
+    from training_helpers import write_one_head_model
+    _, pt, _ = write_one_head_model(tmp_path)
+    err = one_line_error(capsys, lambda: detect_cli.main(detect_cli.parse_args(
+        ["--weights", str(pt), "--source", str(asset("images/dog.jpg")), "--device", device, "--nosave"])))
+    assert err == f"error: --device: device '{device}': only cpu, cuda, cuda:N or N are supported (not {device})", err
+
+
+def test_a_camera_index_too_large_for_opencv_is_one_line(shapes, tmp_path, capsys, monkeypatch):
+    from training_helpers import write_one_head_model
+    _, pt, _ = write_one_head_model(tmp_path)
+    monkeypatch.chdir(tmp_path)  # no file of that name
+    err = one_line_error(capsys, lambda: detect_cli.main(detect_cli.parse_args(
+        ["--weights", str(pt), "--source", "99999999999", "--device", "cpu", "--nosave"])))
+    assert err == ("error: --source 99999999999: not a file, and too large for a camera index (0 to "
+                   "2,147,483,647)"), err
+
+
+def test_a_gif_in_a_folder_or_glob_is_detected_as_when_named_alone(tmp_path):
+    from yolo.inference.sources import collect_sources
+    image = np.zeros((32, 48, 3), np.uint8)
+    assert cv2.imwrite(str(tmp_path / "a.gif"), image) and cv2.imwrite(str(tmp_path / "b.png"), image)
+    alone = collect_sources(str(tmp_path / "a.gif"))
+    assert [(i.kind, i.path.name) for i in alone] == [("image", "a.gif")]
+    for source in (tmp_path, tmp_path / "*"):
+        assert [(i.kind, i.path.name) for i in collect_sources(str(source))] == [("image", "a.gif"), ("image", "b.png")]
+
+
+def test_a_names_file_that_is_a_fifo_or_a_device_is_one_line(tmp_path, capsys):
+    """``--names`` on a FIFO hung until a writer came (here one comes, and the old read took its names);
+    ``/dev/zero`` would never have ended: refused as not a regular file, before anything is read."""
+    fifo = tmp_path / "classes.names"
+    end = fifo_with_a_late_writer(fifo, "cat\n")
+    try:
+        with pytest.raises(DataError) as error:
+            read_names(fifo)
+    finally:
+        end()
+    assert str(error.value) == f"{fifo}: cannot read the names file: it is a FIFO (named pipe), not a regular file"
+    zero = tmp_path / "zero.names"
+    zero.symlink_to("/dev/zero")
+    with pytest.raises(DataError, match="it is a character device, not a regular file"):
+        read_names(zero)
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    """The tiny one-head cfg (5 classes), its .pt checkpoint and its Darknet .weights, random weights."""
+    return write_one_head_model(tmp_path)
+
+
+def mounted(path: Path, options: str):
+    """Mount a tmpfs at ``path`` with ``options`` (``size=300k``, ``ro``); skip the test when the machine
+    refuses (not root, or a container without the capability). Returns the unmount function."""
+    path.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True,
+                          text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({(proc.stderr or proc.stdout).strip() or 'mount failed'}): "
+                    "the monkeypatched tests cover the same logic")
+    return lambda: subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 300 kB file system (a tmpfs), unmounted after the test."""
+    path = tmp_path / "small"
+    unmount = mounted(path, "size=300k")
+    yield path
+    unmount()
+
+
+# ------------------------------------------------------------------------------- full disk
+def _noisy_images(folder: Path, count: int, side: int = 320):
+    """``count`` JPEG files of random noise (about 100 kB each: they do not compress)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for i in range(count):
+        cv2.imwrite(str(folder / f"img{i}.jpg"), rng.integers(0, 256, (side, side, 3), dtype=np.uint8))
+    return folder
+
+
+def _detect(tiny, source: Path, output: Path, *extra):
+    from yolo.cli import detect
+
+    cfg, pt, _ = tiny
+    return lambda: detect.cli(["--weights", str(pt), "--source", str(source), "--output", str(output),
+                               "--device", "cpu", "--img-size", "64", "--conf-thres", "0.0", "--max-det", "5",
+                               "--save-txt", "--save-json", "--no-progress", *extra])
+
+
+def test_detect_on_a_full_disk_is_an_error_naming_the_file(capsys, tiny, tmp_path, small_disk):
+    source = _noisy_images(tmp_path / "images", 7)
+    err = one_line_error(capsys, _detect(tiny, source, small_disk / "runs"))
+    assert "cannot write: the disk is full" in err and str(small_disk) in err, err
+    assert "results in" not in capsys.readouterr().out
+
+
+def test_detect_reports_an_image_writer_failure(capsys, tiny, tmp_path, monkeypatch):
+    """The same without a small file system: OpenCV's encoder returns False (the image is encoded, then written)."""
+    import yolo.inference.writer as writer_module
+
+    source = _noisy_images(tmp_path / "images", 2, side=64)
+    monkeypatch.setattr(writer_module.cv2, "imencode", lambda *args, **kwargs: (False, None))
+    err = one_line_error(capsys, _detect(tiny, source, tmp_path / "runs"))
+    assert "img0.jpg: cannot write: the writer reported a failure" in err, err
+
+
+def test_a_class_filter_the_model_does_not_have_is_an_error(capsys, tiny, tmp_path):
+    from yolo.cli import detect
+
+    err = one_line_error(capsys, lambda: detect.cli(["--weights", str(tiny[1]), "--source",
+                                                     str(_noisy_images(tmp_path / "img", 1, 64)), "--device", "cpu",
+                                                     "--classes", "1", "7", "9"]))
+    assert "--classes 7 9: the model has 5 classes (0..4)" in err, err
+
+
+def _png_claiming(width: int, height: int) -> bytes:
+    """A PNG whose header claims ``width x height`` pixels, with one row of data."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * (1 + 3 * width)))
+            + chunk(b"IEND", b""))
+
+
+def test_detect_skips_a_png_claiming_60000x60000_pixels_and_goes_on(capsys, tiny, tmp_path):
+    source = _noisy_images(tmp_path / "images", 2, side=64)
+    (source / "huge.png").write_bytes(_png_claiming(60000, 60000))
+    _detect(tiny, source, tmp_path / "runs")()
+    out_dir = tmp_path / "runs" / "exp"
+    captured = capsys.readouterr()
+    assert f"warning: {source / 'huge.png'}: cannot decode the image: its header claims more pixels than OpenCV " \
+           "decodes" in captured.err, captured.err
+    assert "2 image(s)" in captured.out and "1 source(s) skipped" in captured.out
+    assert sorted(p.name for p in out_dir.glob("*.jpg")) == ["img0.jpg", "img1.jpg"]
+
+
+@pytest.fixture
+def tiny_pt(tmp_path):
+    """A .pt checkpoint of the tiny one-head cfg (5 classes) with random weights."""
+    torch.manual_seed(0)
+    cfg = tmp_path / "tiny.cfg"
+    cfg.write_text(ONE_HEAD_CFG)
+    path = tmp_path / "tiny.pt"
+    save_checkpoint(model_checkpoint(Darknet(cfg), names=list(SHAPE_NAMES)), path)
+    return path
+
+
+def test_more_than_two_image_sides_is_an_error(capsys, tiny_pt, tmp_path):
+    from yolo.cli import detect
+
+    args = detect.parse_args(["--weights", str(tiny_pt), "--source", str(tmp_path), "--img-size", "64", "64", "64"])
+    (tmp_path / "a.jpg").write_bytes(cv2.imencode(".jpg", np.zeros((8, 8, 3), np.uint8))[1].tobytes())
+    assert "--img-size takes one value or two" in one_line_error(capsys, lambda: detect.main(args))
+
+
+def test_truncated_video_reports_expected_and_read_frames(tiny_pt, tmp_path, capsys):
+    from yolo.cli import detect
+
+    video = tmp_path / "clip.avi"
+    rng = np.random.default_rng(0)
+    write_mjpg_video(video, (rng.integers(0, 255, (64, 64, 3), dtype=np.uint8) for _ in range(20)), 10)
+    capture = cv2.VideoCapture(str(video))
+    assert int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) == 20  # the header's count
+    capture.release()
+    data = video.read_bytes()
+    video.write_bytes(data[:len(data) // 2])  # the header still says 20 frames
+
+    out = detect.main(detect.parse_args(["--weights", str(tiny_pt), "--source", str(video), "--img-size", "64",
+                                         "--device", "cpu", "--output", str(tmp_path / "runs"), "--nosave"]))
+    captured = capsys.readouterr()
+    err = captured.err
+    read = len([line for line in captured.out.splitlines() if line.startswith("clip.avi frame ")])
+    assert 0 < read < 20
+    assert f"should have 20 frames but only {read} could be read" in err, err
+    assert out is None and not (tmp_path / "runs").exists()  # --nosave and nothing else to save: no run folder

@@ -131,6 +131,7 @@ def test_training_refuses_random_and_forced_with_one_box(tmp_path):
         YoloLoss(Darknet(cfg))
 
 
+@pytest.mark.slow
 def test_trainer_trains_a_yolov1_cfg(tmp_path, monkeypatch):
     """The trainer takes a YOLOv1 cfg (its [detection] options checked, the loss from the dispatch): on a few
     shapes images the loss falls, the run is evaluated, and the checkpoint detects at the cfg's size."""

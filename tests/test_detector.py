@@ -1,13 +1,20 @@
 """``Detector`` against a reference pipeline built on OpenCV DNN, plus the fast inference kernels
 against plain PyTorch ops and the plain eval model."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
+from cfg_snippets import ONE_HEAD_CFG
 from conftest import asset
 from helpers import darknet_letterbox
 from reference import cfg_with_thresh0, cv2
+from training_helpers import write_one_head_model
 from yolo.errors import ImageReadError
 from yolo.accel.cpu_conv import FusedConvCPU, onednn_conv_available
 from yolo.accel.maxpool import FastMaxPool
@@ -19,6 +26,7 @@ from yolo.models.layer_types.convolutional import ConvBNAct
 from yolo.models.layer_types.maxpool import MaxPool
 from yolo.models.model import Darknet, load_model
 from yolo.models.weights import randomize_weights
+from yolo.settings.detect import DetectorOptions
 
 IMAGES = ["dog.jpg", "horses.jpg", "person.jpg", "eagle.jpg", "giraffe.jpg", "kite.jpg", "scream.jpg"]
 CONF, IOU = 0.25, 0.45
@@ -284,3 +292,104 @@ def test_prepared_model_matches_eval_model(cfg_name, weights, hw):
     scale = ref[..., :4].abs().amax(dim=1, keepdim=True).clamp_min(1.0)
     assert ((out[..., :4] - ref[..., :4]).abs() / scale).max() < 1e-3
     assert (out[..., 4:] - ref[..., 4:]).abs().max() < 1e-3
+
+
+@pytest.fixture(scope="module")
+def one_cfg(tmp_path_factory) -> Path:
+    cfg = tmp_path_factory.mktemp("api") / "one.cfg"
+    cfg.write_text(ONE_HEAD_CFG)
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def detector(one_cfg) -> Detector:
+    return Detector(str(one_cfg), None, img_size=64, device="cpu")
+
+
+# ------------------------------------------------------------------------------------ images
+@pytest.mark.parametrize("image, message", [
+    (np.random.rand(20, 20), "image 0: expected uint8 pixels, got float64"),
+    (np.zeros((20, 20), np.int64), "image 0: expected uint8 pixels, got int64"),
+    (np.ones((5, 5), bool), "image 0: expected uint8 pixels, got bool"),
+    (np.random.rand(20, 20, 4), "image 0: expected uint8 pixels, got float64"),
+    (np.zeros((0, 5), np.uint8), "image 0: expected an H x W x 3 BGR image, got shape (0, 5)"),
+    (np.zeros((0, 0, 4), np.uint8), "image 0: expected an H x W x 3 BGR image, got shape (0, 0, 4)"),
+])
+def test_a_gray_or_bgra_image_is_checked_before_it_is_converted(detector, image, message):
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        detector(image)
+
+
+@pytest.mark.parametrize("images, message", [
+    (None, "Detector() takes an image path (str or pathlib.Path) or a uint8 H x W x 3 BGR numpy array, or a list "
+           "of them, got NoneType"),
+    (b"/path.jpg", "Detector() takes an image path (str or pathlib.Path) or a uint8 H x W x 3 BGR numpy array, or a "
+                   "list of them, got bytes (a bytes path: pass os.fsdecode(path))"),
+    (42, "got int"),
+    ([None], "Detector(): image 0: expected an image path (str or pathlib.Path) or a uint8 H x W x 3 BGR numpy "
+             "array, got NoneType"),
+    ([np.zeros((8, 8, 3), np.uint8), b"/a.jpg"], "image 1: expected an image path (str or pathlib.Path) or a uint8 "
+                                                "H x W x 3 BGR numpy array, got bytes (a bytes path"),
+])
+def test_images_of_the_wrong_type_are_a_type_error_saying_what_is_taken(detector, images, message):
+    # before: None was a traceback from iterating it, b"/path.jpg" "got int" (bytes iterate as numbers)
+    with pytest.raises(TypeError, match=re.escape(message)):
+        detector(images)
+
+
+def test_gray_and_bgra_uint8_images_are_still_converted(detector):
+    gray = np.full((20, 20), 7, np.uint8)
+    bgra = np.dstack([gray, gray, gray, np.full((20, 20), 255, np.uint8)])
+    assert len(detector([gray, bgra])) == 2
+
+
+# ------------------------------------------------------------------------------------ detector settings
+@pytest.mark.parametrize("settings, error, message", [
+    (dict(conf_thres=float("nan")), ValueError, "conf_thres: 'nan' is not a finite number"),
+    (dict(conf_thres=1.5), ValueError, "conf_thres: 1.5 is out of range: a threshold must be between 0 and 1"),
+    (dict(conf_thres=-1), ValueError, "conf_thres: -1 is out of range: a threshold must be between 0 and 1"),
+    (dict(iou_thres=float("nan")), ValueError, "iou_thres: 'nan' is not a finite number"),
+    (dict(beta_nms=-5, nms_kind="diounms"), ValueError,
+     "beta_nms: -5 is out of range: the DIoU-NMS exponent must be above 0 and at most 3.40282e+38"),
+    (dict(max_det=-1), ValueError, "max_det: -1 is out of range: the value must be at least 1"),
+    (dict(max_det=0), ValueError, "max_det: 0 is out of range: the value must be at least 1"),
+    (dict(classes=[]), ValueError, "classes: an empty list keeps nothing; give at least one value, or None for all"),
+    (dict(max_batch="2"), TypeError, "max_batch must be an integer, got str '2'"),
+    (dict(max_batch=0.5), TypeError, "max_batch must be an integer, got float 0.5"),
+    (dict(max_batch=-1), ValueError, "max_batch: -1 is out of range: the value must be at least 1"),
+    (dict(names=5), TypeError, "names must be a sequence of class names (or a .names file), got int 5"),
+    (dict(classes=1), TypeError, "classes must be a sequence of integers, got int 1"),
+    (dict(classes="1"), TypeError, "classes must be a sequence of integers, got str '1'"),
+    (dict(classes=[0.5]), TypeError, "classes must be a sequence of integers, got float 0.5 in it"),
+])
+def test_detector_settings_from_python_are_checked_as_the_flags_are(one_cfg, settings, error, message):
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        Detector(str(one_cfg), None, img_size=64, device="cpu", **settings)
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):  # the options object alone checks them too
+        DetectorOptions(**settings)
+
+
+def test_valid_detector_settings_are_kept_as_given(one_cfg):
+    detector = Detector(str(one_cfg), None, img_size=64, device="cpu", conf_thres=np.float32(0.5), iou_thres=1,
+                        max_det=np.int64(3), classes=(0,), names=list("abcde"), max_batch=2, beta_nms=0.6)
+    assert (detector.settings.conf_thres, detector.settings.iou_thres, detector.settings.max_det) == (0.5, 1.0, 3)
+    assert detector.settings.classes == (0,) and detector.names == list("abcde") and detector.max_batch == 2
+
+
+def test_the_detector_options_must_be_detector_options(one_cfg):
+    with pytest.raises(TypeError, match=r"^options must be a DetectorOptions, got str 'x'$"):
+        Detector(str(one_cfg), None, options="x")
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    """The tiny one-head cfg (5 classes), its .pt checkpoint and its Darknet .weights, random weights."""
+    return write_one_head_model(tmp_path)
+
+
+def test_the_detector_refuses_a_class_filter_the_model_does_not_have(tiny):
+    from yolo.inference.detector import Detector
+
+    with pytest.raises(ValueError, match=r"^classes -1 5: the model has 5 classes \(0\.\.4\)"):
+        Detector(None, str(tiny[1]), device="cpu", classes=[0, 5, -1])
+    assert Detector(None, str(tiny[1]), device="cpu", classes=[0, 4]).settings.classes == (0, 4)

@@ -58,6 +58,7 @@ def shapes(tmp_path_factory):
     return shapes_training(tmp_path_factory.mktemp("shapes"), num_train=8, num_val=2, seed=5)
 
 
+@pytest.mark.slow
 def test_a_run_writes_the_times_and_workers_and_warns_once(shapes, tmp_path, caplog, monkeypatch):
     """A real run on the CPU: every epoch's row carries its split (with a ticking clock: exact counts) and the
     workers; the data wait (half of each epoch) is warned of once, not every epoch."""
@@ -78,33 +79,6 @@ def test_a_run_writes_the_times_and_workers_and_warns_once(shapes, tmp_path, cap
     assert len(epoch_lines) == 2 and "data wait 4.0 s, step 4.0 s, other 1.0 s; 0 loader workers" in epoch_lines[0]
     warnings = [r.getMessage() for r in caplog.records if "for data" in r.getMessage()]
     assert len(warnings) == 1 and "--workers (now 0)" in warnings[0], warnings
-
-
-@pytest.mark.parametrize("stop_at", [1, 2], ids=["mid-epoch", "after-the-last-update"])
-def test_a_resumed_epoch_counts_the_time_trained_before_the_stop(shapes, tmp_path, monkeypatch, stop_at):
-    """Stopped after update ``stop_at`` of the first epoch (2 updates of 2 mini-batches) and resumed: the epoch's
-    row counts every mini-batch's data wait and step, before the stop and after it. With the ticking clock an
-    uninterrupted epoch reads (4, 4, 1); the stopped one reads its two clocks' parts added up: the same data and
-    step, an extra second of other per clock. Before, the row held only the part after the stop (after the
-    epoch's last update: a step of 0 s and a time_s of the evaluation alone)."""
-    from training_helpers import train_state
-
-    made = EpochTimes.__init__
-
-    def with_ticking_clock(self, device, clock=None):
-        made(self, device, clock=ticking_clock())
-    monkeypatch.setattr(EpochTimes, "__init__", with_ticking_clock)
-
-    def stop(t):
-        if t.state.global_step == stop_at:
-            t.request_stop()
-    first = run(shapes, tmp_path, epochs=1, img_size=64, hyp={"batch": 4, "subdivisions": 2}, hooks={"after_step": stop})
-    assert first.result.status == "interrupted" and train_state(first.result.run_dir)["train"]["epoch_step"] == stop_at
-    resumed = Trainer.from_options(TrainOptions(resume=str(first.result.run_dir), progress=False)).fit()
-    assert resumed.status == "finished"
-    (row,) = read_results(resumed.run_dir)
-    assert (float(row["time_data_s"]), float(row["time_step_s"]), float(row["time_other_s"])) == (4, 4, 2)
-    assert "ResultsCSVWriter" not in train_state(resumed.run_dir)["train"]["hooks"]  # used, then dropped
 
 
 def test_a_results_csv_without_the_new_columns_is_continued(tmp_path):
@@ -146,6 +120,7 @@ def test_on_cuda_the_step_is_the_gpu_time_between_events(cuda_device):
     assert not times.events  # read and released
 
 
+@pytest.mark.slow
 def test_the_plan_takes_the_default_workers_per_process_and_names_them(monkeypatch, caplog):
     """Without --workers: the CPUs of the affinity mask but one, shared by torchrun's local processes, at most
     a mini-batch; the log names the number. With --workers: that number."""
@@ -161,6 +136,7 @@ def test_the_plan_takes_the_default_workers_per_process_and_names_them(monkeypat
     assert run_plan.plan_run(hyp, 1280, DistInfo()).workers == 11
 
 
+@pytest.mark.slow
 @pytest.mark.cuda
 def test_a_cuda_run_writes_the_split_of_each_epoch(cuda_device, shapes, tmp_path):
     """Through the trainer on CUDA (events for the step): every row's parts are numbers that add up to at most

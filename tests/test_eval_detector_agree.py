@@ -28,6 +28,7 @@ class RecordingEvaluator(Evaluator):
         self.given.update(zip(image_ids, detections))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("resize", ["letterbox", "stretch"])
 def test_evaluation_detections_equal_the_detectors(tmp_path, resize):
     names = [n.strip() for n in asset("cfg/coco.names").read_text().splitlines() if n.strip()]

@@ -9,9 +9,12 @@ the same mAP50 and mAP50_95 within 0.3 points, for stretch and letterbox inputs.
 By default the comparison runs on the first 32 coco128 images to keep the suite fast; set
 ``YOLO_EVAL_FULL=1`` for all 128. Run with ``-s`` to see the figures.
 """
+from __future__ import annotations
+
 import contextlib
 import io
 import json
+import logging
 import os
 from pathlib import Path
 
@@ -21,7 +24,10 @@ import pytest
 import torch
 
 from conftest import asset
-from helpers import darknet_letterbox
+from helpers import darknet_letterbox, one_line_error
+from training_helpers import write_one_head_training
+from yolo.cli import eval as eval_cli
+from yolo.models.model import load_model
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZE = 416
@@ -127,6 +133,7 @@ def reference_metrics(mode, tmp_path):
     return float(coco_eval.stats[1]), float(coco_eval.stats[0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["stretch", "letterbox"])
 def test_map_equals_reference_pipeline_on_coco128(mode, tmp_path):
     files = parity_files()
@@ -151,6 +158,7 @@ def small_data(tmp_path):
     return write_data_yaml(tmp_path, files)
 
 
+@pytest.mark.slow
 def test_tool_writes_metrics_results_and_plots(tmp_path, small_data):
     metrics, printed = run_tool(tmp_path, "--resize", "stretch", data=small_data)
     save = Path(metrics["save_dir"])
@@ -167,6 +175,7 @@ def test_tool_writes_metrics_results_and_plots(tmp_path, small_data):
     assert set(metrics["speed_ms"]) == {"preprocess", "inference", "nms"}
 
 
+@pytest.mark.slow
 def test_tool_never_overwrites_a_run(tmp_path, small_data):
     """--save-dir is exactly that folder: a second run into it is refused (nothing overwritten); under --project
     each run gets a new folder."""
@@ -193,3 +202,81 @@ def test_tool_rejects_a_class_count_mismatch(tmp_path, capsys):
     with pytest.raises(SystemExit):
         run_tool(tmp_path, data=data)
     assert "predicts 80 classes but" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory):
+    """A tiny shapes training folder (data.yaml, tiny.cfg, hyp.yaml), made once for the module."""
+    return write_one_head_training(tmp_path_factory.mktemp("shapes"))
+
+
+# --------------------------------------------------------------------------------------------------- eval
+def test_eval_refuses_a_thousand_workers(capsys):
+    argv = ["--cfg", "never.cfg", "--weights", "never.weights", "--data", "never.yaml", "--workers", "1000"]
+    err = one_line_error(capsys, lambda: eval_cli.parse_args(argv))
+    assert err.startswith("error: argument --workers: 1000 is out of range: the number of loading processes must "
+                          "be between 0 and 64 (see "), err
+
+
+def test_eval_uses_at_most_the_cpus_it_may_run_on(monkeypatch, caplog):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    with caplog.at_level(logging.WARNING, logger="yolo.eval"):
+        assert eval_cli.usable_workers(2, 16) == 2
+        assert not caplog.records
+        assert eval_cli.usable_workers(8, 16) == 2
+    assert [r.getMessage() for r in caplog.records] == [
+        "warning: --workers 8 is more than the 2 CPUs this process may use: using 2"]
+
+
+# ------------------------------------------------------------------------------------- dataset errors
+def test_eval_error_for_label_paths_that_are_folders_is_one_clean_line(tmp_path, capsys):
+    folder = write_one_head_training(tmp_path / "run")
+    load_model(folder / "tiny.cfg").save_darknet_weights(folder / "tiny.weights")
+    labels = sorted((folder / "data" / "labels" / "val").glob("*.txt"))
+    assert len(labels) == 2
+    for label in labels:  # each image's label path is a folder: no val image is usable
+        label.unlink()
+        label.mkdir()
+    argv = ["--cfg", str(folder / "tiny.cfg"), "--weights", str(folder / "tiny.weights"), "--data",
+            str(folder / "data.yaml"), "--device", "cpu", "--project", str(tmp_path / "runs")]
+    with pytest.raises(SystemExit) as exit_info:
+        eval_cli.main(eval_cli.parse_args(argv))
+    assert exit_info.value.code == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    problem = "is a folder where the image's label file belongs; its image is dropped (rename the folder)"
+    assert errors == [f"error: {folder / 'data' / 'images' / 'val'}: no usable images (2 listed); problems: "
+                      f"{labels[0]}: {problem}; {labels[1]}: {problem}"]
+
+
+def test_eval_warns_when_the_data_names_differ_from_the_checkpoints(shapes, tmp_path, caplog):
+    """The metrics pair the model's class i with the data file's class i: names in another order are said."""
+    import yaml
+    from training_helpers import write_one_head_model
+    _, pt, _ = write_one_head_model(tmp_path)  # names: the shapes' five, in order
+    values = yaml.safe_load((shapes / "data.yaml").read_text())
+    names = values["names"]
+    values["names"] = [names[1], names[0], *names[2:]]
+    data = tmp_path / "swapped.yaml"
+    data.write_text(yaml.safe_dump(values))
+    argv = ["--weights", str(pt), "--data", str(data), "--device", "cpu", "--workers", "0", "--fast", "--no-plots",
+            "--project", str(tmp_path / "runs"), "--no-progress"]
+    with caplog.at_level(logging.WARNING):
+        eval_cli.main(eval_cli.parse_args(argv))
+    assert (f"warning: {pt} was trained with other class names than {data} names: the class names reordered (class "
+            f"0 was '{names[0]}', now '{names[1]}'; class 1 was '{names[1]}', now '{names[0]}'); each class is scored "
+            "by its number, so check that they mean the same classes") in caplog.text, caplog.text
+
+
+def test_eval_save_dir_is_exactly_that_folder_and_a_non_empty_one_is_refused(shapes, tmp_path, capsys):
+    from training_helpers import write_one_head_model
+    _, pt, _ = write_one_head_model(tmp_path)
+    save = tmp_path / "results"
+    argv = ["--weights", str(pt), "--data", str(shapes / "data.yaml"), "--device", "cpu", "--workers", "0", "--fast",
+            "--no-plots", "--save-dir", str(save), "--no-progress"]
+    assert eval_cli.main(eval_cli.parse_args(argv))["save_dir"] == str(save)
+    capsys.readouterr()
+    before = (save / "metrics.json").read_bytes()
+    err = one_line_error(capsys, lambda: eval_cli.main(eval_cli.parse_args(argv)))
+    assert err.startswith(f"error: --save-dir {save}: the folder is not empty; give an empty or new folder"), err
+    assert (save / "metrics.json").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("results")) == ["results"]

@@ -6,7 +6,9 @@ with our eval output: boxes relative to the input size, probabilities absolutely
 """
 import copy
 import dataclasses
+import os
 import re
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -14,7 +16,8 @@ import pytest
 import torch
 
 from conftest import asset
-from helpers import run_export_cli
+from helpers import one_line_error, run_export_cli
+from training_helpers import write_one_head_model
 from yolo.models.checkpoint import model_checkpoint, save_checkpoint
 from yolo.data.shapes import SHAPE_NAMES, render_sample
 from yolo.files.images import load_image
@@ -106,6 +109,7 @@ def exported_onnx(model, hw, files, tmp_path_factory):
 
 
 # ----------------------------------------------------------------------------------------- ONNX
+@pytest.mark.slow
 def test_onnx_in_onnxruntime_equals_eval_output_at_batch_1_and_2(case, onnx_files, tmp_path_factory):
     model, hw, batch = case
     path = exported_onnx(model, hw, onnx_files, tmp_path_factory)
@@ -139,6 +143,7 @@ def test_onnx_graph_declares_opset_and_dynamic_axes(tiny_v3, onnx_files, tmp_pat
     assert meta["stride"] == "32" and meta["num_classes"] == "80" and "[yolo]" in meta["cfg"]
 
 
+@pytest.mark.slow
 def test_onnx_with_nms_equals_postprocess(tiny_v3, tmp_path):
     model, hw, batch = tiny_v3
     options = NMSOptions(conf_thres=0.1, iou_thres=0.45, max_det=20)
@@ -155,6 +160,7 @@ def test_onnx_with_nms_equals_postprocess(tiny_v3, tmp_path):
         assert np.abs(scores[mine] - ref["scores"].numpy()).max() < TOL
 
 
+@pytest.mark.slow
 def test_onnx_with_agnostic_nms_equals_postprocess(tiny_v3, tmp_path):
     """The graph takes the Detector's post-processing configuration: class-agnostic NMS too."""
     model, hw, batch = tiny_v3
@@ -180,6 +186,7 @@ def test_onnx_nms_refuses_what_the_graph_cannot_do(tiny_v3, tmp_path, setting):
         export_onnx(model, tmp_path / "refused.onnx", hw, nms=NMSOptions(**setting))
 
 
+@pytest.mark.slow
 def test_onnx_half_runs_in_onnxruntime_close_to_float32(tiny_v3, tmp_path):
     model, hw, batch = tiny_v3
     path = export_onnx(model, tmp_path / "half.onnx", hw, half=True)
@@ -195,6 +202,7 @@ def test_onnx_half_runs_in_onnxruntime_close_to_float32(tiny_v3, tmp_path):
     assert np.abs(out[confident][:, :4] - ref[confident][:, :4]).max() < 1.0
 
 
+@pytest.mark.slow
 def test_verify_onnx_rejects_a_file_of_another_model(tiny_v4, onnx_files, tmp_path_factory):
     model, hw, batch = tiny_v4
     path = exported_onnx(model, hw, onnx_files, tmp_path_factory)
@@ -227,6 +235,7 @@ def test_latency_of_a_checkpoint_runs_opencv_on_a_darknet_pair_written_from_it(t
 
 
 # ---------------------------------------------------------------------------------- TorchScript
+@pytest.mark.slow
 def test_torchscript_equals_eval_output_at_batch_1_and_2_and_another_size(case, tmp_path):
     model, hw, batch = case
     path = export_torchscript(model, tmp_path / "model.torchscript", hw)
@@ -249,6 +258,7 @@ def shapes_cfg(tmp_path):
     return path
 
 
+@pytest.mark.slow
 def test_briefly_trained_model_exported_to_weights_matches_opencv_and_our_loader(tmp_path):
     from reference import opencv_forward, ours_in_opencv_layout
 
@@ -302,6 +312,7 @@ def test_verify_darknet_rejects_a_corrupted_file(tiny_v3, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ CLI
+@pytest.mark.slow
 def test_cli_exports_and_verifies_torchscript(tmp_path, capsys):
     out = tmp_path / "tiny.torchscript"
     result = run_export_cli(["--cfg", asset("cfg/yolov3-tiny.cfg"), "--weights", asset("weights/yolov3-tiny.weights"),
@@ -341,3 +352,40 @@ def test_tolerance_grows_only_to_the_models_own_float32_rounding():
         check_difference("file", 3e-4, 1e-4, noise=lambda: 5e-5)
     with pytest.raises(ExportError):
         check_difference("file", float("nan"), 1e-4, noise=lambda: 1.0)
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    """The tiny one-head cfg (5 classes), its .pt checkpoint and its Darknet .weights, random weights."""
+    return write_one_head_model(tmp_path)
+
+
+# ------------------------------------------------------------------------------- output == input
+def _links(path: Path, tmp_path: Path):
+    """``path`` itself, spelled another way, through a symbolic link and through a hard link."""
+    other = tmp_path / "sub"
+    other.mkdir(exist_ok=True)
+    symlink, hardlink = other / f"sym{path.suffix}", other / f"hard{path.suffix}"
+    symlink.symlink_to(path)
+    os.link(path, hardlink)
+    return [path, other / ".." / path.name, symlink, hardlink]
+
+
+def test_export_never_writes_over_its_input(capsys, tiny, tmp_path):
+    from yolo.cli import export
+
+    cfg, pt, weights = tiny
+    before = weights.read_bytes()
+    for output in _links(weights, tmp_path):
+        err = one_line_error(capsys, lambda: export.main(export.parse_args(
+            ["--weights", str(weights), "--cfg", str(cfg), "--format", "darknet", "--output", str(output),
+             "--no-verify"])))
+        assert "--output is the input --weights" in err, err
+        assert weights.read_bytes() == before
+    # The cfg written beside the exported weights must not replace an input either (here: --names).
+    names = tmp_path / "out.cfg"
+    names.write_text("\n".join(SHAPE_NAMES))
+    err = one_line_error(capsys, lambda: export.main(export.parse_args(
+        ["--weights", str(pt), "--format", "darknet", "--output", str(tmp_path / "out.weights"),
+         "--names", str(names), "--no-verify"])))
+    assert "is the input --names" in err and names.read_text() == "\n".join(SHAPE_NAMES)

@@ -1,16 +1,21 @@
 """tools/export.py as a user meets it: the packages it needs and what --no-verify spares, where the files go,
 and what an ONNX file tells a runtime that has none of this package (its input preprocessing, its axes)."""
+from __future__ import annotations
+
 import json
+import logging
+import re
 import sys
 
 import pytest
+import torch
 
 from conftest import asset
-from helpers import run_export_cli
+from helpers import one_line_error, run_export_cli
+from yolo.export.names import export_names
 
 onnx = pytest.importorskip("onnx")
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:FutureWarning")
-
 
 
 @pytest.fixture
@@ -51,6 +56,7 @@ def test_without_onnx_the_error_says_how_to_install_and_no_run_folder_is_left(ti
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_files_go_to_a_new_run_folder_never_beside_the_weights(tiny, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     before = sorted(p.name for p in asset("weights/yolov3-tiny.weights").parent.iterdir())
@@ -64,6 +70,7 @@ def test_files_go_to_a_new_run_folder_never_beside_the_weights(tiny, tmp_path, m
     assert sorted(p.name for p in asset("weights/yolov3-tiny.weights").parent.iterdir()) == before
 
 
+@pytest.mark.slow
 def test_onnx_records_its_input_preprocessing_and_names_its_axes(tiny, tmp_path):
     out = tmp_path / "tiny.onnx"
     run_export_cli([*tiny, "--format", "onnx", "--img-size", "128", "192", "--output", out])
@@ -131,3 +138,36 @@ def test_an_output_that_is_not_a_regular_file_is_refused_before_the_work(tiny, t
     assert link.is_symlink() and target.stat().st_size > 1000
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept", "link.torchscript", "null.torchscript",
                                                           "pipe.torchscript"]
+
+
+# ------------------------------------------------------------------------------------------------- export
+def test_export_refuses_an_opset_torch_cannot_write_before_reading_the_model(tmp_path, capsys):
+    out = tmp_path / "tiny.onnx"
+    argv = ["--cfg", asset("cfg/yolov3-tiny.cfg"), "--weights", tmp_path / "never-read.weights", "--format", "onnx",
+            "--opset", "999", "--output", out, "--no-verify"]
+    (tmp_path / "never-read.weights").write_bytes(b"")  # an empty file: reading it would be a different error
+    err = one_line_error(capsys, lambda: run_export_cli(argv))
+    assert re.fullmatch(rf"error: --opset 999 is out of range: this torch \({re.escape(torch.__version__)}\) "
+                        r"exports ONNX opsets 17 to 2\d", err), err
+    assert not out.exists()
+
+
+def test_export_names_the_names_file_whose_count_is_wrong(tmp_path):
+    path = tmp_path / "two_lines.txt"
+    path.write_text("cat\ndog\n")
+    with pytest.raises(ValueError) as error:
+        export_names(path, tmp_path / "model.weights", None, 80)
+    assert str(error.value) == f"{path}: 2 class names given but the model has 80 classes"
+
+
+# ----------------------------------------------------------------------------------------- tool messages
+def test_export_says_wrote_once(tmp_path, capsys, caplog):
+    from training_helpers import write_one_head_model
+
+    cfg, _, weights = write_one_head_model(tmp_path)
+    with caplog.at_level(logging.INFO):
+        run_export_cli(["--cfg", cfg, "--weights", weights, "--format", "torchscript", "--no-verify",
+                        "--output", tmp_path / "tiny.torchscript"])
+    out = capsys.readouterr().out
+    logged = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
+    assert out.count("wrote ") == 1 and not any(m.startswith("wrote ") for m in logged), (out, logged)

@@ -46,6 +46,7 @@ def photo(size=SIZE):
     return batch.contiguous()
 
 
+@pytest.mark.slow
 def test_the_ir_is_written_checked_and_carries_the_metadata(tiny, tmp_path, capsys):
     out = tmp_path / "tiny.xml"
     result = run_export_cli([*tiny, "--format", "openvino", "--img-size", SIZE, "--output", out])
@@ -97,6 +98,7 @@ print(json.dumps({key: {"mAP50": float(result[key]["mAP50"])} for key in ("fp32_
 """
 
 
+@pytest.mark.slow
 def test_int8_runs_close_to_fp32_and_reports_both_maps(tiny, few_coco, tmp_path):
     pytest.importorskip("nncf", reason="the openvino extra: pip install -e \".[openvino]\"")
     out = tmp_path / "tiny-int8.xml"

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from conftest import assets_root
-from helpers import FakeClock
-from gpu_lab import cli, darknet_gpu, gpu_environment, gpu_report
+from helpers import FakeClock, one_line_error
+from gpu_lab import cli, cli as gpu_report_cli, darknet_gpu, gpu_environment, gpu_report
 from gpu_lab.darknet_gpu import (DarknetTrainIteration, arch_flag, copy_source, darknet_detect_ms,
                                         darknet_train_throughput, find_cuda_libraries, link_folder, make_command,
                                         patch_makefile, predicted_ms, run_darknet, steady_detect_ms,
@@ -219,6 +219,7 @@ def test_missing_cuda_nvcc_cudnn_and_modules_are_named(tmp_path, monkeypatch):
         assert why in env.skipped[DARKNET]
 
 
+@pytest.mark.slow
 def test_missing_assets_are_named(tmp_path):
     _touch(tmp_path / "cfg" / "yolov3.cfg")
     env = probe(tmp_path, DARKNET_SRC, device="cpu")
@@ -249,6 +250,7 @@ def test_an_output_that_is_a_fifo_is_one_line_before_anything_is_measured(monkey
 
 
 # ------------------------------------------------------------------------------------------ a run on the CPU
+@pytest.mark.slow
 def test_quick_report_on_the_cpu_makes_a_table(tmp_path, monkeypatch):
     monkeypatch.setenv("YOLO_ASSETS", str(assets_root()))
     output = tmp_path / "report.md"
@@ -632,3 +634,29 @@ def test_quick_report_with_darknet_runs_its_timings_once_the_build_is_done(darkn
     assert order.index("yolov3-tiny training end to end") > order.index("yolov3-tiny Darknet detector test")
     assert "waiting until they can start (Darknet's build): yolov3-tiny Darknet detector test" in out
     assert "Darknet's GPU build: 1 s in the background" in text and " failed: " not in text
+
+
+# --------------------------------------------------------------------------------------------- gpu_report
+@pytest.mark.parametrize("flags, named", [
+    (["--img-size", "96", "--batch", "8"], "--img-size, --batch-size itself: give either --quick or --img-size and "
+                                           "--batch-size"),
+    (["--mod", "yolov3"], "--models itself: give either --quick or --models"),
+    (["--rounds", "20"], "--rounds itself: give either --quick or --rounds"),  # even the default value, given
+])
+def test_gpu_report_refuses_quick_with_a_flag_it_replaces(capsys, flags, named):
+    err = one_line_error(capsys, lambda: gpu_report_cli.parse_args(["--quick", *flags]))
+    assert err.startswith(f"error: --quick sets {named} (see "), err
+
+
+def test_gpu_report_quick_keeps_the_flags_it_does_not_set():
+    args = gpu_report_cli.parse_args(["--quick", "--workers", "1", "--no-darknet"])
+    assert (args.quick, args.workers) == (True, 1)
+
+
+@pytest.mark.slow
+def test_gpu_report_on_an_empty_assets_folder_is_an_error(tmp_path, capsys):
+    argv = ["--device", "cpu", "--quick", "--no-darknet", "--assets", str(tmp_path)]
+    err = one_line_error(capsys, lambda: gpu_report_cli.main(gpu_report_cli.parse_args(argv)))
+    assert err == (f"error: assets folder {tmp_path}: no assets found there (looked for cfg/yolov3-tiny.cfg, "
+                   "cfg/coco.names, coco128/images/train2017 (jpg images with labels in coco128/labels/train2017); "
+                   "--assets or YOLO_ASSETS)")

@@ -1,10 +1,16 @@
 """The head interface (yolo.models.heads): every head type is recognized as one, and the shared [yolo] decode
 equals Darknet's formula written out cell by cell, also when traced at one size and run at another."""
+from __future__ import annotations
+
+import logging
 import math
 
+import pytest
 import torch
 import torch.nn as nn
 
+from cfg_snippets import ONE_HEAD_CFG
+from yolo.errors import CfgError
 from yolo.models.heads import HeadOptions, is_head
 from yolo.models.layer_types.convolutional import ConvBNAct
 from yolo.models.layer_types.detection import DetectionLayer
@@ -12,6 +18,7 @@ from yolo.models.layer_types.gaussian_yolo import GaussianYOLOLayer, GaussianYol
 from yolo.models.layer_types.maxpool import MaxPool
 from yolo.models.layer_types.region import RegionLayer
 from yolo.models.layer_types.yolo_head import YOLOLayer
+from yolo.models.model import load_model
 
 ANCHORS = torch.tensor([10.0, 14, 23, 27, 37, 58, 81, 82, 135, 169, 344, 319])
 
@@ -66,3 +73,45 @@ def test_yolo_decode_matches_darknet_formula_and_follows_the_traced_size():
     traced = torch.jit.trace(Net(), torch.randn(1, 21, 96, 128), check_trace=False)
     x = torch.randn(1, 21, 160, 64, generator=gen)
     torch.testing.assert_close(traced(x), Net()(x))
+
+
+# -------------------------------------------------------------------------------------- [yolo] cfg options
+def one_head_cfg_with(tmp_path, *head_lines: str):
+    """ONE_HEAD_CFG with ``head_lines`` added at the end of its [yolo] section (the last one on line 45 + k)."""
+    path = tmp_path / "head.cfg"
+    path.write_text(ONE_HEAD_CFG + "".join(line + "\n" for line in head_lines))
+    assert len(ONE_HEAD_CFG.splitlines()) == 44  # the lines below are numbered from here
+    return path
+
+
+@pytest.mark.parametrize("lines, expected", [
+    (["nms_kind=diounms", "beta_nms=-5"],
+     "46: [yolo] (layer 4): beta_nms=-5 must be above 0 with nms_kind=diounms (Darknet's DIoU-NMS subtracts "
+     "(d/c)^beta_nms: at 0 or below it suppresses nothing)"),
+    (["beta_nms=0", "nms_kind=diounms"],
+     "45: [yolo] (layer 4): beta_nms=0 must be above 0 with nms_kind=diounms (Darknet's DIoU-NMS subtracts "
+     "(d/c)^beta_nms: at 0 or below it suppresses nothing)"),
+    (["scale_x_y=-1"], "45: [yolo] (layer 4): scale_x_y=-1 must be positive"),
+    (["scale_x_y=0"], "45: [yolo] (layer 4): scale_x_y=0 must be positive"),
+])
+def test_yolo_head_refuses_options_that_break_its_nms_or_decode(tmp_path, lines, expected):
+    path = one_head_cfg_with(tmp_path, *lines)
+    with pytest.raises(CfgError) as error:
+        load_model(path)
+    assert str(error.value) == f"{path}:{expected}"
+
+
+def test_yolo_head_takes_positive_beta_and_scale_and_an_unused_beta(tmp_path, caplog):
+    for lines in (["nms_kind=diounms", "beta_nms=0.3", "scale_x_y=1.05"], ["nms_kind=greedynms", "beta_nms=0"]):
+        with caplog.at_level(logging.WARNING):
+            load_model(one_head_cfg_with(tmp_path, *lines))
+    assert not caplog.records
+
+
+def test_yolo_head_warns_of_an_unknown_nms_kind(tmp_path, caplog):
+    path = one_head_cfg_with(tmp_path, "nms_kind=unknown")
+    with caplog.at_level(logging.WARNING):
+        load_model(path)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path}:45: [yolo] nms_kind=unknown is not one of default, greedynms, diounms: using default NMS, as "
+        "Darknet does"]

@@ -140,6 +140,7 @@ def test_a_learning_rate_of_0_in_the_cfg_is_one_warning(tmp_path, caplog):
         "or in --hyp"]
 
 
+@pytest.mark.slow
 def test_the_train_tool_gives_the_range_error_as_one_line(tmp_path, capsys):
     folder = write_one_head_training(tmp_path)
     (folder / "hyp.yaml").write_text(yaml.safe_dump({**HYP, "ema": True, "ema_tau": 0}))

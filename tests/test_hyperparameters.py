@@ -1,7 +1,10 @@
 """Typed hyperparameters (yolo.engine.config.Hyperparameters): what resolve_hyp returns, saves and reloads."""
+import shutil
+
 import pytest
 import yaml
 
+from training_helpers import write_data, write_one_head_training
 from yolo.engine.config import Hyperparameters, resolve_hyp
 from yolo.errors import ConfigError
 from yolo.models.cfg import parse_cfg_text
@@ -29,3 +32,37 @@ def test_a_value_of_the_wrong_type_is_one_line_naming_the_file(tmp_path):
     with pytest.raises(ConfigError) as info:
         resolve_hyp(parse_cfg_text(NET)[0], [], hyp_file, {})
     assert str(info.value) == f"{hyp_file}: eval_interval='often' is not an integer"
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory):
+    """The one-head training files (data.yaml, tiny.cfg, hyp.yaml, data/), made once for the module; tests copy
+    what they change."""
+    return write_one_head_training(tmp_path_factory.mktemp("datasets"))
+
+
+@pytest.fixture
+def own_shapes(shapes, tmp_path):
+    """A copy of the module's training files that a test may change (its data.yaml points to the copy)."""
+    folder = shutil.copytree(shapes, tmp_path / "shapes")
+    write_data(folder, folder / "data")
+    return folder
+
+
+# ---------------------------------------------------------------------------------------------- YAML files
+DEEP = "[" * 5000 + "]" * 5000
+
+
+@pytest.mark.usefixtures("private_cache")
+@pytest.mark.parametrize("text, line, problem", [
+    (f"momentum: {DEEP}\n", 1, "nested more than 50 levels deep: not a settings file"),
+    ("momentum: 0.9\nworkers: 0\nmomentum: 0.8\n", 3, "key 'momentum' is given twice (first at line 1): keep one"),
+])
+def test_a_hyp_yaml_nested_too_deep_or_with_a_key_twice_is_refused_at_its_line(own_shapes, text, line, problem):
+    from yolo.engine.config import read_hyp
+    from yolo.errors import ConfigError
+    hyp = own_shapes / "bad_hyp.yaml"
+    hyp.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        read_hyp(hyp)
+    assert str(info.value) == f"{hyp}:{line}: not valid YAML: {problem}"

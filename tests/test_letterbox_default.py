@@ -48,6 +48,7 @@ def _eval_tool():
     return tool
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which,extra,expected", [("plain", [], "stretch"), ("boxed", [], "letterbox"),
                                                   ("boxed", ["--resize", "stretch"], "stretch")])
 def test_eval_tool_follows_the_cfg(cfgs, assets, tmp_path, which, extra, expected):

@@ -1,18 +1,25 @@
 """Every cfg builds and runs: forward at two sizes (one non-square) without NaN, backward reaches every
 parameter; eval decode against a hand-written formula; BFLOPs against Darknet's published totals."""
+from __future__ import annotations
+
 import math
+import re
+from pathlib import Path
 
 import pytest
 import torch
 
+from cfg_snippets import ONE_HEAD_CFG
 from conftest import CLASSIFIER_CFGS, DETECTION_CFGS, asset
 from helpers import randomize_model
 from yolo import Darknet
+from yolo.models.cfg import parse_cfg
 from yolo.models.heads import HeadOptions
 from yolo.models.layer_types.convolutional import ConvBNAct
 from yolo.models.layer_types.maxpool import MaxPool
 from yolo.models.layer_types.reorg import Reorg
 from yolo.models.layer_types.yolo_head import YOLOLayer
+from yolo.models.model import load_model
 from yolo.models.summary import total_bflops
 
 
@@ -116,3 +123,54 @@ def test_summary_table():
     assert len(lines) == 1 + len(model.module_list) + 1
     assert "416 x 416 x 3 ->" in lines[1] and "0.150" in lines[1]  # Darknet prints 0.150 BFLOPs for layer 0
     assert "8,858,734 weights-file floats" in lines[-1] and "5.571" in lines[-1]  # Darknet: Total BFLOPS 5.571
+
+
+@pytest.fixture(scope="module")
+def one_cfg(tmp_path_factory) -> Path:
+    cfg = tmp_path_factory.mktemp("api") / "one.cfg"
+    cfg.write_text(ONE_HEAD_CFG)
+    return cfg
+
+
+# ------------------------------------------------------------------------------------ model
+CFG_TYPE = "cfg must be a .cfg path (str or pathlib.Path) or a sequence of sections from yolo.models.cfg.parse_cfg"
+
+
+@pytest.mark.parametrize("cfg, error, message", [
+    (5, TypeError, f"{CFG_TYPE}, got int 5"),
+    (None, TypeError, f"{CFG_TYPE}, got NoneType None"),
+    (b"one.cfg", TypeError, f"{CFG_TYPE}, got bytes b'one.cfg'"),
+    ([], ValueError, "cfg: no sections given (a network starts with its [net] section)"),
+    (["a"], TypeError, "cfg must be a sequence of sections from yolo.models.cfg.parse_cfg, got str 'a' in it"),
+])
+def test_a_darknet_cfg_of_the_wrong_kind_is_refused(cfg, error, message):
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        Darknet(cfg)
+
+
+@pytest.mark.parametrize("bn_eps, error, message", [
+    ("x", TypeError, "bn_eps must be a number, got str 'x'"),
+    (float("nan"), ValueError, "bn_eps: nan is out of range: BatchNorm's epsilon must be a finite number above 0"),
+    (0, ValueError, "bn_eps: 0 is out of range: BatchNorm's epsilon must be a finite number above 0"),
+    (-1e-5, ValueError, "bn_eps: -1e-05 is out of range: BatchNorm's epsilon must be a finite number above 0"),
+])
+def test_a_batchnorm_epsilon_that_cannot_work_is_refused_at_construction(one_cfg, bn_eps, error, message):
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        Darknet(str(one_cfg), bn_eps=bn_eps)
+
+
+def test_darknet_still_takes_a_path_or_parsed_sections(one_cfg):
+    from_sections = Darknet(parse_cfg(one_cfg), bn_eps=1e-6)
+    assert len(from_sections.module_list) == len(Darknet(one_cfg).module_list)
+    assert {m.eps for m in from_sections.modules() if isinstance(m, torch.nn.BatchNorm2d)} == {1e-6}
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (dict(cfg=b"one.cfg"), "cfg must be a path (str or pathlib.Path), got bytes b'one.cfg'"),
+    (dict(weights=5), "weights must be a path (str or pathlib.Path), got int 5"),
+    (dict(weights="w.weights", cutoff="3"), "cutoff must be an integer (the number of layers to read), got str '3'"),
+])
+def test_load_model_refuses_arguments_of_the_wrong_type(one_cfg, arguments, message):
+    arguments = {"cfg": str(one_cfg), **arguments}
+    with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
+        load_model(**arguments)

@@ -136,6 +136,7 @@ jitter=.3
 {random}"""
 
 
+@pytest.mark.slow
 def test_training_loads_each_update_at_darknet_size(tmp_path, monkeypatch):
     """A random=1 cfg (64x32 input): every mini-batch's images are augmented at the rule's size (the dataset
     is asked for that size; no resizing after loading), both mini-batches of an update share it, and it

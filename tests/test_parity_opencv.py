@@ -61,6 +61,7 @@ def test_real_weights_match_opencv(cfg, weights, image, hw, tmp_path):
 SIZES = [(224, 224), (160, 288)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cfg_name", DETECTION_CFGS)
 def test_every_detection_cfg_matches_opencv_with_random_weights(cfg_name, tmp_path):
     cfg = asset(f"cfg/{cfg_name}")

@@ -141,6 +141,7 @@ def test_training_steps_lower_the_region_loss(assets, tmp_path):
     assert np.isfinite(losses).all() and losses[-1] < 0.8 * losses[0], losses
 
 
+@pytest.mark.slow
 def test_trainer_trains_a_region_cfg_and_tells_it_the_images_seen(tmp_path, monkeypatch):
     """One epoch of the real trainer on a tiny [region] cfg: it runs, stays finite, and the head was told how
     many images training had seen (all 16: one process, two updates of 8)."""

@@ -3,6 +3,7 @@ with one line (or quietly, status 141, for a closed pipe), never a traceback or 
 
 The limits are real (``resource.setrlimit`` in the tool's process) but small: nothing here allocates gigabytes.
 """
+import errno
 import os
 import resource
 import subprocess
@@ -90,6 +91,7 @@ def run_limited(tool: str, extra: int, *args) -> subprocess.CompletedProcess:
                           text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_benchmark_with_a_batch_no_memory_holds_is_one_line(tiny):
     # 100000 images of 64x64: 4.9 GB for the input alone
     proc = run_limited("benchmark", 1 << 29, "--cfg", tiny / "tiny.cfg", "--batch-size", "100000", "--iters", "1",
@@ -97,6 +99,7 @@ def test_benchmark_with_a_batch_no_memory_holds_is_one_line(tiny):
     _one_line(proc, "out of CPU memory", "--batch-size")
 
 
+@pytest.mark.slow
 def test_eval_out_of_memory_in_a_loader_worker_ends_with_one_line(tiny):
     # 8192x8192: 200 MB an image as uint8, 800 MB as floats in the worker, which has 512 MB. Before, a traceback
     # and then the main process waited for its worker forever (multiprocessing's exit sends SIGTERM, which the
@@ -106,6 +109,7 @@ def test_eval_out_of_memory_in_a_loader_worker_ends_with_one_line(tiny):
     _one_line(proc, "out of CPU memory", "--img-size")
 
 
+@pytest.mark.slow
 def test_a_tool_that_fails_while_its_workers_wait_ends(tmp_path):
     # the workers ignore SIGTERM (they leave the stop signals to the main process); the main one ends with an error
     script = tmp_path / "fails.py"
@@ -132,6 +136,7 @@ def test_a_tool_that_fails_while_its_workers_wait_ends(tmp_path):
     _one_line(proc, "out of CPU memory (a data loader worker)", "--batch-size")
 
 
+@pytest.mark.slow
 def test_too_few_open_files_for_the_workers_is_one_line(tiny):
     # before: a worker's feeder thread failed ("Too many open files") and the main process waited forever
     proc = run_tool("eval", "--weights", tiny / "tiny.pt", "--data", tiny / "data.yaml", "--workers", "2",
@@ -153,6 +158,7 @@ def _closed_pipes(cmd, close_stderr: bool):
     return proc.wait(timeout=300), err
 
 
+@pytest.mark.slow
 def test_detect_into_a_closed_pipe_ends_quietly_with_141(tiny):
     status, err = _closed_pipes([sys.executable, str(REPO / "tools" / "detect.py"), "--weights", str(tiny / "tiny.pt"),
                                  "--source", str(tiny / "data" / "images" / "val"), "--project", str(tiny / "det")],
@@ -161,6 +167,7 @@ def test_detect_into_a_closed_pipe_ends_quietly_with_141(tiny):
     assert "Traceback" not in err and "Error" not in err, err
 
 
+@pytest.mark.slow
 def test_training_whose_reader_left_finishes_the_run_and_exits_141(tiny, tmp_path):
     # ``train ... 2>&1 | head -2``: the run goes on to its end (its output discarded), then says it in its status
     status, _ = _closed_pipes([sys.executable, str(REPO / "tools" / "train.py"), "--cfg", str(tiny / "tiny.cfg"),
@@ -178,3 +185,23 @@ def test_a_thread_count_no_machine_has_is_refused_by_the_flag(capsys, tool, args
     parser = tool_parser(tool)
     err = one_line_error(capsys, lambda: parser.parse_args([*args, "--threads", "100000"]))
     assert "--threads: 100000 is out of range" in err and "1024" in err
+
+
+@pytest.mark.slow
+def test_every_tool_turns_file_system_errors_and_ctrl_c_into_one_line(capsys):
+    from yolo.cli.args import run_tool
+
+    def raising(exc):
+        def main(args):
+            raise exc
+        return lambda: run_tool(main, None)
+
+    err = one_line_error(capsys, raising(OSError(errno.ENOSPC, "No space left on device", "runs/x/labels/a.txt")))
+    assert err.startswith("error: runs/x/labels/a.txt: cannot write: the disk is full"), err
+    err = one_line_error(capsys, raising(PermissionError(errno.EACCES, "Permission denied", "my.cfg")))
+    assert err == "error: my.cfg: Permission denied", err
+    with pytest.raises(SystemExit) as info:
+        raising(KeyboardInterrupt())()
+    assert info.value.code == 130 and capsys.readouterr().err == "interrupted (Ctrl-C): stopped\n"
+    with pytest.raises(ZeroDivisionError):  # a bug stays a bug
+        raising(ZeroDivisionError())()

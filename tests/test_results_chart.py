@@ -72,6 +72,7 @@ def train(tiny, project, epochs=2):
     return Trainer.from_options(options).fit()
 
 
+@pytest.mark.slow
 def test_training_draws_results_png_beside_results_csv(tiny, tmp_path):
     run_dir = train(tiny, tmp_path).run_dir
     image = cv2.imread(str(run_dir / "results.png"))
@@ -79,6 +80,7 @@ def test_training_draws_results_png_beside_results_csv(tiny, tmp_path):
     assert (np.abs(image.astype(int) - LINE_BGR).sum(-1) <= 30).sum() > 50  # the curves are drawn
 
 
+@pytest.mark.slow
 def test_a_chart_that_fails_never_stops_the_run(tiny, tmp_path, monkeypatch, caplog):
     def broken(csv_path, png_path):
         raise RuntimeError("no fonts here")

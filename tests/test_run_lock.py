@@ -23,6 +23,7 @@ os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
 def test_a_forked_child_does_not_keep_the_lock_after_its_parent_is_killed(tmp_path):
     run_dir, pid_file = tmp_path / "run", tmp_path / "child.pid"
@@ -39,6 +40,7 @@ def test_a_forked_child_does_not_keep_the_lock_after_its_parent_is_killed(tmp_pa
         os.kill(child, signal.SIGKILL)
 
 
+@pytest.mark.slow
 def test_a_second_lock_in_another_process_is_still_refused(tmp_path):
     lock = RunFolderLock(tmp_path)
     try:

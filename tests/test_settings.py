@@ -1,10 +1,13 @@
 """Each setting declared once (yolo.settings): the flags of train, detect and eval are generated from the
 dataclass fields, the parsed flags come back as the dataclass in one call, and the Detector's keywords are the
 fields of DetectorOptions. Detect reads --device and a .pt once."""
+from __future__ import annotations
+
 import argparse
 import dataclasses
 import importlib
 import inspect
+import re
 from pathlib import Path
 
 import cv2
@@ -14,6 +17,7 @@ import torch
 
 from helpers import tool_parser
 from cfg_snippets import SMALL_BACKBONE, net_section
+from training_helpers import HYP
 from yolo.cli.args import DefaultsHelpFormatter, ToolParser, positive_int
 from yolo.cli import detect
 from yolo.cli.flags.common import add_setting_flags, settings_from
@@ -253,3 +257,34 @@ def test_the_training_settings_that_override_hyperparameters_are_declared_with_t
                          cache_images=True, darknet_map=True, scale_burn_in=True).hyp_overrides()
     assert given == {"epochs": 3, "batch": 16, "img_size": (64, 96), "workers": 0, "tf32": True, "compile": False,
                      "cache_images": True, "darknet_map": True, "scale_burn_in": True}
+
+
+# ------------------------------------------------------------------------------------ training options
+@pytest.mark.parametrize("settings, error, message", [
+    (dict(hyp=5), TypeError, "hyp must be a YAML path (str or pathlib.Path) or a dict of hyperparameters, got int 5"),
+    (dict(cfg=5), TypeError, "cfg must be a path (str or pathlib.Path), got int 5"),
+    (dict(data={"train": "x"}), TypeError, "data must be a path (str or pathlib.Path), got dict {'train': 'x'}"),
+    (dict(project=5), TypeError, "project must be a path (str or pathlib.Path), got int 5"),
+    (dict(weights=5), TypeError, "weights must be a path (str or pathlib.Path), got int 5"),
+    (dict(name=None), TypeError, "name must be a str (the run folder's name), got NoneType None"),
+    (dict(seed="a"), TypeError, "seed must be an integer, got str 'a'"),
+    (dict(seed=-1), ValueError, "seed: -1 is out of range: a seed must be between 0 and 4294967295"),
+    (dict(freeze="1"), TypeError, "freeze must be an integer, got str '1'"),
+    (dict(epochs=0), ValueError, "epochs: 0 is out of range: the value must be at least 1"),
+    (dict(workers=65), ValueError,
+     "workers: 65 is out of range: the number of loading processes must be between 0 and 64"),
+    (dict(device=1.5), TypeError,
+     "device must be a name (cpu, cuda, cuda:N), a GPU index or a torch.device, got float 1.5"),
+])
+def test_training_options_from_python_are_checked_as_the_flags_are(settings, error, message):
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        TrainOptions(**settings)
+
+
+def test_valid_training_options_are_kept_as_given(tmp_path):
+    for size in (64, (64, 96), [64, 96]):
+        assert TrainOptions(img_size=size).img_size == size
+    options = TrainOptions(cfg=tmp_path / "a.cfg", data="d.yaml", hyp=tmp_path / "h.yaml", project=tmp_path,
+                           device=torch.device("cpu"), seed=np.int64(3), freeze=2, resume="")
+    assert (options.cfg, options.seed, options.device) == (tmp_path / "a.cfg", 3, torch.device("cpu"))
+    assert TrainOptions(hyp=dict(HYP), device=0).hyp == HYP

@@ -425,3 +425,43 @@ def test_a_killed_rank_is_one_line_on_the_survivor(setup, tmp_path):
     lines = [line for line in err.splitlines() if "another process of this distributed run is gone" in line]
     assert len(lines) == 1 and lines[0].startswith("error: process 0 of 2: "), err[-3000:]
     assert OUR_TRACEBACK not in err and "Connection" not in err.replace(lines[0], ""), err[-3000:]
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    """The tiny one-head cfg (5 classes), its .pt checkpoint and its Darknet .weights, random weights."""
+    return write_one_head_model(tmp_path)
+
+
+@pytest.fixture
+def train_setup(tmp_path):
+    """8 tiny shapes images, the one-head cfg and its settings (training_helpers.HYP)."""
+    return write_one_head_training(tmp_path)
+
+
+# ------------------------------------------------------------------------------- tracebacks left
+EVAL_DRIVER = """
+import os, signal, sys, time
+sys.path.insert(0, {repo!r})
+import yolo.cli.eval as eval_cli
+
+def interrupted(*args, **kwargs):  # Ctrl-C in the middle of the evaluation: a real SIGINT to this process
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(30)
+
+eval_cli.evaluate_model = interrupted
+eval_cli.cli(sys.argv[1:])
+"""
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_eval_is_one_line_and_leaves_no_empty_run_folder(tiny, train_setup):
+    runs = train_setup / "runs"
+    proc = subprocess.run([sys.executable, "-c", EVAL_DRIVER.format(repo=str(REPO)), "--weights", str(tiny[1]),
+                           "--data", str(train_setup / "data.yaml"), "--device", "cpu", "--workers", "0",
+                           "--project", str(runs), "--no-progress"],
+                          capture_output=True, text=True, timeout=120, cwd=train_setup)
+    assert proc.returncode == 130, proc.stderr[-2000:]
+    assert proc.stderr.splitlines()[-1] == "interrupted (Ctrl-C): stopped", proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr, proc.stderr[-2000:]
+    assert not runs.exists() or not any(runs.rglob("*")), sorted(runs.rglob("*"))

@@ -106,6 +106,7 @@ def test_checked_image_size_normalises_then_checks():
         checked_image_size([416, 416, 416], 32, "--img-size")
 
 
+@pytest.mark.slow
 def test_the_module_does_not_load_torch():
     """Command-line parsers use it before anything heavy is imported."""
     code = "import sys, yolo.ops.sizes; print('torch' in sys.modules, 'numpy' in sys.modules)"
@@ -183,27 +184,3 @@ def test_a_saved_hyp_size_is_read_back_as_height_width():
     assert Hyperparameters.from_dict({"img_size": 64}).img_size == (64, 64)
     with pytest.raises(ConfigError, match=r"^last.pt's hyp: img_size: an image size is one integer or two"):
         Hyperparameters.from_dict({"img_size": [1, 2, 3]}, "last.pt's hyp")
-
-
-@pytest.mark.parametrize("saved", [64])
-def test_a_run_whose_checkpoint_holds_the_size_as_one_side_resumes(tmp_path, saved):
-    """Checkpoints record hyp.img_size as YAML does ([height, width], checked below); one side, in hand-written
-    or older files, loads too and the run resumes at that size."""
-    from training_helpers import write_one_head_training
-    from yolo.engine import TrainOptions, Trainer
-    from yolo.models.checkpoint import load_checkpoint_file, save_checkpoint
-
-    folder = write_one_head_training(tmp_path)
-    options = dict(data=str(folder / "data.yaml"), hyp=str(folder / "hyp.yaml"), device="cpu", progress=False)
-    first = Trainer.from_options(TrainOptions(cfg=str(folder / "tiny.cfg"), epochs=1, img_size=64,
-                                              project=str(tmp_path / "runs"), **options)).fit()
-    last = first.run_dir / "last.pt"
-    ckpt = load_checkpoint_file(last)
-    assert ckpt["train"]["hyp"]["img_size"] == [64, 64]  # YAML's safe dumper has no tuples
-    ckpt["train"]["hyp"]["img_size"] = saved
-    save_checkpoint(ckpt, last)
-    resumed = Trainer.from_options(TrainOptions(resume=str(last), epochs=2, progress=False, workers=0))
-    assert resumed.parts.hyp.img_size == (64, 64)
-    result = resumed.fit()
-    assert result.status == "finished" and result.epochs_done == 2
-    assert load_checkpoint_file(last)["train"]["hyp"]["img_size"] == [64, 64]

@@ -61,6 +61,7 @@ def detector():
                     conf_thres=0.01)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [(SIZE, SIZE), (SIZE - 40, SIZE - 24)])
 def test_an_image_within_one_slice_is_detected_exactly_as_untiled(detector, shape):
     image = cv2.resize(cv2.imread(str(asset("images/dog.jpg"))), shape[::-1])
@@ -112,6 +113,7 @@ def as_coco(det, dx=0, dy=0):
             for (x1, y1, x2, y2), s, c in zip(det["boxes"].tolist(), det["scores"].tolist(), det["labels"].tolist())]
 
 
+@pytest.mark.slow
 def test_tiled_map50_on_a_mosaic_comes_near_the_images_one_by_one(detector):
     canvas, truth, cells = mosaic()
     one_by_one = []
@@ -137,6 +139,7 @@ def test_tile_flags(tmp_path):
         parser.parse_args(base + ["--tile-overlap", "1"])
 
 
+@pytest.mark.slow
 def test_eval_tile_scores_the_mosaic_as_sliced_detection_does(tmp_path):
     """tools/eval.py --tile on the mosaic as a dataset: near the images' own mAP50 (0.40 detected one by one in
     the test above, where the untiled mosaic scores 0.0)."""

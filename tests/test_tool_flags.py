@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import cv2
+import numpy as np
 import pytest
 
-from helpers import console_scripts, tool_parser
+from helpers import console_scripts, one_line_error, tool_parser
+from training_helpers import write_one_head_model, write_one_head_training
 
 REPO = Path(__file__).resolve().parent.parent
 TOOLS = ["anchors", "benchmark", "convert", "detect", "eval", "export", "gpu_report", "train", "tune"]
@@ -90,6 +93,7 @@ print("loaded", sorted(m for m in ("torch", "cv2", "numpy") if m in sys.modules)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tool", TOOLS)
 def test_help_loads_neither_torch_nor_opencv(tool):
     script = str(REPO / "tools" / f"{tool}.py")
@@ -114,6 +118,7 @@ print("torch loaded", "torch" in sys.modules)
 SCRIPTS = sorted(p.name for p in (REPO / "tools").glob("*.py") if not p.name.startswith("_"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("entry", [f"tools/{name}" for name in SCRIPTS] + sorted(console_scripts()))
 def test_every_entry_point_answers_help_without_loading_torch(entry):
     """Each tools/NAME.py and each installed yolo-NAME command (as its console script calls it) prints its help
@@ -137,6 +142,7 @@ print(os.environ.get("OMP_WAIT_POLICY"), "torch" in sys.modules)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("given,expected", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
 def test_the_tools_set_a_passive_openmp_wait_policy_before_torch_loads(given, expected):
     """Every tool imports yolo.cli first (tools/_launch.py, the yolo-NAME entry points in yolo.cli.NAME): there
@@ -150,6 +156,7 @@ def test_the_tools_set_a_passive_openmp_wait_policy_before_torch_loads(given, ex
     assert out.stdout.split() == [expected, "False"]
 
 
+@pytest.mark.slow
 def test_cpu_threads_follow_the_affinity_mask():
     from yolo.device import cpu_threads
 
@@ -275,3 +282,87 @@ def test_demo_heldout_count_is_bounded(capsys):
     err = one_line_error(capsys, lambda: demo.parse_args(["--heldout", "100000"]))
     assert "--heldout" in err and "at most" not in err and "between 1 and 1000" in err
     assert demo.parse_args(["--heldout", "1000"]).heldout == 1000
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    """The tiny one-head cfg (5 classes), its .pt checkpoint and its Darknet .weights, random weights."""
+    return write_one_head_model(tmp_path)
+
+
+@pytest.fixture
+def train_setup(tmp_path):
+    """8 tiny shapes images, the one-head cfg and its settings (training_helpers.HYP)."""
+    return write_one_head_training(tmp_path)
+
+
+# ------------------------------------------------------------------------------- full disk
+def _noisy_images(folder: Path, count: int, side: int = 320):
+    """``count`` JPEG files of random noise (about 100 kB each: they do not compress)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for i in range(count):
+        cv2.imwrite(str(folder / f"img{i}.jpg"), rng.integers(0, 256, (side, side, 3), dtype=np.uint8))
+    return folder
+
+
+def _detect(tiny, source: Path, output: Path, *extra):
+    from yolo.cli import detect
+
+    cfg, pt, _ = tiny
+    return lambda: detect.cli(["--weights", str(pt), "--source", str(source), "--output", str(output),
+                               "--device", "cpu", "--img-size", "64", "--conf-thres", "0.0", "--max-det", "5",
+                               "--save-txt", "--save-json", "--no-progress", *extra])
+
+
+# ------------------------------------------------------------------------------- writes outside the folder
+@pytest.mark.parametrize("name", ["../../../elsewhere", "a/b", "..", ".", "", "run\x1b[2J"])
+def test_a_run_name_that_is_a_path_is_refused_by_every_tool(capsys, tiny, train_setup, name):
+    from yolo.cli import eval as eval_cli, train as train_cli
+
+    cfg, pt, _ = tiny
+    output = train_setup / "out" / "D"
+    source = _noisy_images(train_setup / "images", 1, side=64)
+    runs = {
+        "detect": lambda: _detect(tiny, source, output, "--name", name)(),
+        "eval": lambda: eval_cli.cli(["--weights", str(pt), "--data", str(train_setup / "data.yaml"), "--device",
+                                      "cpu", "--project", str(output), "--name", name, "--workers", "0"]),
+        "train": lambda: train_cli.cli(["--cfg", str(cfg), "--data", str(train_setup / "data.yaml"), "--hyp",
+                                        str(train_setup / "hyp.yaml"), "--epochs", "1", "--device", "cpu",
+                                        "--project", str(output), "--name", name, "--no-progress"]),
+    }
+    def written():  # what is on disk but the label caches the dataset scans keep
+        return sorted(str(p) for p in train_setup.parent.rglob("*") if not p.name.endswith(".cache.json"))
+
+    from yolo.cli import demo
+    runs["demo"] = lambda: demo.cli(["--name", name, "--device", "cpu"])
+    before = written()
+    for tool, run in runs.items():
+        err = one_line_error(capsys, run)
+        assert "a run name must be one folder name" in err and "\x1b" not in err, (tool, err)
+    assert written() == before
+
+
+# ------------------------------------------------------------------------------------------ flags
+@pytest.mark.parametrize("tool, argv, flag", [
+    ("detect", ["--weights", "w.pt", "--source", "x.jpg", "--conf-thres", "-1"], "--conf-thres"),
+    ("detect", ["--weights", "w.pt", "--source", "x.jpg", "--iou-thres", "1.5"], "--iou-thres"),
+    ("detect", ["--weights", "w.pt", "--source", "x.jpg", "--batch-size", "0"], "--batch-size"),
+    ("detect", ["--weights", "w.pt", "--source", "x.jpg", "--img-size", "-416"], "--img-size"),
+    ("eval", ["--weights", "w.pt", "--data", "d.yaml", "--conf-thres", "nan"], "--conf-thres"),
+    ("eval", ["--weights", "w.pt", "--data", "d.yaml", "--max-det", "0"], "--max-det"),
+    ("eval", ["--weights", "w.pt", "--data", "d.yaml", "--workers", "-2"], "--workers"),
+    ("export", ["--weights", "w.pt", "--format", "onnx", "--conf-thres", "2"], "--conf-thres"),
+    ("export", ["--weights", "w.pt", "--format", "onnx", "--opset", "9"], "--opset"),
+    ("benchmark", ["--cfg", "c.cfg", "--iters", "0"], "--iters"),
+    ("train", ["--cfg", "c.cfg", "--data", "d.yaml", "--epochs", "0"], "--epochs"),
+    ("train", ["--cfg", "c.cfg", "--data", "d.yaml", "--batch-size", "x"], "--batch-size"),
+    ("convert", ["--weights", "w.pt", "--output", "o.weights", "--cutoff", "-1"], "--cutoff"),
+    ("demo", ["--epochs", "-5"], "--epochs"),
+])
+def test_out_of_range_flags_are_one_line_errors(capsys, tool, argv, flag):
+    import importlib
+
+    module = importlib.import_module(f"yolo.cli.{tool}")
+    err = one_line_error(capsys, lambda: module.parse_args(argv))
+    assert f"argument {flag}:" in err, err

@@ -3,22 +3,19 @@
 Every run here is a few seconds: 64-128 px inputs, a few dozen images, a cfg of a few thousand weights.
 """
 import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
 
-from training_helpers import (FAST, assert_same_state, read_results, run, shapes_training, train_state,
-                              write_data)
+import yolo.cli.train as train_cli
+from helpers import one_line_error, run_tool
+from training_helpers import FAST, HYP as ONE_HEAD_HYP, read_results, run, shapes_training, train_state, write_data, write_one_head_training
 from yolo.data import SHAPE_NAMES
 from yolo.engine import TrainOptions, Trainer
 from yolo.errors import NonFiniteLossError
-from yolo.engine.hooks.writers import RESULTS_COLUMNS, RESULTS_TIME_COLUMNS
+from yolo.engine.hooks.writers import RESULTS_COLUMNS
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -33,6 +30,7 @@ pytestmark = pytest.mark.usefixtures("private_cache")
 
 
 # ------------------------------------------------------------------------------------------ learning
+@pytest.mark.slow
 def test_loss_falls_and_map_rises(shapes, tmp_path):
     """Overfit 24 images (val = the train images): the loss must fall and mAP@0.5 must rise well above chance."""
     data = write_data(shapes["folder"], shapes["root"], val="images/train", name="overfit.yaml")
@@ -73,6 +71,7 @@ def test_loss_falls_and_map_rises(shapes, tmp_path):
     assert model(torch.rand(1, 3, 96, 96)).shape[-1] == 10
 
 
+@pytest.mark.slow
 def test_lr_follows_the_darknet_schedule_and_batches_accumulate(shapes, tmp_path):
     seen = []
     trainer = run(shapes, tmp_path, epochs=2, hooks={"after_step": lambda t: seen.append(
@@ -86,64 +85,8 @@ def test_lr_follows_the_darknet_schedule_and_batches_accumulate(shapes, tmp_path
     assert len(read_results(trainer.result.run_dir)) == 2
 
 
-# ------------------------------------------------------------------------------------------ resume
-@pytest.fixture(scope="module")
-def reference_run(shapes, tmp_path_factory):
-    """An uninterrupted 3-epoch run (EMA on, accumulation over 2 mini-batches)."""
-    project = tmp_path_factory.mktemp("reference")
-    trainer = run(shapes, project, epochs=3)
-    return trainer.result.run_dir
-
-
-def test_resume_mid_epoch_matches_uninterrupted(shapes, reference_run, tmp_path):
-    def stop_in_epoch_two(t):
-        if t.state.global_step == 4:  # the first update of epoch 2 (3 updates per epoch)
-            t.request_stop()
-
-    first = run(shapes, tmp_path, epochs=3, hooks={"after_step": stop_in_epoch_two})
-    assert first.result.status == "interrupted"
-    saved = train_state(first.result.run_dir)
-    assert (saved["train"]["epoch"], saved["train"]["epoch_step"], saved["train"]["global_step"]) == (1, 1, 4)
-    assert len(read_results(first.result.run_dir)) == 1
-
-    resumed = Trainer.from_options(TrainOptions(resume=str(first.result.run_dir / "last.pt"), progress=False)).fit()
-    assert resumed.status == "finished" and resumed.run_dir == first.result.run_dir
-    assert_same_state(train_state(resumed.run_dir), train_state(reference_run))
-    ref_rows, rows = read_results(reference_run), read_results(resumed.run_dir)
-    for a, b in zip(ref_rows, rows):
-        untimed = [k for k in RESULTS_COLUMNS if k not in RESULTS_TIME_COLUMNS]
-        assert [a[k] for k in untimed] == [b[k] for k in untimed]
-    assert len(rows) == 3
-
-
-def test_ctrl_c_saves_and_resume_matches_uninterrupted(shapes, reference_run, tmp_path):
-    """A real SIGINT to tools/train.py: it saves last.pt, exits cleanly; --resume ends where the reference did."""
-    hyp_file = tmp_path / "hyp.yaml"
-    hyp_file.write_text(yaml.safe_dump(FAST))
-    cmd = [sys.executable, str(REPO / "tools" / "train.py"), "--cfg", str(shapes["cfg"]), "--data",
-           str(shapes["data"]), "--hyp", str(hyp_file), "--epochs", "3", "--device", "cpu", "--project",
-           str(tmp_path), "--name", "killed", "--no-progress"]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    run_dir = tmp_path / "killed"
-    deadline = time.time() + 120
-    while not (run_dir / "results.csv").exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGINT)
-    output, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 130, output
-    assert "--resume" in output and "Traceback" not in output, output
-    # how to continue is said once, with the command that was run
-    assert output.count("continue with") == 1 and f"python {cmd[1]} --resume {run_dir / 'last.pt'}" in output, output
-    saved = train_state(run_dir)
-    assert saved["train"]["epoch"] >= 1 and saved["train"]["global_step"] < 9  # stopped before the end
-
-    resumed = Trainer.from_options(TrainOptions(resume=str(run_dir), progress=False)).fit()
-    assert resumed.status == "finished" and resumed.global_step == 9
-    assert_same_state(train_state(run_dir), train_state(reference_run), exact=False)
-
-
 # ------------------------------------------------------------------------------------------ failures
+@pytest.mark.slow
 def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(shapes, tmp_path):
     def poison(t):
         criterion = t.step_runner.criterion
@@ -168,6 +111,7 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(shapes, tmp_pa
     assert len(read_results(tmp_path / "nan")) == 1
 
 
+@pytest.mark.slow
 def test_run_folders_are_never_reused_and_transfer_is_reported(shapes, tmp_path, assets, caplog):
     """Fine-tuning COCO yolov3-tiny weights to 5 classes (--adapt-classes): heads reported, new run folder."""
     (tmp_path / "exp").mkdir()
@@ -188,6 +132,7 @@ def test_run_folders_are_never_reused_and_transfer_is_reported(shapes, tmp_path,
     assert saved["num_classes"] == 5 and "classes=5" in saved["cfg"].replace(" ", "")
 
 
+@pytest.mark.slow
 def test_trainer_survives_corrupt_images_and_broken_labels(shapes, tmp_path, caplog):
     import shutil
 
@@ -205,3 +150,142 @@ def test_trainer_survives_corrupt_images_and_broken_labels(shapes, tmp_path, cap
     assert len(trainer.parts.train_set) == 23  # the unreadable image is left out
     text = caplog.text
     assert "00000.jpg" in text and "00001.txt" in text
+
+
+@pytest.fixture(scope="module")
+def trained_setup(tmp_path_factory):
+    """The one-head training files, with a finished one-epoch run of them in ``runs/run``."""
+    folder = write_one_head_training(tmp_path_factory.mktemp("hostile"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("YOLO_CACHE_DIR", str(folder / "cache"))
+        Trainer.from_options(TrainOptions(cfg=str(folder / "tiny.cfg"), data=str(folder / "data.yaml"),
+                                          hyp=dict(ONE_HEAD_HYP), epochs=1, device="cpu", project=str(folder / "runs"),
+                                          name="run", progress=False)).fit()
+    return folder
+
+
+def base_flags(trained_setup, tmp_path, **given):
+    """The flags of a one-epoch CPU run of ``trained_setup`` into ``tmp_path/runs``; ``given`` (``--flag value``, keys
+    without the dashes, ``_`` for ``-``) replace or add flags."""
+    flags = {"cfg": trained_setup / "tiny.cfg", "data": trained_setup / "data.yaml",
+             "hyp": trained_setup / "hyp.yaml", "epochs": 1, "device": "cpu", "project": tmp_path / "runs"}
+    flags.update(given)
+    argv = [item for key, value in flags.items() for item in (f"--{key.replace('_', '-')}", str(value))]
+    return argv + ["--no-progress"]
+
+
+def train_error(capsys, argv) -> str:
+    """``tools/train.py ARGV`` in this process: its one ``error:`` line (exit status 2)."""
+    return one_line_error(capsys, lambda: train_cli.main(train_cli.parse_args([str(a) for a in argv])))
+
+
+def line_of(text: str, start: str) -> int:
+    """The number of the first line of ``text`` that starts with ``start``."""
+    return next(n for n, line in enumerate(text.splitlines(), start=1) if line.startswith(start))
+
+
+# ------------------------------------------------------------------------------ flags
+@pytest.mark.slow
+def test_freeze_beyond_the_models_layers_is_one_line(capsys, trained_setup, tmp_path):
+    err = train_error(capsys, base_flags(trained_setup, tmp_path, freeze=999))
+    assert err == ("error: --freeze 999 is out of range: the model has 5 layers (0..4); --freeze N freezes layers "
+                   "0..N-1, so N is 0 to 5"), err
+
+
+def test_a_seed_numpy_and_torch_cannot_take_is_refused_by_the_flag(capsys):
+    with pytest.raises(SystemExit) as info:
+        train_cli.parse_args(["--seed", "99999999999999999999"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2
+    assert ("argument --seed: 99999999999999999999 is out of range: a seed must be between 0 and 4294967295"
+            in err), err
+    assert train_cli.parse_args(["--seed", "4294967295"]).seed == 2**32 - 1  # numpy's largest legacy seed
+
+
+@pytest.mark.slow
+def test_cutoff_with_a_pt_checkpoint_is_refused(capsys, trained_setup, tmp_path):
+    checkpoint = trained_setup / "runs" / "run" / "last.pt"
+    err = train_error(capsys, base_flags(trained_setup, tmp_path, weights=checkpoint, cutoff=2))
+    assert err == (f"error: --cutoff 2: applies to Darknet .weights only, not to the checkpoint {checkpoint} "
+                   "(its tensors load by name): drop --cutoff"), err
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+def test_cutoff_without_weights_is_refused(capsys, trained_setup, tmp_path):
+    err = train_error(capsys, base_flags(trained_setup, tmp_path, cutoff=2))
+    assert err == "error: --cutoff 2: applies to Darknet .weights given with --weights, and there is no --weights"
+
+
+# ------------------------------------------------------------------------------ the cfg
+@pytest.mark.slow
+def test_a_one_channel_cfg_is_refused_at_its_channels_line(capsys, trained_setup, tmp_path):
+    text = (trained_setup / "tiny.cfg").read_text().replace("channels=3", "channels=1")
+    cfg = tmp_path / "gray.cfg"
+    cfg.write_text(text)
+    err = train_error(capsys, base_flags(trained_setup, tmp_path, cfg=cfg))
+    assert err == (f"error: {cfg}:{line_of(text, 'channels=')}: [net] (layer -1): channels=1: training reads "
+                   "3-channel (RGB) images; grayscale or other inputs are not supported: set channels=3"), err
+
+
+# ------------------------------------------------------------------------------ data configs and image lists
+def write_data_yaml(trained_setup, tmp_path, **changes):
+    """``trained_setup``'s data YAML with ``changes``, written to ``tmp_path/data.yaml``."""
+    data = yaml.safe_load((trained_setup / "data.yaml").read_text())
+    data.update(changes)
+    path = tmp_path / "data.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+@pytest.mark.slow
+def test_a_single_image_as_the_train_split_is_one_line(capsys, trained_setup, tmp_path):
+    image = trained_setup / "data" / "images" / "train" / "00000.jpg"
+    data = write_data_yaml(trained_setup, tmp_path, train=str(image))
+    err = train_error(capsys, base_flags(trained_setup, tmp_path, data=data))
+    assert err == (f"error: {image}: an image, not a text list of image paths: give the folder of the split's "
+                   "images or a .txt list of them"), err
+
+
+@pytest.mark.slow
+def test_a_darknet_data_file_whose_train_is_an_image_is_one_line(capsys, trained_setup, tmp_path):
+    image = trained_setup / "data" / "images" / "train" / "00000.jpg"
+    names = tmp_path / "shapes.names"
+    names.write_text("circle\nsquare\ntriangle\ncross\nstar\n")
+    data = tmp_path / "obj.data"
+    data.write_text(f"classes=5\ntrain={image}\nvalid={trained_setup / 'data' / 'images' / 'val'}\nnames={names}\n")
+    err = train_error(capsys, base_flags(trained_setup, tmp_path, data=data))
+    assert err == (f"error: {image}: an image, not a text list of image paths: give the folder of the split's "
+                   "images or a .txt list of them"), err
+
+
+@pytest.mark.slow
+def test_a_list_file_with_a_line_that_is_not_utf8_is_one_line_at_that_line(capsys, trained_setup, tmp_path):
+    listing = tmp_path / "train.txt"
+    listing.write_bytes(f"{trained_setup / 'data' / 'images' / 'train' / '00000.jpg'}\n".encode() + b"\xff\xfei\x00\n")
+    data = write_data_yaml(trained_setup, tmp_path, train=str(listing))
+    err = train_error(capsys, base_flags(trained_setup, tmp_path, data=data))
+    assert err == f"error: {listing}:2: not a text list of image paths (this line is not UTF-8 text)", err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("values, message", [
+    ({"workers": 1000}, "workers=1000 is out of range: it must be between 0 and 64 (as --workers)"),
+    ({"learning_rate": 1e308}, "learning_rate=1e+308 is out of range: it must be between 0 and 1e+30"),
+])
+def test_a_hyp_file_value_beyond_its_flags_range_is_refused(capsys, trained_setup, tmp_path, values, message):
+    hyp = tmp_path / "hyp.yaml"
+    hyp.write_text(yaml.safe_dump({**ONE_HEAD_HYP, **values}))
+    err = train_error(capsys, base_flags(trained_setup, tmp_path, hyp=hyp))
+    assert err == f"error: {hyp}: {message}", err
+
+
+# ------------------------------------------------------------------------------ failures said once, and rightly
+@pytest.mark.slow
+def test_a_non_finite_loss_is_reported_once(trained_setup, tmp_path):
+    hyp = tmp_path / "hyp.yaml"
+    hyp.write_text(yaml.safe_dump({**ONE_HEAD_HYP, "learning_rate": 1e30}))
+    proc = run_tool("train", *base_flags(trained_setup, tmp_path, hyp=hyp), env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    lines = [line for line in proc.stderr.splitlines() if "non-finite loss" in line]
+    assert len(lines) == 1 and lines[0].startswith("error: non-finite loss ("), proc.stderr[-2000:]

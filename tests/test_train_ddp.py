@@ -14,6 +14,7 @@ from training_helpers import FAST, read_results, run, shapes_training, train_sta
 pytestmark = pytest.mark.usefixtures("private_cache")
 
 
+@pytest.mark.slow
 def test_two_process_ddp_matches_one_process(tmp_path):
     shapes = shapes_training(tmp_path, num_train=24, num_val=4, seed=11, bn=0)
     hyp = {**FAST, "subdivisions": 1, "ema": False, "burn_in": 0, "learning_rate": 0.005}

@@ -1,18 +1,25 @@
 """What the tools print: each data problem listed once, one Ctrl-C advice naming the command the user ran,
 progress lines in logs during long loops, and a resumed run's settings files that say what it ran with."""
+import io
 import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
 
+import cv2
 import pytest
+import torch
 import yaml
 
 import yolo.data.validation
 import yolo.progress
-from training_helpers import FAST, shapes_training
+from training_helpers import FAST, shapes_training, write_one_head_training
 from yolo.cli import anchors as anchors_cli
 from yolo.cli import eval as eval_cli
 from yolo.cli.invocation import invoked_command
 from yolo.engine import TrainOptions, Trainer
-from yolo.progress import ProgressLines
+from yolo.progress import ProgressLines, use_bars
 
 
 @pytest.fixture
@@ -31,6 +38,7 @@ def train(shapes, tmp_path, **options):
     return Trainer.from_options(TrainOptions(**options)).fit()
 
 
+@pytest.mark.slow
 def test_a_data_problem_is_listed_once_per_run_and_once_in_eval_and_anchors(shapes, tmp_path, caplog):
     orphan = "renamed_image.txt: label file has no matching image"
     with caplog.at_level(logging.INFO):
@@ -54,17 +62,7 @@ def test_a_data_problem_is_listed_once_per_run_and_once_in_eval_and_anchors(shap
     assert caplog.text.count(orphan) == 1
 
 
-def test_resume_with_more_epochs_updates_the_settings_files(shapes, tmp_path):
-    first = train(shapes, tmp_path, epochs=1)
-    assert yaml.safe_load((first.run_dir / "opt.yaml").read_text())["epochs"] == 1
-    resumed = Trainer.from_options(TrainOptions(resume=str(first.run_dir), epochs=2, progress=False)).fit()
-    assert resumed.epochs_done == 2 and resumed.run_dir == first.run_dir
-    opt = yaml.safe_load((first.run_dir / "opt.yaml").read_text())
-    hyp = yaml.safe_load((first.run_dir / "hyp.yaml").read_text())
-    assert opt["epochs"] == 2 and hyp["epochs"] == 2
-    assert opt["cfg"] == str(shapes["cfg"].resolve()) and opt["resume"] is None  # the rest as the run started
-
-
+@pytest.mark.slow
 def test_long_loops_print_progress_lines_without_a_bar(shapes, tmp_path, caplog, monkeypatch):
     monkeypatch.setattr(yolo.progress, "LINE_SECONDS", 0.0)  # every step is "long" here
     with caplog.at_level(logging.INFO):
@@ -104,6 +102,7 @@ def test_advice_names_the_command_the_user_ran(argv0, command):
     assert invoked_command("train", [argv0]) == command
 
 
+@pytest.mark.slow
 def test_darknet_map_adds_its_column_to_results_and_metrics(shapes, tmp_path, caplog):
     """--darknet-map: each evaluation's Darknet mAP@0.50 in results.csv (after mAP50_95), the epoch line and
     metrics.json (whose darknet_map is the eval tool's report of the same weights)."""
@@ -128,6 +127,7 @@ def test_darknet_map_adds_its_column_to_results_and_metrics(shapes, tmp_path, ca
     assert again["map"] == pytest.approx(saved["map"], abs=1e-9) and again["tp"] == saved["tp"]
 
 
+@pytest.mark.slow
 def test_without_darknet_map_results_have_no_such_column(shapes, tmp_path):
     result = train(shapes, tmp_path, epochs=1)
     assert "darknet_mAP50" not in (result.run_dir / "results.csv").read_text()
@@ -135,3 +135,52 @@ def test_without_darknet_map_results_have_no_such_column(shapes, tmp_path):
 
 def shapes_names(shapes):
     return yaml.safe_load(shapes["data"].read_text())["names"]
+
+
+# ------------------------------------------------------------------------------------------ run records
+def test_opt_yaml_records_no_hyp_as_null(tmp_path):
+    from yolo.engine.run_folder import options_record, write_yaml
+
+    for given, recorded in ((None, None), ("hyp.yaml", "hyp.yaml"), ({"lr0": 0.01}, "inline")):
+        write_yaml(tmp_path / "opt.yaml", options_record({"epochs": 3, "hyp": given}))
+        assert yaml.safe_load((tmp_path / "opt.yaml").read_text())["hyp"] == recorded
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# ------------------------------------------------------------------------------------------ progress
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_bars_only_on_a_terminal():
+    assert use_bars(True, _Terminal())
+    assert not use_bars(False, _Terminal())  # --no-progress
+    assert not use_bars(True, io.StringIO())  # a pipe, a log file
+    closed = io.StringIO()
+    closed.close()  # isatty() raises on a closed stream
+    assert not use_bars(True, closed)
+
+
+@pytest.mark.slow
+def test_training_log_without_terminal_is_one_line_per_epoch_and_evaluation(tmp_path):
+    """tools/train.py with its output in a pipe (as under CI or nohup): no carriage returns, no bar lines."""
+    write_one_head_training(tmp_path, hyp={"workers": 0, "tensorboard": False, "plots": False})
+    cmd = [sys.executable, str(REPO / "tools" / "train.py"), "--cfg", str(tmp_path / "tiny.cfg"),
+           "--data", str(tmp_path / "data.yaml"), "--hyp", str(tmp_path / "hyp.yaml"), "--epochs", "3",
+           "--device", "cpu", "--project", str(tmp_path / "runs")]
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "YOLO_CACHE_DIR": str(tmp_path / "cache")})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "\r" not in out and "it/s" not in out, out[-3000:]
+    for epoch in (1, 2, 3):
+        lines = [line for line in out.splitlines() if line.startswith(f"epoch {epoch}/3:")]
+        assert len(lines) == 2, out  # one for the training (losses, lr, speed), one for the evaluation
+        assert "box" in lines[0] and "lr" in lines[0] and "mAP50" in lines[1]
+    # What identical losses depend on is logged and kept with the run.
+    env = yaml.safe_load((tmp_path / "runs" / "exp" / "environment.yaml").read_text())
+    assert env["opencv"] == cv2.__version__ and env["torch"] == torch.__version__ and env["cpu_threads"] >= 1
+    assert "environment: " in out

@@ -71,6 +71,7 @@ def test_apply_tf32_sets_both_backends():
     assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
 
 
+@pytest.mark.slow
 def test_tf32_is_applied_at_start_and_recorded(shapes, tmp_path, plain_run):
     plain_opt = yaml.safe_load((plain_run / "opt.yaml").read_text())
     plain_hyp = yaml.safe_load((plain_run / "hyp.yaml").read_text())
@@ -127,6 +128,7 @@ def test_compiled_forward_falls_back_with_one_warning(caplog):
     assert torch.equal(working(x), model(x) * 2) and working.compiled
 
 
+@pytest.mark.slow
 def test_a_run_whose_compile_fails_trains_exactly_as_a_plain_run(shapes, tmp_path, plain_run, monkeypatch, caplog):
     def refuse(*args, **kwargs):
         raise RuntimeError("torch.compile is not available")
@@ -143,6 +145,7 @@ def test_a_run_whose_compile_fails_trains_exactly_as_a_plain_run(shapes, tmp_pat
     assert read_results(trainer.result.run_dir)[0]["loss"] == read_results(plain_run)[0]["loss"]
 
 
+@pytest.mark.slow
 def test_cache_images_trains_exactly_as_reading_from_disk(shapes, tmp_path, plain_run):
     cached = []
     trainer = run(shapes, tmp_path, name="cached", epochs=1, cache_images=True,
@@ -155,6 +158,7 @@ def test_cache_images_trains_exactly_as_reading_from_disk(shapes, tmp_path, plai
 
 
 # ------------------------------------------------------------------------------------------ bookkeeping
+@pytest.mark.slow
 def test_logged_running_losses_equal_a_plain_account_of_every_mini_batch(shapes, tmp_path):
     """step_log (after each update) and results.csv (after the epoch) against the mini-batch losses read one by one."""
     minibatches, logs = [], []
@@ -222,6 +226,7 @@ def test_amp_update_with_one_sync_equals_grad_scaler_step(inf_grad):
 
 
 # ------------------------------------------------------------------------------------------ channels_last
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["yolov3-tiny.cfg", "yolov4-tiny.cfg", "yolov2-tiny.cfg", "yolov2.cfg"])
 def test_channels_last_model_gives_the_nchw_outputs_and_gradients(assets, name):
     """The model's layers (route groups, reorg, maxpool's replicate edge, the heads' reshapes) on channels_last

@@ -45,6 +45,7 @@ def evaluate(weights, data, tmp_path, *extra):
                                               "--project", str(tmp_path / "eval"), *extra]))
 
 
+@pytest.mark.slow
 def test_training_and_eval_agree_on_best_pt(shapes, tmp_path, capsys):
     """The affine pipeline letterboxes its crops; the cfg (no letter_box) would stretch. Trained at 64 on a cfg of
     96: eval.py without --resize/--img-size must measure best.pt exactly as the training did."""
@@ -82,6 +83,7 @@ def test_training_and_eval_agree_on_best_pt(shapes, tmp_path, capsys):
     assert any(name in printed.out for name in trainer.parts.data.names)
 
 
+@pytest.mark.slow
 def test_darknet_pipeline_validates_as_the_cfg_says(shapes, tmp_path, caplog):
     """Darknet's pipeline stretches each crop to the input unless the cfg sets letter_box=1 (as Darknet's detector
     map then does): validation and the record follow."""

@@ -1,6 +1,8 @@
 """The trainer is given its parts: a run made of hand-built parts (a model, made-up batches, torch's SGD) trains
 exactly as the run the builder makes from a cfg and a dataset YAML; a hook's state goes into ``last.pt`` and comes
 back on resume (and a ``last.pt`` written before hooks had states still gives the best fitness back)."""
+from __future__ import annotations
+
 import os
 import signal
 from types import SimpleNamespace
@@ -12,14 +14,13 @@ import torch.nn as nn
 from helpers import cpu_step_runner
 from training_helpers import made_up_evaluation, write_one_head_training
 from yolo.engine import RunPlan, TrainingParts, TrainOptions, Trainer, build_training
-from yolo.engine.hooks import EvalHook, HookBase
+from yolo.engine.hooks import EvalHook
 from yolo.engine.hooks.evaluation import fitness
 from yolo.engine.rng import seed_everything
 from yolo.engine.train_state import TrainState
 from yolo.errors import ConfigError
 from yolo.losses.yolo_loss import YoloLoss
 from yolo.models.cfg import parse_cfg
-from yolo.models.checkpoint import load_checkpoint_file
 from yolo.models.model import Darknet
 
 LR = 2.0 ** -7  # a float32 number: the schedule's rate and torch's are the same number
@@ -47,6 +48,7 @@ def made_up_batches(count: int):
     return batches
 
 
+@pytest.mark.slow
 def test_a_trainer_given_hand_built_parts_trains_as_the_built_run(setup, tmp_path):
     batches = made_up_batches(4)  # one epoch: 2 updates of 2 mini-batches
 
@@ -87,92 +89,6 @@ def test_a_trainer_given_hand_built_parts_trains_as_the_built_run(setup, tmp_pat
                for key, value in hand_weights.items() if value.is_floating_point())  # it did train
 
 
-class CountingHook(HookBase):
-    """Counts the updates of the run, resumed ones included (its state)."""
-
-    def __init__(self):
-        self.updates = 0
-
-    def after_step(self, trainer) -> None:
-        self.updates += 1
-
-    def state_dict(self):
-        return {"updates": self.updates}
-
-    def load_state_dict(self, state) -> None:
-        self.updates = state["updates"]
-
-
-def test_a_hooks_state_survives_a_resume(setup, tmp_path, monkeypatch):
-    monkeypatch.setattr("yolo.engine.hooks.evaluation.evaluate_training", made_up_evaluation)
-    options = TrainOptions(cfg=str(setup / "tiny.cfg"), data=str(setup / "data.yaml"), hyp=dict(HYP), epochs=2,
-                           device="cpu", project=str(tmp_path), name="run", progress=False)
-    first = Trainer.from_options(options)
-    first.hooks.append(CountingHook())
-    first.add_callback("after_step", lambda t: t.request_stop() if t.state.global_step == 3 else None)
-    assert first.fit().status == "interrupted"  # in epoch 2, after its first update
-    last = tmp_path / "run" / "last.pt"
-    saved = load_checkpoint_file(last)["train"]
-    best_after_epoch_1 = fitness(made_up_evaluation(None, 0, False))
-    # the best fitness is the trainer's state; results.csv keeps the stopped epoch's time so far
-    assert saved["hooks"].keys() == {"CountingHook", "ResultsCSVWriter"}
-    assert saved["hooks"]["CountingHook"] == {"updates": 3} and saved["hooks"]["ResultsCSVWriter"]["epoch"] == 1
-    assert saved["best_fitness"] == pytest.approx(best_after_epoch_1)
-    assert saved["metrics"] == made_up_evaluation(None, 0, False)
-    ckpt = load_checkpoint_file(last)
-    # Two earlier formats: the evaluation hook held the best fitness (its state beside the others), and before
-    # that hooks had no states. Each keeps the best fitness at the top too.
-    older_formats = {"eval_hook": {"EvalHook": {"best_fitness": saved["best_fitness"]}, "CountingHook": {"updates": 3}},
-                     "no_hooks": None}
-    for name, hooks in older_formats.items():
-        folder = tmp_path / name
-        folder.mkdir()
-        if hooks is None:
-            del ckpt["train"]["hooks"]
-        else:
-            ckpt["train"]["hooks"] = hooks
-        torch.save(ckpt, folder / "last.pt")
-        (folder / "best.pt").write_bytes((tmp_path / "run" / "best.pt").read_bytes())
-
-    resumed = Trainer.from_options(TrainOptions(resume=str(last), progress=False))
-    counter = CountingHook()
-    resumed.hooks.append(counter)
-    seen = []
-    resumed.add_callback("before_train", lambda t: seen.append((t.state.best_fitness, counter.updates)))
-    result = resumed.fit()
-    assert seen == [(pytest.approx(best_after_epoch_1), 3)]
-    assert result.status == "finished" and result.global_step == 4 and counter.updates == 4
-    assert load_checkpoint_file(last)["train"]["hooks"]["CountingHook"] == {"updates": 4}
-    assert result.best_fitness == pytest.approx(fitness(made_up_evaluation(None, 1, True)))
-
-    # The earlier formats: the best fitness comes back; a hook they knew nothing of starts afresh.
-    for name, updates_before in (("eval_hook", 3), ("no_hooks", 0)):
-        resumed = Trainer.from_options(TrainOptions(resume=str(tmp_path / name), progress=False))
-        counter = CountingHook()
-        resumed.hooks.append(counter)
-        seen.clear()
-        resumed.add_callback("before_train", lambda t: seen.append((t.state.best_fitness, counter.updates)))
-        result = resumed.fit()
-        assert seen == [(pytest.approx(best_after_epoch_1), updates_before)], name
-        assert result.global_step == 4 and counter.updates == updates_before + 1, name
-        assert result.best_fitness == pytest.approx(fitness(made_up_evaluation(None, 1, True))), name
-
-
-def test_a_best_fitness_without_its_best_pt_is_dropped_on_resume(setup, tmp_path, monkeypatch, caplog):
-    monkeypatch.setattr("yolo.engine.hooks.evaluation.evaluate_training", made_up_evaluation)
-    options = TrainOptions(cfg=str(setup / "tiny.cfg"), data=str(setup / "data.yaml"), hyp=dict(HYP), epochs=1,
-                           device="cpu", project=str(tmp_path), name="run", progress=False)
-    Trainer.from_options(options).fit()
-    (tmp_path / "run" / "best.pt").unlink()  # as a kill between the two saves of an epoch would leave it
-    resumed = Trainer.from_options(TrainOptions(resume=str(tmp_path / "run"), epochs=2, progress=False))
-    seen = []
-    resumed.add_callback("before_train", lambda t: seen.append(t.state.best_fitness))
-    with caplog.at_level("WARNING"):
-        result = resumed.fit()
-    assert seen == [-1.0] and "best.pt is missing although last.pt records a best fitness" in caplog.text
-    assert result.best is not None and load_checkpoint_file(result.best)["train"]["epoch"] == 2
-
-
 def test_a_callback_names_a_known_event(setup):
     parts = TrainingParts(model=nn.Linear(1, 1), optimizer=None, schedule=lambda n: 0.0, criterion=None,
                           batches=lambda epoch, first: iter(()), plan=RunPlan(epochs=1, steps_per_epoch=1))
@@ -187,6 +103,7 @@ def test_a_callback_names_a_known_event(setup):
         Trainer(TrainOptions(cfg=str(setup / "tiny.cfg")))
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_the_parts_are_built_stops_at_the_first_update(setup, tmp_path, monkeypatch):
     import yolo.engine.trainer as trainer_module
 
@@ -226,6 +143,7 @@ class NoWritesIntoTheTrainer(Trainer):
         super().__setattr__(name, value)
 
 
+@pytest.mark.slow
 def test_hooks_write_nothing_into_the_trainer_the_evaluation_flows_through_the_state(setup, tmp_path, monkeypatch):
     monkeypatch.setattr("yolo.engine.hooks.evaluation.evaluate_training", made_up_evaluation)
     options = TrainOptions(cfg=str(setup / "tiny.cfg"), data=str(setup / "data.yaml"), hyp=dict(HYP, eval_interval=2),
@@ -282,3 +200,16 @@ def test_the_step_runner_alone_accumulates_as_plain_pytorch():
     for a, b in zip(model.parameters(), reference.parameters()):
         assert torch.allclose(a, b, rtol=0, atol=1e-6)
     assert runner.loss_sums[3].item() == 4 and state.step_log.num_targets == 4  # 4 mini-batches summed
+
+
+def test_a_trainer_of_anything_but_built_parts_is_a_type_error():
+    # before: Trainer({}) failed with AttributeError: 'dict' object has no attribute 'options'
+    with pytest.raises(TypeError, match=r"Trainer takes the built parts of a run \(TrainingParts\), got dict; to "
+                                        r"train from settings: Trainer.from_options"):
+        Trainer({})
+
+
+@pytest.mark.slow
+def test_the_trainer_takes_training_options():
+    with pytest.raises(TypeError, match=r"^Trainer\.from_options takes a TrainOptions, got NoneType None$"):
+        Trainer.from_options(None)

@@ -57,6 +57,7 @@ def trials_of(folder: Path):
     return optuna.load_study(study_name=folder.name, storage=storage).get_trials(deepcopy=False)
 
 
+@pytest.mark.slow
 def test_a_stopped_study_resumes_where_it_stopped_and_its_best_hyp_file_trains(shapes, monkeypatch, capsys):
     reported = EpochScores.report
 
@@ -117,6 +118,7 @@ def test_a_stopped_study_resumes_where_it_stopped_and_its_best_hyp_file_trains(s
         {k: DARKNET_GAINS[k] * winner.params[f"gain.{k}"] for k in DARKNET_GAINS}, rel=1e-5)
 
 
+@pytest.mark.slow
 def test_a_diverging_trial_is_pruned_and_recorded_and_the_search_goes_on(shapes):
     # a learning rate of 1e25 and more makes the loss infinite at the second update
     (shapes / "space.yaml").write_text("learning_rate: [1.0e25, 1.0e30]\nburn_in: null\n")
@@ -130,6 +132,7 @@ def test_a_diverging_trial_is_pruned_and_recorded_and_the_search_goes_on(shapes)
     assert not (result.folder / "best_hyp.yaml").exists()
 
 
+@pytest.mark.slow
 def test_two_processes_on_one_sqlite_study_never_run_the_same_trial(shapes):
     folder = Tuner(TuneOptions(**settings(shapes, trials=3, epochs=1))).folder  # the study, no trial yet
     command = [sys.executable, str(REPO / "tools" / "tune.py"), "--resume", "--project", str(shapes / "runs"),

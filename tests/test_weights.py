@@ -1,13 +1,22 @@
 """Darknet .weights I/O: byte-identical round trips, partial files, clear errors; the convert tool."""
+import os
 import struct
+import subprocess
 from pathlib import Path
 
+import cv2
+import numpy as np
 import pytest
 import torch
 
+from cfg_snippets import ONE_HEAD_CFG
 from conftest import asset
-from helpers import run_tool
+from helpers import one_line_error, run_tool
+from training_helpers import write_one_head_model
 from yolo import Darknet, WeightsError, load_model
+from yolo.cli import convert
+from yolo.data import SHAPE_NAMES
+from yolo.models.checkpoint import load_checkpoint_file, model_checkpoint, save_checkpoint
 from yolo.models.weights import float_count, read_header
 
 REAL = [("yolov3-tiny.cfg", "yolov3-tiny.weights"), ("yolo-fastest-1.1.cfg", "yolo-fastest-1.1.weights"),
@@ -109,6 +118,7 @@ def test_new_model_writes_minor_2_with_8_byte_seen(tmp_path):
         assert torch.equal(a, b)
 
 
+@pytest.mark.slow
 def test_convert_tool_round_trip(tmp_path):
     cfg, weights = asset("cfg/yolov3-tiny.cfg"), asset("weights/yolov3-tiny.weights")
     pt, back = tmp_path / "tiny.pt", tmp_path / "back.weights"
@@ -126,19 +136,25 @@ def test_convert_tool_round_trip(tmp_path):
                        .module_list[0].conv.weight)
 
 
-def test_convert_tool_errors_are_one_line(tmp_path):
+@pytest.mark.slow
+def test_convert_tool_errors_are_one_line(tmp_path, capsys):
+    """Once in a process of its own, as a user runs it (the launcher's exit and output), then in this process
+    through the same ``cli`` the launcher calls."""
+    from yolo.cli.convert import cli
+
     cfg = asset("cfg/yolov4-tiny.cfg")
-    for args in (["--cfg", cfg, "--weights", asset("weights/yolov3-tiny.weights"), "--output", tmp_path / "x.pt"],
-                 ["--cfg", cfg, "--weights", tmp_path / "missing.weights", "--output", tmp_path / "x.pt"],
+    result = run_tool("convert", "--cfg", cfg, "--weights", asset("weights/yolov3-tiny.weights"),
+                      "--output", tmp_path / "x.pt")
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    for args in (["--cfg", cfg, "--weights", tmp_path / "missing.weights", "--output", tmp_path / "x.pt"],
                  ["--weights", asset("weights/yolov3-tiny.weights"), "--output", tmp_path / "x.pt"]):
-        result = run_tool("convert", *args)
-        assert result.returncode != 0
-        lines = result.stderr.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+        one_line_error(capsys, lambda: cli([str(a) for a in args]))
     bad_pt = tmp_path / "bad.pt"
     bad_pt.write_bytes(b"not a zip")
-    result = run_tool("convert", "--weights", bad_pt, "--output", tmp_path / "y.weights")
-    assert result.returncode != 0 and "not a PyTorch checkpoint" in result.stderr
+    err = one_line_error(capsys, lambda: cli(["--weights", str(bad_pt), "--output", str(tmp_path / "y.weights")]))
+    assert "not a PyTorch checkpoint" in err
 
 
 def test_convert_refuses_an_output_that_is_a_fifo_or_a_device(tmp_path, capsys):
@@ -191,3 +207,173 @@ def test_a_weights_file_that_is_a_fifo_is_one_line(tmp_path):
     finally:
         end()
     assert str(error.value) == f"{fifo}: cannot read the weights file: it is a FIFO (named pipe), not a regular file"
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    """The one-head 64 px cfg (5 classes), a checkpoint of it with random weights and its Darknet .weights."""
+    return write_one_head_model(tmp_path)
+
+
+# ------------------------------------------------------------------------------------------ convert
+def test_convert_refuses_conversions_that_change_nothing(tiny, tmp_path, capsys):
+    cfg, pt, weights = tiny
+    err = one_line_error(capsys, lambda: convert.main(convert.parse_args(
+        ["--weights", str(pt), "--output", str(tmp_path / "copy.pt")])))
+    assert err == (f"error: {tmp_path / 'copy.pt'}: --weights and --output are both .pt checkpoints: nothing to "
+                   "convert (a --output without .pt or .pth writes Darknet .weights)")
+    err = one_line_error(capsys, lambda: convert.main(convert.parse_args(
+        ["--cfg", str(cfg), "--weights", str(weights), "--output", str(tmp_path / "copy.weights")])))
+    assert err == (f"error: {tmp_path / 'copy.weights'}: --weights and --output are both Darknet weights: nothing "
+                   "to convert without --cutoff N (Darknet's partial, layers 0..N-1); a .pt --output writes a "
+                   "checkpoint")
+    assert not (tmp_path / "copy.pt").exists() and not (tmp_path / "copy.weights").exists()
+
+
+def test_convert_refuses_cutoff_zero_and_names_that_do_not_fit(tiny, tmp_path, capsys):
+    cfg, _, weights = tiny
+    with pytest.raises(SystemExit) as stop:
+        convert.parse_args(["--cfg", str(cfg), "--weights", str(weights), "--output", "x.pt", "--cutoff", "0"])
+    assert stop.value.code == 2 and "--cutoff" in capsys.readouterr().err
+    names = tmp_path / "two.names"
+    names.write_text("a\nb\n")
+    err = one_line_error(capsys, lambda: convert.main(convert.parse_args(
+        ["--cfg", str(cfg), "--weights", str(weights), "--output", str(tmp_path / "x.pt"), "--names", str(names)])))
+    assert err == f"error: {names}: 2 class names but the model has 5 classes"
+    err = one_line_error(capsys, lambda: convert.main(convert.parse_args(
+        ["--weights", str(tiny[1]), "--output", str(tmp_path / "x.weights"), "--names", str(names)])))
+    assert err == f"error: {names}: --names is stored in a .pt checkpoint; Darknet .weights hold no names"
+    assert not list(tmp_path.glob("x.*"))
+
+
+def test_convert_with_cutoff_writes_what_darknet_partial_writes(darknet, tmp_path):
+    """Darknet -> Darknet with --cutoff 9 equals `darknet partial cfg weights out 9` byte for byte (the first
+    nine layers, ``seen`` reset to 0)."""
+    cfg, weights = asset("cfg/yolov3-tiny.cfg"), asset("weights/yolov3-tiny.weights")
+    ours, theirs = tmp_path / "ours.conv.9", tmp_path / "theirs.conv.9"
+    convert.main(convert.parse_args(["--cfg", str(cfg), "--weights", str(weights), "--output", str(ours),
+                                     "--cutoff", "9"]))
+    run = subprocess.run([str(darknet.folder / "darknet"), "partial", str(cfg), str(weights), str(theirs), "9"],
+                         cwd=tmp_path, capture_output=True, text=True)
+    assert run.returncode == 0 and theirs.is_file(), run.stdout[-2000:] + run.stderr[-2000:]
+    assert ours.read_bytes() == theirs.read_bytes()
+    assert len(ours.read_bytes()) < len(weights.read_bytes())
+
+
+def test_convert_writes_a_legal_name_too_long_for_a_temp_name_beside_it(tiny, tmp_path):
+    """A 254-character output name is legal; the temporary file written before the rename must be too."""
+    cfg, _, weights = tiny
+    output = tmp_path / ("x" * 251 + ".pt")
+    convert.main(convert.parse_args(["--weights", str(weights), "--cfg", str(cfg), "--output", str(output)]))
+    assert load_checkpoint_file(output)["num_classes"] == 5
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temp file left
+
+
+# ------------------------------------------------------------------------------- output == input
+def _links(path: Path, tmp_path: Path):
+    """``path`` itself, spelled another way, through a symbolic link and through a hard link."""
+    other = tmp_path / "sub"
+    other.mkdir(exist_ok=True)
+    symlink, hardlink = other / f"sym{path.suffix}", other / f"hard{path.suffix}"
+    symlink.symlink_to(path)
+    os.link(path, hardlink)
+    return [path, other / ".." / path.name, symlink, hardlink]
+
+
+@pytest.mark.parametrize("source", ["pt", "weights"])
+def test_convert_never_writes_over_its_input(capsys, tiny, tmp_path, source):
+    from yolo.cli import convert
+
+    cfg, pt, weights = tiny
+    given = pt if source == "pt" else weights
+    before = given.read_bytes()
+    for output in _links(given, tmp_path):
+        err = one_line_error(capsys, lambda: convert.main(convert.parse_args(
+            ["--weights", str(given), "--cfg", str(cfg), "--output", str(output)])))
+        assert "--output is the input --weights" in err and "choose another --output" in err, err
+        assert given.read_bytes() == before
+    err = one_line_error(capsys, lambda: convert.main(convert.parse_args(
+        ["--weights", str(given), "--cfg", str(cfg), "--output", str(cfg)])))
+    assert "--output is the input --cfg" in err
+    assert cfg.read_text() == ONE_HEAD_CFG
+
+
+# ------------------------------------------------------------------------------- full disk
+def _noisy_images(folder: Path, count: int, side: int = 320):
+    """``count`` JPEG files of random noise (about 100 kB each: they do not compress)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for i in range(count):
+        cv2.imwrite(str(folder / f"img{i}.jpg"), rng.integers(0, 256, (side, side, 3), dtype=np.uint8))
+    return folder
+
+
+def test_weights_with_nan_or_inf_are_refused_naming_file_and_layer(capsys, tiny, tmp_path):
+    from yolo.cli import detect
+    from yolo.errors import WeightsError
+
+    cfg, pt, weights = tiny
+    data = bytearray(weights.read_bytes())
+    floats = np.frombuffer(data, dtype="<f4", offset=20)  # after the 20-byte header (version 0.2)
+    layer0 = 8 * 4 + 8 * 3 * 3 * 3  # [convolutional] 0: biases, scales, mean, variance, then the kernels
+    bad = tmp_path / "nan.weights"
+    floats = floats.copy()
+    floats[layer0 + 5] = np.nan  # in layer 1 (the [maxpool] has no weights: the next is layer 2)
+    bad.write_bytes(bytes(data[:20]) + floats.tobytes())
+    with pytest.raises(WeightsError, match=r"nan.weights: layer 2 holds 1 NaN or infinite value"):
+        Darknet(cfg).load_darknet_weights(bad)
+    floats[:] = np.inf
+    bad.write_bytes(bytes(data[:20]) + floats.tobytes())
+    err = one_line_error(capsys, lambda: detect.cli(["--cfg", str(cfg), "--weights", str(bad), "--source",
+                                                     str(_noisy_images(tmp_path / "img", 1, 64)), "--device", "cpu"]))
+    assert "nan.weights: layer 0 holds" in err, err
+    # The same in a .pt checkpoint.
+    ckpt = torch.load(pt, weights_only=True)
+    key = next(k for k, v in ckpt["model"].items() if v.is_floating_point())
+    ckpt["model"][key].view(-1)[0] = float("nan")
+    torch.save(ckpt, tmp_path / "nan.pt")
+    err = one_line_error(capsys, lambda: detect.cli(["--weights", str(tmp_path / "nan.pt"), "--source",
+                                                     str(tmp_path / "img"), "--device", "cpu"]))
+    assert f"nan.pt: {key} holds 1 NaN or infinite value" in err, err
+    # ... and as the starting weights of a training.
+    from yolo.engine.transfer import load_pretrained
+    with pytest.raises(WeightsError, match=f"nan.pt: {key} holds 1 NaN"):
+        load_pretrained(Darknet(cfg), tmp_path / "nan.pt")
+
+
+def test_the_nan_check_of_weights_does_not_refuse_finite_values_whose_sum_overflows():
+    from yolo.errors import WeightsError
+    from yolo.models.weights import check_finite
+
+    layers = [(0, [torch.empty(6)]), (3, [torch.empty(4)])]
+    check_finite(torch.full((10,), 3e38), layers, "big.weights")  # the float32 sum is inf, every value finite
+    values = torch.full((10,), 3e38)
+    values[7] = float("-inf")
+    with pytest.raises(WeightsError, match=r"^big.weights: layer 3 holds 1 NaN or infinite value\(s\) of 4"):
+        check_finite(values, layers, "big.weights")
+
+
+@pytest.fixture
+def tiny_pt(tmp_path):
+    """A .pt checkpoint of the tiny one-head cfg (5 classes) with random weights."""
+    torch.manual_seed(0)
+    cfg = tmp_path / "tiny.cfg"
+    cfg.write_text(ONE_HEAD_CFG)
+    path = tmp_path / "tiny.pt"
+    save_checkpoint(model_checkpoint(Darknet(cfg), names=list(SHAPE_NAMES)), path)
+    return path
+
+
+# ------------------------------------------------------------------------------------------ tools
+def test_convert_writes_weights_into_a_new_folder(tiny_pt, tmp_path):
+    from yolo.cli import convert
+
+    for output in (tmp_path / "new" / "a" / "tiny.weights", tmp_path / "new" / "b" / "tiny.pt"):
+        convert.main(convert.parse_args(["--weights", str(tiny_pt if output.suffix == ".weights" else
+                                                            tmp_path / "new" / "a" / "tiny.weights"),
+                                         "--cfg", str(tmp_path / "tiny.cfg"), "--output", str(output)]))
+        assert output.is_file() and not list(output.parent.glob(".*tmp"))
+    # Round trip through the new folders: same tensors.
+    a = load_checkpoint_file(tiny_pt)["model"]
+    b = load_checkpoint_file(tmp_path / "new" / "b" / "tiny.pt")["model"]
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a if "num_batches" not in k)

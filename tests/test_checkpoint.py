@@ -1,21 +1,23 @@
-"""Hand-edited or foreign checkpoints, partial conversions and overflowing weights: one error or one warning that
-says what is wrong, never a type error deep in the model, never detections from weights that were never read.
-The convert tool's Darknet-to-Darknet copy with --cutoff is compared byte for byte with Darknet's partial."""
+"""Checkpoints (yolo.models.checkpoint): hand-edited, foreign, partial, damaged or overflowing ones are one error or
+one warning that says what is wrong; saving on a full disk keeps the last good file."""
+
 import logging
-import subprocess
+import os
 
 import numpy as np
 import pytest
 import torch
 
-from conftest import asset
+from cfg_snippets import ONE_HEAD_CFG
 from helpers import one_line_error
 from training_helpers import write_one_head_model
 from yolo.cli import convert, detect
+from yolo.data import SHAPE_NAMES
 from yolo.errors import WeightsError
 from yolo.inference.detector import Detector
-from yolo.models.checkpoint import load_checkpoint_file
+from yolo.models.checkpoint import load_checkpoint_file, model_checkpoint, save_checkpoint
 from yolo.models.model import Darknet, load_model
+
 
 @pytest.fixture
 def tiny(tmp_path):
@@ -90,51 +92,6 @@ def test_the_tools_say_it_in_one_line(tiny, tmp_path, capsys):
     assert err == f"error: {path}: damaged or foreign checkpoint: 'cfg' is 42, not cfg text"
 
 
-# ------------------------------------------------------------------------------------------ convert
-def test_convert_refuses_conversions_that_change_nothing(tiny, tmp_path, capsys):
-    cfg, pt, weights = tiny
-    err = one_line_error(capsys, lambda: convert.main(convert.parse_args(
-        ["--weights", str(pt), "--output", str(tmp_path / "copy.pt")])))
-    assert err == (f"error: {tmp_path / 'copy.pt'}: --weights and --output are both .pt checkpoints: nothing to "
-                   "convert (a --output without .pt or .pth writes Darknet .weights)")
-    err = one_line_error(capsys, lambda: convert.main(convert.parse_args(
-        ["--cfg", str(cfg), "--weights", str(weights), "--output", str(tmp_path / "copy.weights")])))
-    assert err == (f"error: {tmp_path / 'copy.weights'}: --weights and --output are both Darknet weights: nothing "
-                   "to convert without --cutoff N (Darknet's partial, layers 0..N-1); a .pt --output writes a "
-                   "checkpoint")
-    assert not (tmp_path / "copy.pt").exists() and not (tmp_path / "copy.weights").exists()
-
-
-def test_convert_refuses_cutoff_zero_and_names_that_do_not_fit(tiny, tmp_path, capsys):
-    cfg, _, weights = tiny
-    with pytest.raises(SystemExit) as stop:
-        convert.parse_args(["--cfg", str(cfg), "--weights", str(weights), "--output", "x.pt", "--cutoff", "0"])
-    assert stop.value.code == 2 and "--cutoff" in capsys.readouterr().err
-    names = tmp_path / "two.names"
-    names.write_text("a\nb\n")
-    err = one_line_error(capsys, lambda: convert.main(convert.parse_args(
-        ["--cfg", str(cfg), "--weights", str(weights), "--output", str(tmp_path / "x.pt"), "--names", str(names)])))
-    assert err == f"error: {names}: 2 class names but the model has 5 classes"
-    err = one_line_error(capsys, lambda: convert.main(convert.parse_args(
-        ["--weights", str(tiny[1]), "--output", str(tmp_path / "x.weights"), "--names", str(names)])))
-    assert err == f"error: {names}: --names is stored in a .pt checkpoint; Darknet .weights hold no names"
-    assert not list(tmp_path.glob("x.*"))
-
-
-def test_convert_with_cutoff_writes_what_darknet_partial_writes(darknet, tmp_path):
-    """Darknet -> Darknet with --cutoff 9 equals `darknet partial cfg weights out 9` byte for byte (the first
-    nine layers, ``seen`` reset to 0)."""
-    cfg, weights = asset("cfg/yolov3-tiny.cfg"), asset("weights/yolov3-tiny.weights")
-    ours, theirs = tmp_path / "ours.conv.9", tmp_path / "theirs.conv.9"
-    convert.main(convert.parse_args(["--cfg", str(cfg), "--weights", str(weights), "--output", str(ours),
-                                     "--cutoff", "9"]))
-    run = subprocess.run([str(darknet.folder / "darknet"), "partial", str(cfg), str(weights), str(theirs), "9"],
-                         cwd=tmp_path, capture_output=True, text=True)
-    assert run.returncode == 0 and theirs.is_file(), run.stdout[-2000:] + run.stderr[-2000:]
-    assert ours.read_bytes() == theirs.read_bytes()
-    assert len(ours.read_bytes()) < len(weights.read_bytes())
-
-
 def test_a_partial_checkpoint_warns_that_its_detections_mean_nothing(tiny, tmp_path, caplog):
     cfg, _, weights = tiny
     partial = tmp_path / "partial.pt"
@@ -201,15 +158,6 @@ def test_an_intact_checkpoint_passes_the_crc_check(tiny):
     assert load_checkpoint_file(tiny[1])["num_classes"] == 5
 
 
-def test_convert_writes_a_legal_name_too_long_for_a_temp_name_beside_it(tiny, tmp_path):
-    """A 254-character output name is legal; the temporary file written before the rename must be too."""
-    cfg, _, weights = tiny
-    output = tmp_path / ("x" * 251 + ".pt")
-    convert.main(convert.parse_args(["--weights", str(weights), "--cfg", str(cfg), "--output", str(output)]))
-    assert load_checkpoint_file(output)["num_classes"] == 5
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temp file left
-
-
 def test_a_checkpoint_whose_names_do_not_fit_its_model_is_named(tiny, tmp_path, capsys):
     path = edited(tiny[1], tmp_path, "names.pt", names=["a", "b", "c"])
     message = f"{path}: damaged or foreign checkpoint: its names list 3 classes but the model has 5"
@@ -221,3 +169,62 @@ def test_a_checkpoint_whose_names_do_not_fit_its_model_is_named(tiny, tmp_path, 
     err = one_line_error(capsys, lambda: detect.main(detect.parse_args(
         ["--weights", str(path), "--source", str(image), "--device", "cpu", "--nosave"])))
     assert err == f"error: {message}"
+
+
+def test_checkpoint_save_on_a_full_disk_names_the_cause_and_keeps_last_pt(tmp_path, monkeypatch):
+    """torch.save on a full disk raises a RuntimeError about a zip position; it is reported as a full disk
+    (here the file system is made to look full), and the previous file stays whole."""
+    import yolo.files.write_errors as write_errors
+    from yolo.errors import OutputError
+    from yolo.models.checkpoint import load_checkpoint_file
+
+    path = tmp_path / "last.pt"
+    save_checkpoint({"model": {}, "epoch": 1}, path)
+    real_statvfs = os.statvfs
+
+    class Full:
+        def __init__(self, stats):
+            self.f_flag, self.f_frsize, self.f_bavail = stats.f_flag, stats.f_frsize, 0
+
+    def full_save(obj, f, *args, **kwargs):
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")
+
+    monkeypatch.setattr(write_errors.os, "statvfs", lambda p: Full(real_statvfs(p)))
+    monkeypatch.setattr(torch, "save", full_save)
+    with pytest.raises(OutputError, match=r"last\.pt: cannot write: the disk is full \(0 bytes free\)"):
+        save_checkpoint({"model": {}, "epoch": 2}, path)
+    monkeypatch.undo()
+    assert load_checkpoint_file(path)["epoch"] == 1 and sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]
+
+
+@pytest.fixture
+def tiny_pt(tmp_path):
+    """A .pt checkpoint of the tiny one-head cfg (5 classes) with random weights."""
+    torch.manual_seed(0)
+    cfg = tmp_path / "tiny.cfg"
+    cfg.write_text(ONE_HEAD_CFG)
+    path = tmp_path / "tiny.pt"
+    save_checkpoint(model_checkpoint(Darknet(cfg), names=list(SHAPE_NAMES)), path)
+    return path
+
+
+# ------------------------------------------------------------------------------------------ checkpoints
+def test_checkpoint_errors_are_complete_and_never_advise_unsafe_loading(tiny_pt, tmp_path):
+    import argparse
+
+    truncated = tmp_path / "truncated.pt"
+    truncated.write_bytes(tiny_pt.read_bytes()[:5000])
+    foreign = tmp_path / "foreign.pt"
+    torch.save({"model": argparse.Namespace(a=1)}, foreign)  # a pickled Python object
+    empty = tmp_path / "empty.pt"
+    empty.write_bytes(b"")
+    text = tmp_path / "text.pt"
+    text.write_text("not a checkpoint\n")
+    expected = {truncated: "truncated or damaged", foreign: "not a checkpoint written by this project",
+                empty: "empty file", text: "not a PyTorch checkpoint"}
+    for path, words in expected.items():
+        with pytest.raises(WeightsError) as info:
+            load_checkpoint_file(path)
+        message = str(info.value)
+        assert message.startswith(f"{path}: ") and words in message, message
+        assert "\n" not in message and "weights_only" not in message and "\x1b" not in message, message

@@ -1,10 +1,10 @@
-"""The newcomer's path: the README's one test command, the shared install logic of tools/test.sh and
-tools/quickstart.sh, and CI running exactly that command.
+"""The README's one test command, the shared install logic of tools/test.sh and tools/quickstart.sh, and CI
+running exactly that command.
 
 The scripts run in a temporary copy of the repository with stand-ins for ``python3`` and for
 ``.venv/bin/python`` that record how they are called, so the install logic is checked in a second
-without pip or the network; ``PATH`` holds no ``python`` (many fresh machines have only ``python3``).
-"""
+without pip or the network; ``PATH`` holds no ``python`` (many fresh machines have only ``python3``)."""
+
 import os
 import re
 import shutil
@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
+
 ROOT = Path(__file__).resolve().parents[1]
+
 
 # Stands in for .venv/bin/python: records its arguments (and YOLO_ASSETS) in ../calls.log, except the
 # ``-c ""`` probe that checks the venv works.
@@ -23,6 +25,8 @@ FAKE_VENV_PYTHON = """#!/bin/sh
 [ "$1" = "-c" ] && exit 0
 echo "$* | YOLO_ASSETS=${YOLO_ASSETS:-}" >> "$(dirname "$0")/../../calls.log"
 """
+
+
 # Stands in for python3: only ``python3 -m venv DIR`` is expected; it makes DIR/bin/python the fake above.
 FAKE_PYTHON3 = """#!/bin/sh
 [ "$1" = "-m" ] && [ "$2" = "venv" ] || exit 9
@@ -143,6 +147,8 @@ def test_runtime_install_pins_the_same_opencv_major_as_the_tests():
 # a fixture, the Darknet build, a helper reading a cfg of Darknet's tree.
 SHARED_READERS = ["tests/test_export_cli.py", "tests/test_mixed_heads.py", "tests/test_loss_darknet.py",
                   "tests/test_recurrent_layers.py", "tests/test_yolov1.py", "tests/test_gaussian_yolo.py"]
+
+
 SHARED_SELECTION = "official or mixed or export or occlusion or onnx or without or tiny_yolo_v1 or bdd"
 
 

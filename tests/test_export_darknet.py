@@ -1,13 +1,14 @@
-"""The Darknet pair an export writes: at the size it was checked at, and checked by our loader alone where OpenCV
-DNN has no layer for the head ([Gaussian_yolo]); the benchmark times ours alone there instead of failing."""
+"""The Darknet pair an export writes (yolo.export.darknet): at the size it was checked at, and checked by our loader
+alone where OpenCV DNN has no layer for the head ([Gaussian_yolo])."""
+
 import pytest
 import torch
 
 from cfg_snippets import ONE_HEAD_CFG
 from helpers import run_export_cli
-from yolo.cli import benchmark as benchmark_cli
 from yolo.export.darknet import cfg_at_size
 from yolo.models.model import Darknet
+
 
 # ONE_HEAD_CFG with a [Gaussian_yolo] head: 3 anchors x (5 classes + 4 box + 4 uncertainties + objectness).
 GAUSSIAN_CFG = ONE_HEAD_CFG.replace("filters=30", "filters=42").replace("[yolo]", "[Gaussian_yolo]")
@@ -32,15 +33,7 @@ def test_a_gaussian_cfg_exports_to_darknet_checked_by_our_loader(tmp_path, capsy
     assert out.read_bytes() == weights.read_bytes() and out.with_suffix(".cfg").read_text() == GAUSSIAN_CFG
 
 
-def test_benchmark_times_ours_alone_where_opencv_lacks_the_head(tmp_path, capsys, keep_threads):
-    cfg, weights = model_files(tmp_path, GAUSSIAN_CFG, "gauss")
-    figures = benchmark_cli.main(benchmark_cli.parse_args(
-        ["--cfg", str(cfg), "--weights", str(weights), "--img-size", "64", "--iters", "1", "--warmup", "0",
-         "--no-gpu", "--threads", "1"]))
-    assert "OpenCV DNN has no [Gaussian_yolo] layer: timing ours only" in capsys.readouterr().out
-    assert "ours_latency_ms" in figures and not any(key.startswith("opencv") for key in figures)
-
-
+@pytest.mark.slow
 def test_the_darknet_cfg_is_written_at_the_size_the_export_was_checked_at(tmp_path, capsys):
     cfg, weights = model_files(tmp_path, ONE_HEAD_CFG, "tiny")
     out = tmp_path / "out" / "tiny.weights"
