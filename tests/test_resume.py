@@ -23,7 +23,8 @@ from helpers import one_line_error
 from training_helpers import (FAST, HYP as ONE_HEAD_HYP, assert_same_state, made_up_evaluation, read_results, run,
                               shapes_training, train_state, write_one_head_training)
 from yolo.cli import train as train_cli
-from yolo.engine import TrainOptions, Trainer, resume
+from yolo.engine import TrainOptions, Trainer
+from yolo.engine.hooks.checkpointing import saved_options
 from yolo.engine.epoch_times import EpochTimes
 from yolo.engine.hooks import HookBase
 from yolo.engine.hooks.evaluation import fitness
@@ -110,7 +111,7 @@ def test_an_image_deleted_while_training_is_one_short_line_with_the_resume_comma
 def test_a_checkpoint_with_damaged_training_options_is_one_line():
     with pytest.raises(WeightsError, match=r"^last\.pt: its saved training options are not valid: seed must be an "
                                            r"integer, got str 'a'$"):
-        resume.saved_options({"train": {"options": {"seed": "a"}}}, Path("last.pt"))
+        saved_options({"train": {"options": {"seed": "a"}}}, Path("last.pt"))
 
 
 @pytest.fixture(scope="module")

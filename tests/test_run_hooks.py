@@ -1,4 +1,4 @@
-"""The run's hooks (yolo.engine.run_hooks): a report hook that fails is one warning and the run goes on."""
+"""The run's hooks (yolo.engine.run_folder): a report hook that fails is one warning and the run goes on."""
 
 import pytest
 
