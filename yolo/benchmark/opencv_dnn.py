@@ -35,7 +35,7 @@ class OpenCVPipeline:
         self.net.setInput(blob)
         return self.net.forward(self.outputs)
 
-    def postprocess(self, outs: List[np.ndarray], shapes) -> List[Dict[str, np.ndarray]]:
+    def detections(self, outs: List[np.ndarray], shapes) -> List[Dict[str, np.ndarray]]:
         """Rows ``[cx, cy, w, h (relative), obj, obj * p...]`` -> boxes in original pixels after NMS."""
         n = len(shapes)
         rows = np.concatenate([o.reshape(n, -1, o.shape[-1]) for o in outs], 1)
@@ -54,4 +54,4 @@ class OpenCVPipeline:
         return results
 
     def __call__(self, images: Sequence[np.ndarray]):
-        return self.postprocess(self.forward(self.blob(images)), [im.shape[:2] for im in images])
+        return self.detections(self.forward(self.blob(images)), [im.shape[:2] for im in images])
