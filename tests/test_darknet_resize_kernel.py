@@ -76,6 +76,28 @@ def test_kernel_equals_the_numpy_path_bit_for_bit(kernel, kernel_calls):
     assert kernel_calls and all(kernel_calls)  # every resize went through the kernel
 
 
+@pytest.mark.parametrize("threads", [2, 3, 5])
+def test_the_rows_split_over_threads_give_the_same_bits(kernel, kernel_calls, threads):
+    """Tall outputs are split into bands of rows resized at once on the process's threads (ctypes lets the GIL
+    go): the same bits as the numpy path, also where bands meet on a source row both need, into a view."""
+    rng = np.random.default_rng(threads)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for (ih, iw), (h, w) in (((576, 768), (416, 416)), ((300, 41), (1000, 7)), ((2000, 30), (640, 3))):
+            assert h // kernel_module.BAND_ROWS >= 2  # at least two bands
+            image = rng.integers(0, 256, (ih, iw, 3), dtype=np.uint8)
+            expected = darknet_resize_image(image, (h, w), kernel=False)
+            assert np.array_equal(bits(darknet_resize_image(image, (h, w))), bits(expected)), (ih, iw, h, w)
+            canvas = torch.full((h + 2, w + 4, 3), 0.5)
+            darknet_resize_image(image, (h, w), out=canvas[1:h + 1, 2:w + 2])
+            assert np.array_equal(bits(canvas[1:h + 1, 2:w + 2]), bits(expected))
+            assert (canvas[0] == 0.5).all() and (canvas[h + 1] == 0.5).all() and (canvas[:, :2] == 0.5).all()
+    finally:
+        torch.set_num_threads(before)
+    assert kernel_calls and all(kernel_calls)
+
+
 def test_letterbox_and_the_detectors_batch_through_the_kernel(kernel, kernel_calls, monkeypatch):
     """``letterbox_image`` (the image resized into the middle of the 0.5 canvas) and the Detector's batch, as the
     numpy path gives them."""
