@@ -159,3 +159,26 @@ def test_without_a_compiler_the_numpy_path_gives_the_same_bits_silently(tmp_path
     assert run.returncode == 0 and run.stderr == "" and run.stdout == "", run.stderr
     assert np.array_equal(bits(np.load(tmp_path / "out.npy")), bits(darknet_resize_image(image, (64, 40))))
     assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").rglob("*.so"))
+
+
+RESIZE_IN_A_FORKED_CHILD = r'''
+import json, os
+import numpy as np, torch
+from yolo.ops.darknet_resize import darknet_resize_image
+torch.set_num_threads(2)
+image = np.random.default_rng(0).integers(0, 256, (576, 768, 3), dtype=np.uint8)
+parent = darknet_resize_image(image, (416, 416))  # the parent's band threads exist now
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if torch.equal(darknet_resize_image(image, (416, 416)), parent) else 3)
+print(json.dumps(os.waitpid(pid, 0)[1]))
+'''
+
+
+def test_a_forked_child_resizes_on_threads_of_its_own(kernel):
+    """A child forked after the parent used its band threads (a user's fork, a loader worker) has none of them:
+    it starts its own instead of waiting forever for the parent's."""
+    from helpers import in_fresh_process
+
+    status, _ = in_fresh_process(RESIZE_IN_A_FORKED_CHILD, timeout=60)
+    assert status == 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -36,6 +37,7 @@ _UNAVAILABLE = object()
 _LIBRARY: object = None  # None: not tried yet; _UNAVAILABLE: tried, cannot be built here
 _SCRATCH = threading.local()
 _POOL: Optional[ThreadPoolExecutor] = None  # the bands after the first, for images of at least BAND_ROWS rows each
+_POOL_PID = 0
 BAND_ROWS = 128
 
 _POINTER = ctypes.c_void_p
@@ -104,11 +106,14 @@ def resize_into(image: np.ndarray, tables, bgr: bool, out: torch.Tensor) -> bool
 
 
 def _pool() -> ThreadPoolExecutor:
-    global _POOL
+    """The threads of this process (a forked child, a loader worker say, has none of its parent's: it gets its
+    own pool)."""
+    global _POOL, _POOL_PID
     with _LOCK:
-        if _POOL is None:
+        if _POOL is None or _POOL_PID != os.getpid():
             _POOL = ThreadPoolExecutor(max_workers=max(1, torch.get_num_threads() - 1),
                                        thread_name_prefix="darknet-resize")
+            _POOL_PID = os.getpid()
         return _POOL
 
 
