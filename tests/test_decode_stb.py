@@ -23,7 +23,9 @@ from yolo.export.traced import preprocessing_metadata
 from yolo.files import stb_decode as stb_module
 from yolo.files.images import load_image
 from yolo.inference.detector import Detector
-from yolo.models.checkpoint import model_checkpoint, save_checkpoint
+from yolo.engine import TrainOptions
+from yolo.files.stb_decode import stb_decode
+from yolo.models.checkpoint import load_checkpoint_file, model_checkpoint, save_checkpoint
 from yolo.models.model import load_model
 
 
@@ -201,3 +203,32 @@ def test_checkpoint_record_names_the_decode(tmp_path):
         load_model(weights=paths["bad"])
     with pytest.raises(ValueError, match="unknown decode"):
         Detector(None, paths["old"], device="cpu", decode="libjpeg")
+
+
+@pytest.mark.slow
+def test_training_decodes_with_stb_when_asked_and_records_it(tmp_path, monkeypatch):
+    """``TrainOptions(decode="stb")`` (``tools/train.py --decode stb``): the train images and the evaluation's are
+    read by stb_image, and the checkpoints record it, so the trained model detects and evaluates as it was
+    validated; the default reads with OpenCV and records that."""
+    import yolo.files.images as images_module
+    from training_helpers import run, shapes_training
+
+    shapes = shapes_training(tmp_path / "shapes", num_train=8, num_val=4, seed=3)
+    read = []
+
+    def counted(data, *args, **kwargs):
+        read.append(1)
+        return stb_decode(data, *args, **kwargs)
+
+    monkeypatch.setattr(images_module, "stb_decode", counted)
+    for decode, reads in (("stb", 8 + 4), (None, 0)):
+        read.clear()
+        trainer = run(shapes, tmp_path / "runs", name=str(decode), epochs=1, decode=decode,
+                      hyp={"batch": 8, "subdivisions": 1, "eval_interval": 1})
+        assert trainer.result.status == "finished"
+        assert len(read) >= reads and (reads or not read), (decode, len(read))  # every train and val image
+        expected = decode or "opencv"
+        assert load_checkpoint_file(trainer.result.last)["preprocessing"]["decode"] == expected
+        assert Detector(None, trainer.result.last, device="cpu").decode == expected
+    with pytest.raises(ValueError, match="unknown decode 'jpeg'"):
+        TrainOptions(cfg=str(shapes["cfg"]), decode="jpeg")

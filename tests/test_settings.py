@@ -123,7 +123,7 @@ CHANGED = {
     "train": TrainOptions(cfg="a.cfg", data="d.yaml", weights="w.pt", cutoff=3, hyp="h.yaml", epochs=2, batch_size=4,
                           img_size=(320, 416), device="cpu", project="p", name="n", resume="last.pt", freeze=2,
                           workers=0, seed=5, sync_bn=True, adapt_classes=True, tf32=False, compile=True,
-                          cache_images=False, darknet_map=True, scale_burn_in=True,
+                          cache_images=False, darknet_map=True, scale_burn_in=True, decode="stb",
                           progress=False),
     "detect": DetectorOptions(names=Path("c.names"), img_size=(256, 320), conf_thres=0.5, iou_thres=0.3,
                               resize="stretch", resample="opencv", decode="stb", device="cuda:1", half=True, classes=[1, 2], agnostic=True,

@@ -35,6 +35,7 @@ from yolo.engine.step_precision import CompiledForward, StepPrecision, apply_tf3
 from yolo.engine.transfer import freeze_layers, load_pretrained, with_num_classes
 from yolo.errors import ConfigError
 from yolo.evaluation.darknet_evaluator import check_darknet_map_model
+from yolo.files.images import ready_decoder
 from yolo.losses.yolo_loss import YoloLoss
 from yolo.models.cfg import Section, parse_cfg, parse_cfg_text
 from yolo.models.head_sections import CLASS_COUNT_HEADS, TRAINED_HEADS
@@ -105,7 +106,8 @@ def _build(options: TrainOptions, ckpt: Optional[Dict[str, Any]], resume_path: O
             logger.warning("--sync-bn needs CUDA (PyTorch has no CPU SyncBatchNorm): per-process BatchNorm")
     train_set, val_set = build_datasets(data, hyp, model.stride, options.seed, main,
                                         size_source=f"{resume_path or 'hyp'}: img_size", dist=dist,
-                                        progress=main and use_bars(options.progress))
+                                        progress=main and use_bars(options.progress),
+                                        decode=ready_decoder(options.decode or "opencv"))
     plan = plan_run(hyp, len(train_set), dist)
     schedule = run_schedule(hyp, plan, options.seed, main)
     multi_scale = multi_scale_rule(hyp, plan, model.stride, options.seed)

@@ -23,21 +23,22 @@ logger = logging.getLogger(__name__)
 
 
 def build_datasets(data, hyp: Hyperparameters, stride: int, seed: int, main: bool, size_source: str = "img_size",
-                   dist: DistInfo = DistInfo(), progress: bool = False):
+                   dist: DistInfo = DistInfo(), progress: bool = False, decode: str = "opencv"):
     """``(train_set, val_set)`` at ``hyp.img_size`` (rank 0 scans first and writes the label caches; the others
     then read them; only rank 0, which evaluates, gets a val set). ``size_source`` names where the size came
     from (the hyp or the resumed checkpoint) in the stride check's error. With ``hyp.cache_images`` the train
     images are decoded into memory when they fit, one copy per machine (:mod:`yolo.engine.shared_images`; a bar
-    while it fills when ``progress``)."""
+    while it fills when ``progress``). ``decode``: how both sets read their image files (``opencv`` or ``stb``)."""
     img_size = check_stride(hyp.img_size, stride, size_source)  # a checkpoint's size may not fit this cfg
     train_set = val_set = None
     for turn in (True, False):
         if main == turn:
             train_set = build_dataset(data, "train", img_size=img_size, augment=True, hyp=hyp.augment, seed=seed)
+            train_set.decode = decode
             if main:
                 val_set = build_dataset(data, "val", img_size=img_size, augment=False)
                 # validate as the model trains, as the checkpoint records it (yolo.models.preprocessing)
-                record = training_preprocessing(hyp.augment, img_size)
+                record = training_preprocessing(hyp.augment, img_size, decode)
                 val_set.resize, val_set.resample = record["resize"], record["resample"]
                 val_set.decode = record["decode"]
         barrier()

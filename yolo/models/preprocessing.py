@@ -45,12 +45,13 @@ def cfg_resize_mode(model) -> str:
     return "letterbox" if net is not None and net.get_int("letter_box", 0) else "stretch"
 
 
-def training_preprocessing(augment: Mapping[str, Any], img_size: ImageSize) -> Dict[str, Any]:
+def training_preprocessing(augment: Mapping[str, Any], img_size: ImageSize, decode: str = "opencv") -> Dict[str, Any]:
     """The record for a run whose resolved augmentation settings are ``augment``
-    (:func:`yolo.data.augment_hyp.augment_from_cfg`) and whose input is ``img_size`` ``(h, w)``."""
+    (:func:`yolo.data.augment_hyp.augment_from_cfg`), whose input is ``img_size`` ``(h, w)`` and whose images
+    are decoded by ``decode``."""
     pipeline = str(augment.get("pipeline", "darknet"))
     letterboxed = pipeline == "affine" or bool(float(augment.get("letter_box", 0) or 0))
-    return {"resize": "letterbox" if letterboxed else "stretch", "resample": "darknet", "decode": "opencv",
+    return {"resize": "letterbox" if letterboxed else "stretch", "resample": "darknet", "decode": decode,
             "img_size": [int(v) for v in img_size], "pipeline": pipeline}
 
 

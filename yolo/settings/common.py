@@ -51,6 +51,15 @@ def resample_setting() -> Any:
 DECODERS = ("opencv", "stb")  # yolo.files.images.DECODERS (this module imports no OpenCV)
 
 
+def setting_decode_train() -> Any:
+    """``--decode`` of training: how the train and val images become pixels (None: OpenCV's)."""
+    return setting(
+        None, "--decode", choices=list(DECODERS),
+        help="opencv: cv2.imdecode, as Darknet built with OpenCV reads images; stb: stb_image, as Darknet's default "
+             "build (OPENCV=0) reads them, for the training images and every evaluation (recorded in the "
+             "checkpoints; compiled with the system C compiler on first use) (default: opencv)")
+
+
 def decode_setting() -> Any:
     """``--decode``: how an image file becomes pixels (None: the checkpoint's, else OpenCV's)."""
     return setting(

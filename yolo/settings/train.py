@@ -15,7 +15,7 @@ from typing import Any, Dict, Optional, Union
 from yolo.ops.sizes import SizeLike
 from yolo.files.paths import check_path
 from yolo.settings.checks import check_device, check_number, check_optional_number
-from yolo.settings.common import device_setting, img_size_setting, progress_setting
+from yolo.settings.common import DECODERS, device_setting, img_size_setting, progress_setting, setting_decode_train
 from yolo.settings.declare import declared, setting
 from yolo.settings.values import non_negative_int, positive_int, seed_value, worker_count
 
@@ -86,6 +86,7 @@ class TrainOptions:
         help="in a run shorter than the cfg's max_batches, give burn_in the same share of this run (a stock cfg's "
              "burn_in=1000 would otherwise keep a short fine-tune's learning rate near 0, as in Darknet; default: the "
              "hyperparameter scale_burn_in, false)")
+    decode: Optional[str] = setting_decode_train()
     progress: bool = progress_setting()
 
     def __post_init__(self):
@@ -107,6 +108,8 @@ class TrainOptions:
         check_optional_number("workers", self.workers, worker_count)
         check_number("freeze", self.freeze, non_negative_int)
         check_number("seed", self.seed, seed_value)
+        if self.decode not in (*DECODERS, None):
+            raise ValueError(f"unknown decode {self.decode!r}: use 'opencv' or 'stb'")
 
     def hyp_overrides(self) -> Dict[str, Any]:
         """``{hyperparameter: value}`` for the settings that override one (declared with ``overrides=``:

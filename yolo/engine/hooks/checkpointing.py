@@ -105,7 +105,7 @@ def training_checkpoint(trainer, dataset: Optional[Dict[str, Any]] = None) -> Di
         "hyp": t.hyp.to_dict(),
         "dataset": dataset,
     }
-    preprocessing = training_preprocessing(t.hyp.augment, tuple(t.plan.img_size))
+    preprocessing = training_preprocessing(t.hyp.augment, tuple(t.plan.img_size), t.options.decode or "opencv")
     return model_checkpoint(step.eval_model(), names=t.data.names, train=train_state, epoch=state.epoch,
                             metrics=state.metrics, preprocessing=preprocessing)
 
