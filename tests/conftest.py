@@ -167,3 +167,24 @@ def keep_threads():
     yield
     torch.set_num_threads(torch_threads)
     cv2.setNumThreads(cv2_threads)
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory):
+    """The one-head training files (data.yaml, tiny.cfg, hyp.yaml, data/), made once for each module that uses them;
+    tests copy what they change (``own_shapes``). A module's own ``shapes`` fixture overrides this one."""
+    from training_helpers import write_one_head_training
+
+    return write_one_head_training(tmp_path_factory.mktemp("datasets"))
+
+
+@pytest.fixture
+def own_shapes(shapes, tmp_path):
+    """A copy of the module's training files that a test may change (its data.yaml points to the copy)."""
+    import shutil
+
+    from training_helpers import write_data
+
+    folder = shutil.copytree(shapes, tmp_path / "shapes")
+    write_data(folder, folder / "data")
+    return folder

@@ -88,6 +88,13 @@ def one_line_error(capsys, run) -> str:
     return err
 
 
+def anchors_error(capsys, *argv) -> str:
+    """``tools/anchors.py ARGV`` in this process, expecting its one-line error (returned); paths and numbers in
+    ``argv`` are turned into text."""
+    from yolo.cli import anchors as anchors_cli
+    return one_line_error(capsys, lambda: anchors_cli.main(anchors_cli.parse_args([str(a) for a in argv])))
+
+
 def darknet_letterbox(image: np.ndarray, net_hw: Tuple[int, int]) -> Tuple[np.ndarray, Tuple[float, float, int, int]]:
     """Darknet's ``letterbox_image`` geometry (src/image.c, integer arithmetic) on a ``uint8`` image, gray 128
     border; written here, independent of :mod:`yolo.ops.letterbox`.

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -23,8 +22,8 @@ import pytest
 
 from cfg_snippets import ONE_HEAD_CFG
 from conftest import asset
-from helpers import one_line_error
-from training_helpers import write_data, write_one_head_model, write_one_head_training
+from helpers import anchors_error, one_line_error
+from training_helpers import write_one_head_model
 from yolo.anchors import (AnchorCfgError, format_anchors, kmeans_anchors, label_sizes, mean_iou,
                           set_cfg_anchors)
 from yolo.cli import anchors as anchors_cli
@@ -184,25 +183,6 @@ def test_write_refuses_a_fifo_or_a_device_before_the_labels_are_read(tmp_path, c
     finally:
         os.close(reader)
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and device.is_symlink()
-
-
-@pytest.fixture(scope="module")
-def shapes(tmp_path_factory):
-    """The one-head training files (data.yaml, tiny.cfg, hyp.yaml, data/), made once for the module; tests copy
-    what they change."""
-    return write_one_head_training(tmp_path_factory.mktemp("datasets"))
-
-
-@pytest.fixture
-def own_shapes(shapes, tmp_path):
-    """A copy of the module's training files that a test may change (its data.yaml points to the copy)."""
-    folder = shutil.copytree(shapes, tmp_path / "shapes")
-    write_data(folder, folder / "data")
-    return folder
-
-
-def anchors_error(capsys, *argv) -> str:
-    return one_line_error(capsys, lambda: anchors_cli.main(anchors_cli.parse_args([str(a) for a in argv])))
 
 
 # ------------------------------------------------------------------------------------ outputs onto inputs

@@ -1,16 +1,13 @@
 """Dataset YAML configs: env expansion, relative paths, names, errors that name the file."""
 import logging
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
 from conftest import asset
-from helpers import one_line_error
-from training_helpers import write_data, write_one_head_training
-from yolo.cli import anchors as anchors_cli
+from helpers import anchors_error
 from yolo.data import load_data_config
 from yolo.errors import DataError
 
@@ -170,25 +167,6 @@ def test_a_names_or_data_file_that_is_no_regular_file_or_too_large_is_one_line_u
     assert "\n" not in message and str(odd) in message
     assert ("more than the 16,777,216" in message if kind == "sparse" else
             "not a regular file" in message or "is not a file" in message), message
-
-
-@pytest.fixture(scope="module")
-def shapes(tmp_path_factory):
-    """The one-head training files (data.yaml, tiny.cfg, hyp.yaml, data/), made once for the module; tests copy
-    what they change."""
-    return write_one_head_training(tmp_path_factory.mktemp("datasets"))
-
-
-@pytest.fixture
-def own_shapes(shapes, tmp_path):
-    """A copy of the module's training files that a test may change (its data.yaml points to the copy)."""
-    folder = shutil.copytree(shapes, tmp_path / "shapes")
-    write_data(folder, folder / "data")
-    return folder
-
-
-def anchors_error(capsys, *argv) -> str:
-    return one_line_error(capsys, lambda: anchors_cli.main(anchors_cli.parse_args([str(a) for a in argv])))
 
 
 # ---------------------------------------------------------------------------------- file contents in logs

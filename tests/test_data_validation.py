@@ -10,7 +10,7 @@ import pytest
 
 from conftest import asset
 from helpers import run_tool
-from training_helpers import write_data, write_one_head_model, write_one_head_training
+from training_helpers import write_one_head_model, write_one_head_training
 from yolo.data import SHAPE_NAMES, YoloDataset, load_data_config
 from yolo.data.validation import read_label_file
 from yolo.errors import DataError
@@ -213,21 +213,6 @@ def test_coco128_counts():
     assert first["labels"][0].item() == int(c)
     np.testing.assert_allclose(first["boxes"][0, :2].numpy(), [x1, y1], atol=1e-3)
     assert (first["height"], first["width"]) == cv2.imread(first["file_name"]).shape[:2]
-
-
-@pytest.fixture(scope="module")
-def shapes(tmp_path_factory):
-    """The one-head training files (data.yaml, tiny.cfg, hyp.yaml, data/), made once for the module; tests copy
-    what they change."""
-    return write_one_head_training(tmp_path_factory.mktemp("datasets"))
-
-
-@pytest.fixture
-def own_shapes(shapes, tmp_path):
-    """A copy of the module's training files that a test may change (its data.yaml points to the copy)."""
-    folder = shutil.copytree(shapes, tmp_path / "shapes")
-    write_data(folder, folder / "data")
-    return folder
 
 
 # ------------------------------------------------------------------------------------------- label numbers

@@ -1,10 +1,8 @@
 """Typed hyperparameters (yolo.engine.config.Hyperparameters): what resolve_hyp returns, saves and reloads."""
-import shutil
 
 import pytest
 import yaml
 
-from training_helpers import write_data, write_one_head_training
 from yolo.engine.config import Hyperparameters, resolve_hyp
 from yolo.errors import ConfigError
 from yolo.models.cfg import parse_cfg_text
@@ -32,21 +30,6 @@ def test_a_value_of_the_wrong_type_is_one_line_naming_the_file(tmp_path):
     with pytest.raises(ConfigError) as info:
         resolve_hyp(parse_cfg_text(NET)[0], [], hyp_file, {})
     assert str(info.value) == f"{hyp_file}: eval_interval='often' is not an integer"
-
-
-@pytest.fixture(scope="module")
-def shapes(tmp_path_factory):
-    """The one-head training files (data.yaml, tiny.cfg, hyp.yaml, data/), made once for the module; tests copy
-    what they change."""
-    return write_one_head_training(tmp_path_factory.mktemp("datasets"))
-
-
-@pytest.fixture
-def own_shapes(shapes, tmp_path):
-    """A copy of the module's training files that a test may change (its data.yaml points to the copy)."""
-    folder = shutil.copytree(shapes, tmp_path / "shapes")
-    write_data(folder, folder / "data")
-    return folder
 
 
 # ---------------------------------------------------------------------------------------------- YAML files

@@ -3,14 +3,12 @@ labels that are no list, a box outside the image, a size of its own) is read aga
 that is no regular file, too large or not a JSON object is ignored, never read without end."""
 import json
 import os
-import shutil
 from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
 
-from training_helpers import write_data, write_one_head_training
 from yolo.data import cache as cache_module
 from yolo.data.cache_entries import valid_entry
 from yolo.data.dataset import scan_yolo
@@ -97,21 +95,6 @@ def test_a_cache_file_nested_too_deep_for_the_json_reader_is_ignored(tmp_path):
     (tmp_path / "labels" / "train.cache.json").write_text("[" * 200_000 + "]" * 200_000)
     records, report = scan_yolo(folder, 5)
     assert [r.labels.tolist() for r in records] == [[1], [2]] and not report.problems
-
-
-@pytest.fixture(scope="module")
-def shapes(tmp_path_factory):
-    """The one-head training files (data.yaml, tiny.cfg, hyp.yaml, data/), made once for the module; tests copy
-    what they change."""
-    return write_one_head_training(tmp_path_factory.mktemp("datasets"))
-
-
-@pytest.fixture
-def own_shapes(shapes, tmp_path):
-    """A copy of the module's training files that a test may change (its data.yaml points to the copy)."""
-    folder = shutil.copytree(shapes, tmp_path / "shapes")
-    write_data(folder, folder / "data")
-    return folder
 
 
 # ------------------------------------------------------------------------------------------------ label cache
