@@ -188,3 +188,62 @@ def own_shapes(shapes, tmp_path):
     folder = shutil.copytree(shapes, tmp_path / "shapes")
     write_data(folder, folder / "data")
     return folder
+
+
+@pytest.fixture(scope="module")
+def trained_setup(tmp_path_factory):
+    """The one-head training files, with a finished one-epoch run of them in ``runs/run`` (made once for each
+    module that uses them)."""
+    from training_helpers import HYP, write_one_head_training
+    from yolo.engine import TrainOptions, Trainer
+
+    folder = write_one_head_training(tmp_path_factory.mktemp("hostile"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("YOLO_CACHE_DIR", str(folder / "cache"))
+        Trainer.from_options(TrainOptions(cfg=str(folder / "tiny.cfg"), data=str(folder / "data.yaml"),
+                                          hyp=dict(HYP), epochs=1, device="cpu", project=str(folder / "runs"),
+                                          name="run", progress=False)).fit()
+    return folder
+
+
+@pytest.fixture
+def train_setup(tmp_path):
+    """8 tiny shapes images, the one-head cfg and its settings (training_helpers.HYP)."""
+    from training_helpers import write_one_head_training
+
+    return write_one_head_training(tmp_path)
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    """The tiny one-head cfg (5 classes), its .pt checkpoint and its Darknet .weights, random weights."""
+    from training_helpers import write_one_head_model
+
+    return write_one_head_model(tmp_path)
+
+
+@pytest.fixture
+def tiny_pt(tmp_path):
+    """A .pt checkpoint of the tiny one-head cfg (5 classes) with random weights."""
+    from cfg_snippets import ONE_HEAD_CFG
+    from yolo.data import SHAPE_NAMES
+    from yolo.models.checkpoint import model_checkpoint, save_checkpoint
+    from yolo.models.model import Darknet
+
+    torch.manual_seed(0)
+    cfg = tmp_path / "tiny.cfg"
+    cfg.write_text(ONE_HEAD_CFG)
+    path = tmp_path / "tiny.pt"
+    save_checkpoint(model_checkpoint(Darknet(cfg), names=list(SHAPE_NAMES)), path)
+    return path
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 300 kB file system (a tmpfs), unmounted after the test."""
+    from helpers import mounted
+
+    path = tmp_path / "small"
+    unmount = mounted(path, "size=300k")
+    yield path
+    unmount()

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import asset
 from helpers import run_tool
-from training_helpers import write_one_head_model, write_one_head_training
+from training_helpers import write_one_head_model
 from yolo.data import SHAPE_NAMES, YoloDataset, load_data_config
 from yolo.data.validation import read_label_file
 from yolo.errors import DataError
@@ -298,12 +298,6 @@ def test_a_label_file_that_is_some_other_file_is_counted_never_echoed(caplog, ow
 def tiny(tmp_path):
     """The tiny one-head cfg (5 classes), its .pt checkpoint and its Darknet .weights, random weights."""
     return write_one_head_model(tmp_path)
-
-
-@pytest.fixture
-def train_setup(tmp_path):
-    """8 tiny shapes images, the one-head cfg and its settings (training_helpers.HYP)."""
-    return write_one_head_training(tmp_path)
 
 
 def test_a_label_path_that_is_a_folder_is_reported_as_a_folder(tmp_path):

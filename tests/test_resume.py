@@ -21,7 +21,7 @@ import yaml
 
 from helpers import one_line_error
 from training_helpers import (FAST, HYP as ONE_HEAD_HYP, assert_same_state, made_up_evaluation, read_results, run,
-                              shapes_training, train_state, write_one_head_training)
+                              shapes_training, train_error, train_state, write_one_head_training)
 from yolo.cli import train as train_cli
 from yolo.engine import TrainOptions, Trainer
 from yolo.engine.hooks.checkpointing import saved_options
@@ -114,27 +114,10 @@ def test_a_checkpoint_with_damaged_training_options_is_one_line():
         saved_options({"train": {"options": {"seed": "a"}}}, Path("last.pt"))
 
 
-@pytest.fixture(scope="module")
-def trained_setup(tmp_path_factory):
-    """The one-head training files, with a finished one-epoch run of them in ``runs/run``."""
-    folder = write_one_head_training(tmp_path_factory.mktemp("hostile"))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("YOLO_CACHE_DIR", str(folder / "cache"))
-        Trainer.from_options(TrainOptions(cfg=str(folder / "tiny.cfg"), data=str(folder / "data.yaml"),
-                                          hyp=dict(ONE_HEAD_HYP), epochs=1, device="cpu", project=str(folder / "runs"),
-                                          name="run", progress=False)).fit()
-    return folder
-
-
 @pytest.fixture
 def run_copy(trained_setup, tmp_path):
     """A copy of the finished run, for a test that resumes it."""
     return shutil.copytree(trained_setup / "runs" / "run", tmp_path / "run")
-
-
-def train_error(capsys, argv) -> str:
-    """``tools/train.py ARGV`` in this process: its one ``error:`` line (exit status 2)."""
-    return one_line_error(capsys, lambda: train_cli.main(train_cli.parse_args([str(a) for a in argv])))
 
 
 # ------------------------------------------------------------------------------ data configs and image lists
@@ -317,12 +300,6 @@ def small_disk(tmp_path):
     unmount = mounted(path, "size=300k")
     yield path
     unmount()
-
-
-@pytest.fixture
-def train_setup(tmp_path):
-    """8 tiny shapes images, the one-head cfg and its settings (training_helpers.HYP)."""
-    return write_one_head_training(tmp_path)
 
 
 def test_training_on_a_disk_that_fills_up_stops_with_one_line_and_resumes(capsys, train_setup, tmp_path,

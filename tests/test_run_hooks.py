@@ -2,13 +2,7 @@
 
 import pytest
 
-from training_helpers import HYP as ONE_HEAD_HYP, made_up_evaluation, write_one_head_training
-
-
-@pytest.fixture
-def train_setup(tmp_path):
-    """8 tiny shapes images, the one-head cfg and its settings (training_helpers.HYP)."""
-    return write_one_head_training(tmp_path)
+from training_helpers import HYP as ONE_HEAD_HYP, made_up_evaluation
 
 
 @pytest.mark.slow

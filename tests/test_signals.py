@@ -433,12 +433,6 @@ def tiny(tmp_path):
     return write_one_head_model(tmp_path)
 
 
-@pytest.fixture
-def train_setup(tmp_path):
-    """8 tiny shapes images, the one-head cfg and its settings (training_helpers.HYP)."""
-    return write_one_head_training(tmp_path)
-
-
 # ------------------------------------------------------------------------------- tracebacks left
 EVAL_DRIVER = """
 import os, signal, sys, time

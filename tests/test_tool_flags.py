@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from helpers import console_scripts, one_line_error, tool_parser
-from training_helpers import write_one_head_model, write_one_head_training
+from training_helpers import write_one_head_model
 
 REPO = Path(__file__).resolve().parent.parent
 TOOLS = ["anchors", "benchmark", "convert", "detect", "eval", "export", "gpu_report", "train", "tune"]
@@ -288,12 +288,6 @@ def test_demo_heldout_count_is_bounded(capsys):
 def tiny(tmp_path):
     """The tiny one-head cfg (5 classes), its .pt checkpoint and its Darknet .weights, random weights."""
     return write_one_head_model(tmp_path)
-
-
-@pytest.fixture
-def train_setup(tmp_path):
-    """8 tiny shapes images, the one-head cfg and its settings (training_helpers.HYP)."""
-    return write_one_head_training(tmp_path)
 
 
 # ------------------------------------------------------------------------------- full disk

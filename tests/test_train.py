@@ -10,8 +10,8 @@ import torch
 import yaml
 
 import yolo.cli.train as train_cli
-from helpers import one_line_error, run_tool
-from training_helpers import FAST, HYP as ONE_HEAD_HYP, read_results, run, shapes_training, train_state, write_data, write_one_head_training
+from helpers import run_tool
+from training_helpers import FAST, HYP as ONE_HEAD_HYP, base_flags, read_results, run, shapes_training, train_error, train_state, write_data
 from yolo.data import SHAPE_NAMES
 from yolo.engine import TrainOptions, Trainer
 from yolo.errors import NonFiniteLossError
@@ -150,33 +150,6 @@ def test_trainer_survives_corrupt_images_and_broken_labels(shapes, tmp_path, cap
     assert len(trainer.parts.train_set) == 23  # the unreadable image is left out
     text = caplog.text
     assert "00000.jpg" in text and "00001.txt" in text
-
-
-@pytest.fixture(scope="module")
-def trained_setup(tmp_path_factory):
-    """The one-head training files, with a finished one-epoch run of them in ``runs/run``."""
-    folder = write_one_head_training(tmp_path_factory.mktemp("hostile"))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("YOLO_CACHE_DIR", str(folder / "cache"))
-        Trainer.from_options(TrainOptions(cfg=str(folder / "tiny.cfg"), data=str(folder / "data.yaml"),
-                                          hyp=dict(ONE_HEAD_HYP), epochs=1, device="cpu", project=str(folder / "runs"),
-                                          name="run", progress=False)).fit()
-    return folder
-
-
-def base_flags(trained_setup, tmp_path, **given):
-    """The flags of a one-epoch CPU run of ``trained_setup`` into ``tmp_path/runs``; ``given`` (``--flag value``, keys
-    without the dashes, ``_`` for ``-``) replace or add flags."""
-    flags = {"cfg": trained_setup / "tiny.cfg", "data": trained_setup / "data.yaml",
-             "hyp": trained_setup / "hyp.yaml", "epochs": 1, "device": "cpu", "project": tmp_path / "runs"}
-    flags.update(given)
-    argv = [item for key, value in flags.items() for item in (f"--{key.replace('_', '-')}", str(value))]
-    return argv + ["--no-progress"]
-
-
-def train_error(capsys, argv) -> str:
-    """``tools/train.py ARGV`` in this process: its one ``error:`` line (exit status 2)."""
-    return one_line_error(capsys, lambda: train_cli.main(train_cli.parse_args([str(a) for a in argv])))
 
 
 def line_of(text: str, start: str) -> int:

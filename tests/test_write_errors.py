@@ -13,39 +13,10 @@ import cv2
 import numpy as np
 import pytest
 
-import yolo.cli.train as train_cli
 import yolo.files.write_errors as write_errors
 from helpers import one_line_error
-from training_helpers import HYP as ONE_HEAD_HYP, write_one_head_model, write_one_head_training
-from yolo.engine import TrainOptions, Trainer
+from training_helpers import base_flags, train_error, write_one_head_model
 from yolo.files.write_errors import output_error
-
-
-@pytest.fixture(scope="module")
-def trained_setup(tmp_path_factory):
-    """The one-head training files, with a finished one-epoch run of them in ``runs/run``."""
-    folder = write_one_head_training(tmp_path_factory.mktemp("hostile"))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("YOLO_CACHE_DIR", str(folder / "cache"))
-        Trainer.from_options(TrainOptions(cfg=str(folder / "tiny.cfg"), data=str(folder / "data.yaml"),
-                                          hyp=dict(ONE_HEAD_HYP), epochs=1, device="cpu", project=str(folder / "runs"),
-                                          name="run", progress=False)).fit()
-    return folder
-
-
-def base_flags(trained_setup, tmp_path, **given):
-    """The flags of a one-epoch CPU run of ``trained_setup`` into ``tmp_path/runs``; ``given`` (``--flag value``, keys
-    without the dashes, ``_`` for ``-``) replace or add flags."""
-    flags = {"cfg": trained_setup / "tiny.cfg", "data": trained_setup / "data.yaml",
-             "hyp": trained_setup / "hyp.yaml", "epochs": 1, "device": "cpu", "project": tmp_path / "runs"}
-    flags.update(given)
-    argv = [item for key, value in flags.items() for item in (f"--{key.replace('_', '-')}", str(value))]
-    return argv + ["--no-progress"]
-
-
-def train_error(capsys, argv) -> str:
-    """``tools/train.py ARGV`` in this process: its one ``error:`` line (exit status 2)."""
-    return one_line_error(capsys, lambda: train_cli.main(train_cli.parse_args([str(a) for a in argv])))
 
 
 @pytest.mark.slow
@@ -113,12 +84,6 @@ def read_only_disk(tmp_path):
     unmount = mounted(path, "ro,size=64k")
     yield path
     unmount()
-
-
-@pytest.fixture
-def train_setup(tmp_path):
-    """8 tiny shapes images, the one-head cfg and its settings (training_helpers.HYP)."""
-    return write_one_head_training(tmp_path)
 
 
 # ------------------------------------------------------------------------------- full disk

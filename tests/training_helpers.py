@@ -120,3 +120,21 @@ def assert_same_state(a, b, exact: bool = True):
 def made_up_evaluation(trainer, epoch, final):
     """Stands in for yolo.engine.hooks.evaluation.evaluate_training: metrics that rise every epoch (no model run)."""
     return {"mAP50": (epoch + 1) / 10, "mAP50_95": (epoch + 1) / 20, "precision": 0.5, "recall": 0.5}
+
+
+def base_flags(trained_setup: Path, tmp_path: Path, **given) -> list:
+    """The flags of a one-epoch CPU run of ``trained_setup`` into ``tmp_path/runs``; ``given`` (``--flag value``, keys
+    without the dashes, ``_`` for ``-``) replace or add flags."""
+    flags = {"cfg": trained_setup / "tiny.cfg", "data": trained_setup / "data.yaml",
+             "hyp": trained_setup / "hyp.yaml", "epochs": 1, "device": "cpu", "project": tmp_path / "runs"}
+    flags.update(given)
+    argv = [item for key, value in flags.items() for item in (f"--{key.replace('_', '-')}", str(value))]
+    return argv + ["--no-progress"]
+
+
+def train_error(capsys, argv) -> str:
+    """``tools/train.py ARGV`` in this process: its one ``error:`` line (exit status 2)."""
+    from helpers import one_line_error
+    from yolo.cli import train as train_cli
+
+    return one_line_error(capsys, lambda: train_cli.main(train_cli.parse_args([str(a) for a in argv])))
