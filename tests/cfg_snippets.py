@@ -195,3 +195,6 @@ random=0
 
 # The smallest network Darknet will build: the rate does not depend on it.
 RATE_CFG = "[net]\nwidth=8\nheight=8\nchannels=3\nbatch=1\nsubdivisions=1\n\n[convolutional]\nfilters=1\nsize=1\n"
+
+# ONE_HEAD_CFG with a [Gaussian_yolo] head: 3 anchors x (5 classes + 4 box + 4 uncertainties + objectness).
+GAUSSIAN_CFG = ONE_HEAD_CFG.replace("filters=30", "filters=42").replace("[yolo]", "[Gaussian_yolo]")

@@ -2,6 +2,9 @@
 
 When ``YOLO_ASSETS`` is unset (a user's fresh clone), tests that need the assets skip
 with a clear reason; when it is set and a file is missing, the test fails.
+
+The fixtures several test files share live here too (the one-head training files and a trained run of them, a tiny
+model's files and checkpoint, a small disk); a module's own fixture of the same name overrides the shared one.
 """
 import os
 import sys
@@ -247,3 +250,15 @@ def small_disk(tmp_path):
     unmount = mounted(path, "size=300k")
     yield path
     unmount()
+
+
+@pytest.fixture
+def stray_label_shapes(tmp_path, monkeypatch):
+    """Tiny shapes data (``training_helpers.shapes_training``) with a label file that belongs to no image; its val
+    split is its train split."""
+    from training_helpers import shapes_training
+
+    monkeypatch.setenv("YOLO_CACHE_DIR", str(tmp_path / "cache"))
+    shapes = shapes_training(tmp_path, num_train=16, num_val=0, seed=3, val="images/train")
+    (shapes["root"] / "labels" / "train" / "renamed_image.txt").write_text("0 0.5 0.5 0.2 0.2\n")
+    return shapes

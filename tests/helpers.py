@@ -2,7 +2,9 @@
 process), expecting its one-line error, Darknet's letterbox written out independently of the package, and ground
 truth for the Evaluator, detections compared across devices and precisions, random but well-scaled weights
 for a model (no OpenCV needed: the OpenCV reference is tests/reference.py), a fake clock, the trainer's step
-runner for a model alone on the CPU, and a FIFO whose writer comes late."""
+runner for a model alone on the CPU, a FIFO whose writer comes late, files that fill a disk (noise JPEGs) and a
+small tmpfs to fill, a path's other spellings (links), a cfg with random .weights, and weights/download.sh run
+offline."""
 from __future__ import annotations
 
 import importlib
@@ -244,3 +246,85 @@ def in_fresh_process(code: str, *args, timeout: float = 600) -> Tuple[object, st
     assert run.returncode == 0, run.stderr[-3000:]
     *before, last = run.stdout.rstrip("\n").split("\n")
     return json.loads(last), "\n".join(before)
+
+
+def noisy_images(folder: Path, count: int, side: int = 320) -> Path:
+    """``count`` JPEG files of random noise (about 100 kB each at 320 px: they do not compress) in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for i in range(count):
+        cv2.imwrite(str(folder / f"img{i}.jpg"), rng.integers(0, 256, (side, side, 3), dtype=np.uint8))
+    return folder
+
+
+def detect_command(tiny, source: Path, output: Path, *extra) -> Callable[[], object]:
+    """``tools/detect.py`` of the ``tiny`` fixture's checkpoint on ``source`` into ``output`` (64 px, CPU, every
+    kind of output saved), as a call to run in this process."""
+    from yolo.cli import detect
+
+    cfg, pt, _ = tiny
+    return lambda: detect.cli(["--weights", str(pt), "--source", str(source), "--output", str(output),
+                               "--device", "cpu", "--img-size", "64", "--conf-thres", "0.0", "--max-det", "5",
+                               "--save-txt", "--save-json", "--no-progress", *extra])
+
+
+def mounted(path: Path, options: str) -> Callable[[], object]:
+    """Mount a tmpfs at ``path`` with ``options`` (``size=300k``, ``ro``); skip the test when the machine
+    refuses (not root, or a container without the capability). Returns the unmount function."""
+    path.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True,
+                          text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({(proc.stderr or proc.stdout).strip() or 'mount failed'}): "
+                    "the monkeypatched tests cover the same logic")
+    return lambda: subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def other_spellings(path: Path, tmp_path: Path) -> list:
+    """``path`` itself, spelled another way, through a symbolic link and through a hard link."""
+    other = tmp_path / "sub"
+    other.mkdir(exist_ok=True)
+    symlink, hardlink = other / f"sym{path.suffix}", other / f"hard{path.suffix}"
+    symlink.symlink_to(path)
+    os.link(path, hardlink)
+    return [path, other / ".." / path.name, symlink, hardlink]
+
+
+def model_files(folder: Path, text: str, name: str) -> Tuple[Path, Path]:
+    """``name.cfg`` holding ``text`` and ``name.weights`` of the model with random weights (seed 0)."""
+    from yolo.models.model import Darknet
+
+    torch.manual_seed(0)
+    cfg = folder / f"{name}.cfg"
+    cfg.write_text(text)
+    weights = folder / f"{name}.weights"
+    Darknet(cfg).save_darknet_weights(weights)
+    return cfg, weights
+
+
+# Stands in for curl: ``curl ... -o FILE URL`` writes URL into FILE, so a run shows what went where, offline.
+FAKE_CURL = """#!/bin/sh
+while [ $# -gt 0 ]; do
+  case "$1" in -o) out="$2"; shift 2 ;; -*) shift ;; *) url="$1"; shift ;; esac
+done
+echo "$url" > "$out"
+"""
+
+
+def run_download_script(tmp_path: Path, *names: str) -> Path:
+    """weights/download.sh NAMES in a copy of weights/, curl replaced by FAKE_CURL (no network); the folder."""
+    import shutil
+
+    folder = tmp_path / "weights"
+    folder.mkdir()
+    shutil.copy(REPO / "weights" / "download.sh", folder / "download.sh")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "curl").write_text(FAKE_CURL)
+    (bin_dir / "curl").chmod(0o755)
+    for tool in ("dirname", "mv", "sh"):  # no md5sum: the fake files are URLs, not the real weights
+        os.symlink(shutil.which(tool), bin_dir / tool)
+    done = subprocess.run([shutil.which("bash"), str(folder / "download.sh"), *names], capture_output=True,
+                          text=True, env={"PATH": str(bin_dir)}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return folder

@@ -23,7 +23,6 @@ import pytest
 from cfg_snippets import ONE_HEAD_CFG
 from conftest import asset
 from helpers import anchors_error, one_line_error
-from training_helpers import write_one_head_model
 from yolo.anchors import (AnchorCfgError, format_anchors, kmeans_anchors, label_sizes, mean_iou,
                           set_cfg_anchors)
 from yolo.cli import anchors as anchors_cli
@@ -252,12 +251,6 @@ def test_anchors_region_cfg_fails_before_printing(shapes, tmp_path, capsys):
         f"error: {asset('cfg/yolov2-tiny.cfg')}: [region] anchors are in grid cells: paste them by hand (compute "
         "them with --img-size set to the input size / 32, e.g. --img-size 13 for 416x416)")
     assert not out.exists()
-
-
-@pytest.fixture
-def tiny(tmp_path):
-    """The tiny one-head cfg (5 classes), its .pt checkpoint and its Darknet .weights, random weights."""
-    return write_one_head_model(tmp_path)
 
 
 def test_anchors_write_never_replaces_its_cfg(capsys, tiny, tmp_path):

@@ -2,27 +2,11 @@
 lacks is timed with ours alone."""
 from __future__ import annotations
 
-import torch
 
-from cfg_snippets import ONE_HEAD_CFG, RATE_CFG
+from cfg_snippets import GAUSSIAN_CFG, RATE_CFG
 from conftest import asset
-from helpers import one_line_error
+from helpers import model_files, one_line_error
 from yolo.cli import benchmark as benchmark_cli
-from yolo.models.model import Darknet
-
-
-# ONE_HEAD_CFG with a [Gaussian_yolo] head: 3 anchors x (5 classes + 4 box + 4 uncertainties + objectness).
-GAUSSIAN_CFG = ONE_HEAD_CFG.replace("filters=30", "filters=42").replace("[yolo]", "[Gaussian_yolo]")
-
-
-def model_files(folder, text: str, name: str):
-    """``name.cfg`` holding ``text`` and ``name.weights`` of the model with random weights (seed 0)."""
-    torch.manual_seed(0)
-    cfg = folder / f"{name}.cfg"
-    cfg.write_text(text)
-    weights = folder / f"{name}.weights"
-    Darknet(cfg).save_darknet_weights(weights)
-    return cfg, weights
 
 
 def test_benchmark_times_ours_alone_where_opencv_lacks_the_head(tmp_path, capsys, keep_threads):

@@ -8,21 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from cfg_snippets import ONE_HEAD_CFG
 from helpers import one_line_error
-from training_helpers import write_one_head_model
 from yolo.cli import convert, detect
-from yolo.data import SHAPE_NAMES
 from yolo.errors import WeightsError
 from yolo.inference.detector import Detector
-from yolo.models.checkpoint import load_checkpoint_file, model_checkpoint, save_checkpoint
+from yolo.models.checkpoint import load_checkpoint_file, save_checkpoint
 from yolo.models.model import Darknet, load_model
-
-
-@pytest.fixture
-def tiny(tmp_path):
-    """The one-head 64 px cfg (5 classes), a checkpoint of it with random weights and its Darknet .weights."""
-    return write_one_head_model(tmp_path)
 
 
 def edited(pt, tmp_path, name, **changes):
@@ -195,17 +186,6 @@ def test_checkpoint_save_on_a_full_disk_names_the_cause_and_keeps_last_pt(tmp_pa
         save_checkpoint({"model": {}, "epoch": 2}, path)
     monkeypatch.undo()
     assert load_checkpoint_file(path)["epoch"] == 1 and sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]
-
-
-@pytest.fixture
-def tiny_pt(tmp_path):
-    """A .pt checkpoint of the tiny one-head cfg (5 classes) with random weights."""
-    torch.manual_seed(0)
-    cfg = tmp_path / "tiny.cfg"
-    cfg.write_text(ONE_HEAD_CFG)
-    path = tmp_path / "tiny.pt"
-    save_checkpoint(model_checkpoint(Darknet(cfg), names=list(SHAPE_NAMES)), path)
-    return path
 
 
 # ------------------------------------------------------------------------------------------ checkpoints

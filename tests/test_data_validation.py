@@ -10,7 +10,6 @@ import pytest
 
 from conftest import asset
 from helpers import run_tool
-from training_helpers import write_one_head_model
 from yolo.data import SHAPE_NAMES, YoloDataset, load_data_config
 from yolo.data.validation import read_label_file
 from yolo.errors import DataError
@@ -292,12 +291,6 @@ def test_a_label_file_that_is_some_other_file_is_counted_never_echoed(caplog, ow
             "7, 8, 9, 10, ...; their text is not shown); its image is kept without boxes") in caplog.text, caplog.text
     assert "c2VjcmV0" not in caplog.text and "BEGIN" not in caplog.text
     assert len(dataset.records) == 8 and dataset.report.num_dropped_boxes == 21
-
-
-@pytest.fixture
-def tiny(tmp_path):
-    """The tiny one-head cfg (5 classes), its .pt checkpoint and its Darknet .weights, random weights."""
-    return write_one_head_model(tmp_path)
 
 
 def test_a_label_path_that_is_a_folder_is_reported_as_a_folder(tmp_path):

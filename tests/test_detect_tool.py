@@ -6,24 +6,18 @@ import io
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
-import torch
 
-from cfg_snippets import ONE_HEAD_CFG
 from conftest import asset
-from helpers import fifo_with_a_late_writer, one_line_error, run_tool, write_mjpg_video
-from training_helpers import write_one_head_model, write_one_head_training
+from helpers import detect_command, fifo_with_a_late_writer, noisy_images, one_line_error, run_tool, write_mjpg_video
+from training_helpers import write_one_head_training
 from yolo.cli import detect as detect_cli
-from yolo.data import SHAPE_NAMES
 from yolo.errors import DataError
 from yolo.files.names import read_names
-from yolo.models.checkpoint import model_checkpoint, save_checkpoint
-from yolo.models.model import Darknet
 from yolo.runs import increment_path
 from yolo.cli.detect import main, parse_args
 from yolo.inference.sources import collect_sources
@@ -517,55 +511,10 @@ def test_a_names_file_that_is_a_fifo_or_a_device_is_one_line(tmp_path, capsys):
         read_names(zero)
 
 
-@pytest.fixture
-def tiny(tmp_path):
-    """The tiny one-head cfg (5 classes), its .pt checkpoint and its Darknet .weights, random weights."""
-    return write_one_head_model(tmp_path)
-
-
-def mounted(path: Path, options: str):
-    """Mount a tmpfs at ``path`` with ``options`` (``size=300k``, ``ro``); skip the test when the machine
-    refuses (not root, or a container without the capability). Returns the unmount function."""
-    path.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True,
-                          text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({(proc.stderr or proc.stdout).strip() or 'mount failed'}): "
-                    "the monkeypatched tests cover the same logic")
-    return lambda: subprocess.run(["umount", "-l", str(path)], capture_output=True)
-
-
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 300 kB file system (a tmpfs), unmounted after the test."""
-    path = tmp_path / "small"
-    unmount = mounted(path, "size=300k")
-    yield path
-    unmount()
-
-
 # ------------------------------------------------------------------------------- full disk
-def _noisy_images(folder: Path, count: int, side: int = 320):
-    """``count`` JPEG files of random noise (about 100 kB each: they do not compress)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(0)
-    for i in range(count):
-        cv2.imwrite(str(folder / f"img{i}.jpg"), rng.integers(0, 256, (side, side, 3), dtype=np.uint8))
-    return folder
-
-
-def _detect(tiny, source: Path, output: Path, *extra):
-    from yolo.cli import detect
-
-    cfg, pt, _ = tiny
-    return lambda: detect.cli(["--weights", str(pt), "--source", str(source), "--output", str(output),
-                               "--device", "cpu", "--img-size", "64", "--conf-thres", "0.0", "--max-det", "5",
-                               "--save-txt", "--save-json", "--no-progress", *extra])
-
-
 def test_detect_on_a_full_disk_is_an_error_naming_the_file(capsys, tiny, tmp_path, small_disk):
-    source = _noisy_images(tmp_path / "images", 7)
-    err = one_line_error(capsys, _detect(tiny, source, small_disk / "runs"))
+    source = noisy_images(tmp_path / "images", 7)
+    err = one_line_error(capsys, detect_command(tiny, source, small_disk / "runs"))
     assert "cannot write: the disk is full" in err and str(small_disk) in err, err
     assert "results in" not in capsys.readouterr().out
 
@@ -574,9 +523,9 @@ def test_detect_reports_an_image_writer_failure(capsys, tiny, tmp_path, monkeypa
     """The same without a small file system: OpenCV's encoder returns False (the image is encoded, then written)."""
     import yolo.inference.writer as writer_module
 
-    source = _noisy_images(tmp_path / "images", 2, side=64)
+    source = noisy_images(tmp_path / "images", 2, side=64)
     monkeypatch.setattr(writer_module.cv2, "imencode", lambda *args, **kwargs: (False, None))
-    err = one_line_error(capsys, _detect(tiny, source, tmp_path / "runs"))
+    err = one_line_error(capsys, detect_command(tiny, source, tmp_path / "runs"))
     assert "img0.jpg: cannot write: the writer reported a failure" in err, err
 
 
@@ -584,7 +533,7 @@ def test_a_class_filter_the_model_does_not_have_is_an_error(capsys, tiny, tmp_pa
     from yolo.cli import detect
 
     err = one_line_error(capsys, lambda: detect.cli(["--weights", str(tiny[1]), "--source",
-                                                     str(_noisy_images(tmp_path / "img", 1, 64)), "--device", "cpu",
+                                                     str(noisy_images(tmp_path / "img", 1, 64)), "--device", "cpu",
                                                      "--classes", "1", "7", "9"]))
     assert "--classes 7 9: the model has 5 classes (0..4)" in err, err
 
@@ -603,26 +552,15 @@ def _png_claiming(width: int, height: int) -> bytes:
 
 
 def test_detect_skips_a_png_claiming_60000x60000_pixels_and_goes_on(capsys, tiny, tmp_path):
-    source = _noisy_images(tmp_path / "images", 2, side=64)
+    source = noisy_images(tmp_path / "images", 2, side=64)
     (source / "huge.png").write_bytes(_png_claiming(60000, 60000))
-    _detect(tiny, source, tmp_path / "runs")()
+    detect_command(tiny, source, tmp_path / "runs")()
     out_dir = tmp_path / "runs" / "exp"
     captured = capsys.readouterr()
     assert f"warning: {source / 'huge.png'}: cannot decode the image: its header claims more pixels than OpenCV " \
            "decodes" in captured.err, captured.err
     assert "2 image(s)" in captured.out and "1 source(s) skipped" in captured.out
     assert sorted(p.name for p in out_dir.glob("*.jpg")) == ["img0.jpg", "img1.jpg"]
-
-
-@pytest.fixture
-def tiny_pt(tmp_path):
-    """A .pt checkpoint of the tiny one-head cfg (5 classes) with random weights."""
-    torch.manual_seed(0)
-    cfg = tmp_path / "tiny.cfg"
-    cfg.write_text(ONE_HEAD_CFG)
-    path = tmp_path / "tiny.pt"
-    save_checkpoint(model_checkpoint(Darknet(cfg), names=list(SHAPE_NAMES)), path)
-    return path
 
 
 def test_more_than_two_image_sides_is_an_error(capsys, tiny_pt, tmp_path):

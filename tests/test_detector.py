@@ -14,7 +14,6 @@ from cfg_snippets import ONE_HEAD_CFG
 from conftest import asset
 from helpers import darknet_letterbox
 from reference import cfg_with_thresh0, cv2
-from training_helpers import write_one_head_model
 from yolo.errors import ImageReadError
 from yolo.accel.cpu_conv import FusedConvCPU, onednn_conv_available
 from yolo.accel.maxpool import FastMaxPool
@@ -379,12 +378,6 @@ def test_valid_detector_settings_are_kept_as_given(one_cfg):
 def test_the_detector_options_must_be_detector_options(one_cfg):
     with pytest.raises(TypeError, match=r"^options must be a DetectorOptions, got str 'x'$"):
         Detector(str(one_cfg), None, options="x")
-
-
-@pytest.fixture
-def tiny(tmp_path):
-    """The tiny one-head cfg (5 classes), its .pt checkpoint and its Darknet .weights, random weights."""
-    return write_one_head_model(tmp_path)
 
 
 def test_the_detector_refuses_a_class_filter_the_model_does_not_have(tiny):

@@ -2,48 +2,19 @@
 default, and the names its README and its error list give."""
 
 import re
-import subprocess
 from pathlib import Path
 
+from helpers import run_download_script
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 # ------------------------------------------------------------------------------------ weights/download.sh
-# Stands in for curl: ``curl ... -o FILE URL`` writes URL into FILE, so a run shows what went where, offline.
-FAKE_CURL = """#!/bin/sh
-while [ $# -gt 0 ]; do
-  case "$1" in -o) out="$2"; shift 2 ;; -*) shift ;; *) url="$1"; shift ;; esac
-done
-echo "$url" > "$out"
-"""
-
-
 DOWNLOADABLE = ["yolov3-tiny", "yolov3", "yolov3-spp", "yolov4", "yolov4-tiny", "darknet53"]
 
 
-def _download(tmp_path: Path, *names: str) -> Path:
-    """weights/download.sh NAMES in a copy of weights/, curl replaced by FAKE_CURL (no network); the folder."""
-    import os
-    import shutil
-
-    folder = tmp_path / "weights"
-    folder.mkdir()
-    shutil.copy(REPO / "weights" / "download.sh", folder / "download.sh")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "curl").write_text(FAKE_CURL)
-    (bin_dir / "curl").chmod(0o755)
-    for tool in ("dirname", "mv", "sh"):  # no md5sum: the fake files are URLs, not the real weights
-        os.symlink(shutil.which(tool), bin_dir / tool)
-    done = subprocess.run([shutil.which("bash"), str(folder / "download.sh"), *names], capture_output=True,
-                          text=True, env={"PATH": str(bin_dir)}, timeout=60)
-    assert done.returncode == 0, done.stderr
-    return folder
-
-
 def test_download_script_fetches_each_models_weights_cfg_and_the_coco_names(tmp_path):
-    folder = _download(tmp_path, *DOWNLOADABLE)
+    folder = run_download_script(tmp_path, *DOWNLOADABLE)
     fetched = {p.name: p.read_text().strip() for p in folder.iterdir() if p.name != "download.sh"}
     expected = {"coco.names", "darknet53.conv.74"} | {f"{n}.{ext}" for n in DOWNLOADABLE if n != "darknet53"
                                                       for ext in ("weights", "cfg")}
@@ -55,7 +26,7 @@ def test_download_script_fetches_each_models_weights_cfg_and_the_coco_names(tmp_
 
 
 def test_download_script_default_is_the_readmes_first_model(tmp_path):
-    folder = _download(tmp_path)
+    folder = run_download_script(tmp_path)
     assert sorted(p.name for p in folder.iterdir()) == ["coco.names", "download.sh", "yolov3-tiny.cfg",
                                                          "yolov3-tiny.weights"]
 

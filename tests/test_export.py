@@ -6,9 +6,7 @@ with our eval output: boxes relative to the input size, probabilities absolutely
 """
 import copy
 import dataclasses
-import os
 import re
-from pathlib import Path
 
 import cv2
 import numpy as np
@@ -16,8 +14,7 @@ import pytest
 import torch
 
 from conftest import asset
-from helpers import one_line_error, run_export_cli
-from training_helpers import write_one_head_model
+from helpers import one_line_error, other_spellings, run_export_cli
 from yolo.models.checkpoint import model_checkpoint, save_checkpoint
 from yolo.data.shapes import SHAPE_NAMES, render_sample
 from yolo.files.images import load_image
@@ -354,29 +351,13 @@ def test_tolerance_grows_only_to_the_models_own_float32_rounding():
         check_difference("file", float("nan"), 1e-4, noise=lambda: 1.0)
 
 
-@pytest.fixture
-def tiny(tmp_path):
-    """The tiny one-head cfg (5 classes), its .pt checkpoint and its Darknet .weights, random weights."""
-    return write_one_head_model(tmp_path)
-
-
 # ------------------------------------------------------------------------------- output == input
-def _links(path: Path, tmp_path: Path):
-    """``path`` itself, spelled another way, through a symbolic link and through a hard link."""
-    other = tmp_path / "sub"
-    other.mkdir(exist_ok=True)
-    symlink, hardlink = other / f"sym{path.suffix}", other / f"hard{path.suffix}"
-    symlink.symlink_to(path)
-    os.link(path, hardlink)
-    return [path, other / ".." / path.name, symlink, hardlink]
-
-
 def test_export_never_writes_over_its_input(capsys, tiny, tmp_path):
     from yolo.cli import export
 
     cfg, pt, weights = tiny
     before = weights.read_bytes()
-    for output in _links(weights, tmp_path):
+    for output in other_spellings(weights, tmp_path):
         err = one_line_error(capsys, lambda: export.main(export.parse_args(
             ["--weights", str(weights), "--cfg", str(cfg), "--format", "darknet", "--output", str(output),
              "--no-verify"])))

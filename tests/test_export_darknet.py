@@ -2,26 +2,11 @@
 alone where OpenCV DNN has no layer for the head ([Gaussian_yolo])."""
 
 import pytest
-import torch
 
-from cfg_snippets import ONE_HEAD_CFG
-from helpers import run_export_cli
+from cfg_snippets import GAUSSIAN_CFG, ONE_HEAD_CFG
+from helpers import model_files, run_export_cli
 from yolo.export.darknet import cfg_at_size
 from yolo.models.model import Darknet
-
-
-# ONE_HEAD_CFG with a [Gaussian_yolo] head: 3 anchors x (5 classes + 4 box + 4 uncertainties + objectness).
-GAUSSIAN_CFG = ONE_HEAD_CFG.replace("filters=30", "filters=42").replace("[yolo]", "[Gaussian_yolo]")
-
-
-def model_files(folder, text: str, name: str):
-    """``name.cfg`` holding ``text`` and ``name.weights`` of the model with random weights (seed 0)."""
-    torch.manual_seed(0)
-    cfg = folder / f"{name}.cfg"
-    cfg.write_text(text)
-    weights = folder / f"{name}.weights"
-    Darknet(cfg).save_darknet_weights(weights)
-    return cfg, weights
 
 
 def test_a_gaussian_cfg_exports_to_darknet_checked_by_our_loader(tmp_path, capsys):

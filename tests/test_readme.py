@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import run_download_script
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -23,35 +24,6 @@ def test_gitignore_covers_the_files_the_readme_makes(made_by_the_readme):
 
 
 # ------------------------------------------------------------------------------------ weights/download.sh
-# Stands in for curl: ``curl ... -o FILE URL`` writes URL into FILE, so a run shows what went where, offline.
-FAKE_CURL = """#!/bin/sh
-while [ $# -gt 0 ]; do
-  case "$1" in -o) out="$2"; shift 2 ;; -*) shift ;; *) url="$1"; shift ;; esac
-done
-echo "$url" > "$out"
-"""
-
-
-def _download(tmp_path: Path, *names: str) -> Path:
-    """weights/download.sh NAMES in a copy of weights/, curl replaced by FAKE_CURL (no network); the folder."""
-    import os
-    import shutil
-
-    folder = tmp_path / "weights"
-    folder.mkdir()
-    shutil.copy(REPO / "weights" / "download.sh", folder / "download.sh")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "curl").write_text(FAKE_CURL)
-    (bin_dir / "curl").chmod(0o755)
-    for tool in ("dirname", "mv", "sh"):  # no md5sum: the fake files are URLs, not the real weights
-        os.symlink(shutil.which(tool), bin_dir / tool)
-    done = subprocess.run([shutil.which("bash"), str(folder / "download.sh"), *names], capture_output=True,
-                          text=True, env={"PATH": str(bin_dir)}, timeout=60)
-    assert done.returncode == 0, done.stderr
-    return folder
-
-
 # ------------------------------------------------------------------------------------- the README's steps
 # The user's own files in the README's examples: nothing the project can provide.
 USERS_OWN = {"image.jpg", "images/", "my.yaml", "obj.data", "video.mp4"}  # files only the user has
@@ -87,7 +59,7 @@ def test_readme_commands_name_files_that_are_there_or_that_a_step_makes(tmp_path
     it names works in a fresh clone (none reads $YOLO_ASSETS)."""
     commands = readme_commands()
     assert len(commands) >= 8
-    downloaded = {f"weights/{p.name}" for p in _download(tmp_path, "yolov3-tiny").iterdir()}
+    downloaded = {f"weights/{p.name}" for p in run_download_script(tmp_path, "yolov3-tiny").iterdir()}
     made = set().union(*(made_by(argv) for argv in commands))
     for argv in commands:
         for flag, value in zip(argv, argv[1:]):

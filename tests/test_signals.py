@@ -427,12 +427,6 @@ def test_a_killed_rank_is_one_line_on_the_survivor(setup, tmp_path):
     assert OUR_TRACEBACK not in err and "Connection" not in err.replace(lines[0], ""), err[-3000:]
 
 
-@pytest.fixture
-def tiny(tmp_path):
-    """The tiny one-head cfg (5 classes), its .pt checkpoint and its Darknet .weights, random weights."""
-    return write_one_head_model(tmp_path)
-
-
 # ------------------------------------------------------------------------------- tracebacks left
 EVAL_DRIVER = """
 import os, signal, sys, time

@@ -8,12 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import cv2
-import numpy as np
 import pytest
 
-from helpers import console_scripts, one_line_error, tool_parser
-from training_helpers import write_one_head_model
+from helpers import console_scripts, detect_command, noisy_images, one_line_error, tool_parser
 
 REPO = Path(__file__).resolve().parent.parent
 TOOLS = ["anchors", "benchmark", "convert", "detect", "eval", "export", "gpu_report", "train", "tune"]
@@ -284,31 +281,7 @@ def test_demo_heldout_count_is_bounded(capsys):
     assert demo.parse_args(["--heldout", "1000"]).heldout == 1000
 
 
-@pytest.fixture
-def tiny(tmp_path):
-    """The tiny one-head cfg (5 classes), its .pt checkpoint and its Darknet .weights, random weights."""
-    return write_one_head_model(tmp_path)
-
-
 # ------------------------------------------------------------------------------- full disk
-def _noisy_images(folder: Path, count: int, side: int = 320):
-    """``count`` JPEG files of random noise (about 100 kB each: they do not compress)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(0)
-    for i in range(count):
-        cv2.imwrite(str(folder / f"img{i}.jpg"), rng.integers(0, 256, (side, side, 3), dtype=np.uint8))
-    return folder
-
-
-def _detect(tiny, source: Path, output: Path, *extra):
-    from yolo.cli import detect
-
-    cfg, pt, _ = tiny
-    return lambda: detect.cli(["--weights", str(pt), "--source", str(source), "--output", str(output),
-                               "--device", "cpu", "--img-size", "64", "--conf-thres", "0.0", "--max-det", "5",
-                               "--save-txt", "--save-json", "--no-progress", *extra])
-
-
 # ------------------------------------------------------------------------------- writes outside the folder
 @pytest.mark.parametrize("name", ["../../../elsewhere", "a/b", "..", ".", "", "run\x1b[2J"])
 def test_a_run_name_that_is_a_path_is_refused_by_every_tool(capsys, tiny, train_setup, name):
@@ -316,9 +289,9 @@ def test_a_run_name_that_is_a_path_is_refused_by_every_tool(capsys, tiny, train_
 
     cfg, pt, _ = tiny
     output = train_setup / "out" / "D"
-    source = _noisy_images(train_setup / "images", 1, side=64)
+    source = noisy_images(train_setup / "images", 1, side=64)
     runs = {
-        "detect": lambda: _detect(tiny, source, output, "--name", name)(),
+        "detect": lambda: detect_command(tiny, source, output, "--name", name)(),
         "eval": lambda: eval_cli.cli(["--weights", str(pt), "--data", str(train_setup / "data.yaml"), "--device",
                                       "cpu", "--project", str(output), "--name", name, "--workers", "0"]),
         "train": lambda: train_cli.cli(["--cfg", str(cfg), "--data", str(train_setup / "data.yaml"), "--hyp",

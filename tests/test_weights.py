@@ -1,22 +1,18 @@
 """Darknet .weights I/O: byte-identical round trips, partial files, clear errors; the convert tool."""
-import os
 import struct
 import subprocess
 from pathlib import Path
 
-import cv2
 import numpy as np
 import pytest
 import torch
 
 from cfg_snippets import ONE_HEAD_CFG
 from conftest import asset
-from helpers import one_line_error, run_tool
-from training_helpers import write_one_head_model
+from helpers import noisy_images, one_line_error, other_spellings, run_tool
 from yolo import Darknet, WeightsError, load_model
 from yolo.cli import convert
-from yolo.data import SHAPE_NAMES
-from yolo.models.checkpoint import load_checkpoint_file, model_checkpoint, save_checkpoint
+from yolo.models.checkpoint import load_checkpoint_file
 from yolo.models.weights import float_count, read_header
 
 REAL = [("yolov3-tiny.cfg", "yolov3-tiny.weights"), ("yolo-fastest-1.1.cfg", "yolo-fastest-1.1.weights"),
@@ -209,12 +205,6 @@ def test_a_weights_file_that_is_a_fifo_is_one_line(tmp_path):
     assert str(error.value) == f"{fifo}: cannot read the weights file: it is a FIFO (named pipe), not a regular file"
 
 
-@pytest.fixture
-def tiny(tmp_path):
-    """The one-head 64 px cfg (5 classes), a checkpoint of it with random weights and its Darknet .weights."""
-    return write_one_head_model(tmp_path)
-
-
 # ------------------------------------------------------------------------------------------ convert
 def test_convert_refuses_conversions_that_change_nothing(tiny, tmp_path, capsys):
     cfg, pt, weights = tiny
@@ -270,16 +260,6 @@ def test_convert_writes_a_legal_name_too_long_for_a_temp_name_beside_it(tiny, tm
 
 
 # ------------------------------------------------------------------------------- output == input
-def _links(path: Path, tmp_path: Path):
-    """``path`` itself, spelled another way, through a symbolic link and through a hard link."""
-    other = tmp_path / "sub"
-    other.mkdir(exist_ok=True)
-    symlink, hardlink = other / f"sym{path.suffix}", other / f"hard{path.suffix}"
-    symlink.symlink_to(path)
-    os.link(path, hardlink)
-    return [path, other / ".." / path.name, symlink, hardlink]
-
-
 @pytest.mark.parametrize("source", ["pt", "weights"])
 def test_convert_never_writes_over_its_input(capsys, tiny, tmp_path, source):
     from yolo.cli import convert
@@ -287,7 +267,7 @@ def test_convert_never_writes_over_its_input(capsys, tiny, tmp_path, source):
     cfg, pt, weights = tiny
     given = pt if source == "pt" else weights
     before = given.read_bytes()
-    for output in _links(given, tmp_path):
+    for output in other_spellings(given, tmp_path):
         err = one_line_error(capsys, lambda: convert.main(convert.parse_args(
             ["--weights", str(given), "--cfg", str(cfg), "--output", str(output)])))
         assert "--output is the input --weights" in err and "choose another --output" in err, err
@@ -299,15 +279,6 @@ def test_convert_never_writes_over_its_input(capsys, tiny, tmp_path, source):
 
 
 # ------------------------------------------------------------------------------- full disk
-def _noisy_images(folder: Path, count: int, side: int = 320):
-    """``count`` JPEG files of random noise (about 100 kB each: they do not compress)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(0)
-    for i in range(count):
-        cv2.imwrite(str(folder / f"img{i}.jpg"), rng.integers(0, 256, (side, side, 3), dtype=np.uint8))
-    return folder
-
-
 def test_weights_with_nan_or_inf_are_refused_naming_file_and_layer(capsys, tiny, tmp_path):
     from yolo.cli import detect
     from yolo.errors import WeightsError
@@ -325,7 +296,7 @@ def test_weights_with_nan_or_inf_are_refused_naming_file_and_layer(capsys, tiny,
     floats[:] = np.inf
     bad.write_bytes(bytes(data[:20]) + floats.tobytes())
     err = one_line_error(capsys, lambda: detect.cli(["--cfg", str(cfg), "--weights", str(bad), "--source",
-                                                     str(_noisy_images(tmp_path / "img", 1, 64)), "--device", "cpu"]))
+                                                     str(noisy_images(tmp_path / "img", 1, 64)), "--device", "cpu"]))
     assert "nan.weights: layer 0 holds" in err, err
     # The same in a .pt checkpoint.
     ckpt = torch.load(pt, weights_only=True)
@@ -351,17 +322,6 @@ def test_the_nan_check_of_weights_does_not_refuse_finite_values_whose_sum_overfl
     values[7] = float("-inf")
     with pytest.raises(WeightsError, match=r"^big.weights: layer 3 holds 1 NaN or infinite value\(s\) of 4"):
         check_finite(values, layers, "big.weights")
-
-
-@pytest.fixture
-def tiny_pt(tmp_path):
-    """A .pt checkpoint of the tiny one-head cfg (5 classes) with random weights."""
-    torch.manual_seed(0)
-    cfg = tmp_path / "tiny.cfg"
-    cfg.write_text(ONE_HEAD_CFG)
-    path = tmp_path / "tiny.pt"
-    save_checkpoint(model_checkpoint(Darknet(cfg), names=list(SHAPE_NAMES)), path)
-    return path
 
 
 # ------------------------------------------------------------------------------------------ tools

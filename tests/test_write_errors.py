@@ -6,16 +6,12 @@ elsewhere those tests skip with the reason, and the same logic is covered with a
 
 import errno
 import os
-import subprocess
-from pathlib import Path
 
-import cv2
-import numpy as np
 import pytest
 
 import yolo.files.write_errors as write_errors
-from helpers import one_line_error
-from training_helpers import base_flags, train_error, write_one_head_model
+from helpers import detect_command, mounted, noisy_images, one_line_error
+from training_helpers import base_flags, train_error
 from yolo.files.write_errors import output_error
 
 
@@ -60,24 +56,6 @@ def test_a_file_system_without_blocks_is_not_called_full(tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def tiny(tmp_path):
-    """The tiny one-head cfg (5 classes), its .pt checkpoint and its Darknet .weights, random weights."""
-    return write_one_head_model(tmp_path)
-
-
-def mounted(path: Path, options: str):
-    """Mount a tmpfs at ``path`` with ``options`` (``size=300k``, ``ro``); skip the test when the machine
-    refuses (not root, or a container without the capability). Returns the unmount function."""
-    path.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True,
-                          text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({(proc.stderr or proc.stdout).strip() or 'mount failed'}): "
-                    "the monkeypatched tests cover the same logic")
-    return lambda: subprocess.run(["umount", "-l", str(path)], capture_output=True)
-
-
-@pytest.fixture
 def read_only_disk(tmp_path):
     """A read-only file system (chmod does not stop root: a tmpfs mounted ``ro``), unmounted after the test."""
     path = tmp_path / "ro"
@@ -87,32 +65,14 @@ def read_only_disk(tmp_path):
 
 
 # ------------------------------------------------------------------------------- full disk
-def _noisy_images(folder: Path, count: int, side: int = 320):
-    """``count`` JPEG files of random noise (about 100 kB each: they do not compress)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(0)
-    for i in range(count):
-        cv2.imwrite(str(folder / f"img{i}.jpg"), rng.integers(0, 256, (side, side, 3), dtype=np.uint8))
-    return folder
-
-
-def _detect(tiny, source: Path, output: Path, *extra):
-    from yolo.cli import detect
-
-    cfg, pt, _ = tiny
-    return lambda: detect.cli(["--weights", str(pt), "--source", str(source), "--output", str(output),
-                               "--device", "cpu", "--img-size", "64", "--conf-thres", "0.0", "--max-det", "5",
-                               "--save-txt", "--save-json", "--no-progress", *extra])
-
-
 # ------------------------------------------------------------------------------- read-only output folder
 def test_every_tool_on_a_read_only_output_folder_is_one_line(capsys, tiny, train_setup, read_only_disk):
     from yolo.cli import convert, eval as eval_cli, train as train_cli
 
     cfg, pt, weights = tiny
-    source = _noisy_images(train_setup / "images", 1, side=64)
+    source = noisy_images(train_setup / "images", 1, side=64)
     checks = {
-        "detect": _detect(tiny, source, read_only_disk / "runs"),
+        "detect": detect_command(tiny, source, read_only_disk / "runs"),
         "train": lambda: train_cli.cli(["--cfg", str(cfg), "--data", str(train_setup / "data.yaml"),
                                         "--hyp", str(train_setup / "hyp.yaml"), "--epochs", "1", "--device", "cpu",
                                         "--project", str(read_only_disk / "runs"), "--no-progress"]),
@@ -144,8 +104,8 @@ def test_a_read_only_folder_is_one_line_without_a_mount(capsys, tiny, tmp_path, 
         return real_mkdir(self, *args, **kwargs)
 
     monkeypatch.setattr(pathlib.Path, "mkdir", mkdir)
-    source = _noisy_images(tmp_path / "images", 1, side=64)
-    err = one_line_error(capsys, _detect(tiny, source, ro / "runs"))
+    source = noisy_images(tmp_path / "images", 1, side=64)
+    err = one_line_error(capsys, detect_command(tiny, source, ro / "runs"))
     assert f"{ro}/runs/exp: cannot write: the file system is read-only" in err, err
     err = one_line_error(capsys, lambda: convert.cli(["--weights", str(tiny[1]), "--output", str(ro / "t.weights")]))
     assert f"{ro}: cannot write: the file system is read-only" in err, err
