@@ -20,8 +20,8 @@ import torch
 import yaml
 
 from helpers import one_line_error
-from training_helpers import (FAST, HYP as ONE_HEAD_HYP, assert_same_state, made_up_evaluation, read_results, run,
-                              shapes_training, train_error, train_state, write_one_head_training)
+from training_helpers import (FAST, HYP as ONE_HEAD_HYP, assert_same_state, fast_train, made_up_evaluation,
+                              read_results, run, shapes_training, train_error, train_state, write_one_head_training)
 from yolo.cli import train as train_cli
 from yolo.engine import TrainOptions, Trainer
 from yolo.engine.hooks.checkpointing import saved_options
@@ -279,27 +279,6 @@ def test_an_opt_yaml_nested_too_deep_is_rewritten_from_the_checkpoint_on_resume(
 
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def mounted(path: Path, options: str):
-    """Mount a tmpfs at ``path`` with ``options`` (``size=300k``, ``ro``); skip the test when the machine
-    refuses (not root, or a container without the capability). Returns the unmount function."""
-    path.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True,
-                          text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({(proc.stderr or proc.stdout).strip() or 'mount failed'}): "
-                    "the monkeypatched tests cover the same logic")
-    return lambda: subprocess.run(["umount", "-l", str(path)], capture_output=True)
-
-
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 300 kB file system (a tmpfs), unmounted after the test."""
-    path = tmp_path / "small"
-    unmount = mounted(path, "size=300k")
-    yield path
-    unmount()
 
 
 def test_training_on_a_disk_that_fills_up_stops_with_one_line_and_resumes(capsys, train_setup, tmp_path,
@@ -596,25 +575,9 @@ def test_a_run_whose_checkpoint_holds_the_size_as_one_side_resumes(tmp_path, sav
     assert load_checkpoint_file(last)["train"]["hyp"]["img_size"] == [64, 64]
 
 
-@pytest.fixture
-def stray_label_shapes(tmp_path, monkeypatch):
-    """Tiny shapes data with a label file that belongs to no image; its val split is its train split."""
-    monkeypatch.setenv("YOLO_CACHE_DIR", str(tmp_path / "cache"))
-    shapes = shapes_training(tmp_path, num_train=16, num_val=0, seed=3, val="images/train")
-    (shapes["root"] / "labels" / "train" / "renamed_image.txt").write_text("0 0.5 0.5 0.2 0.2\n")
-    return shapes
-
-
-def train(shapes, tmp_path, **options):
-    hyp = {**FAST, "batch": 8, "subdivisions": 1, "burn_in": 0, "eval_interval": 1}
-    options = {"cfg": str(shapes["cfg"]), "data": str(shapes["data"]), "device": "cpu", "project": str(tmp_path),
-               "name": "run", "progress": False, "img_size": 64, "hyp": hyp, **options}
-    return Trainer.from_options(TrainOptions(**options)).fit()
-
-
 @pytest.mark.slow
 def test_resume_with_more_epochs_updates_the_settings_files(stray_label_shapes, tmp_path):
-    first = train(stray_label_shapes, tmp_path, epochs=1)
+    first = fast_train(stray_label_shapes, tmp_path, epochs=1)
     assert yaml.safe_load((first.run_dir / "opt.yaml").read_text())["epochs"] == 1
     resumed = Trainer.from_options(TrainOptions(resume=str(first.run_dir), epochs=2, progress=False)).fit()
     assert resumed.epochs_done == 2 and resumed.run_dir == first.run_dir

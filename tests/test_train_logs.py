@@ -14,35 +14,18 @@ import yaml
 
 import yolo.data.validation
 import yolo.progress
-from training_helpers import FAST, shapes_training, write_one_head_training
+from training_helpers import fast_train, write_one_head_training
 from yolo.cli import anchors as anchors_cli
 from yolo.cli import eval as eval_cli
 from yolo.cli.invocation import invoked_command
-from yolo.engine import TrainOptions, Trainer
 from yolo.progress import ProgressLines, use_bars
 
 
-@pytest.fixture
-def shapes(tmp_path, monkeypatch):
-    """Tiny shapes data with a label file that belongs to no image; its val split is its train split."""
-    monkeypatch.setenv("YOLO_CACHE_DIR", str(tmp_path / "cache"))
-    shapes = shapes_training(tmp_path, num_train=16, num_val=0, seed=3, val="images/train")
-    (shapes["root"] / "labels" / "train" / "renamed_image.txt").write_text("0 0.5 0.5 0.2 0.2\n")
-    return shapes
-
-
-def train(shapes, tmp_path, **options):
-    hyp = {**FAST, "batch": 8, "subdivisions": 1, "burn_in": 0, "eval_interval": 1}
-    options = {"cfg": str(shapes["cfg"]), "data": str(shapes["data"]), "device": "cpu", "project": str(tmp_path),
-               "name": "run", "progress": False, "img_size": 64, "hyp": hyp, **options}
-    return Trainer.from_options(TrainOptions(**options)).fit()
-
-
 @pytest.mark.slow
-def test_a_data_problem_is_listed_once_per_run_and_once_in_eval_and_anchors(shapes, tmp_path, caplog):
+def test_a_data_problem_is_listed_once_per_run_and_once_in_eval_and_anchors(stray_label_shapes, tmp_path, caplog):
     orphan = "renamed_image.txt: label file has no matching image"
     with caplog.at_level(logging.INFO):
-        train(shapes, tmp_path, epochs=1)
+        fast_train(stray_label_shapes, tmp_path, epochs=1)
     assert caplog.text.count(orphan) == 1  # the train split and the val split (the same folder): one listing
     assert "the same 1 problem(s) as listed above" in caplog.text
 
@@ -50,23 +33,24 @@ def test_a_data_problem_is_listed_once_per_run_and_once_in_eval_and_anchors(shap
     yolo.data.validation._LOGGED_PROBLEMS.clear()
     caplog.clear()
     with caplog.at_level(logging.INFO):
-        eval_cli.main(eval_cli.parse_args(["--cfg", str(shapes["cfg"]), "--weights", str(tmp_path / "run" / "last.pt"),
-                                           "--data", str(shapes["data"]), "--device", "cpu", "--workers", "0",
-                                           "--no-plots", "--save-dir", str(tmp_path / "eval")]))
+        eval_cli.main(eval_cli.parse_args(["--cfg", str(stray_label_shapes["cfg"]),
+                                           "--weights", str(tmp_path / "run" / "last.pt"),
+                                           "--data", str(stray_label_shapes["data"]), "--device", "cpu",
+                                           "--workers", "0", "--no-plots", "--save-dir", str(tmp_path / "eval")]))
     assert caplog.text.count(orphan) == 1
     yolo.data.validation._LOGGED_PROBLEMS.clear()
     caplog.clear()
     with caplog.at_level(logging.INFO):
-        anchors_cli.main(anchors_cli.parse_args(["--data", str(shapes["data"]), "-n", "3", "--width", "64",
+        anchors_cli.main(anchors_cli.parse_args(["--data", str(stray_label_shapes["data"]), "-n", "3", "--width", "64",
                                                  "--height", "64"]))
     assert caplog.text.count(orphan) == 1
 
 
 @pytest.mark.slow
-def test_long_loops_print_progress_lines_without_a_bar(shapes, tmp_path, caplog, monkeypatch):
+def test_long_loops_print_progress_lines_without_a_bar(stray_label_shapes, tmp_path, caplog, monkeypatch):
     monkeypatch.setattr(yolo.progress, "LINE_SECONDS", 0.0)  # every step is "long" here
     with caplog.at_level(logging.INFO):
-        train(shapes, tmp_path, epochs=1)
+        fast_train(stray_label_shapes, tmp_path, epochs=1)
     assert "epoch 1/1: 1/2 (50%)" in caplog.text and "epoch 1/1: 2/2 (100%)" in caplog.text
     assert "val 1/1 (batches): 1/" in caplog.text
 
@@ -103,14 +87,14 @@ def test_advice_names_the_command_the_user_ran(argv0, command):
 
 
 @pytest.mark.slow
-def test_darknet_map_adds_its_column_to_results_and_metrics(shapes, tmp_path, caplog):
+def test_darknet_map_adds_its_column_to_results_and_metrics(stray_label_shapes, tmp_path, caplog):
     """--darknet-map: each evaluation's Darknet mAP@0.50 in results.csv (after mAP50_95), the epoch line and
     metrics.json (whose darknet_map is the eval tool's report of the same weights)."""
     import csv
     import json
 
     with caplog.at_level(logging.INFO):
-        result = train(shapes, tmp_path, epochs=2, darknet_map=True)
+        result = fast_train(stray_label_shapes, tmp_path, epochs=2, darknet_map=True)
     with open(result.run_dir / "results.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     columns = list(rows[0].keys())
@@ -119,22 +103,22 @@ def test_darknet_map_adds_its_column_to_results_and_metrics(shapes, tmp_path, ca
     assert float(rows[-1]["darknet_mAP50"]) == pytest.approx(saved["map"], abs=1e-5)
     assert all(r["darknet_mAP50"] for r in rows)
     assert caplog.text.count("darknet mAP50 ") == 2
-    assert set(saved["classes"]) == set(shapes_names(shapes))
-    eval_cli.main(eval_cli.parse_args(["--weights", str(result.run_dir / "last.pt"), "--data", str(shapes["data"]),
-                                       "--device", "cpu", "--workers", "0", "--no-plots", "--darknet-map",
-                                       "--save-dir", str(tmp_path / "eval")]))
+    assert set(saved["classes"]) == set(shapes_names(stray_label_shapes))
+    eval_cli.main(eval_cli.parse_args(["--weights", str(result.run_dir / "last.pt"),
+                                       "--data", str(stray_label_shapes["data"]), "--device", "cpu", "--workers", "0",
+                                       "--no-plots", "--darknet-map", "--save-dir", str(tmp_path / "eval")]))
     again = json.loads((tmp_path / "eval" / "metrics.json").read_text())["darknet_map"]
     assert again["map"] == pytest.approx(saved["map"], abs=1e-9) and again["tp"] == saved["tp"]
 
 
 @pytest.mark.slow
-def test_without_darknet_map_results_have_no_such_column(shapes, tmp_path):
-    result = train(shapes, tmp_path, epochs=1)
+def test_without_darknet_map_results_have_no_such_column(stray_label_shapes, tmp_path):
+    result = fast_train(stray_label_shapes, tmp_path, epochs=1)
     assert "darknet_mAP50" not in (result.run_dir / "results.csv").read_text()
 
 
-def shapes_names(shapes):
-    return yaml.safe_load(shapes["data"].read_text())["names"]
+def shapes_names(stray_label_shapes):
+    return yaml.safe_load(stray_label_shapes["data"].read_text())["names"]
 
 
 # ------------------------------------------------------------------------------------------ run records

@@ -138,3 +138,12 @@ def train_error(capsys, argv) -> str:
     from yolo.cli import train as train_cli
 
     return one_line_error(capsys, lambda: train_cli.main(train_cli.parse_args([str(a) for a in argv])))
+
+
+def fast_train(shapes: dict, tmp_path: Path, **options):
+    """A CPU run at 64 px of a ``shapes_training`` setup into ``tmp_path/run`` (FAST settings, batch 8, evaluated
+    every epoch); ``options`` (TrainOptions fields) replace or add settings. Returns the trainer's result."""
+    hyp = {**FAST, "batch": 8, "subdivisions": 1, "burn_in": 0, "eval_interval": 1}
+    options = {"cfg": str(shapes["cfg"]), "data": str(shapes["data"]), "device": "cpu", "project": str(tmp_path),
+               "name": "run", "progress": False, "img_size": 64, "hyp": hyp, **options}
+    return Trainer.from_options(TrainOptions(**options)).fit()
