@@ -3,8 +3,8 @@ process), expecting its one-line error, Darknet's letterbox written out independ
 truth for the Evaluator, detections compared across devices and precisions, random but well-scaled weights
 for a model (no OpenCV needed: the OpenCV reference is tests/reference.py), a fake clock, the trainer's step
 runner for a model alone on the CPU, a FIFO whose writer comes late, files that fill a disk (noise JPEGs) and a
-small tmpfs to fill, a path's other spellings (links), a cfg with random .weights, and weights/download.sh run
-offline."""
+small tmpfs to fill, a path's other spellings (links), a cfg with random .weights, weights/download.sh run
+offline and a clock that ticks on every reading."""
 from __future__ import annotations
 
 import importlib
@@ -328,3 +328,11 @@ def run_download_script(tmp_path: Path, *names: str) -> Path:
                           text=True, env={"PATH": str(bin_dir)}, timeout=60)
     assert done.returncode == 0, done.stderr
     return folder
+
+
+def ticking_clock(start: float = 0.0, tick: float = 1.0) -> Callable[[], float]:
+    """A clock whose every reading is ``tick`` seconds after the previous one."""
+    from itertools import count
+
+    readings = count()
+    return lambda: start + tick * next(readings)

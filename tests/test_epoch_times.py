@@ -6,11 +6,11 @@ exact counts of the clock's readings, never measured durations.
 import csv
 import logging
 import types
-from itertools import count
 
 import pytest
 import torch
 
+from helpers import ticking_clock
 from training_helpers import FAST, read_results, run, shapes_training
 from yolo.engine import RunPlan, TrainOptions, Trainer, TrainState, run_plan
 from yolo.engine.config import Hyperparameters
@@ -19,12 +19,6 @@ from yolo.engine.epoch_times import EpochTimes, EpochTimeSplit, data_wait_warnin
 from yolo.engine.hooks.writers import RESULTS_COLUMNS, ResultsCSVWriter
 
 pytestmark = pytest.mark.usefixtures("private_cache")
-
-
-def ticking_clock(start=0.0, tick=1.0):
-    """A clock whose every reading is ``tick`` seconds after the previous one."""
-    readings = count()
-    return lambda: start + tick * next(readings)
 
 
 def test_the_split_follows_the_marks():

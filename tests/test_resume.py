@@ -12,14 +12,13 @@ import signal
 import subprocess
 import sys
 import time
-from itertools import count
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
 
-from helpers import one_line_error
+from helpers import one_line_error, ticking_clock
 from training_helpers import (FAST, HYP as ONE_HEAD_HYP, assert_same_state, fast_train, made_up_evaluation,
                               read_results, run, shapes_training, train_error, train_state, write_one_head_training)
 from yolo.cli import train as train_cli
@@ -508,12 +507,6 @@ def test_ctrl_c_saves_and_resume_matches_uninterrupted(shapes, reference_run, tm
     resumed = Trainer.from_options(TrainOptions(resume=str(run_dir), progress=False)).fit()
     assert resumed.status == "finished" and resumed.global_step == 9
     assert_same_state(train_state(run_dir), train_state(reference_run), exact=False)
-
-
-def ticking_clock(start=0.0, tick=1.0):
-    """A clock whose every reading is ``tick`` seconds after the previous one."""
-    readings = count()
-    return lambda: start + tick * next(readings)
 
 
 @pytest.fixture(scope="module")
