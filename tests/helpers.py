@@ -21,7 +21,7 @@ import torch
 import torchvision
 import yaml
 
-from yolo.engine.distributed import DistInfo
+from yolo.engine.parts import RunPlan, TrainingParts
 from yolo.engine.stop import StopRequest
 from yolo.engine.train_state import TrainState
 from yolo.engine.update_step import StepRunner
@@ -206,14 +206,15 @@ def write_mjpg_video(path: Path, frames, fps: float) -> Path:
 
 def cpu_step_runner(model, optimizer, schedule: Callable[[int], float], criterion: Optional[Callable] = None, *,
                     accumulate: int = 1, steps_per_epoch: int = 1, state: Optional[TrainState] = None,
-                    **options) -> StepRunner:
+                    **fields) -> StepRunner:
     """The trainer's :class:`StepRunner` for ``model`` and ``optimizer`` alone: one process on the CPU, one epoch of
-    ``steps_per_epoch`` updates of ``accumulate`` mini-batches, a fresh :class:`TrainState` unless ``state`` is
-    given, no stop asked; ``options`` are StepRunner's other keywords (``precision``, ``scaler``, ``forward``,
-    ``max_grad_norm``, ...)."""
-    return StepRunner(model, optimizer, schedule, criterion, state if state is not None else TrainState(),
-                      accumulate=accumulate, steps_per_epoch=steps_per_epoch, epochs=1, device=torch.device("cpu"),
-                      dist=DistInfo(), stop=StopRequest(), **options)
+    ``steps_per_epoch`` updates of ``accumulate`` mini-batches, no batches (the test feeds the step), a fresh
+    :class:`TrainState` unless ``state`` is given, no stop asked; ``fields`` are the other fields of its
+    :class:`TrainingParts` (``hyp``, ``precision``, ``scaler``, ``forward``, ...)."""
+    parts = TrainingParts(model=model, optimizer=optimizer, schedule=schedule, criterion=criterion,
+                          batches=lambda epoch, first: iter(()),
+                          plan=RunPlan(epochs=1, steps_per_epoch=steps_per_epoch, accumulate=accumulate), **fields)
+    return StepRunner(parts, state if state is not None else TrainState(), StopRequest())
 
 
 def fifo_with_a_late_writer(path: Path, text: str) -> Callable[[], None]:

@@ -114,8 +114,8 @@ def test_two_amp_channels_last_updates_are_finite_and_close_to_float32(shapes, t
         memory_format=torch.channels_last))}
     amp = train_on(cuda_device, shapes, tmp_path, "amp", hooks=hook)
     fp32 = train_on(cuda_device, shapes, tmp_path, "fp32", amp=False)
-    assert amp.step_runner.precision.amp and amp.step_runner.precision.channels_last and layouts == [True]
-    assert not fp32.step_runner.precision.amp and not fp32.step_runner.precision.channels_last
+    assert amp.parts.precision.amp and amp.parts.precision.channels_last and layouts == [True]
+    assert not fp32.parts.precision.amp and not fp32.parts.precision.channels_last
     a, b = train_state(amp.result.run_dir), train_state(fp32.result.run_dir)
     assert a["train"]["global_step"] == b["train"]["global_step"] == 2
     weights_a = torch.cat([v.flatten().double() for k, v in a["train"]["model"].items() if v.is_floating_point()])
@@ -178,7 +178,7 @@ def test_ddp_run_on_cuda(shapes, tmp_path, cuda_device, monkeypatch):
 
         monkeypatch.setattr("yolo.engine.build.init_distributed", one_process_group)
         seen = []
-        hook = {"before_train": lambda t: seen.append((type(t.step_runner.train_model).__name__, dist.get_backend()))}
+        hook = {"before_train": lambda t: seen.append((type(t.parts.train_model).__name__, dist.get_backend()))}
         # an indexed device, as torchrun's processes get (DDP's device_ids needs the index)
         device = torch.device("cuda", torch.cuda.current_device())
         trainer = train_on(device, shapes, tmp_path, "ddp", hooks=hook, subdivisions=1, ema=False)

@@ -17,7 +17,7 @@ import torch
 
 from cfg_snippets import CONV8_MAXPOOL, SMALL_BACKBONE, net_section
 from darknet_parity import crowded_truths
-from yolo.engine.distributed import DistInfo
+from yolo.engine.parts import RunPlan, TrainingParts
 from yolo.engine.stop import StopRequest
 from yolo.engine.train_state import TrainState
 from yolo.engine.update_step import StepRunner
@@ -104,9 +104,10 @@ def test_a_minibatch_without_update_never_waits_for_the_gpu(tmp_path, cuda_devic
     """The step's whole mini-batch (forward, loss, backward, the losses kept on the device) when it does not end
     an update: the update's fetch is the only sync."""
     model, images, targets = model_and_batch(tmp_path, "yolo", cuda_device)
-    runner = StepRunner(model, torch.optim.SGD(model.parameters(), lr=1e-3), lambda step: 1e-3, YoloLoss(model),
-                        TrainState(), accumulate=2, steps_per_epoch=1, epochs=1, device=cuda_device,
-                        dist=DistInfo(), stop=StopRequest())
+    parts = TrainingParts(model=model, optimizer=torch.optim.SGD(model.parameters(), lr=1e-3),
+                          schedule=lambda step: 1e-3, criterion=YoloLoss(model), batches=lambda epoch, first: iter(()),
+                          plan=RunPlan(epochs=1, steps_per_epoch=1, accumulate=2), device=cuda_device)
+    runner = StepRunner(parts, TrainState(), StopRequest())
     runner.start_epoch()
     assert not runner.run(images, targets, 0)  # first: the caches a mini-batch fills once
     with syncs_raise():

@@ -89,7 +89,7 @@ random=0
 def our_update(model, hyp, schedule) -> StepRunner:
     """The trainer's step runner for ``model`` with Darknet's optimizer of ``hyp``: its ``_optimizer_step`` is our
     update (the learning rate of the next update number, held gradients, clipping, the step)."""
-    return cpu_step_runner(model, optimizer_from_hyp(model, hyp), schedule, max_grad_norm=hyp.max_grad_norm)
+    return cpu_step_runner(model, optimizer_from_hyp(model, hyp), schedule, hyp=hyp)
 
 def coco128_batch(assets, n: int):
     """``n`` coco128 images stretched to SIZE x SIZE (Float[n, 3, SIZE, SIZE], RGB 0..1) and their labels as

@@ -42,7 +42,8 @@ class RunPlan:
 
 @dataclass
 class TrainingParts:
-    """One run's parts (see the module docstring); ``train_model`` and ``forward`` default to ``model``."""
+    """One run's parts (see the module docstring). The four left None are filled when made: ``train_model`` and
+    ``forward`` with ``model``, ``precision`` with float32 NCHW on ``device``, ``scaler`` with a disabled one."""
 
     model: nn.Module  # unwrapped (a Darknet for the built run)
     optimizer: torch.optim.Optimizer
@@ -66,6 +67,18 @@ class TrainingParts:
     train_set: Any = None
     val_set: Any = None
     writer: Any = None  # the TensorBoard SummaryWriter the evaluation writes its curves to
+
+    def __post_init__(self):
+        # Resolved once, here, so that the step (yolo.engine.update_step) reads every part as it is.
+        if self.train_model is None:
+            self.train_model = self.model
+        if self.forward is None:
+            self.forward = self.train_model
+        if self.precision is None:
+            self.precision = StepPrecision(self.device.type, amp=False, channels_last=False, tf32=False,
+                                           compile=False)
+        if self.scaler is None:
+            self.scaler = torch.amp.GradScaler("cuda", enabled=False)
 
 
 __all__ = ["RunPlan", "TrainingParts"]

@@ -13,8 +13,9 @@ YAML, and :meth:`Trainer.from_options` is the two together. It is three things, 
 ``SimpleTrainer``: the parts, the run's counters and results (:class:`yolo.engine.train_state.TrainState`,
 ``trainer.state``, what the hooks and callbacks read: ``trainer.state.epoch``, ``trainer.state.global_step``...)
 and the per-update work (forward, loss, backward, and at an update's last mini-batch the update), a
-:class:`yolo.engine.update_step.StepRunner` (``trainer.step_runner``) that owns the model, optimizer, schedule,
-criterion, scaler and EMA it is made from. Everything else is a hook (:mod:`yolo.engine.hooks`): progress lines,
+:class:`yolo.engine.update_step.StepRunner` (``trainer.step_runner``) made from the parts: it reads the model,
+optimizer, schedule, criterion, scaler and EMA there and holds only the step's own values (the loss sums).
+Everything else is a hook (:mod:`yolo.engine.hooks`): progress lines,
 ``results.csv``, TensorBoard, evaluation, checkpoints, and a user's functions (:meth:`Trainer.add_callback`). A run folder
 ``runs/train/NAME`` (never an earlier run's) receives the exact settings (:mod:`yolo.engine.run_folder`),
 ``results.csv`` (one row per epoch), ``last.pt`` and ``best.pt`` (written atomically), TensorBoard events, and at
@@ -99,7 +100,8 @@ class Trainer:
                                                    hyp="configs/hyp.shapes.yaml", device="cpu")).fit()
 
     Its attributes: ``parts`` (what it was given), ``state`` (:class:`yolo.engine.train_state.TrainState`),
-    ``step_runner`` (the step and what it owns: ``model``, ``optimizer``, ``criterion``, ``forward``, ...),
+    ``step_runner`` (the step, reading ``parts``; its ``model``, ``optimizer``, ``criterion``, ``forward``, ... are
+    the parts'),
     ``hooks`` (:class:`yolo.engine.hooks.HookBase`, main process only for the built-in ones; they run in their
     order and read ``trainer.state`` and ``trainer.parts.plan``), ``stop_request`` and ``epoch_times``.
     ``trainer.add_callback(event, fn)`` appends ``fn(trainer)`` at ``before_train`` (before the first update),
@@ -120,7 +122,7 @@ class Trainer:
                                 best_fitness=start.best_fitness, metrics=dict(start.last_metrics),
                                 lr=parts.schedule(start.global_step) if start.global_step else 0.0)
         self.stop_request = StopRequest(announce=parts.dist.is_main)
-        self.step_runner = StepRunner.from_parts(parts, self.state, self.stop_request)
+        self.step_runner = StepRunner(parts, self.state, self.stop_request)
         self.hooks: List[HookBase] = list(parts.hooks)
         self.epoch_times = EpochTimes(parts.device)  # the clock of the epoch's parts
 
@@ -289,9 +291,9 @@ class Trainer:
         return any_true(self.stop_request.requested or evaluation_stopped, self.parts.device)
 
     def _train_mode(self) -> None:
-        self.step_runner.train_model.train()
+        self.parts.train_model.train()
         if self.parts.options.freeze:
-            frozen_to_eval(self.step_runner.model, self.parts.options.freeze)
+            frozen_to_eval(self.parts.model, self.parts.options.freeze)
 
     def _finish_epoch_clock(self, first_update: int) -> None:
         """The epoch's time split and throughput (its updates from ``first_update`` to now, all processes)."""

@@ -2,62 +2,51 @@
 
 :meth:`StepRunner.run` is one mini-batch (forward, loss, backward) and, at an update's last mini-batch, the
 update's one CPU-GPU sync (:meth:`StepRunner._fetch_update`) and Darknet's update
-(:meth:`StepRunner._optimizer_step`). It owns the parts the step needs (model, optimizer, schedule, criterion,
-scaler, EMA, ...: :meth:`StepRunner.from_parts` takes them from the run's
-:class:`yolo.engine.parts.TrainingParts`; the trainer keeps no copies) and advances the run's
-:class:`yolo.engine.train_state.TrainState` (``global_step``, ``lr``, ``step_log``); the trainer
+(:meth:`StepRunner._optimizer_step`). It is made from the run's :class:`yolo.engine.parts.TrainingParts` and reads
+the parts it uses there (model, optimizer, schedule, criterion, scaler, EMA, ...: one copy of each, the trainer's
+``trainer.parts``), keeping only the step's own values (the epoch's loss sums, the update's losses); it advances
+the run's :class:`yolo.engine.train_state.TrainState` (``global_step``, ``lr``, ``step_log``); the trainer
 (:class:`yolo.engine.trainer.Trainer`) gives it the batches and runs the hooks.
 """
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple
 
 import torch
 import torch.distributed
 import torch.nn as nn
 
-from yolo.engine.distributed import DistInfo
 from yolo.engine.ema import ModelEMA
 from yolo.engine.optimizer import clip_weights, hold_gradients, holds_gradients
+from yolo.engine.parts import TrainingParts
 from yolo.engine.schedule import set_lr
-from yolo.engine.step_precision import StepPrecision
 from yolo.engine.stop import StopRequest
 from yolo.engine.train_state import StepLog, TrainState
 from yolo.errors import NonFiniteLossError
 
 
 class StepRunner:
-    """Forward, loss, backward, accumulation over ``accumulate`` mini-batches and the optimizer (and GradScaler)
-    step of one run.
+    """Forward, loss, backward, accumulation over ``plan.accumulate`` mini-batches and the optimizer (and
+    GradScaler) step of the run ``parts`` (:class:`yolo.engine.parts.TrainingParts`) describes.
 
-    ``model`` is the unwrapped model, ``train_model`` the module the step runs (its DDP wrapper; default
-    ``model``) and ``forward`` how it is called (``train_model`` through ``torch.compile``; default
-    ``train_model``). ``steps_per_epoch`` and ``epochs`` place a mini-batch in the run (Darknet's ``[region]``
-    counts the images seen) and name it in errors; ``last_checkpoint`` is the ``last.pt`` an error names (None:
-    none is written). ``stop`` is read at each update under DDP, so that every process stops at the same one.
+    It reads what it uses from ``parts`` at each step: ``model`` (unwrapped), ``train_model`` (the module it runs:
+    its DDP wrapper or the model), ``forward`` (how it is called: ``train_model`` through ``torch.compile`` or
+    ``train_model``), ``criterion``, ``optimizer``, ``schedule``, ``scaler``, ``ema``, ``precision``, ``device``,
+    ``dist``, ``hyp.max_grad_norm``; ``plan.steps_per_epoch`` and ``plan.epochs`` place a mini-batch in the run
+    (Darknet's ``[region]`` counts the images seen) and name it in errors, with the ``last.pt`` of ``run_dir``.
+    It advances ``state`` (``global_step``, ``lr``, ``step_log``) and reads ``stop`` at each update under DDP,
+    so that every process stops at the same one.
 
-    Holds, on the device: ``loss_sums`` (Float64[4]: box, obj, cls, mini-batches of the epoch so far, this
-    process's) and ``update_losses`` (Float64[accumulate, 4]: loss, box, obj, cls of the update's mini-batches).
+    Holds only the step's own values, on the device: ``loss_sums`` (Float64[4]: box, obj, cls, mini-batches of
+    the epoch so far, this process's), ``update_losses`` (Float64[accumulate, 4]: loss, box, obj, cls of the
+    update's mini-batches), ``sums_at_update`` (``loss_sums`` at the last update; None when ``accumulate`` is 1)
+    and the gradients held for layers Darknet does not update yet; and the two flags the update's fetch brings.
     """
 
-    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, schedule: Callable[[int], float],
-                 criterion: Callable, state: TrainState, *, accumulate: int, steps_per_epoch: int, epochs: int,
-                 device: torch.device, dist: DistInfo, stop: StopRequest, train_model: Optional[nn.Module] = None,
-                 forward: Optional[Callable] = None, precision: Optional[StepPrecision] = None,
-                 scaler: Optional[torch.amp.GradScaler] = None, ema: Optional[ModelEMA] = None,
-                 max_grad_norm: float = 0.0, last_checkpoint: Optional[Path] = None):
-        self.model, self.optimizer, self.schedule, self.criterion = model, optimizer, schedule, criterion
-        self.state, self.stop = state, stop
-        self.accumulate, self.steps_per_epoch, self.epochs = accumulate, steps_per_epoch, epochs
-        self.device, self.dist = device, dist
-        self.train_model = train_model if train_model is not None else model
-        self.forward = forward if forward is not None else self.train_model
-        self.precision = precision or StepPrecision(device.type, amp=False, channels_last=False, tf32=False,
-                                                    compile=False)
-        self.scaler = scaler if scaler is not None else torch.amp.GradScaler("cuda", enabled=False)
-        self.ema, self.max_grad_norm, self.last_checkpoint = ema, max_grad_norm, last_checkpoint
+    def __init__(self, parts: TrainingParts, state: TrainState, stop: StopRequest):
+        self.parts, self.state, self.stop = parts, state, stop
+        accumulate, device = parts.plan.accumulate, parts.device
         self.held_gradients: Dict[torch.Tensor, torch.Tensor] = {}  # layers Darknet does not update yet
         self.loss_sums = torch.zeros(4, dtype=torch.float64, device=device)
         self.update_losses = torch.zeros(accumulate, 4, dtype=torch.float64, device=device)
@@ -65,34 +54,63 @@ class StepRunner:
         self.grads_non_finite = False  # AMP: the update's gradients overflowed (fetched by _fetch_update)
         self.stop_everywhere = False  # DDP: a process asked to stop (fetched by _fetch_update)
 
-    @classmethod
-    def from_parts(cls, parts, state: TrainState, stop: StopRequest) -> "StepRunner":
-        """The step of the run ``parts`` (:class:`yolo.engine.parts.TrainingParts`) describes, advancing ``state``
-        and reading ``stop``."""
-        plan = parts.plan
-        return cls(parts.model, parts.optimizer, parts.schedule, parts.criterion, state, accumulate=plan.accumulate,
-                   steps_per_epoch=plan.steps_per_epoch, epochs=plan.epochs, device=parts.device, dist=parts.dist,
-                   stop=stop, train_model=parts.train_model, forward=parts.forward, precision=parts.precision,
-                   scaler=parts.scaler, ema=parts.ema, max_grad_norm=parts.hyp.max_grad_norm,
-                   last_checkpoint=parts.run_dir / "last.pt" if parts.run_dir is not None else None)
-
     def eval_model(self) -> nn.Module:
         """The model evaluated and saved: the EMA's when on, else the training model."""
-        return self.ema.module if self.ema is not None else self.model
+        return self.parts.ema.module if self.parts.ema is not None else self.parts.model
+
+    # ---------------------------------------------------------------- what scripts read: the run's parts
+    @property
+    def model(self) -> nn.Module:
+        """``parts.model``: the unwrapped model."""
+        return self.parts.model
 
     @property
-    def amp(self) -> bool:
-        """fp16 autocast (with an enabled GradScaler)."""
-        return self.precision.amp
+    def optimizer(self) -> torch.optim.Optimizer:
+        """``parts.optimizer``."""
+        return self.parts.optimizer
+
+    @property
+    def schedule(self) -> Callable[[int], float]:
+        """``parts.schedule``: update number (1-based) -> learning rate."""
+        return self.parts.schedule
+
+    @property
+    def criterion(self) -> Callable:
+        """``parts.criterion``; a script may replace it (in ``parts``, which the step reads)."""
+        return self.parts.criterion
+
+    @criterion.setter
+    def criterion(self, criterion: Callable) -> None:
+        self.parts.criterion = criterion
+
+    @property
+    def forward(self) -> Callable:
+        """``parts.forward``: how the step calls the model; a script may replace it (in ``parts``)."""
+        return self.parts.forward
+
+    @forward.setter
+    def forward(self, forward: Callable) -> None:
+        self.parts.forward = forward
+
+    @property
+    def scaler(self) -> torch.amp.GradScaler:
+        """``parts.scaler`` (disabled without AMP)."""
+        return self.parts.scaler
+
+    @property
+    def ema(self) -> Optional[ModelEMA]:
+        """``parts.ema`` (None: no EMA)."""
+        return self.parts.ema
 
     # ---------------------------------------------------------------- the epoch's sums
     def start_epoch(self, resumed_sums: Optional[torch.Tensor] = None) -> None:
         """Zero the epoch's loss sums, or start them from a resumed run's (saved mid-epoch)."""
-        self.loss_sums = torch.zeros(4, dtype=torch.float64, device=self.device)
+        parts = self.parts
+        self.loss_sums = torch.zeros(4, dtype=torch.float64, device=parts.device)
         if resumed_sums is not None:
-            self.loss_sums += resumed_sums.to(self.device)
-        self.sums_at_update = self.loss_sums.clone() if self.accumulate > 1 else None
-        self.optimizer.zero_grad(set_to_none=True)
+            self.loss_sums += resumed_sums.to(parts.device)
+        self.sums_at_update = self.loss_sums.clone() if parts.plan.accumulate > 1 else None
+        parts.optimizer.zero_grad(set_to_none=True)
 
     def drop_unfinished_update(self) -> None:
         """The run stops in the middle of an update: the sums go back to its start (what a checkpoint saves)."""
@@ -107,30 +125,32 @@ class StepRunner:
         ``images``: ``UInt8[B, 3, H, W]`` RGB (or ``Float[B, 3, H, W]`` 0..1); ``targets``: ``Float[M, 6]`` rows
         (image index, class, cx, cy, w, h) in pixels of H x W (:mod:`yolo.data.collate`).
         """
-        images = self.precision.images_to(images, self.device)
+        parts = self.parts
+        accumulate, dist = parts.plan.accumulate, parts.dist
+        images = parts.precision.images_to(images, parts.device)
         # The targets stay on the CPU: the loss assigns them there and copies only what the GPU needs, so that
         # the update's one sync stays the only one (yolo.losses.targets).
         size_hw = tuple(images.shape[-2:])
-        slot = b % self.accumulate
-        last_of_update = slot == self.accumulate - 1
+        slot = b % accumulate
+        last_of_update = slot == accumulate - 1
         # DDP averages the gradients over the processes in the backward of an update's last mini-batch only.
-        sync = last_of_update or not self.dist.enabled
-        with self.train_model.no_sync() if not sync else contextlib.nullcontext():
-            with self.precision.autocast():
-                outputs = self.forward(images)
+        sync = last_of_update or not dist.enabled
+        with parts.train_model.no_sync() if not sync else contextlib.nullcontext():
+            with parts.precision.autocast():
+                outputs = parts.forward(images)
             # Darknet's [region] prior term depends on the images seen so far, this batch included.
-            minibatch = self.state.epoch * self.steps_per_epoch * self.accumulate + b
-            images_seen = (minibatch + 1) * images.shape[0] * self.dist.world_size
-            loss, parts = self.criterion(outputs, targets, size_hw, images_seen=images_seen)
-            self.scaler.scale(loss / self.accumulate).backward()
+            minibatch = self.state.epoch * parts.plan.steps_per_epoch * accumulate + b
+            images_seen = (minibatch + 1) * images.shape[0] * dist.world_size
+            loss, terms = parts.criterion(outputs, targets, size_hw, images_seen=images_seen)
+            parts.scaler.scale(loss / accumulate).backward()
         # On the device (no sync): this mini-batch's losses for the check, and the epoch's sums.
-        losses = torch.stack([v.detach().to(torch.float64) for v in (loss, parts["box"], parts["obj"], parts["cls"])])
+        losses = torch.stack([v.detach().to(torch.float64) for v in (loss, terms["box"], terms["obj"], terms["cls"])])
         self.update_losses[slot] = losses
         self.loss_sums[:3] += losses[1:]
         self.loss_sums[3] += 1
         if not last_of_update:
             return False
-        self._fetch_update(b, size_hw, parts["num_targets"])
+        self._fetch_update(b, size_hw, terms["num_targets"])
         self._optimizer_step()
         if self.sums_at_update is not None:
             self.sums_at_update = self.loss_sums.clone()
@@ -138,8 +158,8 @@ class StepRunner:
 
     def after_update(self) -> None:
         """What follows an update outside the step proper (the epoch's clock counts it apart): the EMA."""
-        if self.ema is not None:
-            self.ema.update(self.model)
+        if self.parts.ema is not None:
+            self.parts.ema.update(self.parts.model)
 
     # ---------------------------------------------------------------- the update
     def _fetch_update(self, b: int, size_hw: Tuple[int, int], num_targets: int) -> None:
@@ -151,15 +171,16 @@ class StepRunner:
         The same read brings, with AMP, whether the unscaled gradients overflowed (the GradScaler then skips
         the step, as its own ``step`` would, without a second sync) and, with DDP, whether any process was
         asked to stop."""
-        k = self.accumulate
+        parts = self.parts
+        k, ddp = parts.plan.accumulate, parts.dist.enabled
         bad = (~torch.isfinite(self.update_losses[:, 0])).to(torch.float64)
-        if self.dist.enabled:  # a non-finite loss on one process stops them all, at the same mini-batch
-            stop = torch.full((1,), float(self.stop.requested), dtype=torch.float64, device=self.device)
+        if ddp:  # a non-finite loss on one process stops them all, at the same mini-batch
+            stop = torch.full((1,), float(self.stop.requested), dtype=torch.float64, device=parts.device)
             bad = torch.cat([bad, stop])
             torch.distributed.all_reduce(bad, op=torch.distributed.ReduceOp.MAX)
-        extra = [self._gradient_overflow()] if self.amp else []
+        extra = [self._gradient_overflow()] if parts.precision.amp else []
         numbers = torch.cat([bad, self.update_losses.flatten(), self.loss_sums, *extra]).tolist()
-        if self.dist.enabled:
+        if ddp:
             self.stop_everywhere = numbers.pop(k) > 0
         self.grads_non_finite = bool(extra) and numbers[-1] > 0
         flags, rows, sums = numbers[:k], numbers[k:5 * k], numbers[5 * k:5 * k + 4]
@@ -177,41 +198,43 @@ class StepRunner:
         Float64[1] > 0 when any is inf/NaN: what ``GradScaler.step`` finds (and ``update`` reads) in the same
         unscaled gradients, the optimizer's, computed here on the device so that it comes with the update's one
         sync instead of the ``.item()`` of ``GradScaler.step``."""
-        self.scaler.unscale_(self.optimizer)
-        grads = [p.grad for group in self.optimizer.param_groups for p in group["params"] if p.grad is not None]
+        optimizer = self.parts.optimizer
+        self.parts.scaler.unscale_(optimizer)
+        grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
         largest = nn.utils.get_total_norm(grads, norm_type=float("inf"))  # inf or NaN when any gradient is
-        return (~torch.isfinite(largest)).to(self.device, torch.float64).reshape(1)
+        return (~torch.isfinite(largest)).to(self.parts.device, torch.float64).reshape(1)
 
     def _optimizer_step(self) -> None:
         """Darknet's update: the learning rate of update ``global_step``, gradients held for layers not updated
         yet (``dont_update``/``burnin_update``), optional norm clipping, the step, weight clipping (the EMA follows
         in :meth:`after_update`)."""
-        state = self.state
+        state, parts = self.state, self.parts
+        optimizer, scaler, max_grad_norm = parts.optimizer, parts.scaler, parts.hyp.max_grad_norm
         state.global_step += 1
-        state.lr = self.schedule(state.global_step)
-        set_lr(self.optimizer, state.lr)
+        state.lr = parts.schedule(state.global_step)
+        set_lr(optimizer, state.lr)
         # With AMP the gradients were unscaled by _fetch_update; without it the scaler is disabled (unscaled).
-        if holds_gradients(self.optimizer, state.global_step, self.held_gradients):
-            hold_gradients(self.optimizer, state.global_step, self.held_gradients)
-        if self.max_grad_norm:
-            nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
-        if self.scaler.is_enabled():  # GradScaler.step without its sync: the overflow flag came with the losses
+        if holds_gradients(optimizer, state.global_step, self.held_gradients):
+            hold_gradients(optimizer, state.global_step, self.held_gradients)
+        if max_grad_norm:
+            nn.utils.clip_grad_norm_(parts.model.parameters(), max_grad_norm)
+        if scaler.is_enabled():  # GradScaler.step without its sync: the overflow flag came with the losses
             if not self.grads_non_finite:
-                self.optimizer.step()
-            self.scaler.update()
+                optimizer.step()
+            scaler.update()
         else:
-            self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        clip_weights(self.optimizer, state.global_step)
+            optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        clip_weights(optimizer, state.global_step)
 
     def _non_finite(self, b: int, loss: float, box: float, obj: float, cls: float) -> None:
-        last = self.last_checkpoint
+        state, plan, run_dir = self.state, self.parts.plan, self.parts.run_dir
+        last = run_dir / "last.pt" if run_dir is not None else None
         kept = (f"the last good checkpoint is {last}" if last is not None and last.exists()
                 else "no checkpoint was written yet")
-        state = self.state
         message = (f"non-finite loss ({loss:.4g}; box {box:.4g}, obj {obj:.4g}, cls {cls:.4g}) at epoch "
-                   f"{state.epoch + 1}/{self.epochs}, iteration {b + 1} (update {state.epoch_step + 1}/"
-                   f"{self.steps_per_epoch} of the epoch, {state.global_step + 1} overall, lr {state.lr:.3g}): "
+                   f"{state.epoch + 1}/{plan.epochs}, iteration {b + 1} (update {state.epoch_step + 1}/"
+                   f"{plan.steps_per_epoch} of the epoch, {state.global_step + 1} overall, lr {state.lr:.3g}): "
                    f"training stopped; {kept}. Lower learning_rate or lengthen burn_in, and check the data.")
         raise NonFiniteLossError(message)  # reported once, by whoever catches it (tools/train.py: its error line)
 

@@ -88,10 +88,10 @@ def training_checkpoint(trainer, dataset: Optional[Dict[str, Any]] = None) -> Di
     (``dataset``: the run's dataset record, when known)."""
     t, state, step = trainer.parts, trainer.state, trainer.step_runner
     train_state = {
-        "model": {k: v.detach().cpu().contiguous() for k, v in step.model.state_dict().items()},  # NCHW on disk
-        "optimizer": step.optimizer.state_dict(),
-        "scaler": step.scaler.state_dict() if step.amp else None,
-        "ema": step.ema.state_dict() if step.ema is not None else None,
+        "model": {k: v.detach().cpu().contiguous() for k, v in t.model.state_dict().items()},  # NCHW on disk
+        "optimizer": t.optimizer.state_dict(),
+        "scaler": t.scaler.state_dict() if t.precision.amp else None,
+        "ema": t.ema.state_dict() if t.ema is not None else None,
         "epoch": state.epoch,
         "epoch_step": state.epoch_step,
         "global_step": state.global_step,

@@ -51,7 +51,7 @@ def evaluate_training(trainer, epoch: int, final: bool) -> Dict[str, Any]:
     parts = trainer.parts
     return evaluate_run(trainer.step_runner.eval_model(), parts.val_set, parts.data.names, parts.hyp, epoch=epoch,
                         epochs=parts.plan.epochs, final=final, batch_size=parts.plan.mini_batch,
-                        workers=parts.plan.workers, device=parts.device, amp=trainer.step_runner.amp,
+                        workers=parts.plan.workers, device=parts.device, amp=parts.precision.amp,
                         progress=parts.options.progress, stop=trainer.stop_request, writer=parts.writer,
                         run_dir=parts.run_dir)
 
