@@ -21,7 +21,7 @@ fi
 # file at a time per process (--dist loadfile: a file's fixtures are built once, its tests run in their order);
 # with arguments pytest runs as given in this process (add "-n 2" to spread them too).
 if [ $# -eq 0 ]; then
-    workers="$(nproc)"
+    workers="$(nproc 2>/dev/null || echo 1)"
     [ "$workers" -gt 4 ] && workers=4
     [ "$workers" -gt 1 ] && set -- -n "$workers" --dist loadfile
 fi
