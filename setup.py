@@ -57,6 +57,8 @@ setup(
         "tune": ["optuna>=3.6"],
         "dev": [
             "pytest",
+            # tools/test.sh runs the whole suite in one process per core
+            "pytest-xdist",
             "hypothesis",
             # OpenCV 5 removed the Darknet importer that the parity tests use as the reference.
             "opencv-python<5",

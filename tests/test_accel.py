@@ -2,6 +2,7 @@
 are missing or do not run: the model then computes exactly what it computes without them."""
 import logging
 
+import pytest
 import torch
 
 from cfg_snippets import SMALL_BACKBONE, net_section
@@ -34,6 +35,7 @@ def _run(net):
         return net(x.contiguous(memory_format=torch.channels_last))
 
 
+@pytest.mark.slow
 def test_a_pytorch_without_the_operators_keeps_the_plain_convolutions(tmp_path, monkeypatch):
     model = _model(tmp_path)
     if cpu_conv.onednn_conv_available():  # the kernels are used where they can be

@@ -75,6 +75,7 @@ def test_an_fp32_export_scores_the_map_of_the_model_it_came_from(fmt, exports, f
     assert abs(exported - reference) <= 0.002, (fmt, exported, reference)
 
 
+@pytest.mark.slow
 def test_the_detector_runs_an_export_with_its_names_size_and_resize(exports, yolov3_tiny):
     cfg, weights = yolov3_tiny
     ours = Detector(cfg, weights, img_size=SIZE, device="cpu")
@@ -91,6 +92,7 @@ def test_the_detector_runs_an_export_with_its_names_size_and_resize(exports, yol
         assert torch.allclose(found["scores"], expected["scores"], atol=1e-4), fmt
 
 
+@pytest.mark.slow
 def test_an_exported_model_gives_the_pytorch_eval_output(exports, yolov3_tiny):
     cfg, weights = yolov3_tiny
     model = load_runnable(cfg, weights).eval()
@@ -101,6 +103,7 @@ def test_an_exported_model_gives_the_pytorch_eval_output(exports, yolov3_tiny):
             assert max_difference(exported(x), model(x), (SIZE, SIZE)) < 1e-4, fmt
 
 
+@pytest.mark.slow
 def test_detect_writes_detections_of_an_export(exports, tmp_path, capsys):
     argv = ["--weights", exports["onnx"], "--source", asset("images/dog.jpg"), "--project", tmp_path, "--save-txt",
             "--device", "cpu", "--no-progress"]
@@ -116,6 +119,7 @@ def test_a_fixed_size_export_refuses_another_size(exports, few_coco, tmp_path, c
                    "input only (export with --dynamic for other sizes)")
 
 
+@pytest.mark.slow
 def test_an_export_with_nms_in_the_graph_is_refused(yolov3_tiny, tmp_path, few_coco, capsys):
     cfg, weights = yolov3_tiny
     path = tmp_path / "nms.onnx"

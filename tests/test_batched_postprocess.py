@@ -102,6 +102,7 @@ def test_no_candidates_at_all():
     assert all(d["boxes"].shape == (0, 4) and d["labels"].dtype == torch.int64 for d in results)
 
 
+@pytest.mark.slow
 def test_detector_batch_equals_one_image_at_a_time():
     cfg, weights = asset("cfg/yolov3-tiny.cfg"), asset("weights/yolov3-tiny.weights")
     detector = Detector(cfg, weights, device="cpu", img_size=320, conf_thres=0.1)
@@ -115,6 +116,7 @@ def test_detector_batch_equals_one_image_at_a_time():
         assert torch.allclose(det["scores"], alone["scores"], atol=1e-6, rtol=0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("multi_label", [False, True])
 def test_large_batch_goes_image_by_image_with_the_same_result(multi_label):
     # Past one NMS call's bound the batch is done one image at a time; the result must not change.

@@ -48,6 +48,7 @@ def test_every_installed_runtime_gets_a_row_with_its_difference_to_pytorch(tmp_p
     assert "vs torch" in printed and "max diff" in printed and "load average" in printed
 
 
+@pytest.mark.slow
 def test_with_data_each_row_has_its_map_and_an_export_is_timed_alone(tmp_path, capsys):
     folder = write_one_head_training(tmp_path)
     _, pt, _ = write_one_head_model(tmp_path)

@@ -122,6 +122,7 @@ def test_unknown_options_are_accepted_with_one_warning(tmp_path, caplog):
     assert len(model.module_list) == 4
 
 
+@pytest.mark.slow
 def test_real_cfgs_build_without_warnings(caplog):
     with caplog.at_level(logging.WARNING):
         for name in DETECTION_CFGS + CLASSIFIER_CFGS:
@@ -137,6 +138,7 @@ cfg_words = st.sampled_from(["[net]", "[convolutional]", "[route]", "[shortcut]"
                              "activation=", "batch_normalize=1", "num=", "-1", "3", "0", "\n"])
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(st.text(cfg_alphabet, max_size=200), st.lists(cfg_words, max_size=60).map("".join)))
 def test_fuzz_parser_and_builder_raise_only_cfg_error(tmp_path_factory, text):
@@ -271,6 +273,7 @@ def test_absurd_upsample_and_input_sizes_are_refused():
     Darknet(parse_cfg_text(text.format(w=416, s=2), "big.cfg"))  # the normal case builds
 
 
+@pytest.mark.slow
 def test_cfg_with_byte_order_mark_reads_like_without(assets, tmp_path):
     original = assets("cfg/yolov3-tiny.cfg")
     with_bom = tmp_path / "bom.cfg"

@@ -106,6 +106,7 @@ def test_darknet_pipeline_settings_come_from_the_cfg():
             hyp["mixup"]) == (1.0, 0.0, pytest.approx(0.05), pytest.approx(0.3), 1.5, 90.0, 1.0)
 
 
+@pytest.mark.slow
 def test_shipped_cfgs_detect_but_refuse_training(assets, tmp_path):
     """A cfg with a refused key still builds for inference; training names its first refused key."""
     cfg = tmp_path / "yolov4.cfg"

@@ -146,6 +146,7 @@ def _shapes_dataset(tmp_path, mixup=0):
     return build_dataset(load_data_config(data), "train", 64, augment=True, hyp=hyp, seed=5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mixup", [0, 1])
 def test_dataset_items_pending_and_finished_are_the_same(tmp_path, mixup):
     """The same draws, truths and infos either way; the pixels once the batch is finished."""
@@ -186,6 +187,7 @@ def test_a_worker_reuses_its_shared_buffer_once_released():
     assert not other.any()
 
 
+@pytest.mark.slow
 def test_run_loader_with_pending_images_gives_the_same_batches(tmp_path):
     """A worker process, as the trainer runs it on CUDA, against finished batches, epoch by epoch: first with
     every batch kept (fresh shared memory each time), then with each released after it is copied, as pinning

@@ -55,6 +55,9 @@ DARKNET_CPU_CRASHES = {
 # Darknet leaves these layers' outputs unwritten in inference (losses, or heads whose output is their input).
 NOT_COMPARED = {"cost", "contrastive", "yolo", "region", "gaussian_yolo", "detection"}
 
+# Each test runs Darknet's harness on a cfg: the slow tier (pytest -m "not slow" leaves them out).
+pytestmark = pytest.mark.slow
+
 TOLERANCE = 1e-4
 # CI time: writing, reading and comparing random weights is what costs (about 1 s per 10M parameters on a
 # loaded 2-core machine). Cfgs above this size run with YOLO_FULL_CFGS=1; their layer types all occur in

@@ -147,6 +147,7 @@ def our_report(tmp_path: Path, data: Path, cfg: Path, weights: Path, *flags):
     return out.getvalue(), json.loads((save_dir / "metrics.json").read_text())["darknet_map"]
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("private_cache")
 def test_yolov3_tiny_real_weights_every_points_setting(darknet, tmp_path):
     cfg, weights = asset("cfg/yolov3-tiny.cfg"), asset("weights/yolov3-tiny.weights")
@@ -187,6 +188,7 @@ def test_yolov3_tiny_on_coco128_jpegs_at_their_own_sizes(darknet_opencv, tmp_pat
 
 # letter_box=1 on a 128x71 image: a border of 12 rows above, 13 below (filled with 0.5 by Darknet's float
 # letterbox_image, as by ours), and Darknet's map back with the float half (12.5).
+@pytest.mark.slow
 @pytest.mark.usefixtures("private_cache")
 @pytest.mark.parametrize("letter_box, image_wh", [(0, (128, 96)), (1, (128, 96)), (1, (128, 71))])
 def test_random_yolov4_tiny_greedy_nms_letter_box(darknet, tmp_path, letter_box, image_wh):

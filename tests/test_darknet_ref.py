@@ -39,6 +39,7 @@ def test_learning_rate_burn_in(darknet, assets):
     np.testing.assert_allclose(rates, [0.01 * (k / 4) ** 4 for k in range(4)] + [0.01], rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_train_gives_yolo_deltas(darknet, assets):
     cfg, weights = assets("cfg/yolov3-tiny.cfg"), assets("weights/yolov3-tiny.weights")
     x = np.random.RandomState(1).rand(2, 3, 128, 128).astype(np.float32)

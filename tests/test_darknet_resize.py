@@ -73,6 +73,7 @@ def darknets_printout(darknet, yolov3_tiny):
     return paths, detector_test(darknet, *yolov3_tiny, asset("cfg/coco.names"), paths)
 
 
+@pytest.mark.slow
 def test_detector_scores_equal_darknets_detector_test(darknet, yolov3_tiny, darknets_printout):
     """Darknet's ``detector test`` (thresh 0.25, do_nms_sort 0.45; every class above the threshold printed per
     box, hence ``multi_label``) on the pixels this Darknet build decodes (stb_image): the same detections, the

@@ -175,6 +175,7 @@ print(json.dumps(os.waitpid(pid, 0)[1]))
 '''
 
 
+@pytest.mark.slow
 def test_a_forked_child_resizes_on_threads_of_its_own(kernel):
     """A child forked after the parent used its band threads (a user's fork, a loader worker) has none of them:
     it starts its own instead of waiting forever for the parent's."""

@@ -116,6 +116,7 @@ def _batches(loader):
     return [(images.clone(), targets.clone(), [info["index"] for info in infos]) for images, targets, infos in loader]
 
 
+@pytest.mark.slow
 def test_run_loader_keeps_its_workers_and_gives_each_epoch_its_own_items(tmp_path):
     """The run-long loader (2 persistent workers) against a fresh per-epoch loader in this process, epoch by
     epoch: the same batches; its worker processes are the same in every epoch."""

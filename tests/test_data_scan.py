@@ -67,6 +67,7 @@ def test_a_complete_jpeg_with_bytes_after_its_end_is_kept(tmp_path, trailer):
     assert len(records) == 1 and not report.problems, _reasons(report)
 
 
+@pytest.mark.slow
 def test_a_truncated_jpeg_is_still_dropped_with_or_without_a_thumbnail(tmp_path):
     folder = _split(tmp_path, 2)
     whole = folder / "0.jpg"

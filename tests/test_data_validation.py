@@ -184,6 +184,7 @@ def test_cache_never_written_into_read_only_or_asset_folders(tmp_path, monkeypat
     assert not (root / "labels" / "train.cache.json").exists()
 
 
+@pytest.mark.slow
 def test_coco128_counts():
     root = asset("coco128")
     label_dir, image_dir = root / "labels" / "train2017", root / "images" / "train2017"

@@ -75,6 +75,7 @@ def written_images(folder):
     return paths
 
 
+@pytest.mark.slow
 @needs_compiler
 def test_stb_pixels_equal_darknets_load_image_stb(darknet, tmp_path):
     """Byte for byte the image Darknet's default build feeds ``detector test``; OpenCV's decode differs on the
@@ -90,6 +91,7 @@ def test_stb_pixels_equal_darknets_load_image_stb(darknet, tmp_path):
     assert {"baseline.jpg", "progressive.jpg"} <= set(differs), differs
 
 
+@pytest.mark.slow
 @needs_compiler
 def test_stb_pixels_equal_darknets_on_its_sample_images(darknet):
     for name in SAMPLES:
@@ -121,6 +123,7 @@ def test_detector_with_stb_prints_darknet_default_builds_percentages(darknet, yo
     assert moved >= 2 and sum(len(t) for t in expected) >= 20  # the decode matters here; not vacuous
 
 
+@pytest.mark.slow
 @needs_compiler
 def test_corrupt_file_is_one_line_error_naming_it(tmp_path):
     bad = tmp_path / "broken.jpg"

@@ -69,6 +69,7 @@ def test_preprocess_through_one_reused_buffer_equals_a_fresh_one_each_call(image
     assert all(torch.equal(got, expected) for got, expected in kept)
 
 
+@pytest.mark.slow
 def test_detector_uploads_every_batch_from_one_buffer(yolov3_tiny, images):
     detector = Detector(*yolov3_tiny, device="cpu", img_size=SIZE, device_preprocess=True, fast=False)
     fresh = Detector(*yolov3_tiny, device="cpu", img_size=SIZE, device_preprocess=True, fast=False)
@@ -233,6 +234,7 @@ def test_detect_tool_files_are_the_same_at_any_batch_size_and_workers(folder_and
         assert np.allclose([float(line.split()[5]) for line in lines], det["scores"].numpy(), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_save_failing_behind_the_model_is_the_tools_one_line_error(folder_and_video, tmp_path, capsys, monkeypatch):
     """OpenCV's encoder returning False on a saving thread: the same one-line error naming the
     file as when saving in order."""

@@ -94,6 +94,7 @@ def assert_pycocotools_reads(results, images):
         COCOeval(gt, dt, "bbox").evaluate()
 
 
+@pytest.mark.slow
 def test_results_json_ids_are_coco_file_numbers_and_nosave_makes_no_folder(tmp_path, capsys):
     src = tmp_path / "src"
     src.mkdir()
@@ -116,6 +117,7 @@ def test_results_json_ids_are_coco_file_numbers_and_nosave_makes_no_folder(tmp_p
     assert "768x576 -> 320x320 stretch, " in printed  # dog.jpg; yolov3-tiny.cfg stretches (no letter_box)
 
 
+@pytest.mark.slow
 def test_glob_and_video(tmp_path, capsys):
     src = tmp_path / "src"
     src.mkdir()

@@ -53,6 +53,7 @@ def v1_text(size: int, side: int, num: int, classes: int, **options) -> str:
             f"[detection]\nclasses={classes}\ncoords=4\nside={side}\nnum={num}\n{extra}")
 
 
+@pytest.mark.slow
 def test_tiny_yolo_v1_delta_equals_darknet(darknet, assets, tmp_path):
     """Darknet's cfg/yolov1/tiny-yolo.cfg (rescore, sqrt, no softmax, coord_scale 5, noobject_scale .5) at 64x64."""
     from darknet_ref import darknet_source, set_net_options

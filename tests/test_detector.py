@@ -108,6 +108,7 @@ def detector_letterbox(tiny_paths):
     return Detector(cfg, weights, names=names, device="cpu", img_size=416, resize="letterbox", resample="opencv")
 
 
+@pytest.mark.slow
 def test_stretch_equals_opencv_pipeline(detector_stretch, opencv_net):
     if onednn_conv_available():  # the comparison covers the fast CPU kernels
         assert any(isinstance(m, WinogradConv3x3) for m in detector_stretch.net.module_list)
@@ -127,6 +128,7 @@ def test_dog_finds_dog_bicycle_car_truck(detector_stretch):
     assert {"dog", "car", "truck"} <= names
 
 
+@pytest.mark.slow
 def test_letterbox_agrees_with_opencv_on_letterboxed_input(detector_letterbox, opencv_net):
     """Darknet's letterbox built independently on uint8 and run through OpenCV, boxes mapped back with
     the same geometry: close agreement (ours fills exactly 0.5, the uint8 reference 128/255)."""
@@ -142,6 +144,7 @@ def test_letterbox_agrees_with_opencv_on_letterboxed_input(detector_letterbox, o
     assert found >= 10
 
 
+@pytest.mark.slow
 def test_fast_path_equals_plain_model(tiny_paths):
     cfg, weights, names = tiny_paths
     fast = Detector(cfg, weights, names=names, device="cpu", img_size=(320, 416))
@@ -199,6 +202,7 @@ def test_bad_arguments(tiny_paths):
         Detector(cfg, weights, device="cpu", resize="crop")
 
 
+@pytest.mark.slow
 def test_pt_checkpoint_gives_same_detections(detector_stretch, tiny_paths, tmp_path):
     from yolo.models.checkpoint import model_checkpoint, save_checkpoint
 
@@ -265,6 +269,7 @@ def test_fast_maxpool_matches_darknet_maxpool(size, stride, padding, hw, channel
     assert torch.equal(FastMaxPool(pool)(x), pool(x))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cfg_name,weights,hw", [
     ("yolov3.cfg", None, (192, 224)),  # maps of 12..112 pixels: Winograd and direct kernels
     ("yolov4-tiny.cfg", None, (160, 224)),

@@ -163,6 +163,7 @@ def real_detections(tmp_path_factory):
     return coco128_ground_truth(files), dets
 
 
+@pytest.mark.slow
 def test_fast_metrics_equal_pycocotools_on_real_detections(real_detections):
     gts, dets = real_detections
     evaluator = Evaluator(list(COCO_NAMES), gts)
@@ -296,6 +297,7 @@ def test_confusion_matrix_prefers_same_class_matches():
 
 
 # ----------------------------------------------------------------------------- reports and plots
+@pytest.mark.slow
 def test_reports_and_plots(tmp_path):
     names, gts, dets = noisy_dataset(5, num_images=20, num_classes=4)
     evaluator = Evaluator(names, gts)
@@ -314,6 +316,7 @@ def test_reports_and_plots(tmp_path):
     assert saved["mAP50"] == metrics["mAP50"] and saved["extra"] == 1
 
 
+@pytest.mark.slow
 def test_tensorboard_logging(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     from torch.utils.tensorboard import SummaryWriter
@@ -445,6 +448,7 @@ def test_fast_cocoeval_equals_cocoeval_with_crowds_and_area_ranges(seed):
     assert 0.05 < ref.stats[1] < 0.95
 
 
+@pytest.mark.slow
 def test_class_names_are_escaped_and_cut_in_the_table_and_the_plots(tmp_path):
     """Names from a checkpoint or a data YAML reach eval's and train's per-class table and the plots: a terminal
     escape is shown as text and a name is cut at 200 characters in the table; in the plots a name is cut shorter

@@ -119,6 +119,7 @@ def test_onnx_in_onnxruntime_equals_eval_output_at_batch_1_and_2(case, onnx_file
     assert ref[..., 4].max() > 0.3  # the comparison covers confident boxes, not only background
 
 
+@pytest.mark.slow
 def test_onnx_dynamic_size_follows_the_input(case, onnx_files, tmp_path_factory):
     """The head grids come from the traced sizes: a second, non-square size gives the right boxes."""
     model, hw, batch = case
@@ -218,6 +219,7 @@ def test_onnxruntime_latency_times_the_file(tiny_v4, onnx_files, tmp_path_factor
     assert timing["runs"] == 2 and 0 < timing["min_ms"] <= timing["median_ms"]
 
 
+@pytest.mark.slow
 def test_latency_of_a_checkpoint_runs_opencv_on_a_darknet_pair_written_from_it(tiny_v4, onnx_files,
                                                                                 tmp_path_factory, tmp_path):
     """A .pt has no .weights/.cfg pair for OpenCV DNN: one is written from the model for the timing."""

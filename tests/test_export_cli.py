@@ -34,6 +34,7 @@ def error_of(argv, capsys):
     return err
 
 
+@pytest.mark.slow
 def test_without_onnxruntime_no_verify_writes_the_file_and_the_check_says_how_to_install(tiny, tmp_path,
                                                                                           monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # `import onnxruntime` now fails as when not installed
@@ -94,6 +95,7 @@ def test_onnx_records_its_input_preprocessing_and_names_its_axes(tiny, tmp_path)
     assert [(v.name, dims(v)) for v in proto.graph.output] == [("predictions", ["batch", boxes, 85])]
 
 
+@pytest.mark.slow
 def test_dynamic_onnx_names_the_axes_that_vary(tiny, tmp_path):
     out = tmp_path / "tiny.onnx"
     run_export_cli([*tiny, "--format", "onnx", "--img-size", "128", "--output", out, "--dynamic", "--no-verify"])
@@ -102,6 +104,7 @@ def test_dynamic_onnx_names_the_axes_that_vary(tiny, tmp_path):
     assert shape == [["batch", 3, "height", "width"], ["batch", "boxes", 85]]
 
 
+@pytest.mark.slow
 def test_a_letterboxed_checkpoint_says_so(tmp_path):
     from yolo.export import export_onnx
     from yolo.models.model import load_model

@@ -85,6 +85,7 @@ def bdd(darknet, tmp_path_factory):
 
 
 # -------------------------------------------------------------------------------------------- build/forward
+@pytest.mark.slow
 def test_bdd_forward_matches_darknet_layer_by_layer(darknet, bdd):
     cfg, model, weights = bdd
     model.eval()
@@ -152,6 +153,7 @@ def test_weights_round_trip_is_byte_identical(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------- deltas
+@pytest.mark.slow
 def test_bdd_delta_equals_darknet(darknet, assets, bdd):
     cfg, model, weights = bdd
     x, truths, targets = coco_batch(assets, 2, (64, 128), 10)
@@ -249,6 +251,7 @@ def small_gaussian(tmp_path):
     return small_gaussian_model(tmp_path)  # yolo_point=center, 3 classes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [16, 4, 29])  # yolo_point center, left_top, right_bottom
 def test_detector_returns_darknet_detections_with_sigmas(darknet, assets, tmp_path, seed):
     """Every (box, class) Darknet's rule keeps (no NMS: iou_thres=1) with its score, box and uncertainties."""

@@ -116,6 +116,7 @@ def test_parse_darknet_detect_and_train_lines():
         steady_detect_ms(predicted_ms("no such line"), 0)
 
 
+@pytest.mark.slow
 def test_darknet_cli_output_is_read(darknet, tmp_path):
     """Darknet's own CLI (the CPU build of the reference tests) through the report's functions: its printed
     lines parse, one per image and one per update."""
@@ -529,6 +530,7 @@ def test_a_build_of_the_same_sources_and_flags_is_reused(tmp_path, monkeypatch):
         darknet_gpu.build_darknet_gpu(src, out, libs, (9, 0))
 
 
+@pytest.mark.slow
 def test_background_build_runs_beside_and_stops_with_its_make(tmp_path, monkeypatch):
     """The build's make runs on a thread (the caller goes on); cancelled, its process group is ended."""
     src, out, pid_file = _fake_source(tmp_path / "src"), tmp_path / "build", tmp_path / "pid"
@@ -552,6 +554,7 @@ def test_background_build_runs_beside_and_stops_with_its_make(tmp_path, monkeypa
             subprocess.run(["sleep", "0.05"])
 
 
+@pytest.mark.slow
 def test_darknet_runs_cut_by_the_allotment_keep_what_they_printed(tmp_path):
     """A Darknet that prints its update lines and then goes on (too long for the allotment): stopped at the
     timeout, the updates printed so far are the figure."""

@@ -58,6 +58,8 @@ def _fresh_copy(tmp_path: Path):
     bin_dir.mkdir()
     _executable(bin_dir / "venv_python", FAKE_VENV_PYTHON)
     _executable(bin_dir / "python3", FAKE_PYTHON3)
+    # A machine of FAKE_NPROC cores (2 unless a test says otherwise), as CI's.
+    _executable(bin_dir / "nproc", '#!/bin/sh\necho "${FAKE_NPROC:-2}"\n')
     # Only coreutils and our python3: no `python`, no project virtual environment.
     for tool in ("sha256sum", "cut", "cat", "dirname", "mkdir", "cp", "rm"):
         found = shutil.which(tool)
@@ -84,6 +86,19 @@ def test_readme_test_command_is_what_ci_runs():
     assert "set -e" in ci, ".ci/run must stop with a non-zero status when the tests fail"
 
 
+@pytest.mark.parametrize("cores, pytest_call", [
+    ("1", "-m pytest -q | YOLO_ASSETS="),
+    ("2", "-m pytest -q -n 2 --dist loadfile | YOLO_ASSETS="),
+    ("16", "-m pytest -q -n 4 --dist loadfile | YOLO_ASSETS="),
+])
+def test_the_whole_suite_runs_in_one_process_per_core_at_most_four(tmp_path, cores, pytest_call):
+    repo, env = _fresh_copy(tmp_path)
+    _run(repo, env, "tools/test.sh", "--co")  # installs
+    assert _run(repo, env | {"FAKE_NPROC": cores}, "tools/test.sh") == [pytest_call]
+    # With arguments pytest runs as given, in one process.
+    assert _run(repo, env | {"FAKE_NPROC": cores}, "tools/test.sh", "-x") == ["-m pytest -q -x | YOLO_ASSETS="]
+
+
 def test_test_command_installs_once_then_reuses_the_venv(tmp_path):
     repo, env = _fresh_copy(tmp_path)
     (tmp_path / "shared" / "assets").mkdir(parents=True)
@@ -104,7 +119,7 @@ def test_test_command_installs_once_then_reuses_the_venv(tmp_path):
 
     # Second run: nothing to install; an explicit YOLO_ASSETS wins.
     calls = _run(repo, env | {"YOLO_ASSETS": "/elsewhere"}, "tools/test.sh")
-    assert calls == ["-m pytest -q | YOLO_ASSETS=/elsewhere"]
+    assert calls == ["-m pytest -q -n 2 --dist loadfile | YOLO_ASSETS=/elsewhere"]
 
     # The quick start reuses the same venv: the dev install covers its runtime needs.
     calls = _run(repo, env, "tools/quickstart.sh", "--epochs", "1")
@@ -123,7 +138,7 @@ def test_quickstart_installs_runtime_only_then_tests_add_the_dev_extra(tmp_path)
     assert calls[2].startswith("tools/demo.py")
     # No shared assets beside this copy: YOLO_ASSETS stays unset and the asset tests skip.
     calls = _run(repo, env, "tools/test.sh")
-    assert "[dev]" in calls[0] and calls[1] == "-m pytest -q | YOLO_ASSETS="
+    assert "[dev]" in calls[0] and calls[1] == "-m pytest -q -n 2 --dist loadfile | YOLO_ASSETS="
 
 
 def test_test_command_fails_when_tests_fail(tmp_path):

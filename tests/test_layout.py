@@ -27,6 +27,7 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+@pytest.mark.slow
 def test_imports_inside_functions_are_only_optional_dependencies():
     offenders = []
     for path in python_files("yolo", "tools"):
@@ -85,6 +86,7 @@ def cycles_in(edges: Dict[str, Set[str]]) -> List[List[str]]:
     return cycles
 
 
+@pytest.mark.slow
 def test_no_import_cycle():
     graph = import_graph()
     # A package's __init__ re-exporting its modules is not a cycle of ideas: leave the package -> child edges
@@ -120,6 +122,7 @@ def describe_cycle(cycle: List[str], edges: Dict[str, Dict[str, List[str]]]) -> 
     return " -> ".join(cycle) + "\n" + "\n".join(steps)
 
 
+@pytest.mark.slow
 def test_no_import_cycle_between_packages():
     """The packages form layers: no package imports one that (through others) imports it back."""
     edges = package_graph(import_graph())
@@ -127,6 +130,7 @@ def test_no_import_cycle_between_packages():
     assert not cycles, "package import cycles:\n" + "\n".join(describe_cycle(c, edges) for c in cycles)
 
 
+@pytest.mark.slow
 def test_ops_is_the_bottom_layer():
     """``yolo.ops`` (boxes, letterbox, NMS, sizes, COCO ids) is what every package may take; it takes from none
     but the error types and the builder of C code (:mod:`yolo.files.native`, a leaf)."""
@@ -144,6 +148,7 @@ def test_ops_is_the_bottom_layer():
     assert not edges.get("yolo.errors"), "yolo.errors imports from yolo: " + str(edges.get("yolo.errors"))
 
 
+@pytest.mark.slow
 def test_the_settings_sit_on_the_ops_layer():
     """The tools' parsers import the settings, so the settings import nothing that loads torch: only the error
     types, the counts' bounds (yolo.counts), the size helpers and the post-processing defaults of yolo.ops and the
@@ -164,6 +169,7 @@ FORBIDDEN_EDGES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("importer, imported, why", FORBIDDEN_EDGES,
                          ids=[f"{a}-not-{b}" for a, b, _ in FORBIDDEN_EDGES])
 def test_forbidden_package_edges(importer, imported, why):
@@ -200,6 +206,7 @@ def size_normaliser_calls(path: Path) -> List[int]:
     return lines
 
 
+@pytest.mark.slow
 def test_sizes_are_normalised_only_where_they_enter():
     calls = {str(p.relative_to(REPO)): size_normaliser_calls(p) for p in python_files("yolo", "tools")}
     inside = {path: lines for path, lines in calls.items() if lines and path not in SIZE_ENTRIES}
@@ -220,6 +227,7 @@ def test_the_size_rule_finds_a_call_inside(tmp_path):
 SAME_MEANING_NAMES = {"main", "cli", "build_parser", "parse_args", "has_gaussian_heads"}
 
 
+@pytest.mark.slow
 def test_no_two_public_classes_or_functions_share_a_name():
     defined: Dict[str, List[str]] = {}
     for path in python_files("yolo"):
@@ -251,6 +259,7 @@ def test_every_tool_flag_comes_from_a_declaration():
             assert not calls, f"{path.relative_to(REPO)} adds flags itself: {calls}"
 
 
+@pytest.mark.slow
 def test_img_size_is_declared_once():
     """One declaration of --img-size (yolo.settings.common.img_size_setting) that every tool's settings use."""
     declared = [str(p.relative_to(REPO)) for p in python_files("yolo", "tools")
@@ -279,6 +288,7 @@ def register_calls(path: Path) -> List[int]:
             (getattr(node.func, "id", None) == "register" or getattr(node.func, "attr", None) == "register")]
 
 
+@pytest.mark.slow
 def test_every_layer_type_is_registered_in_layer_types():
     """Every section type's builder is a function of a module in ``yolo/models/layer_types/`` (beside the module
     it builds), and no module elsewhere calls ``register(``."""
@@ -291,6 +301,7 @@ def test_every_layer_type_is_registered_in_layer_types():
     assert not callers, "register( called outside yolo/models/layer_types/: " + ", ".join(callers)
 
 
+@pytest.mark.slow
 def test_the_layer_types_package_imports_every_registering_module():
     """Importing ``yolo.models.layer_types`` is what fills the registry: it imports each module of the folder
     (found there, not listed by hand), so every module that registers has its builders in ``BUILDERS``."""
@@ -313,6 +324,7 @@ def test_command_line_tools_are_thin(path):
 LAB_FOLDERS = {"gpu_lab": "tools/gpu_report.py: ours against Darknet's GPU build, built from ../shared/darknet"}
 
 
+@pytest.mark.slow
 def test_lab_tooling_stays_out_of_the_package():
     """The package imports nothing from the lab folders of tools/ (installed, it has no tools/ beside it), and
     their modules keep the package's size rule."""
@@ -437,6 +449,7 @@ def test_the_postprocess_check_finds_written_defaults():
     assert not written_postprocess_defaults("def f(x, conf_thres=DETECT_CONF_THRES, max_det=None): pass")
 
 
+@pytest.mark.slow
 def test_postprocess_defaults_are_written_once():
     """Thresholds, max_det and beta_nms take their defaults from yolo/ops/postprocess_defaults.py; nowhere else in
     the package or the tools writes one as a number."""
@@ -467,6 +480,7 @@ def head_name_groups(source: str) -> List[int]:
             and sum(isinstance(e, ast.Constant) and str(e.value).lower() in heads for e in node.elts) >= 2]
 
 
+@pytest.mark.slow
 def test_groups_of_head_sections_are_named_once():
     """A group of head section types (the heads whose options the trainer reads, whose class count changes, ...)
     is a constant of yolo/models/head_sections.py, not a tuple written again where it is used."""

@@ -26,6 +26,7 @@ def cfgs(assets, tmp_path):
     return plain, boxed, assets("weights/yolov3-tiny.weights")
 
 
+@pytest.mark.slow
 def test_detector_follows_the_cfg(cfgs, assets):
     plain, boxed, weights = cfgs
     image = cv2.imread(str(assets("images/dog.jpg")))  # 768x576: the two modes differ

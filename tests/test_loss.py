@@ -581,6 +581,7 @@ def test_gradient_steps_lower_the_loss(kind):
     assert last.item() < 0.5 * first.item()
 
 
+@pytest.mark.slow
 def test_darknet_yolov3_tiny_trains():
     from yolo.models.model import Darknet
 

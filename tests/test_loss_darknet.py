@@ -101,6 +101,7 @@ OFFICIAL = [  # cfg, input (h, w): small, because Darknet's training pass over t
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,hw", OFFICIAL, ids=[c for c, _ in OFFICIAL])
 def test_official_cfg_random_weights(darknet, assets, tmp_path, name, hw):
     cfg = darknet_file(f"cfg/{name}")
@@ -111,6 +112,7 @@ def test_official_cfg_random_weights(darknet, assets, tmp_path, name, hw):
     assert not failures, "\n".join(failures)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pair", range(len(COCO_PAIRS)))
 def test_yolov3_tiny_real_weights(darknet, assets, pair):
     cfg, weights = assets("cfg/yolov3-tiny.cfg"), assets("weights/yolov3-tiny.weights")

@@ -78,6 +78,7 @@ def rgb01(bgr: np.ndarray) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------------------------- forward
+@pytest.mark.slow
 @pytest.mark.parametrize("name,gaussian", MIXED, ids=MIXED_IDS)
 def test_eval_rows_equal_darknets_decode_of_each_head(darknet, assets, tmp_path, name, gaussian):
     cfg, weights, model = write_mixed(tmp_path, name, gaussian)
@@ -122,6 +123,7 @@ def darknet_detection_rows(dets: Dict[int, np.ndarray]) -> np.ndarray:
     return np.array(sorted(rows, key=lambda r: -r[0]), dtype=np.float64).reshape(-1, 10)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,gaussian", MIXED, ids=MIXED_IDS)
 def test_detector_returns_darknets_detections_of_each_head(darknet, assets, tmp_path, name, gaussian):
     from yolo.inference.detector import Detector
@@ -149,6 +151,7 @@ def test_detector_returns_darknets_detections_of_each_head(darknet, assets, tmp_
 
 
 # -------------------------------------------------------------------------------------------------- loss
+@pytest.mark.slow
 @pytest.mark.parametrize("name,gaussian", MIXED, ids=MIXED_IDS)
 def test_loss_gradient_equals_darknets_delta_per_head(darknet, assets, tmp_path, name, gaussian):
     cfg, weights, model = write_mixed(tmp_path, name, gaussian)
@@ -177,6 +180,7 @@ def test_loss_gradient_equals_darknets_delta_per_head(darknet, assets, tmp_path,
 
 
 # ------------------------------------------------------------------------ export, evaluation, anchors, checks
+@pytest.mark.slow
 def test_export_onnx_and_torchscript_of_a_mixed_network(tmp_path):
     from yolo.export import NMSOptions, export_onnx, export_torchscript, verify_onnx, verify_torchscript
 

@@ -23,6 +23,7 @@ from yolo.models.model import load_model
 from yolo.models.summary import total_bflops
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", DETECTION_CFGS + CLASSIFIER_CFGS)
 def test_sweep_forward_two_sizes_and_backward_reaches_every_parameter(name):
     torch.manual_seed(0)
@@ -108,6 +109,7 @@ def test_fuse_keeps_outputs():
     assert torch.allclose(before, after, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,size,published", [
     ("yolov3.cfg", 416, 65.9), ("yolov3-tiny.cfg", 416, 5.6), ("yolov3-spp.cfg", 608, 141.5),
 ])

@@ -381,6 +381,7 @@ def _cosine(a, b):
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
+@pytest.mark.slow
 def test_darknets_cpu_build_trains_unlike_its_cuda_path_and_the_patched_build_trains_as_ours(darknet, assets,
                                                                                             tmp_path):
     """Why a Darknet CPU-build fine-tune differs from ours although each layer's update is tested equal above:

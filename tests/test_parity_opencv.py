@@ -105,6 +105,7 @@ def test_tiny_darknet_classifier_top5_matches_opencv():
     assert names[top5_ours[0]] == "bald eagle"
 
 
+@pytest.mark.slow
 def test_default_epsilon_differs_from_opencv_only_by_epsilon(tmp_path):
     """With Darknet's eps (1e-5, our default) yolov3-tiny still matches OpenCV within 1e-4; on
     Yolo-Fastest (tiny variances in depthwise layers) the small gap closes exactly when eps does."""

@@ -2,6 +2,7 @@
 ``half=True`` uses on CUDA), checked here on the CPU against the float32 eval model."""
 import copy
 
+import pytest
 import torch
 
 from conftest import asset
@@ -9,6 +10,7 @@ from yolo.inference.prepare import Float32Head
 from yolo.models.model import load_model
 
 
+@pytest.mark.slow
 def test_float32_heads_in_a_float16_model_match_the_float32_model():
     model = load_model(asset("cfg/yolov3-tiny.cfg"), asset("weights/yolov3-tiny.weights"), device="cpu").eval()
     x = torch.rand(2, 3, 320, 320, generator=torch.Generator().manual_seed(0))

@@ -126,6 +126,7 @@ def _with_net(text: str, **options) -> str:
     return text
 
 
+@pytest.mark.slow
 def test_real_occlusion_track_cfg_matches_darknet(darknet, tmp_path):
     """yolov3-tiny_occlusion_track.cfg ([crnn] twice, two [yolo] heads) at 64x64, one sequence of two frames,
     two calls."""

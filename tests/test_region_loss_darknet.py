@@ -29,6 +29,7 @@ def region_parity(darknet, tmp_path, cfg, x, truths, targets, header_seen: int, 
 
 
 # --------------------------------------------------------------------------------------------------- tests
+@pytest.mark.slow
 @pytest.mark.parametrize("name, header_seen", [("yolov2-voc.cfg", 0), ("yolov2-tiny-voc.cfg", PRIOR_IMAGES)])
 def test_region_delta_equals_darknet(darknet, assets, tmp_path, name, header_seen):
     from darknet_ref import darknet_source
@@ -39,6 +40,7 @@ def test_region_delta_equals_darknet(darknet, assets, tmp_path, name, header_see
     assert_deltas_equal(pairs, f"{name} seen={header_seen}")
 
 
+@pytest.mark.slow
 def test_crowded_truths_delta_equals_darknet(darknet, assets, tmp_path):
     """Truths sharing a slot (the last one sets all of its terms), an image without truths, and many truths."""
     from darknet_ref import darknet_source
@@ -50,6 +52,7 @@ def test_crowded_truths_delta_equals_darknet(darknet, assets, tmp_path):
     assert_deltas_equal(pairs, "yolov2-tiny-voc.cfg, crowded truths")
 
 
+@pytest.mark.slow
 def test_prior_term_switches_off_at_12800(darknet, assets, tmp_path):
     """The seen threshold itself: just below it the prior term is on, at it off (Darknet's '<')."""
     from darknet_ref import darknet_source

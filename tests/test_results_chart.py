@@ -51,6 +51,7 @@ def test_the_drawn_line_follows_the_series(tmp_path, series, rising):
     assert span > 100 if rising else span < -100  # the series spans the panel's height, the right way up
 
 
+@pytest.mark.slow
 def test_a_panel_per_column_of_results_csv(tmp_path):
     rows = [[e] + [f"{0.1 * e:.3f}"] * (len(RESULTS_COLUMNS) - 1) for e in (1, 2)]
     png = write_results_chart(write_csv(tmp_path / "results.csv", RESULTS_COLUMNS, rows), tmp_path / "results.png")

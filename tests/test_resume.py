@@ -84,6 +84,7 @@ def test_resume_with_a_project_it_would_ignore_is_one_line(run_dir, tmp_path, ca
     assert not (tmp_path / "elsewhere").exists()
 
 
+@pytest.mark.slow
 def test_an_image_deleted_while_training_is_one_short_line_with_the_resume_command(tmp_path, capsys, monkeypatch):
     # before: 2,242+ characters of the loader worker's flattened traceback, cut before the file name, no resume hint
     folder = write_one_head_training(tmp_path)

@@ -283,6 +283,7 @@ def test_demo_heldout_count_is_bounded(capsys):
 
 # ------------------------------------------------------------------------------- full disk
 # ------------------------------------------------------------------------------- writes outside the folder
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["../../../elsewhere", "a/b", "..", ".", "", "run\x1b[2J"])
 def test_a_run_name_that_is_a_path_is_refused_by_every_tool(capsys, tiny, train_setup, name):
     from yolo.cli import eval as eval_cli, train as train_cli

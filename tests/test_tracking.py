@@ -164,6 +164,7 @@ def mot_rows(path):
     return [(int(r[0]), int(r[1]), *map(float, r[2:7])) for r in rows]
 
 
+@pytest.mark.slow
 def test_detect_track_writes_mot_file_json_ids_and_ids_stable_across_batches_and_workers(pan_video, tmp_path):
     one = main(tiny_args(pan_video, tmp_path / "a", "--track", "--save-json", "--nosave"))
     many = main(tiny_args(pan_video, tmp_path / "b", "--track", "--save-json", "--nosave", "--batch-size", "3",
@@ -189,6 +190,7 @@ def test_detect_track_writes_mot_file_json_ids_and_ids_stable_across_batches_and
     assert sorted(api) == sorted((r[0], r[1], round(r[2], 2)) for r in rows)
 
 
+@pytest.mark.slow
 def test_detect_track_on_a_folder_of_images_is_one_sequence_and_draws_ids(tmp_path):
     folder = tmp_path / "walk"
     folder.mkdir()

@@ -151,6 +151,7 @@ def test_two_processes_on_one_sqlite_study_never_run_the_same_trial(shapes):
     assert all(len(read_results(d)) == 1 for d in run_dirs)
 
 
+@pytest.mark.slow
 def test_resume_without_a_study_and_a_study_name_taken_are_one_line_errors(shapes, capsys):
     runs = shapes / "runs"
     err = one_line_error(capsys, lambda: main(parse_args(["--resume", "--project", str(runs), "--name", "none"])))

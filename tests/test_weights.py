@@ -69,6 +69,7 @@ def test_partial_files_and_cutoff(tmp_path):
     Darknet(cfg).load_darknet_weights(weights, cutoff=15)
 
 
+@pytest.mark.slow
 def test_broken_weights_files_are_clear_errors(tmp_path):
     cfg, weights = asset("cfg/yolov3-tiny.cfg"), asset("weights/yolov3-tiny.weights")
     data = weights.read_bytes()

@@ -53,6 +53,7 @@ def _export_and_verify(model, tmp_path, size):
     assert verify_onnx(nms_path, model, inputs, nms=nms) < 1e-3
 
 
+@pytest.mark.slow
 def test_small_v1_exports_to_onnx_and_torchscript(small_v1, tmp_path):
     _, _, model = small_v1
     with torch.no_grad():
@@ -61,6 +62,7 @@ def test_small_v1_exports_to_onnx_and_torchscript(small_v1, tmp_path):
     _export_and_verify(model, tmp_path, 64)
 
 
+@pytest.mark.slow
 def test_darknet_tiny_yolo_v1_exports_to_onnx_and_torchscript(tiny_yolo_v1, tmp_path):
     _, _, model = tiny_yolo_v1
     assert model.num_classes == 20 and model.yolo_layers[0].side == 7
