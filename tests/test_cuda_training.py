@@ -110,7 +110,7 @@ def train_on(device, shapes, project: Path, name: str, hooks=None, **hyp) -> Tra
 @pytest.mark.slow
 def test_two_amp_channels_last_updates_are_finite_and_close_to_float32(shapes, tmp_path, cuda_device, no_tf32):
     layouts = []
-    hook = {"before_train": lambda t: layouts.append(t.step_runner.model.module_list[0].conv.weight.is_contiguous(
+    hook = {"before_train": lambda t: layouts.append(t.parts.model.module_list[0].conv.weight.is_contiguous(
         memory_format=torch.channels_last))}
     amp = train_on(cuda_device, shapes, tmp_path, "amp", hooks=hook)
     fp32 = train_on(cuda_device, shapes, tmp_path, "fp32", amp=False)

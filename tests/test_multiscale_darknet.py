@@ -168,7 +168,7 @@ def test_training_loads_each_update_at_darknet_size(tmp_path, monkeypatch):
 
     def start(t):
         assert t.parts.plan.total_steps == 120  # 12 updates of 2 one-image mini-batches per epoch
-        t.step_runner.model.register_forward_pre_hook(lambda module, args: inputs.append(tuple(args[0].shape[-2:])))
+        t.parts.model.register_forward_pre_hook(lambda module, args: inputs.append(tuple(args[0].shape[-2:])))
 
     def stop(t):
         if t.state.global_step == 22:

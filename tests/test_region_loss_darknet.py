@@ -166,15 +166,15 @@ def test_trainer_trains_a_region_cfg_and_tells_it_the_images_seen(tmp_path, monk
                            hyp={"workers": 0, "tensorboard": False, "plots": False, "eval_interval": 100,
                                 "batch": 8, "subdivisions": 1})
     trainer = Trainer.from_options(options)
-    criterion, seen = trainer.step_runner.criterion, []
+    criterion, seen = trainer.parts.criterion, []
 
     def recorded(outputs, targets, size_hw, images_seen):
         seen.append(images_seen)
         return criterion(outputs, targets, size_hw, images_seen=images_seen)
 
-    trainer.step_runner.criterion = recorded
+    trainer.parts.criterion = recorded
     trainer.fit()
-    head = trainer.step_runner.model.yolo_layers[0]
+    head = trainer.parts.model.yolo_layers[0]
     assert isinstance(head.train_opts.coord_scale, float) and seen == [8, 16]
 
 

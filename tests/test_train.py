@@ -75,7 +75,7 @@ def test_loss_falls_and_map_rises(shapes, tmp_path):
 def test_lr_follows_the_darknet_schedule_and_batches_accumulate(shapes, tmp_path):
     seen = []
     trainer = run(shapes, tmp_path, epochs=2, hooks={"after_step": lambda t: seen.append(
-        (t.state.global_step, t.step_runner.optimizer.param_groups[0]["lr"]))})
+        (t.state.global_step, t.parts.optimizer.param_groups[0]["lr"]))})
     # 24 images, batch 8 in 2 subdivisions of 4 -> 3 updates an epoch; burn_in 4 (power 4); step at 0.7 of 6.
     plan = trainer.parts.plan
     assert plan.mini_batch == 4 and plan.accumulate == 2 and plan.steps_per_epoch == 3
@@ -89,7 +89,7 @@ def test_lr_follows_the_darknet_schedule_and_batches_accumulate(shapes, tmp_path
 @pytest.mark.slow
 def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(shapes, tmp_path):
     def poison(t):
-        criterion = t.step_runner.criterion
+        criterion = t.parts.criterion
 
         def nan_in_epoch_two(outputs, targets, size, images_seen):
             loss, parts = criterion(outputs, targets, size, images_seen=images_seen)
@@ -97,7 +97,7 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(shapes, tmp_pa
                 loss = loss * float("nan")
             return loss, parts
 
-        t.step_runner.criterion = nan_in_epoch_two
+        t.parts.criterion = nan_in_epoch_two
 
     with pytest.raises(NonFiniteLossError) as info:
         run(shapes, tmp_path, name="nan", epochs=3, hooks={"before_train": poison})

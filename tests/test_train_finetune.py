@@ -52,7 +52,7 @@ def test_finetune_yolov3_tiny_on_coco128_keeps_map(assets, tmp_path):
     result = trainer.fit()
     assert result.global_step == 6 and trainer.parts.batches.multi_scale is not None
     after = result.metrics["mAP50"]
-    moved = max((a - b).abs().max().item() for a, b in zip(trainer.step_runner.model.state_dict().values(),
+    moved = max((a - b).abs().max().item() for a, b in zip(trainer.parts.model.state_dict().values(),
                                                             model.state_dict().values()))
     assert moved > 1e-4  # the weights did change
     print(f"coco128 mAP@0.5 before {before:.4f}, after {after:.4f}")

@@ -164,14 +164,14 @@ def test_logged_running_losses_equal_a_plain_account_of_every_mini_batch(shapes,
     minibatches, logs = [], []
 
     def record_losses(trainer):
-        criterion = trainer.step_runner.criterion
+        criterion = trainer.parts.criterion
 
         def recorded(outputs, targets, size_hw, images_seen):
             loss, parts = criterion(outputs, targets, size_hw, images_seen=images_seen)
             minibatches.append((loss.item(), parts["box"].item(), parts["obj"].item(), parts["cls"].item()))
             return loss, parts
 
-        trainer.step_runner.criterion = recorded
+        trainer.parts.criterion = recorded
 
     trainer = run(shapes, tmp_path, epochs=1, hooks={"before_train": record_losses,
                                                       "after_step": lambda t: logs.append(t.state.step_log)})

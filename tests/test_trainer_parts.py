@@ -81,7 +81,7 @@ def test_a_trainer_given_hand_built_parts_trains_as_the_built_run(setup, tmp_pat
     assert result.global_step == built_result.global_step == 2
     assert result.run_dir is None and result.last is None and built_result.last.is_file()
     assert hand.state.step_log == built_trainer.state.step_log  # the last update's losses and the epoch's means
-    built_weights, hand_weights = built_trainer.step_runner.model.state_dict(), model.state_dict()
+    built_weights, hand_weights = built_trainer.parts.model.state_dict(), model.state_dict()
     assert built_weights.keys() == hand_weights.keys()
     for key, value in built_weights.items():
         assert torch.equal(value, hand_weights[key]), key

@@ -100,8 +100,8 @@ class Trainer:
                                                    hyp="configs/hyp.shapes.yaml", device="cpu")).fit()
 
     Its attributes: ``parts`` (what it was given), ``state`` (:class:`yolo.engine.train_state.TrainState`),
-    ``step_runner`` (the step, reading ``parts``; its ``model``, ``optimizer``, ``criterion``, ``forward``, ... are
-    the parts'),
+    ``step_runner`` (the step: it reads the model, optimizer, criterion, ``forward``, ... in ``parts``, where
+    scripts read them too, and holds only its own loss sums),
     ``hooks`` (:class:`yolo.engine.hooks.HookBase`, main process only for the built-in ones; they run in their
     order and read ``trainer.state`` and ``trainer.parts.plan``), ``stop_request`` and ``epoch_times``.
     ``trainer.add_callback(event, fn)`` appends ``fn(trainer)`` at ``before_train`` (before the first update),

@@ -11,13 +11,12 @@ the run's :class:`yolo.engine.train_state.TrainState` (``global_step``, ``lr``, 
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Dict, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 import torch.distributed
 import torch.nn as nn
 
-from yolo.engine.ema import ModelEMA
 from yolo.engine.optimizer import clip_weights, hold_gradients, holds_gradients
 from yolo.engine.parts import TrainingParts
 from yolo.engine.schedule import set_lr
@@ -57,50 +56,6 @@ class StepRunner:
     def eval_model(self) -> nn.Module:
         """The model evaluated and saved: the EMA's when on, else the training model."""
         return self.parts.ema.module if self.parts.ema is not None else self.parts.model
-
-    # ---------------------------------------------------------------- what scripts read: the run's parts
-    @property
-    def model(self) -> nn.Module:
-        """``parts.model``: the unwrapped model."""
-        return self.parts.model
-
-    @property
-    def optimizer(self) -> torch.optim.Optimizer:
-        """``parts.optimizer``."""
-        return self.parts.optimizer
-
-    @property
-    def schedule(self) -> Callable[[int], float]:
-        """``parts.schedule``: update number (1-based) -> learning rate."""
-        return self.parts.schedule
-
-    @property
-    def criterion(self) -> Callable:
-        """``parts.criterion``; a script may replace it (in ``parts``, which the step reads)."""
-        return self.parts.criterion
-
-    @criterion.setter
-    def criterion(self, criterion: Callable) -> None:
-        self.parts.criterion = criterion
-
-    @property
-    def forward(self) -> Callable:
-        """``parts.forward``: how the step calls the model; a script may replace it (in ``parts``)."""
-        return self.parts.forward
-
-    @forward.setter
-    def forward(self, forward: Callable) -> None:
-        self.parts.forward = forward
-
-    @property
-    def scaler(self) -> torch.amp.GradScaler:
-        """``parts.scaler`` (disabled without AMP)."""
-        return self.parts.scaler
-
-    @property
-    def ema(self) -> Optional[ModelEMA]:
-        """``parts.ema`` (None: no EMA)."""
-        return self.parts.ema
 
     # ---------------------------------------------------------------- the epoch's sums
     def start_epoch(self, resumed_sums: Optional[torch.Tensor] = None) -> None:
