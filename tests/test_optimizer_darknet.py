@@ -198,7 +198,7 @@ def test_adam_is_darknets_cuda_update_which_its_cpu_build_ignores(darknet, asset
         ((outputs[3] - target) ** 2).sum().div(batch).backward()
         grads = {n: p.grad.double().numpy().copy() for n, p in model.named_parameters()}
         trainer._optimizer_step()
-        rate = trainer.schedule(t)
+        rate = trainer.parts.schedule(t)
         for n in names:
             scale = 0.5 if n.startswith("module_list.1.") else 1.0  # that layer's learning_rate=0.5
             d = -batch * grads[n] - decay * batch * w[n]
@@ -454,7 +454,7 @@ def test_dont_update_burnin_update_and_clip_follow_darknets_cuda_update(darknet,
         ((outputs[3] - torch.randn(outputs[3].shape, generator=gen)) ** 2).sum().div(batch).backward()
         grads = {k: p.grad.double().numpy().copy() for k, p in model.named_parameters()}
         trainer._optimizer_step()
-        rate = trainer.schedule(n)
+        rate = trainer.parts.schedule(n)
         for k in w:
             layer = int(k.split(".")[1])
             u[k] += -batch * grads[k]

@@ -65,7 +65,7 @@ real_from_options = Trainer.from_options.__func__
 def from_options(cls, options):
     global trainer
     trainer = real_from_options(cls, options)
-    step = trainer.step_runner
+    step = trainer.parts  # what the step reads at each mini-batch
     forward, criterion = step.forward, step.criterion
     def paused_forward(images):
         pause("forward")
