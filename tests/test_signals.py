@@ -65,17 +65,17 @@ real_from_options = Trainer.from_options.__func__
 def from_options(cls, options):
     global trainer
     trainer = real_from_options(cls, options)
-    step = trainer.parts  # what the step reads at each mini-batch
-    forward, criterion = step.forward, step.criterion
+    run_parts = trainer.parts  # the step reads forward and criterion there at each mini-batch
+    forward, criterion = run_parts.forward, run_parts.criterion
     def paused_forward(images):
         pause("forward")
         return forward(images)
     def criterion_with_backward_pause(outputs, targets, size, images_seen):
-        loss, parts = criterion(outputs, targets, size, images_seen=images_seen)
+        loss, terms = criterion(outputs, targets, size, images_seen=images_seen)
         loss.register_hook(lambda grad: pause("backward"))  # runs inside loss.backward()
-        return loss, parts
-    step.forward, step.criterion = paused_forward, criterion_with_backward_pause
-    step.optimizer.register_step_pre_hook(lambda optimizer, args, kwargs: pause("optimizer"))
+        return loss, terms
+    run_parts.forward, run_parts.criterion = paused_forward, criterion_with_backward_pause
+    run_parts.optimizer.register_step_pre_hook(lambda optimizer, args, kwargs: pause("optimizer"))
     return trainer
 Trainer.from_options = classmethod(from_options)
 
