@@ -16,7 +16,15 @@ import torch
 
 from yolo.ops.darknet_resize_kernel import kernel_library
 
-torch.set_num_threads(min(2, os.cpu_count() or 1))
+# Under pytest-xdist the cores are shared by the worker processes: each gets its share of threads (torch's,
+# OpenCV's, and those of the processes its tests start), so that the workers do not oversubscribe the cores.
+# (Measured on 2 cores, two workers: 1 thread each ran a 6-file sample in 137-146 s, 2 threads each in 165-185 s.)
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+TEST_THREADS = max(1, min(2, len(os.sched_getaffinity(0)) // _WORKERS))
+torch.set_num_threads(TEST_THREADS)
+if _WORKERS > 1:
+    cv2.setNumThreads(TEST_THREADS)
+    os.environ.setdefault("OMP_NUM_THREADS", str(TEST_THREADS))
 
 # tools/gpu_lab, the GPU report's modules (lab tooling beside the launcher tools/gpu_report.py, not in the package);
 # appended, so that no launcher in tools/ (detect.py, train.py, ...) shadows a module of the same name
@@ -163,13 +171,16 @@ def darknet_opencv(tmp_path_factory):
     return _darknet_build(tmp_path_factory, "darknet_opencv", opencv=True)
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def keep_threads():
-    """The benchmark sets this process's torch and OpenCV threads (one core); later tests get theirs back."""
+    """A test may set this process's torch or OpenCV thread count (the benchmark tools do): the next test gets the
+    worker's count back, so that numbers compared across tests come from the same summation order."""
     torch_threads, cv2_threads = torch.get_num_threads(), cv2.getNumThreads()
     yield
-    torch.set_num_threads(torch_threads)
-    cv2.setNumThreads(cv2_threads)
+    if torch.get_num_threads() != torch_threads:
+        torch.set_num_threads(torch_threads)
+    if cv2.getNumThreads() != cv2_threads:
+        cv2.setNumThreads(cv2_threads)
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from yolo.cli import benchmark as benchmark_cli
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
-pytestmark = pytest.mark.usefixtures("keep_threads", "private_cache")
+pytestmark = pytest.mark.usefixtures("private_cache")
 
 QUICK = ["--img-size", "64", "--iters", "2", "--warmup", "0", "--batch-size", "2", "--threads", "1"]
 

@@ -9,7 +9,7 @@ from helpers import model_files, one_line_error
 from yolo.cli import benchmark as benchmark_cli
 
 
-def test_benchmark_times_ours_alone_where_opencv_lacks_the_head(tmp_path, capsys, keep_threads):
+def test_benchmark_times_ours_alone_where_opencv_lacks_the_head(tmp_path, capsys):
     cfg, weights = model_files(tmp_path, GAUSSIAN_CFG, "gauss")
     figures = benchmark_cli.main(benchmark_cli.parse_args(
         ["--cfg", str(cfg), "--weights", str(weights), "--img-size", "64", "--iters", "1", "--warmup", "0",
@@ -29,7 +29,7 @@ def bad_filters_cfg(tmp_path):
     return path
 
 
-def test_benchmark_names_each_bad_input_in_one_line(tmp_path, capsys, keep_threads):
+def test_benchmark_names_each_bad_input_in_one_line(tmp_path, capsys):
     cfg, classifier = asset("cfg/yolov3-tiny.cfg"), tmp_path / "no_head.cfg"
     classifier.write_text(RATE_CFG)  # one convolution, no detection head (as a classifier cfg)
     cases = [

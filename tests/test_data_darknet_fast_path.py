@@ -173,7 +173,7 @@ def test_each_worker_runs_one_torch_thread():
 
 
 # ---------------------------------------------------------------------------------------------- the benchmark
-def test_benchmark_data_mode_runs(tmp_path, capsys, assets, keep_threads):
+def test_benchmark_data_mode_runs(tmp_path, capsys, assets):
     """tools/benchmark.py --data: every pipeline timed; figures are reported, never asserted on."""
     from yolo.cli.benchmark import main as bench_main, parse_args as bench_args
 
@@ -189,7 +189,7 @@ def test_benchmark_data_mode_runs(tmp_path, capsys, assets, keep_threads):
     assert "darknet item / JPEG decode" in out
 
 
-def test_benchmark_loader_workers_times_the_loader_with_each_count(tmp_path, capsys, assets, keep_threads):
+def test_benchmark_loader_workers_times_the_loader_with_each_count(tmp_path, capsys, assets):
     from yolo.cli.benchmark import main as bench_main, parse_args as bench_args
 
     data, _ = _shapes(tmp_path)
@@ -202,7 +202,7 @@ def test_benchmark_loader_workers_times_the_loader_with_each_count(tmp_path, cap
     assert figures["loader_1w_threads"] >= 1  # a worker process was there to count
 
 
-def test_benchmark_loader_workers_refuses_a_batch_larger_than_the_dataset(tmp_path, capsys, assets, keep_threads):
+def test_benchmark_loader_workers_refuses_a_batch_larger_than_the_dataset(tmp_path, capsys, assets):
     """The loader makes whole mini-batches only: 12 images in batches of 16 would time nothing, forever."""
     from yolo.cli.benchmark import main as bench_main, parse_args as bench_args
 
@@ -216,7 +216,7 @@ def test_benchmark_loader_workers_refuses_a_batch_larger_than_the_dataset(tmp_pa
                        "timed; give a smaller --batch-size"), err
 
 
-def test_benchmark_data_mode_names_a_missing_dataset(tmp_path, capsys, assets, keep_threads):
+def test_benchmark_data_mode_names_a_missing_dataset(tmp_path, capsys, assets):
     from yolo.cli.benchmark import main as bench_main, parse_args as bench_args
 
     with pytest.raises(SystemExit):

@@ -110,7 +110,7 @@ def test_export_uses_the_cfgs_size_and_prints_why(wide_model, tmp_path, capsys):
     assert f"input size 96x64 ({CFG_REASON})" in capsys.readouterr().out
 
 
-def test_benchmark_uses_the_cfgs_size_and_prints_why(wide_model, capsys, keep_threads):
+def test_benchmark_uses_the_cfgs_size_and_prints_why(wide_model, capsys):
     from yolo.cli.benchmark import main
     from yolo.cli.flags.benchmark import parse_args
 

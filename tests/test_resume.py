@@ -490,7 +490,8 @@ def test_ctrl_c_saves_and_resume_matches_uninterrupted(shapes, reference_run, tm
     cmd = [sys.executable, str(REPO / "tools" / "train.py"), "--cfg", str(shapes["cfg"]), "--data",
            str(shapes["data"]), "--hyp", str(hyp_file), "--epochs", "3", "--device", "cpu", "--project",
            str(tmp_path), "--name", "killed", "--no-progress"]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    # the reference and the resumed run train in this process: the killed one uses as many threads
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": str(torch.get_num_threads())}
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     run_dir = tmp_path / "killed"
     deadline = time.time() + 120
