@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Dict, List, Set
 
@@ -15,7 +17,8 @@ from yolo.models.layer_types.registry import BUILDERS
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "yolo"
-OPTIONAL = re.compile(r"#.*optional dependency")
+# an import inside a function: an optional dependency, or a slow third-party import deferred to its first use
+OPTIONAL = re.compile(r"#.*(optional dependency|deferred import)")
 
 
 def python_files(*folders: str) -> List[Path]:
@@ -39,7 +42,8 @@ def test_imports_inside_functions_are_only_optional_dependencies():
                             not OPTIONAL.search(lines[inner.lineno - 1]):
                         offenders.append(f"{path.relative_to(REPO)}:{inner.lineno}: {lines[inner.lineno - 1].strip()}")
     assert not offenders, "imports inside functions (mark a true optional dependency with " \
-                          "'# optional dependency: ...'):\n" + "\n".join(offenders)
+                          "'# optional dependency: ...', a slow library imported on first use with " \
+                          "'# deferred import: ...'):\n" + "\n".join(offenders)
 
 
 def import_graph() -> Dict[str, Set[str]]:
@@ -488,3 +492,26 @@ def test_groups_of_head_sections_are_named_once():
     offenders = [f"{path.relative_to(REPO)}:{line}" for path in python_files("yolo", "tools")
                  if path != HEAD_SECTIONS_MODULE for line in head_name_groups(path.read_text(encoding="utf-8"))]
     assert not offenders, "head section names grouped outside yolo/models/head_sections.py: " + ", ".join(offenders)
+
+
+@pytest.mark.slow
+def test_the_tools_load_torchvision_only_when_they_use_it():
+    """Importing torchvision takes seconds (it loads torch._dynamo): every tool's module and the package import
+    without it, so that help and refused input answer at once; NMS loads it on first use."""
+    import subprocess
+    import sys
+
+    tools = [module_name(p) for p in python_files("yolo/cli") if p.stem not in ("__init__",)]
+    code = ("import importlib, sys\n"
+            f"for name in {['yolo', *tools]!r}:\n"
+            "    importlib.import_module(name)\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torchvision', 'torch._dynamo')))\n"
+            "from yolo.ops.nms import nms\n"
+            "import torch\n"
+            "nms(torch.tensor([[0., 0, 10, 10], [1, 1, 10, 10]]), torch.tensor([0.9, 0.8]), torch.tensor([0, 0]), 0.5)\n"
+            "print('torchvision' in sys.modules)\n")
+    run = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    loaded, after_nms = run.stdout.strip().splitlines()
+    assert loaded == "[]", loaded
+    assert after_nms == "True"

@@ -6,10 +6,10 @@ from typing import Dict, List
 
 import torch
 import torch.nn as nn
-import torchvision
 
 from yolo.export.compare import ArrayLike
 from yolo.inference.postprocess import PostprocessOptions
+from yolo.ops.boxes import torchvision_ops
 
 NMS_OUTPUT_NAMES = ("boxes", "scores", "labels", "batch_index")
 NMS_OUTPUT_COLUMNS = ("boxes [K, 4] x1, y1, x2, y2 (input pixels), scores [K], labels [K], "
@@ -59,7 +59,7 @@ class _NonMaxSuppression(torch.autograd.Function):
         rows = []
         for b in range(boxes.shape[0]):
             idx = (scores[b] > conf).nonzero().squeeze(1)
-            keep = idx[torchvision.ops.nms(boxes[b, idx].float(), scores[b, idx].float(), iou)[:max_det]]
+            keep = idx[torchvision_ops().nms(boxes[b, idx].float(), scores[b, idx].float(), iou)[:max_det]]
             rows.append(torch.stack((torch.full_like(keep, b), torch.zeros_like(keep), keep), 1))
         return torch.cat(rows) if rows else torch.zeros((0, 3), dtype=torch.int64)
 

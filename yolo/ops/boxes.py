@@ -12,24 +12,38 @@ from __future__ import annotations
 from typing import Tuple
 
 import torch
-from torchvision.ops import box_convert, box_iou
 
 __all__ = ["box_convert", "box_iou", "cxcywh_to_xyxy", "xyxy_to_cxcywh", "xyxy_to_xywh", "clip_boxes"]
 
 
+def torchvision_ops():
+    """``torchvision.ops``, imported on first use: importing torchvision takes about 2.5 s (it loads
+    ``torch._dynamo``), which a tool that only prints its help or refuses its input should not spend."""
+    import torchvision.ops  # deferred import: torchvision loads torch._dynamo (about 2.5 s)
+
+    return torchvision.ops
+
+
+def __getattr__(name: str):
+    """``box_convert`` and ``box_iou`` are torchvision's (the xyxy IoU matrix), imported when first asked for."""
+    if name in ("box_convert", "box_iou"):
+        return getattr(torchvision_ops(), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def cxcywh_to_xyxy(boxes: torch.Tensor) -> torch.Tensor:
     """``Float[..., 4]`` centre + size -> ``Float[..., 4]`` corners, same units."""
-    return box_convert(boxes, "cxcywh", "xyxy")
+    return torchvision_ops().box_convert(boxes, "cxcywh", "xyxy")
 
 
 def xyxy_to_cxcywh(boxes: torch.Tensor) -> torch.Tensor:
     """``Float[..., 4]`` corners -> ``Float[..., 4]`` centre + size, same units."""
-    return box_convert(boxes, "xyxy", "cxcywh")
+    return torchvision_ops().box_convert(boxes, "xyxy", "cxcywh")
 
 
 def xyxy_to_xywh(boxes: torch.Tensor) -> torch.Tensor:
     """``Float[..., 4]`` corners -> ``Float[..., 4]`` top-left corner + size (COCO ``bbox``), same units."""
-    return box_convert(boxes, "xyxy", "xywh")
+    return torchvision_ops().box_convert(boxes, "xyxy", "xywh")
 
 
 def clip_boxes(boxes: torch.Tensor, shape_hw: Tuple[int, int]) -> torch.Tensor:

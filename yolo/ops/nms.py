@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-import torchvision
 
+from yolo.ops.boxes import torchvision_ops
 from yolo.ops.postprocess_defaults import BETA_NMS, NMS_KINDS
 
 __all__ = ["NMS_KINDS", "nms"]
@@ -76,7 +76,7 @@ def nms(boxes: torch.Tensor, scores: torch.Tensor, groups: torch.Tensor, iou_thr
         # class) the shifts reach millions of pixels, where float32 keeps a quarter pixel: float64 keeps the
         # float32 coordinates exact. Moved to >= 0 first, so that no box reaches into the previous group.
         exact = boxes.double()
-        return torchvision.ops.batched_nms(exact - exact.min(), scores.double(), groups, iou_thres)
+        return torchvision_ops().batched_nms(exact - exact.min(), scores.double(), groups, iou_thres)
     beta = _GREEDY_BETA if kind == "greedynms" else float(beta_nms)
     all_boxes = boxes.detach().cpu().double()
     all_scores = scores.detach().cpu().double().numpy()
