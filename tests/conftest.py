@@ -20,7 +20,8 @@ from yolo.ops.darknet_resize_kernel import kernel_library
 # OpenCV's, and those of the processes its tests start), so that the workers do not oversubscribe the cores.
 # (Measured on 2 cores, two workers: 1 thread each ran a 6-file sample in 137-146 s, 2 threads each in 165-185 s.)
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-TEST_THREADS = max(1, min(2, len(os.sched_getaffinity(0)) // _WORKERS))
+_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+TEST_THREADS = max(1, min(2, _CORES // _WORKERS))
 torch.set_num_threads(TEST_THREADS)
 if _WORKERS > 1:
     cv2.setNumThreads(TEST_THREADS)
