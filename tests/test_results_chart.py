@@ -5,16 +5,18 @@ chart that drew the wrong column, the wrong order or nothing fails.
 """
 import csv
 import logging
+from types import SimpleNamespace
 
 import cv2
 import numpy as np
 import pytest
 
+from helpers import FakeClock
 from training_helpers import FAST, write_cfg, write_data
 from yolo.data import ensure_shapes_dataset
 from yolo.engine import TrainOptions, Trainer
 from yolo.engine.hooks import writers
-from yolo.engine.hooks.writers import RESULTS_COLUMNS, write_results_chart
+from yolo.engine.hooks.writers import RESULTS_COLUMNS, ResultsChartWriter, write_results_chart
 
 LINE_BGR = (180, 119, 31)  # the chart's line colour, #1f77b4, as OpenCV reads it
 
@@ -92,3 +94,35 @@ def test_a_chart_that_fails_never_stops_the_run(tiny, tmp_path, monkeypatch, cap
     assert (result.run_dir / "last.pt").is_file() and not (result.run_dir / "results.png").exists()
     warnings = [r.getMessage() for r in caplog.records if "results chart" in r.getMessage()]
     assert len(warnings) == 1 and "no fonts here" in warnings[0] and "goes on" in warnings[0]
+
+
+def chart_drawings(monkeypatch, epoch_seconds, epochs, stop_after=None):
+    """The epochs after which a ResultsChartWriter (30 s apart) draws, for epochs of ``epoch_seconds`` each on a
+    test clock; with ``stop_after`` the run stops after that epoch ("stop" marks a drawing at the stop)."""
+    drawn = []
+    monkeypatch.setattr(writers, "write_results_chart", lambda csv_path, png_path: drawn.append(state.epoch))
+    clock = FakeClock()
+    state = SimpleNamespace(epoch=0)
+    trainer = SimpleNamespace(state=state, parts=SimpleNamespace(plan=SimpleNamespace(epochs=epochs)))
+    chart = ResultsChartWriter("results.csv", "results.png", interval_s=30.0, clock=clock)
+    chart.before_train(trainer)
+    for epoch in range(1, (epochs if stop_after is None else stop_after) + 1):
+        clock.spend_s(epoch_seconds)
+        state.epoch = epoch
+        chart.after_epoch(trainer)
+    if stop_after is not None:
+        state.epoch = "stop"
+        chart.after_interrupt(trainer)
+    return drawn
+
+
+def test_the_chart_is_redrawn_every_30_s_and_after_the_last_epoch(monkeypatch):
+    assert chart_drawings(monkeypatch, epoch_seconds=2, epochs=5) == [5]  # small epochs: once, at the end
+    assert chart_drawings(monkeypatch, epoch_seconds=12, epochs=6) == [3, 6]
+    assert chart_drawings(monkeypatch, epoch_seconds=40, epochs=3) == [1, 2, 3]  # long epochs: after each
+
+
+def test_a_stopped_run_draws_the_rows_not_drawn_yet(monkeypatch):
+    assert chart_drawings(monkeypatch, epoch_seconds=2, epochs=5, stop_after=2) == ["stop"]
+    assert chart_drawings(monkeypatch, epoch_seconds=40, epochs=5, stop_after=2) == [1, 2]  # all drawn already
+    assert chart_drawings(monkeypatch, epoch_seconds=40, epochs=5, stop_after=0) == []  # no epoch, no chart

@@ -89,7 +89,7 @@ class Hyperparameters(ScheduleHyperparameters):
     eval_interval: int = 1  # evaluate every N epochs (and always after the last)
     darknet_map: bool = False  # every evaluation also Darknet's detector map mAP@0.50 (results.csv darknet_mAP50)
     tensorboard: bool = True
-    plots: bool = True  # results.png after every epoch; PR curves and confusion matrix after the last epoch
+    plots: bool = True  # results.png (redrawn every 30 s at most, and at the end); PR curves, confusion matrix
     tb_images: int = 4  # validation images with the boxes detect.py would draw, logged each evaluation
     workers: Optional[int] = None  # data-loading processes (None: automatic)
     cache_images: bool = False  # decode the train images once, keep them in memory where they fit (same items)

@@ -176,16 +176,42 @@ class ResultsCSVWriter(HookBase):
             writer.writerows(rows)
 
 
-class ResultsChartWriter(HookBase):
-    """``results.png`` beside ``results.csv``, redrawn from it after every epoch (:func:`yolo.plots.results_figure`):
-    runs after :class:`ResultsCSVWriter`; the trainer wraps it in :class:`yolo.engine.hooks.guarded.Guarded`, so
-    a chart that cannot be drawn never stops a run."""
+# Drawing results.png takes about a second (matplotlib, 10-15 panels): after every epoch of a small dataset it
+# would take as long as the training. It is redrawn when this long has passed since the last drawing.
+CHART_INTERVAL_S = 30.0
 
-    def __init__(self, csv_path: Path, png_path: Path):
+
+class ResultsChartWriter(HookBase):
+    """``results.png`` beside ``results.csv``, redrawn from it (:func:`yolo.plots.results_figure`) after an epoch
+    that ends :data:`CHART_INTERVAL_S` or more after the last drawing (or the run's start), after the run's last
+    epoch, and when the run stops with rows not drawn yet. Runs after :class:`ResultsCSVWriter`; the trainer wraps
+    it in :class:`yolo.engine.hooks.guarded.Guarded`, so a chart that cannot be drawn never stops a run.
+    ``clock`` is ``time.monotonic`` (a test's clock in tests)."""
+
+    def __init__(self, csv_path: Path, png_path: Path, interval_s: float = CHART_INTERVAL_S, clock=time.monotonic):
         self.csv_path, self.png_path = csv_path, png_path
+        self.interval_s, self.clock = interval_s, clock
+        self.drawn_at = clock()
+        self.rows_not_drawn = False
+
+    def before_train(self, trainer) -> None:
+        self.drawn_at = self.clock()
 
     def after_epoch(self, trainer) -> None:
+        last_epoch = trainer.state.epoch >= trainer.parts.plan.epochs
+        if last_epoch or self.clock() - self.drawn_at >= self.interval_s:
+            self._draw()
+        else:
+            self.rows_not_drawn = True
+
+    def after_interrupt(self, trainer) -> None:
+        if self.rows_not_drawn:
+            self._draw()
+
+    def _draw(self) -> None:
+        self.rows_not_drawn = False
         write_results_chart(self.csv_path, self.png_path)
+        self.drawn_at = self.clock()
 
 
 def write_results_chart(csv_path: Path, png_path: Path) -> Path:
