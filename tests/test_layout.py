@@ -498,17 +498,15 @@ def test_groups_of_head_sections_are_named_once():
 def test_the_tools_load_torchvision_only_when_they_use_it():
     """Importing torchvision takes seconds (it loads torch._dynamo): every tool's module and the package import
     without it, so that help and refused input answer at once; NMS loads it on first use."""
-    import subprocess
-    import sys
-
-    tools = [module_name(p) for p in python_files("yolo/cli") if p.stem not in ("__init__",)]
+    tools = [module_name(p) for p in python_files("yolo/cli") if p.stem != "__init__"]
     code = ("import importlib, sys\n"
             f"for name in {['yolo', *tools]!r}:\n"
             "    importlib.import_module(name)\n"
             "print(sorted(m for m in sys.modules if m.startswith(('torchvision', 'torch._dynamo'))))\n"
             "from yolo.ops.nms import nms\n"
             "import torch\n"
-            "nms(torch.tensor([[0., 0, 10, 10], [1, 1, 10, 10]]), torch.tensor([0.9, 0.8]), torch.tensor([0, 0]), 0.5)\n"
+            "boxes, scores, groups = torch.tensor([[0., 0, 10, 10], [1, 1, 10, 10]]), torch.ones(2), torch.zeros(2)\n"
+            "nms(boxes, scores, groups.long(), 0.5)\n"
             "print('torchvision' in sys.modules)\n")
     run = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
