@@ -4,6 +4,7 @@ tools end with that line: eval without a run folder, training with ``last.pt`` s
 
 The bad file is an image rewritten after its scan with its size and mtime kept (the scan's cache still vouches
 for it): only the loader can find it out."""
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from torch.utils.data import DataLoader, Dataset
 from helpers import REPO, one_line_error
 from training_helpers import run, shapes_training, train_state, write_one_head_model
 from yolo.data import YoloDataset
-from yolo.data.loader import init_worker
+from yolo.data.loader import init_worker, shut_down_workers
 from yolo.errors import DataError
 
 pytestmark = pytest.mark.usefixtures("private_cache")
@@ -31,10 +32,11 @@ class BadItems(Dataset):
 
 
 def test_a_data_error_in_a_loader_worker_is_its_own_one_line():
-    loader = DataLoader(BadItems(), batch_size=2, num_workers=1, worker_init_fn=init_worker)
+    batches = iter(DataLoader(BadItems(), batch_size=2, num_workers=1, worker_init_fn=init_worker))
     with pytest.raises(DataError) as info:
-        next(iter(loader))
+        next(batches)
     assert str(info.value) == "/data/images/val/7.jpg: cannot read image (missing or corrupt)"
+    shut_down_workers(batches)  # now: the traceback kept in ``info`` would keep it to a garbage collection
 
 
 @pytest.mark.slow
@@ -92,17 +94,22 @@ def test_eval_ends_with_one_line_naming_an_image_changed_since_its_scan(capsys, 
     _, pt, _ = write_one_head_model(tmp_path)
     argv = ["--weights", pt, "--data", shapes["data"], "--img-size", 64, "--workers", workers, "--project",
             tmp_path / "runs", "--no-progress"]
+    running = set(multiprocessing.active_children())
     err = one_line_error(capsys, lambda: eval_cli.main(eval_cli.parse_args([str(a) for a in argv])))
     assert err == f"error: {image}: cannot read image (missing or corrupt)"
     assert not list((tmp_path / "runs").glob("*"))  # no run folder left
+    # The loader's workers ended with the evaluation, although the error (and its traceback) is still held.
+    assert set(multiprocessing.active_children()) <= running
 
 
 @pytest.mark.slow
 def test_training_whose_evaluation_meets_such_an_image_saves_last_pt_and_ends_with_it(tmp_path, changed_val_image):
     shapes, image = changed_val_image
+    running = set(multiprocessing.active_children())
     with pytest.raises(DataError) as info:
         run(shapes, tmp_path / "runs", epochs=1, hyp={"workers": 1, "eval_interval": 1})
     assert str(info.value) == f"{image}: cannot read image (missing or corrupt)"
+    assert set(multiprocessing.active_children()) <= running  # no loader worker left running
     state = train_state(tmp_path / "runs" / "exp")["train"]
     assert state["epoch"] == 0 and state["epoch_step"] > 0  # the epoch's updates kept; its evaluation left to do
 

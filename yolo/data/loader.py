@@ -177,18 +177,27 @@ class EpochLoader:
     def close(self) -> None:
         """Shut the worker processes down now (they also end with the process): they hold copies of the files
         the main process had open when they started, the run folder's lock among them."""
-        iterator = getattr(self.loader, "_iterator", None)  # the persistent workers' iterator (DataLoader's own)
-        if iterator is not None and hasattr(iterator, "_shutdown_workers"):
-            for _ in range(8):
-                try:
-                    iterator._shutdown_workers()  # a no-op once it has run
-                    break
-                except RuntimeError as exc:
-                    # PyTorch's SIGCHLD handler reports a worker of any loader that died while we wait: that death
-                    # was reported where it happened; the shutdown goes on for the workers left.
-                    if not is_worker_death(exc):
-                        raise
+        shut_down_workers(getattr(self.loader, "_iterator", None))  # the persistent workers' (DataLoader's own)
         self.loader._iterator = None
+
+
+def shut_down_workers(iterator: Optional[Iterator]) -> None:
+    """End the worker processes of a ``DataLoader`` iterator now; nothing for one without workers or already ended.
+
+    PyTorch ends them when the iterator is freed. An iterator that an exception's traceback still holds (an
+    evaluation that failed, kept by its caller) is freed only by a later garbage collection, which then waits
+    5 s for each worker before it ends it."""
+    if iterator is None or not hasattr(iterator, "_shutdown_workers"):
+        return
+    for _ in range(8):
+        try:
+            iterator._shutdown_workers()  # a no-op once it has run
+            return
+        except RuntimeError as exc:
+            # PyTorch's SIGCHLD handler reports a worker of any loader that died while we wait: that death was
+            # reported where it happened; the shutdown goes on for the workers left.
+            if not is_worker_death(exc):
+                raise
 
 
 def set_epoch(loader: DataLoader, epoch: int) -> None:

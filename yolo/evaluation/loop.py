@@ -12,6 +12,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 import torch
 from tqdm import tqdm
 
+from yolo.data.loader import shut_down_workers
 from yolo.evaluation.darknet_evaluator import DarknetMapEvaluator, check_darknet_map_model
 from yolo.evaluation.evaluator import Evaluator
 from yolo.inference.postprocess import PostprocessOptions, postprocess, warn_if_not_finite
@@ -111,7 +112,8 @@ def evaluate_model(
     evaluator.reset()
     times = {"preprocess": 0.0, "inference": 0.0, "nms": 0.0}
     num_images = 0
-    bar = tqdm(loader, desc=desc, disable=not progress, leave=False)
+    batches_in = iter(loader)  # kept to end its loader workers at once if the evaluation fails
+    bar = tqdm(batches_in, total=_length(loader), desc=desc, disable=not progress, leave=False)
     lines = ProgressLines(f"{desc} (batches)", _length(loader), not progress, logger)  # lines when no bar
     batches = 0
     it = iter(bar)
@@ -149,6 +151,11 @@ def evaluate_model(
                 num_images += len(image_ids)
                 batches += 1
                 lines.update(batches, f"{num_images} images")
+    except BaseException:
+        # The exception's traceback holds the iterator: freed only by a later garbage collection, which would wait
+        # 5 s for each worker. A caller that keeps the exception keeps no worker process running.
+        shut_down_workers(batches_in)
+        raise
     finally:
         bar.close()
         model.train(was_training)
