@@ -112,10 +112,12 @@ def test_test_command_installs_once_then_reuses_the_venv(tmp_path):
 
     calls = _run(repo, env, "tools/test.sh", "-x", "tests/test_cfg.py")
     assert calls[0].startswith("venv ")
-    assert re.fullmatch(r"-m pip install .* -e \S+\[dev\] \| .*", calls[1]), calls
-    assert calls[2].startswith("-m pytest -q -x tests/test_cfg.py | YOLO_ASSETS=")
-    assert Path(calls[2].split("YOLO_ASSETS=")[1]).resolve() == Path(repo_assets)
-    assert len(calls) == 3
+    # pip installs without compiling; the bytecode is compiled afterwards on every core (-j 0).
+    assert re.fullmatch(r"-m pip install .* --no-compile -e \S+\[dev\] \| .*", calls[1]), calls
+    assert re.fullmatch(r"-m compileall -qq -j 0 \S+/\.venv/lib \| .*", calls[2]), calls
+    assert calls[3].startswith("-m pytest -q -x tests/test_cfg.py | YOLO_ASSETS=")
+    assert Path(calls[3].split("YOLO_ASSETS=")[1]).resolve() == Path(repo_assets)
+    assert len(calls) == 4
 
     # Second run: nothing to install; an explicit YOLO_ASSETS wins.
     calls = _run(repo, env | {"YOLO_ASSETS": "/elsewhere"}, "tools/test.sh")
@@ -128,17 +130,18 @@ def test_test_command_installs_once_then_reuses_the_venv(tmp_path):
     # An edited setup.py reinstalls.
     (repo / "setup.py").write_text("# version 2\n")
     calls = _run(repo, env, "tools/test.sh")
-    assert len(calls) == 2 and "pip install" in calls[0] and "[dev]" in calls[0]
+    assert len(calls) == 3 and "pip install" in calls[0] and "[dev]" in calls[0] and "compileall" in calls[1]
 
 
 def test_quickstart_installs_runtime_only_then_tests_add_the_dev_extra(tmp_path):
     repo, env = _fresh_copy(tmp_path)
     calls = _run(repo, env, "tools/quickstart.sh")
     assert calls[0].startswith("venv ") and "pip install" in calls[1] and "[dev]" not in calls[1]
-    assert calls[2].startswith("tools/demo.py")
+    assert "compileall" in calls[2] and calls[3].startswith("tools/demo.py")
     # No shared assets beside this copy: YOLO_ASSETS stays unset and the asset tests skip.
     calls = _run(repo, env, "tools/test.sh")
-    assert "[dev]" in calls[0] and calls[1] == "-m pytest -q -n 2 --dist loadfile | YOLO_ASSETS="
+    assert "[dev]" in calls[0] and "compileall" in calls[1]
+    assert calls[2] == "-m pytest -q -n 2 --dist loadfile | YOLO_ASSETS="
 
 
 def test_test_command_fails_when_tests_fail(tmp_path):
