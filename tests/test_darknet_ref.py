@@ -1,10 +1,13 @@
 """The Darknet reference harness itself: it builds, and Darknet's inference equals ours layer by layer on the
 real yolov3-tiny weights (the same comparison OpenCV already confirms end to end)."""
+import shutil
+import subprocess
+
 import numpy as np
 import pytest
 import torch
 
-from darknet_ref import set_net_options
+from darknet_ref import object_cache, set_net_options
 from yolo import load_model
 
 
@@ -51,3 +54,34 @@ def test_train_gives_yolo_deltas(darknet, assets):
         delta = dump.delta(head.index)
         assert delta.shape == (2, 255, head.out_h, head.out_w) and np.isfinite(delta).all()
         assert np.abs(delta).max() > 0 and head.cost > 0
+
+
+def test_the_object_cache_reuses_an_object_only_for_the_same_preprocessed_source(tmp_path):
+    """Darknet's builds compile through tests/darknet_ref/object_cache.py: a flag that leaves the preprocessed text
+    as it was (-D of an unused macro, -I of another folder) reuses the object; one that changes it compiles again;
+    each object equals the compiler's own."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc not found: the Darknet builds need it")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.c").write_text("#ifdef WIDE\nlong\n#else\nint\n#endif\nf(int x) { return x * 3; }\n")
+    objects = tmp_path / "objects"
+    objects.mkdir()
+
+    def compile_cached(*flags):
+        out = tmp_path / "a.o"
+        out.unlink(missing_ok=True)
+        status = object_cache.main(["object_cache.py", "gcc", str(objects), "-O2", *flags, "-c", "src/a.c",
+                                    "-o", str(out)])
+        assert status == 0
+        direct = tmp_path / "direct.o"
+        subprocess.run(["gcc", "-O2", *flags, "-c", "src/a.c", "-o", str(direct)], cwd=tmp_path, check=True)
+        assert out.read_bytes() == direct.read_bytes()
+        return sorted(p.name for p in objects.iterdir())
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path)  # make compiles in the build folder with relative paths
+        first = compile_cached()
+        assert len(first) == 1
+        assert compile_cached("-DOPENCV", "-Iinclude/") == first  # same preprocessed text: reused
+        assert len(compile_cached("-DWIDE")) == 2  # the text differs: compiled and stored
+        assert len(compile_cached("-O0")) == 3  # another code-generation flag: compiled and stored
