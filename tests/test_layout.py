@@ -4,6 +4,7 @@ tool; no test module imports another."""
 from __future__ import annotations
 
 import ast
+import os
 import re
 import subprocess
 import sys
@@ -495,21 +496,28 @@ def test_groups_of_head_sections_are_named_once():
 
 
 @pytest.mark.slow
-def test_the_tools_load_torchvision_only_when_they_use_it():
-    """Importing torchvision takes seconds (it loads torch._dynamo): every tool's module and the package import
-    without it, so that help and refused input answer at once; NMS loads it on first use."""
+def test_the_tools_load_torchvision_and_matplotlib_only_when_they_use_them():
+    """Importing torchvision takes seconds (it loads torch._dynamo), matplotlib half a second: every tool's module
+    and the package import without them, so that help and refused input answer at once; NMS loads torchvision on
+    first use, a drawing matplotlib (on the Agg backend)."""
     tools = [module_name(p) for p in python_files("yolo/cli") if p.stem != "__init__"]
     code = ("import importlib, sys\n"
             f"for name in {['yolo', *tools]!r}:\n"
             "    importlib.import_module(name)\n"
-            "print(sorted(m for m in sys.modules if m.startswith(('torchvision', 'torch._dynamo'))))\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('torchvision', 'torch._dynamo', 'matplotlib'))))\n"
             "from yolo.ops.nms import nms\n"
             "import torch\n"
             "boxes, scores, groups = torch.tensor([[0., 0, 10, 10], [1, 1, 10, 10]]), torch.ones(2), torch.zeros(2)\n"
             "nms(boxes, scores, groups.long(), 0.5)\n"
-            "print('torchvision' in sys.modules)\n")
-    run = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+            "print('torchvision' in sys.modules)\n"
+            "from yolo.plots import results_figure\n"
+            "results_figure([{'epoch': '1', 'loss': '2.5'}])\n"
+            "import matplotlib\n"
+            "print(matplotlib.get_backend())\n")
+    run = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
+                         env={k: v for k, v in os.environ.items() if k != "MPLBACKEND"})
     assert run.returncode == 0, run.stderr[-2000:]
-    loaded, after_nms = run.stdout.strip().splitlines()
+    loaded, after_nms, backend = run.stdout.strip().splitlines()
     assert loaded == "[]", loaded
     assert after_nms == "True"
+    assert backend.lower() == "agg"

@@ -8,18 +8,19 @@ TensorBoard's ``SummaryWriter.add_figure``.
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
-from typing import List, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, List, Mapping, Optional, Sequence, Tuple, Union
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")  # headless: never needs a display
-import numpy as np  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+from yolo.errors import shown
 
-from yolo.errors import shown  # noqa: E402
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
-__all__ = ["pr_curves_figure", "pr_curves_grid_figure", "confusion_matrix_figure", "results_figure", "save_figure"]
+__all__ = ["pr_curves_figure", "pr_curves_grid_figure", "confusion_matrix_figure", "new_figure", "results_figure",
+           "save_figure"]
 
 # the x axis, and the durations and worker count, which say nothing of the learning
 RESULTS_NOT_CHARTED = ("epoch", "time_s", "time_data_s", "time_step_s", "time_other_s", "workers")
@@ -35,6 +36,19 @@ def plot_name(name: str) -> str:
     and ``$`` a dollar sign (matplotlib reads the text between two as math, and fails on ``$\\frac$``)."""
     return shown(name, PLOT_NAME_CHARS).replace("$", r"\$")
 
+
+
+def new_figure(**options: Any) -> Figure:
+    """``matplotlib.figure.Figure(**options)`` on the Agg backend. matplotlib is imported by the first drawing,
+    not with this module: it takes half a second, which a tool that draws nothing (detection, an export, a refused
+    input) does not pay."""
+    import matplotlib  # deferred import: half a second, for the processes that draw
+
+    if "matplotlib.pyplot" not in sys.modules:  # a pyplot the caller uses keeps its backend
+        matplotlib.use("Agg")  # headless: never needs a display
+    from matplotlib.figure import Figure  # deferred import: as above
+
+    return Figure(**options)
 
 
 def save_figure(fig: Figure, path: Union[str, Path], dpi: int = 150) -> Path:
@@ -67,7 +81,7 @@ def results_figure(rows: Sequence[Mapping[str, str]]) -> Figure:
     columns = [c for c in (rows[0].keys() if rows else ()) if c not in RESULTS_NOT_CHARTED]
     per_row = max(1, min(RESULTS_PANELS_PER_ROW, len(columns)))
     lines = max(1, math.ceil(len(columns) / per_row))
-    fig = Figure(figsize=(RESULTS_PANEL_INCHES[0] * per_row, RESULTS_PANEL_INCHES[1] * lines), dpi=100,
+    fig = new_figure(figsize=(RESULTS_PANEL_INCHES[0] * per_row, RESULTS_PANEL_INCHES[1] * lines), dpi=100,
                  tight_layout=True)
     for i, column in enumerate(columns):
         ax = fig.add_subplot(lines, per_row, i + 1)
@@ -98,7 +112,7 @@ def pr_curves_figure(recall: np.ndarray, precision: np.ndarray, names: Sequence[
         ap50: per-class AP50 for the legend.
         max_legend: name each class in the legend only up to this many classes.
     """
-    fig = Figure(figsize=(8, 6), tight_layout=True)
+    fig = new_figure(figsize=(8, 6), tight_layout=True)
     ax = fig.add_subplot()
     defined = np.flatnonzero(_defined(precision))
     show_legend = len(defined) <= max_legend
@@ -128,7 +142,7 @@ def pr_curves_grid_figure(recall: np.ndarray, precision: np.ndarray, names: Sequ
     n = max(len(defined), 1)
     cols = math.ceil(math.sqrt(n))
     rows = math.ceil(n / cols)
-    fig = Figure(figsize=(2.0 * cols, 1.8 * rows), tight_layout=True)
+    fig = new_figure(figsize=(2.0 * cols, 1.8 * rows), tight_layout=True)
     for i, c in enumerate(defined):
         ax = fig.add_subplot(rows, cols, i + 1)
         ax.plot(recall, precision[:, c], linewidth=1.2)
@@ -160,7 +174,7 @@ def confusion_matrix_figure(matrix: np.ndarray, names: Sequence[str], conf_thres
         m = m / np.maximum(m.sum(axis=1, keepdims=True), 1)
     k = len(labels)
     size = min(max(6.0, 0.22 * k + 3), 30.0)
-    fig = Figure(figsize=(size, size * 0.85), tight_layout=True)
+    fig = new_figure(figsize=(size, size * 0.85), tight_layout=True)
     ax = fig.add_subplot()
     image = ax.imshow(np.where(m > 0, m, np.nan), cmap="Blues", vmin=0, vmax=1 if normalize else None)
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)

@@ -10,14 +10,16 @@ import csv
 import io
 import math
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Sequence
 
 import yaml
-from matplotlib.figure import Figure
-from matplotlib.ticker import NullFormatter
 
 from yolo.engine.tune_gains import is_gain
 from yolo.files.atomic import atomic_path, write_text_atomic
+from yolo.plots import new_figure
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 PANEL_INCHES = (3.2, 2.6)
 PANELS_PER_ROW = 4
@@ -55,7 +57,9 @@ def trials_figure(rows: Sequence[Mapping[str, Any]], keys: Sequence[str], metric
     per key (a log axis for ``log_keys``); pruned trials in gray at their last reported score."""
     cols = max(1, min(PANELS_PER_ROW, len(keys)))
     nrows = max(1, math.ceil(len(keys) / cols))
-    fig = Figure(figsize=(PANEL_INCHES[0] * cols, PANEL_INCHES[1] * nrows), layout="constrained")
+    from matplotlib.ticker import NullFormatter  # deferred import: matplotlib, for the processes that draw
+
+    fig = new_figure(figsize=(PANEL_INCHES[0] * cols, PANEL_INCHES[1] * nrows), layout="constrained")
     scored = [r for r in rows if r["value"] != "" and r["state"] in STATE_COLOURS]
     for i, key in enumerate(keys or ["(none)"]):
         ax = fig.add_subplot(nrows, cols, i + 1)
