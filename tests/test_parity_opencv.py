@@ -69,20 +69,24 @@ def test_every_detection_cfg_matches_opencv_with_random_weights(cfg_name, tmp_pa
     randomize_model(model, seed=DETECTION_CFGS.index(cfg_name), calibrate_hw=SIZES[0])
     weights = tmp_path / "random.weights"
     model.save_darknet_weights(weights)  # our writer; OpenCV must read it the same way
-    model64 = copy.deepcopy(model).double()
+    region = cfg_name.startswith("yolov2")  # [region]: OpenCV runs Darknet's NMS inside the layer
     for hw in SIZES:
         blob = image_blob("dog.jpg", hw, n=2)
         blob[1] = blob[1, :, ::-1, :]  # a second, different image in the batch
         ref = opencv_forward(cfg, weights, blob, tmp_path)
         ours = ours_in_opencv_layout(model, torch.from_numpy(blob))
+        if region:
+            ours = np.stack([darknet_nms_sort(img) for img in ours])
+            assert (ref[..., 5:] > 0).mean() > 0.05  # the comparison still covers many class scores
+        if (errors(ours, ref) < TOL).all():
+            continue
         # Random weights in a 100-layer network amplify float32 rounding past 1e-4 on w/h (both
         # OpenCV and we differ from a float64 run by that much), so the bound is 1e-4 or three
         # times our own float32 noise, whichever is larger; a semantic error is far above either.
-        exact = ours_in_opencv_layout(model64, torch.from_numpy(blob).double())
-        if cfg_name.startswith("yolov2"):  # [region]: OpenCV runs Darknet's NMS inside the layer
-            ours = np.stack([darknet_nms_sort(img) for img in ours])
+        # The float64 run (slow on a CPU) is made only for an error over 1e-4: under it, the bound holds anyway.
+        exact = ours_in_opencv_layout(copy.deepcopy(model).double(), torch.from_numpy(blob).double())
+        if region:
             exact = np.stack([darknet_nms_sort(img) for img in exact])
-            assert (ref[..., 5:] > 0).mean() > 0.05  # the comparison still covers many class scores
         noise = errors(ours, exact)
         assert_same(ours, ref, tol=np.maximum(TOL, 3 * noise))
 
